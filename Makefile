@@ -1,0 +1,60 @@
+# Tickwork's one entry point for humans and CI. `make help` lists the targets.
+
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(abspath $(VENV))/bin
+# The venv's tools (pytest, kubectl from PyPI, ruff, ...) come first.
+export PATH := $(BIN):$(PATH)
+
+PYTEST_ARGS ?=
+
+.DEFAULT_GOAL := help
+.PHONY: help install test test-unit test-integration lint typecheck check \
+	controlplane controlplane-down controlplane-bin demo bench clean
+
+help: ## show this help
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-20s %s\n", $$1, $$2}'
+
+$(VENV)/.installed: pyproject.toml constraints.txt
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@$(BIN)/python -m pip install --quiet --upgrade pip
+	@$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev,bench]'
+	@touch $@
+
+install: $(VENV)/.installed ## create .venv and install Tickwork with its test and dev tools
+
+controlplane-bin: install ## build (or find cached) kube-apiserver, controller-manager, etcd, helm
+	@$(BIN)/tickwork-devcluster build --helm
+
+test: install controlplane-bin ## run the whole test suite (real control plane and Redis)
+	@# pytest's own exit status is kept for .ci/run (5 means nothing was collected).
+	@$(BIN)/pytest $(PYTEST_ARGS); status=$$?; echo $$status > .pytest-exit-status; exit $$status
+
+test-unit: install ## run only the pure unit tests
+	$(BIN)/pytest -m unit $(PYTEST_ARGS)
+
+lint: install ## ruff, the import layers, hadolint
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports
+	@if [ -f Dockerfile ]; then $(BIN)/hadolint Dockerfile; fi
+
+typecheck: install ## mypy --strict
+	$(BIN)/mypy
+
+check: lint typecheck test ## everything CI runs
+
+controlplane: install ## start the local control plane (idempotent); last line: kubeconfig
+	@$(BIN)/tickwork-devcluster up --with-controller-manager --redis
+
+controlplane-down: install ## stop the local control plane
+	@$(BIN)/tickwork-devcluster down
+
+demo: install controlplane-bin ## run Tickwork locally on its embedded defaults
+	@$(BIN)/tickwork-devcluster up --with-controller-manager --redis
+
+bench: install controlplane-bin ## run the benchmarks (JSON results in benchmarks/results/)
+	$(BIN)/python benchmarks/run.py
+
+clean: controlplane-down ## stop servers, remove caches (the binary cache is kept)
+	rm -rf .pytest_cache .mypy_cache .ruff_cache .hypothesis .devcluster

@@ -1,0 +1,95 @@
+"""Fixtures with real parts: a kube-apiserver + etcd control plane and a redis-server.
+
+Nothing here mocks Kubernetes or Redis. When a part cannot be built or
+started the fixture raises with the build's or the server's own error, so the
+test errors loudly instead of skipping.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis as redis_lib
+from kubernetes import client as k8s
+from kubernetes import config as k8s_config
+
+from tickwork.devcluster.cluster import Cluster, existing_cluster
+from tickwork.devcluster.controlplane import ControlPlane
+from tickwork.devcluster.redis import RedisServer
+
+_TESTS = Path(__file__).parent
+_MARK_BY_FOLDER = {"unit": "unit", "integration": "integration", "e2e": "e2e"}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark each test by the folder it lives in, so `-m unit` and friends just work."""
+    for item in items:
+        try:
+            folder = Path(item.path).relative_to(_TESTS).parts[0]
+        except ValueError:
+            continue
+        marker = _MARK_BY_FOLDER.get(folder)
+        if marker:
+            item.add_marker(marker)
+
+
+# -- Kubernetes -------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    """The cluster under test: an existing one, or a fresh local control plane."""
+    existing = existing_cluster()
+    if existing is not None:
+        yield existing
+        return
+    plane = ControlPlane(workdir=tmp_path_factory.mktemp("controlplane"))
+    with plane:
+        yield Cluster(kubeconfig=plane.kubeconfig, plane=plane)
+
+
+@pytest.fixture(scope="session")
+def controller_manager(cluster: Cluster) -> Cluster:
+    """The cluster with kube-controller-manager running (started on first use)."""
+    if cluster.plane is not None:
+        cluster.plane.start_controller_manager()
+    return cluster
+
+
+@pytest.fixture
+def api_client(cluster: Cluster) -> Iterator[k8s.ApiClient]:
+    """A Kubernetes API client authenticated as the cluster admin."""
+    api = k8s_config.new_client_from_config(config_file=str(cluster.kubeconfig))
+    with api:
+        yield api
+
+
+@pytest.fixture
+def namespace(api_client: k8s.ApiClient) -> Iterator[str]:
+    """A fresh namespace per test, deleted afterwards."""
+    name = f"t-{secrets.token_hex(4)}"
+    core = k8s.CoreV1Api(api_client)
+    core.create_namespace(k8s.V1Namespace(metadata=k8s.V1ObjectMeta(name=name)))
+    yield name
+    core.delete_namespace(name)
+
+
+# -- Redis ------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    """One real redis-server (with a password) for the whole session."""
+    with RedisServer(workdir=tmp_path_factory.mktemp("redis")) as server:
+        yield server
+
+
+@pytest.fixture
+def redis_url(redis_server: RedisServer) -> str:
+    """The session server's URL, flushed before each test (the rq habit)."""
+    with redis_lib.Redis.from_url(redis_server.url) as connection:
+        connection.flushall()
+    return redis_server.url

@@ -1,0 +1,123 @@
+"""The local control plane's launcher: idempotent `up`, clean `down`, and no orphan
+servers when whoever started them dies."""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from tickwork.devcluster.cluster import existing_cluster
+
+pytestmark = pytest.mark.skipif(
+    existing_cluster() is not None, reason="launcher tests need the local control plane"
+)
+
+
+def _wait_for_exit(pids: list[int], timeout: float) -> list[int]:
+    """Block until every pid has exited (pidfd readiness, no polling); return survivors."""
+    fds = []
+    for pid in pids:
+        try:
+            fds.append(os.pidfd_open(pid))
+        except ProcessLookupError:
+            continue  # already gone
+    try:
+        pending = set(fds)
+        while pending:
+            ready, _, _ = select.select(list(pending), [], [], timeout)
+            if not ready:
+                break
+            pending -= set(ready)
+    finally:
+        for fd in fds:
+            os.close(fd)
+    return [pid for pid in pids if Path(f"/proc/{pid}").exists() and not _is_zombie(pid)]
+
+
+def _is_zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
+def _children_pids(parent: int) -> list[int]:
+    pids = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().split(")")[-1].split()
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+        if int(fields[1]) == parent:
+            pids.append(int(stat.parent.name))
+    return pids
+
+
+def _devcluster(state: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "TICKWORK_DEVCLUSTER_DIR": str(state)}
+    return subprocess.run(
+        [sys.executable, "-m", "tickwork.devcluster", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
+@pytest.mark.timeout(300)
+def test_up_is_idempotent_prints_the_kubeconfig_last_and_down_leaves_nothing(
+    tmp_path: Path,
+) -> None:
+    first = _devcluster(tmp_path, "up")
+    assert first.returncode == 0, first.stderr
+    kubeconfig = Path(first.stdout.splitlines()[-1])
+    assert kubeconfig.is_file()
+
+    state = json.loads((tmp_path / "state.json").read_text())
+    supervisor = int(state["pid"])
+    servers = _children_pids(supervisor)
+    assert len(servers) == 2  # etcd and kube-apiserver
+
+    second = _devcluster(tmp_path, "up")
+    assert second.returncode == 0, second.stderr
+    assert second.stdout.splitlines()[-1] == str(kubeconfig)
+    assert json.loads((tmp_path / "state.json").read_text())["pid"] == supervisor
+
+    down = _devcluster(tmp_path, "down")
+    assert down.returncode == 0, down.stderr
+    assert _wait_for_exit([supervisor, *servers], timeout=30) == []
+    assert not (tmp_path / "state.json").exists()
+
+
+@pytest.mark.timeout(300)
+def test_servers_die_with_the_process_that_started_them(tmp_path: Path) -> None:
+    script = textwrap.dedent(f"""
+        import json, os, sys, threading
+        from pathlib import Path
+        from tickwork.devcluster.controlplane import ControlPlane
+        plane = ControlPlane(workdir=Path({str(tmp_path)!r}))
+        plane.start()
+        print(json.dumps([p.pid for p in plane._procs.values()]), flush=True)
+        threading.Event().wait()
+    """)
+    with subprocess.Popen(
+        [sys.executable, "-c", script], stdout=subprocess.PIPE, text=True
+    ) as owner:
+        assert owner.stdout is not None
+        line = owner.stdout.readline()
+        assert line, "the control plane did not start"
+        servers = json.loads(line)
+        assert len(servers) == 2
+
+        owner.send_signal(signal.SIGKILL)  # an interrupted test run, at its harshest
+        owner.wait()
+    assert _wait_for_exit(servers, timeout=30) == []

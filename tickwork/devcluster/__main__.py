@@ -1,0 +1,205 @@
+"""``tickwork-devcluster``: build, start and stop the local control plane.
+
+``up`` is idempotent: when a control plane from an earlier ``up`` still
+answers, it prints that one's kubeconfig. The kubeconfig path is always the
+last line of ``up``'s output, so scripts can take it with ``tail -n1``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import signal
+import ssl
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+from tickwork.devcluster import build, process
+from tickwork.devcluster.controlplane import ControlPlane
+from tickwork.devcluster.errors import DevClusterError
+from tickwork.devcluster.redis import RedisServer
+
+UP_TIMEOUT_SECONDS = 3600.0  # a cold build of the control plane included
+
+
+def state_dir() -> Path:
+    return Path(os.environ.get("TICKWORK_DEVCLUSTER_DIR", ".devcluster")).resolve()
+
+
+def _state_file() -> Path:
+    return state_dir() / "state.json"
+
+
+def _read_state() -> dict[str, object] | None:
+    try:
+        state: dict[str, object] = json.loads(_state_file().read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+        return None
+    return state
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _answers(state: dict[str, object]) -> bool:
+    """True if the recorded control plane's apiserver is ready."""
+    workdir = Path(str(state["workdir"]))
+    context = ssl.create_default_context(cafile=str(workdir / "pki" / "ca.crt"))
+    context.load_cert_chain(str(workdir / "pki" / "admin.crt"), str(workdir / "pki" / "admin.key"))
+    url = f"{state['server']}/readyz"
+    try:
+        with urllib.request.urlopen(url, timeout=3, context=context) as response:  # noqa: S310 - loopback
+            return bool(response.status == 200)  # noqa: PLR2004 - HTTP OK
+    except OSError:
+        return False
+
+
+def _running_state() -> dict[str, object] | None:
+    state = _read_state()
+    if state and state.get("ready") and _alive(int(str(state["pid"]))) and _answers(state):
+        return state
+    return None
+
+
+def cmd_build(args: argparse.Namespace) -> int:
+    bundles = [build.controlplane_bundle()]
+    if args.helm:
+        bundles.append(build.helm_bundle())
+    for bundle in bundles:
+        started = time.monotonic()
+        path = build.ensure_built(bundle)
+        print(f"{bundle.name}: {path} ({time.monotonic() - started:.1f}s)")  # noqa: T201
+    return 0
+
+
+def cmd_up(args: argparse.Namespace) -> int:
+    state = _running_state()
+    if state is None:
+        cmd_down(args)
+        directory = state_dir()
+        directory.mkdir(parents=True, exist_ok=True)
+        argv = [sys.executable, "-m", "tickwork.devcluster", "serve"]
+        if args.with_controller_manager:
+            argv.append("--with-controller-manager")
+        if args.redis:
+            argv.append("--redis")
+        log = directory / "supervisor.log"
+        # The supervisor outlives this command; its servers die with it.
+        proc = process.spawn(argv, log_path=log, die_with_parent=False)
+        deadline = time.monotonic() + UP_TIMEOUT_SECONDS
+        while (state := _read_state()) is None or not state.get("ready"):
+            if proc.poll() is not None:
+                print(process.log_tail(log, 60), file=sys.stderr)  # noqa: T201
+                print("the control plane did not start; see above", file=sys.stderr)  # noqa: T201
+                return 1
+            if time.monotonic() > deadline:
+                print("timed out waiting for the control plane", file=sys.stderr)  # noqa: T201
+                return 1
+            time.sleep(0.2)
+    if state.get("redis_url"):
+        print(f"redis: {state['redis_url']}")  # noqa: T201
+    print(f"server: {state['server']}")  # noqa: T201
+    print(state["kubeconfig"])  # noqa: T201
+    return 0
+
+
+def cmd_down(_args: argparse.Namespace) -> int:
+    state = _read_state()
+    if state is None:
+        return 0
+    pid = int(str(state["pid"]))
+    if _alive(pid):
+        os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + 30
+        while _alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        if _alive(pid):
+            os.kill(pid, signal.SIGKILL)
+    _state_file().unlink(missing_ok=True)
+    print("control plane stopped")  # noqa: T201
+    return 0
+
+
+def cmd_status(_args: argparse.Namespace) -> int:
+    state = _running_state()
+    if state is None:
+        print("not running")  # noqa: T201
+        return 1
+    print(json.dumps(state, indent=2))  # noqa: T201
+    return 0
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    """Run the servers in the foreground until SIGTERM or SIGINT (the supervisor)."""
+    directory = state_dir()
+    stopping = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stopping.set())
+    plane = ControlPlane(
+        workdir=directory / "controlplane", with_controller_manager=args.with_controller_manager
+    )
+    redis = RedisServer(workdir=directory / "redis") if args.redis else None
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(plane)
+        if redis is not None:
+            stack.enter_context(redis)
+        state = {
+            "pid": os.getpid(),
+            "ready": True,
+            "workdir": str(plane.workdir),
+            "server": plane.server,
+            "kubeconfig": str(plane.kubeconfig),
+            "version": plane.version().get("gitVersion"),
+            "redis_url": redis.url if redis else None,
+        }
+        tmp = _state_file().with_suffix(".tmp")
+        tmp.write_text(json.dumps(state, indent=2))
+        tmp.rename(_state_file())
+        print(f"control plane ready: {plane.server}", flush=True)  # noqa: T201
+        stopping.wait()
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="tickwork-devcluster", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    p_build = sub.add_parser("build", help="build (or find cached) control-plane binaries")
+    p_build.add_argument("--helm", action="store_true", help="build helm too")
+    p_build.set_defaults(func=cmd_build)
+    for name, func, text in (
+        ("up", cmd_up, "start the control plane in the background (idempotent)"),
+        ("serve", cmd_serve, "run the control plane in the foreground"),
+    ):
+        p = sub.add_parser(name, help=text)
+        p.add_argument("--with-controller-manager", action="store_true")
+        p.add_argument("--redis", action="store_true", help="also start a redis-server")
+        p.set_defaults(func=func)
+    sub.add_parser("down", help="stop the background control plane").set_defaults(func=cmd_down)
+    sub.add_parser("status", help="show the running control plane").set_defaults(func=cmd_status)
+    args = parser.parse_args(argv)
+    try:
+        result: int = args.func(args)
+    except DevClusterError as exc:
+        print(f"error: {exc}", file=sys.stderr)  # noqa: T201
+        return 1
+    except subprocess.CalledProcessError as exc:
+        print(f"error: {exc}", file=sys.stderr)  # noqa: T201
+        return 1
+    return result
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,196 @@
+"""Build the local control plane's binaries from the Go module proxy, cached by version.
+
+The pins live in the wrapper modules under ``hack/`` (``hack/controlplane/go.mod``
+for kube-apiserver, kube-controller-manager and etcd; ``hack/helm/go.mod`` for
+helm). The cache key is the pinned versions plus a digest of ``go.mod`` and
+``go.sum``, so a warm run finds the binaries and never calls ``go``.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from tickwork.devcluster.errors import BuildError
+
+#: Where the wrapper modules live, relative to the repository root.
+HACK_DIR = Path(__file__).resolve().parents[2] / "hack"
+
+#: Binaries each bundle produces.
+CONTROLPLANE_BINARIES = ("kube-apiserver", "kube-controller-manager", "etcd")
+HELM_BINARIES = ("helm",)
+
+_STAMP = ".complete"
+
+
+def cache_root() -> Path:
+    """The directory that holds built binaries; outside the repository on purpose."""
+    explicit = os.environ.get("TICKWORK_CACHE_DIR")
+    if explicit:
+        return Path(explicit)
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    base = Path(xdg) if xdg else Path.home() / ".cache"
+    return base / "tickwork"
+
+
+def _required_version(gomod: str, module: str) -> str:
+    """The version of ``module`` that a go.mod requires (direct or indirect)."""
+    match = re.search(rf"^\s*(?:require\s+)?{re.escape(module)}\s+(v\S+)", gomod, re.MULTILINE)
+    if match is None:
+        raise BuildError(f"{module} is not pinned in the wrapper go.mod")
+    return match.group(1)
+
+
+@dataclass(frozen=True)
+class Bundle:
+    """One wrapper module and the binaries it builds."""
+
+    name: str
+    module_dir: Path
+    binaries: tuple[str, ...]
+    versions: dict[str, str]
+
+    @property
+    def key(self) -> str:
+        digest = hashlib.sha256()
+        for name in ("go.mod", "go.sum"):
+            digest.update((self.module_dir / name).read_bytes())
+        pins = "-".join(f"{k}-{v}" for k, v in sorted(self.versions.items()))
+        return f"{self.name}-{pins}-{digest.hexdigest()[:10]}"
+
+    def cached_dir(self) -> Path:
+        return cache_root() / "bin" / self.key
+
+
+def controlplane_bundle() -> Bundle:
+    module_dir = HACK_DIR / "controlplane"
+    gomod = (module_dir / "go.mod").read_text()
+    return Bundle(
+        name="controlplane",
+        module_dir=module_dir,
+        binaries=CONTROLPLANE_BINARIES,
+        versions={
+            "kubernetes": _required_version(gomod, "k8s.io/kubernetes"),
+            "etcd": _required_version(gomod, "go.etcd.io/etcd/server/v3"),
+        },
+    )
+
+
+def helm_bundle() -> Bundle:
+    module_dir = HACK_DIR / "helm"
+    gomod = (module_dir / "go.mod").read_text()
+    return Bundle(
+        name="helm",
+        module_dir=module_dir,
+        binaries=HELM_BINARIES,
+        versions={"helm": _required_version(gomod, "helm.sh/helm/v3")},
+    )
+
+
+def _kube_ldflags(version: str) -> str:
+    major, minor = version.lstrip("v").split(".")[:2]
+    stamps = {
+        "gitVersion": version,
+        "gitMajor": major,
+        "gitMinor": minor,
+        "gitTreeState": "clean",
+        "buildDate": "1970-01-01T00:00:00Z",
+    }
+    flags = ["-s", "-w"]
+    for package in ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version"):
+        flags += [f"-X {package}.{name}={value}" for name, value in stamps.items()]
+    return " ".join(flags)
+
+
+def _helm_ldflags(version: str, gomod: str) -> str:
+    kube = _required_version(gomod, "k8s.io/client-go")  # v0.X.Y
+    minor = kube.split(".")[1]
+    flags = ["-s", "-w", f"-X helm.sh/helm/v3/internal/version.version={version}"]
+    flags += ["-X helm.sh/helm/v3/internal/version.gitTreeState=clean"]
+    for package in ("helm.sh/helm/v3/pkg/lint/rules", "helm.sh/helm/v3/pkg/chartutil"):
+        flags += [f"-X {package}.k8sVersionMajor=1", f"-X {package}.k8sVersionMinor={minor}"]
+    return " ".join(flags)
+
+
+def _targets(bundle: Bundle) -> list[tuple[str, str, str]]:
+    """(binary name, package to build, ldflags) for each binary of a bundle."""
+    if bundle.name == "helm":
+        gomod = (bundle.module_dir / "go.mod").read_text()
+        flags = _helm_ldflags(bundle.versions["helm"], gomod)
+        return [("helm", "helm.sh/helm/v3/cmd/helm", flags)]
+    flags = _kube_ldflags(bundle.versions["kubernetes"])
+    return [
+        ("kube-apiserver", "k8s.io/kubernetes/cmd/kube-apiserver", flags),
+        ("kube-controller-manager", "k8s.io/kubernetes/cmd/kube-controller-manager", flags),
+        ("etcd", "./cmd/etcd", "-s -w"),
+    ]
+
+
+def _go() -> str:
+    go = shutil.which("go")
+    if go is None:
+        raise BuildError(
+            "the Go toolchain is not on PATH; install Go >= 1.26 (or set KUBEBUILDER_ASSETS "
+            "to a directory holding kube-apiserver and etcd)"
+        )
+    return go
+
+
+def ensure_built(bundle: Bundle, *, log: bool = True) -> Path:
+    """Return the directory holding the bundle's binaries, building them once if needed."""
+    target = bundle.cached_dir()
+    if (target / _STAMP).exists():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    lock_path = target.parent / f".{bundle.key}.lock"
+    with lock_path.open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # a parallel run waits for our build
+        if (target / _STAMP).exists():
+            return target
+        _build_into(bundle, target, log=log)
+    return target
+
+
+def _build_into(bundle: Bundle, target: Path, *, log: bool) -> None:
+    go = _go()
+    env = {**os.environ, "CGO_ENABLED": "0", "GOFLAGS": "-mod=readonly -buildvcs=false"}
+    env.setdefault("GOTOOLCHAIN", "local")
+    staging = Path(tempfile.mkdtemp(prefix=f".{bundle.key}.", dir=target.parent))
+    try:
+        for binary, package, ldflags in _targets(bundle):
+            if log:
+                print(f"building {binary} ({package}) into {target} ...", flush=True)  # noqa: T201
+            result = subprocess.run(
+                [
+                    go,
+                    "build",
+                    "-trimpath",
+                    "-ldflags",
+                    ldflags,
+                    "-o",
+                    str(staging / binary),
+                    package,
+                ],
+                cwd=bundle.module_dir,
+                env=env,
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+            if result.returncode != 0:
+                tail = "\n".join((result.stdout + result.stderr).splitlines()[-40:])
+                raise BuildError(f"`go build {package}` failed (exit {result.returncode}):\n{tail}")
+        (staging / _STAMP).write_text(" ".join(f"{k}={v}" for k, v in bundle.versions.items()))
+        if target.exists():
+            shutil.rmtree(target)
+        staging.rename(target)
+    finally:
+        if staging.exists():
+            shutil.rmtree(staging, ignore_errors=True)

