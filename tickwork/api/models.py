@@ -1,0 +1,360 @@
+"""The ScheduledJob API (``tickwork.dev/v1alpha1``) as pydantic models.
+
+These models are the single source of the CRD: ``python -m tickwork.api.crd``
+turns them into ``manifests/crds/scheduledjobs.tickwork.dev.yaml``, and a
+test fails when the committed file drifts. Field names are camelCase on the
+wire (aliases) and snake_case in Python. Every string, list and map has an
+upper bound, so an object stays far below etcd's 1.5 MiB limit.
+
+Each CEL rule the API server enforces has a Python twin here, so the operator
+and the CLI reach the same verdict; checks CEL cannot express (the cron
+ranges' order, a schedule that never fires, an unknown zone) live only here
+and surface as a status condition and an Event.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+import urllib.parse
+from typing import Annotated, Any, Self
+
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, model_validator
+from pydantic.alias_generators import to_camel
+from pydantic.functional_validators import AfterValidator
+
+from tickwork.api import rules
+from tickwork.core.cron import parse_cron
+from tickwork.core.states import JobPhase, RunState
+from tickwork.core.zones import load_zone
+
+GROUP = "tickwork.dev"
+VERSION = "v1alpha1"
+KIND = "ScheduledJob"
+PLURAL = "scheduledjobs"
+SINGULAR = "scheduledjob"
+SHORT_NAMES = ("sj",)
+API_VERSION = f"{GROUP}/{VERSION}"
+
+_CRON = re.compile(rules.CRON_PATTERN)
+_ZONE = re.compile(rules.ZONE_PATTERN)
+
+
+def _list_map(*keys: str) -> dict[str, Any]:
+    """Mark a list as a map keyed by ``keys``, so server-side apply merges it by key."""
+    return {"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": list(keys)}
+
+
+def _cel(*cel_rules: rules.CelRule) -> dict[str, Any]:
+    return {"x-kubernetes-validations": [rule.to_schema() for rule in cel_rules]}
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(
+        alias_generator=to_camel,
+        populate_by_name=True,
+        extra="forbid",
+        frozen=True,
+        use_enum_values=False,
+    )
+
+    def to_wire(self) -> dict[str, Any]:
+        """The camelCase JSON form, without unset optional fields."""
+        return self.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+# -- spec ---------------------------------------------------------------------
+
+
+def _check_cron(value: str) -> str:
+    if not _CRON.match(value):
+        raise ValueError(rules.CRON_MESSAGE)
+    parse_cron(value)  # ranges in order, a day that exists: what CEL cannot check
+    return value
+
+
+def _check_zone(value: str) -> str:
+    if not _ZONE.match(value):
+        raise ValueError(rules.ZONE_MESSAGE)
+    load_zone(value)
+    return value
+
+
+def _check_url(value: str) -> str:
+    parsed = urllib.parse.urlsplit(value)
+    if parsed.scheme not in ("http", "https") or not parsed.hostname:
+        raise ValueError(rules.URL_MESSAGE)
+    return value
+
+
+CronText = Annotated[
+    str,
+    Field(min_length=1, max_length=256, json_schema_extra=_cel(rules.CRON_SHAPE)),
+    AfterValidator(_check_cron),
+]
+ZoneName = Annotated[
+    str,
+    Field(min_length=1, max_length=64, pattern=rules.ZONE_PATTERN),
+    AfterValidator(_check_zone),
+]
+HttpUrl = Annotated[
+    str,
+    Field(min_length=1, max_length=2048, json_schema_extra=_cel(rules.HTTP_URL)),
+    AfterValidator(_check_url),
+]
+ShortText = Annotated[str, Field(max_length=1024)]
+
+
+class ConcurrencyPolicy(enum.StrEnum):
+    """What to do when a run falls due while the previous one is still active."""
+
+    ALLOW = "Allow"
+    FORBID = "Forbid"
+    REPLACE = "Replace"
+
+
+class HttpMethod(enum.StrEnum):
+    GET = "GET"
+    POST = "POST"
+    PUT = "PUT"
+    PATCH = "PATCH"
+    DELETE = "DELETE"
+    HEAD = "HEAD"
+
+
+class HttpHeader(_Model):
+    name: Annotated[str, Field(min_length=1, max_length=256, pattern=rules.HEADER_NAME_PATTERN)]
+    value: Annotated[str, Field(max_length=4096)]
+
+
+class HttpTask(_Model):
+    """Call a URL. The run ID is sent as the Idempotency-Key header."""
+
+    url: HttpUrl
+    method: HttpMethod = HttpMethod.POST
+    headers: Annotated[
+        list[HttpHeader],
+        Field(
+            max_length=32,
+            json_schema_extra={
+                "x-kubernetes-list-type": "map",
+                "x-kubernetes-list-map-keys": ["name"],
+            },
+        ),
+    ] = []
+    body: Annotated[str, Field(max_length=65536)] = ""
+    success_codes: Annotated[
+        list[Annotated[int, Field(ge=100, le=599)]],
+        Field(max_length=16, description="Status codes that count as success; default: any 2xx."),
+    ] = []
+
+
+class EnvVar(_Model):
+    name: Annotated[str, Field(min_length=1, max_length=128, pattern=rules.ENV_NAME_PATTERN)]
+    value: Annotated[str, Field(max_length=4096)] = ""
+
+
+class CommandTask(_Model):
+    """Run a program in the worker's container. Disabled unless the installer enables it."""
+
+    args: Annotated[
+        list[Annotated[str, Field(max_length=1024)]], Field(min_length=1, max_length=32)
+    ]
+    env: Annotated[
+        list[EnvVar],
+        Field(
+            max_length=32,
+            json_schema_extra={
+                "x-kubernetes-list-type": "map",
+                "x-kubernetes-list-map-keys": ["name"],
+            },
+        ),
+    ] = []
+
+
+class PythonTask(_Model):
+    """Call a Python task registered by name (entry-point group tickwork.tasks)."""
+
+    name: Annotated[str, Field(min_length=1, max_length=253, pattern=rules.TASK_NAME_PATTERN)]
+    args: Annotated[list[Annotated[str, Field(max_length=1024)]], Field(max_length=32)] = []
+    kwargs: Annotated[dict[str, Annotated[str, Field(max_length=1024)]], Field(max_length=32)] = {}
+
+
+class EchoTask(_Model):
+    """Built in: records "Executed: <message>" as the result. For demos and benchmarks."""
+
+    message: Annotated[str, Field(max_length=1024)] = ""
+
+
+class Task(_Model):
+    """What a run does; exactly one kind."""
+
+    model_config = ConfigDict(json_schema_extra=_cel(rules.ONE_TASK_KIND))
+
+    http: HttpTask | None = None
+    command: CommandTask | None = None
+    python: PythonTask | None = None
+    echo: EchoTask | None = None
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> Self:
+        kinds = [self.http, self.command, self.python, self.echo]
+        if sum(kind is not None for kind in kinds) != 1:
+            raise ValueError(rules.ONE_TASK_KIND.message)
+        return self
+
+    @property
+    def kind(self) -> str:
+        for name in ("http", "command", "python", "echo"):
+            if getattr(self, name) is not None:
+                return name
+        raise AssertionError("validated to have one kind")  # pragma: no cover
+
+
+class RetryPolicy(_Model):
+    """Attempts per run and the exponential backoff between them."""
+
+    model_config = ConfigDict(json_schema_extra=_cel(rules.BACKOFF_ORDER))
+
+    max_attempts: Annotated[int, Field(ge=1, le=20)] = 3
+    backoff_seconds: Annotated[int, Field(ge=1, le=3600)] = 10
+    max_backoff_seconds: Annotated[int, Field(ge=1, le=86400)] = 600
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Self:
+        if self.max_backoff_seconds < self.backoff_seconds:
+            raise ValueError(rules.BACKOFF_ORDER.message)
+        return self
+
+
+class HistoryLimits(_Model):
+    """How many finished runs status.runs keeps, by outcome."""
+
+    successful_runs: Annotated[int, Field(ge=0, le=20)] = 3
+    failed_runs: Annotated[int, Field(ge=0, le=20)] = 3
+
+
+class ScheduledJobSpec(_Model):
+    """The desired schedule and task."""
+
+    model_config = ConfigDict(
+        json_schema_extra=_cel(rules.SCHEDULE_XOR_RUN_AT, rules.TTL_NEEDS_RUN_AT)
+    )
+
+    schedule: CronText | None = Field(
+        default=None, description="Cron expression for recurring runs (five fields or a macro)."
+    )
+    run_at: AwareDatetime | None = Field(default=None, description="Instant of a one-shot run.")
+    time_zone: ZoneName = Field(default="UTC", description="IANA zone the schedule is read in.")
+    suspend: bool = False
+    description: ShortText = ""
+    concurrency_policy: ConcurrencyPolicy = ConcurrencyPolicy.FORBID
+    starting_deadline_seconds: Annotated[int, Field(ge=10, le=2592000)] | None = Field(
+        default=None,
+        description="A run that could not start within this many seconds of its time is "
+        "counted as missed instead.",
+    )
+    jitter_seconds: Annotated[int, Field(ge=0, le=3600)] = 0
+    timeout_seconds: Annotated[int, Field(ge=1, le=86400)] = 600
+    retry: RetryPolicy = RetryPolicy()
+    history: HistoryLimits = HistoryLimits()
+    ttl_seconds_after_finished: Annotated[int, Field(ge=0, le=31536000)] | None = None
+    task: Task
+
+    @model_validator(mode="after")
+    def _schedule_xor_run_at(self) -> Self:
+        if (self.schedule is None) == (self.run_at is None):
+            raise ValueError(rules.SCHEDULE_XOR_RUN_AT.message)
+        if self.ttl_seconds_after_finished is not None and self.run_at is None:
+            raise ValueError(rules.TTL_NEEDS_RUN_AT.message)
+        return self
+
+    @property
+    def one_shot(self) -> bool:
+        return self.run_at is not None
+
+
+# -- status -------------------------------------------------------------------
+
+
+class ConditionStatus(enum.StrEnum):
+    TRUE = "True"
+    FALSE = "False"
+    UNKNOWN = "Unknown"
+
+
+class Condition(_Model):
+    """A ``metav1.Condition``: the standard shape, so tools understand it."""
+
+    type: Annotated[str, Field(min_length=1, max_length=128)]
+    status: ConditionStatus
+    reason: Annotated[str, Field(min_length=1, max_length=128)]
+    message: Annotated[str, Field(max_length=2048)] = ""
+    last_transition_time: AwareDatetime
+    observed_generation: Annotated[int, Field(ge=0)] | None = None
+
+
+class CurrentRun(_Model):
+    """The run in flight, if any."""
+
+    id: Annotated[str, Field(max_length=256)]
+    scheduled_at: AwareDatetime
+    state: RunState = RunState.QUEUED
+    attempt: Annotated[int, Field(ge=1)] = 1
+    queued_at: AwareDatetime | None = None
+    started_at: AwareDatetime | None = None
+    worker: Annotated[str, Field(max_length=253)] | None = None
+    manual: bool = False
+
+
+class RunRecord(_Model):
+    """A finished run, as kept in lastRun and runs."""
+
+    id: Annotated[str, Field(max_length=256)]
+    scheduled_at: AwareDatetime
+    outcome: RunState
+    attempts: Annotated[int, Field(ge=0)] = 1
+    started_at: AwareDatetime | None = None
+    finished_at: AwareDatetime | None = None
+    result: Annotated[str, Field(max_length=1024)] | None = None
+    error: Annotated[str, Field(max_length=1024)] | None = None
+
+
+class ScheduledJobStatus(_Model):
+    """What the operator and the workers observed; written by server-side apply."""
+
+    model_config = ConfigDict(extra="ignore")  # tolerate fields of newer versions
+
+    phase: JobPhase | None = None
+    observed_generation: Annotated[int, Field(ge=0)] | None = None
+    next_run_at: AwareDatetime | None = None
+    last_schedule_time: AwareDatetime | None = None
+    last_successful_time: AwareDatetime | None = None
+    missed_runs: Annotated[int, Field(ge=0)] | None = None
+    last_missed_time: AwareDatetime | None = None
+    last_trigger_token: Annotated[str, Field(max_length=253)] | None = None
+    current_run: CurrentRun | None = None
+    last_run: RunRecord | None = None
+    runs: Annotated[list[RunRecord], Field(max_length=40)] = []
+    conditions: Annotated[
+        list[Condition],
+        Field(
+            max_length=16,
+            json_schema_extra={
+                "x-kubernetes-list-type": "map",
+                "x-kubernetes-list-map-keys": ["type"],
+            },
+        ),
+    ] = []
+
+
+class ScheduledJob(_Model):
+    """A whole ScheduledJob object, as read from the API server."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    api_version: str = API_VERSION
+    kind: str = KIND
+    metadata: dict[str, Any] = {}
+    spec: ScheduledJobSpec
+    status: ScheduledJobStatus = ScheduledJobStatus()

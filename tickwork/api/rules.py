@@ -1,0 +1,95 @@
+"""Validation rules shared by the CRD (as OpenAPI patterns and CEL) and the models.
+
+Each rule is written once here; :mod:`.models` attaches it to a field or a
+model both as a CEL ``x-kubernetes-validations`` entry (enforced by the API
+server at ``kubectl apply``) and as the equivalent Python check (used by the
+operator, the CLI and the tests). The messages are the user's instructions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tickwork.core.zones import ZONE_NAME_PATTERN
+
+_MINUTE = r"(?:[0-5]?[0-9])"
+_HOUR = r"(?:[01]?[0-9]|2[0-3])"
+_DAY = r"(?:0?[1-9]|[12][0-9]|3[01])"
+_MONTH = r"(?:0?[1-9]|1[0-2]|jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)"
+_WEEKDAY = r"(?:0?[0-7]|sun|mon|tue|wed|thu|fri|sat)"
+_STEP = r"(?:/[1-9][0-9]?)"
+
+
+def _field(value: str) -> str:
+    item = rf"(?:\*|{value}(?:-{value})?){_STEP}?"
+    return rf"{item}(?:,{item})*"
+
+
+#: Five cron fields with in-range values, or a macro. RE2 and Python agree on it.
+CRON_PATTERN = (
+    r"(?i)^(?:@(?:yearly|annually|monthly|weekly|daily|midnight|hourly)|"
+    + r"[ \t]+".join(_field(v) for v in (_MINUTE, _HOUR, _DAY, _MONTH, _WEEKDAY))
+    + r")$"
+)
+
+CRON_MESSAGE = (
+    "schedule must be five cron fields separated by spaces - minute (0-59), hour (0-23), "
+    "day of month (1-31), month (1-12 or jan-dec), day of week (0-7 or sun-sat) - each "
+    "'*', a value, a range 'a-b', a list 'a,b' or a step '*/n'; or a macro: @yearly, "
+    "@annually, @monthly, @weekly, @daily, @midnight, @hourly"
+)
+
+ZONE_PATTERN = ZONE_NAME_PATTERN
+ZONE_MESSAGE = "timeZone must be an IANA time zone name like 'Europe/Berlin' or 'UTC'"
+
+URL_MESSAGE = "url must be an absolute http:// or https:// URL with a host"
+
+HEADER_NAME_PATTERN = r"^[A-Za-z0-9!#$%&'*+.^_`|~-]+$"
+ENV_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
+TASK_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*(?:[.:][A-Za-z_][A-Za-z0-9_]*)*$"
+
+
+@dataclass(frozen=True)
+class CelRule:
+    """One ``x-kubernetes-validations`` entry."""
+
+    rule: str
+    message: str
+    field_path: str | None = None
+    reason: str | None = None
+
+    def to_schema(self) -> dict[str, str]:
+        out = {"rule": self.rule, "message": self.message}
+        if self.field_path:
+            out["fieldPath"] = self.field_path
+        if self.reason:
+            out["reason"] = self.reason
+        return out
+
+
+SCHEDULE_XOR_RUN_AT = CelRule(
+    rule="has(self.schedule) != has(self.runAt)",
+    message="set exactly one of spec.schedule (a cron expression, for recurring runs) "
+    "or spec.runAt (an RFC 3339 time, for a single run)",
+)
+TTL_NEEDS_RUN_AT = CelRule(
+    rule="!has(self.ttlSecondsAfterFinished) || has(self.runAt)",
+    message="ttlSecondsAfterFinished applies to one-shot jobs only: remove it or use runAt",
+    field_path=".ttlSecondsAfterFinished",
+)
+ONE_TASK_KIND = CelRule(
+    rule="[has(self.http), has(self.command), has(self.python), has(self.echo)]"
+    ".filter(x, x).size() == 1",
+    message="task must set exactly one of http, command, python or echo",
+)
+BACKOFF_ORDER = CelRule(
+    rule="self.maxBackoffSeconds >= self.backoffSeconds",
+    message="retry.maxBackoffSeconds must be at least retry.backoffSeconds",
+    field_path=".maxBackoffSeconds",
+)
+CRON_SHAPE = CelRule(rule=f"self.matches(r'{CRON_PATTERN}')", message=CRON_MESSAGE)
+HTTP_URL = CelRule(
+    rule="isURL(self) && url(self).getScheme() in ['http', 'https'] "
+    "&& url(self).getHostname() != ''",
+    message=URL_MESSAGE,
+)

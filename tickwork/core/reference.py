@@ -1,0 +1,62 @@
+"""A brute-force oracle for schedules: Vixie cron's main loop, one minute at a time.
+
+This is the test and benchmark reference, not production code: it is slow on
+purpose (a step per minute) and shares nothing with :mod:`.schedule` but the
+parsed field sets. It ports the wake-up classification of Vixie ``cron.c``
+(``timeDiff`` small / medium / negative / large) and reads the UTC offset of
+every single minute straight from ``zoneinfo``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from tickwork.core.cron import CronExpression
+
+_EPOCH = dt.datetime(1970, 1, 1)  # noqa: DTZ001 - a naive wall-clock origin on purpose
+_WARMUP_MINUTES = 2 * 24 * 60  # long enough for cron's virtual clock to settle
+
+
+def _matches(cron: CronExpression, local_minute: int) -> bool:
+    moment = _EPOCH + dt.timedelta(minutes=local_minute)
+    if moment.minute not in cron.minutes or moment.hour not in cron.hours:
+        return False
+    if moment.month not in cron.months:
+        return False
+    day_ok = moment.day in cron.days
+    weekday_ok = (moment.isoweekday() % 7) in cron.weekdays
+    return (day_ok or weekday_ok) if cron.day_or_weekday else (day_ok and weekday_ok)
+
+
+def _offset(zone: dt.tzinfo, utc_minute: int) -> int:
+    moment = dt.datetime(1970, 1, 1, tzinfo=dt.UTC) + dt.timedelta(minutes=utc_minute)
+    offset = moment.astimezone(zone).utcoffset()
+    assert offset is not None  # noqa: S101 - aware by construction
+    return int(offset.total_seconds()) // 60
+
+
+def vixie_fires(cron: CronExpression, zone: dt.tzinfo, first: int, last: int) -> list[int]:
+    """UTC minutes in ``[first, last]`` at which Vixie cron would start the job."""
+    minute = first - _WARMUP_MINUTES
+    virtual = minute + _offset(zone, minute)
+    fires: list[int] = []
+    for now in range(minute + 1, last + 1):
+        running = now + _offset(zone, now)
+        diff = running - virtual
+        if diff == 1 or diff > 180 or diff < -180:  # noqa: PLR2004 - cron.c's thresholds
+            virtual = running
+            fire = _matches(cron, running)
+        elif diff > 5:  # noqa: PLR2004 - "DST begins"
+            if cron.wildcard:
+                fire = _matches(cron, running)
+            else:
+                fire = any(_matches(cron, m) for m in range(virtual + 1, running + 1))
+            virtual = running
+        elif diff > 0:  # woke up a little late: every job of every minute missed
+            fire = any(_matches(cron, m) for m in range(virtual + 1, running + 1))
+            virtual = running
+        else:  # "DST ends": wildcard jobs only, virtual time waits
+            fire = cron.wildcard and _matches(cron, running)
+        if fire and now >= first:
+            fires.append(now)
+    return fires

@@ -1,0 +1,107 @@
+"""The run state machine, and the job phase shown by ``kubectl get scheduledjobs``.
+
+A run is born Queued when the watcher publishes it. Every later move must be
+one of :data:`TRANSITIONS`; anything else raises
+:class:`~tickwork.core.errors.IllegalTransitionError`, naming what is allowed.
+"""
+
+from __future__ import annotations
+
+import enum
+
+from tickwork.core.errors import IllegalTransitionError
+
+
+class RunState(enum.StrEnum):
+    QUEUED = "Queued"
+    RUNNING = "Running"
+    RETRYING = "Retrying"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+    CANCELLED = "Cancelled"
+    SKIPPED = "Skipped"
+
+
+TRANSITIONS: dict[RunState, frozenset[RunState]] = {
+    # A worker claims it, or it is cancelled (Replace policy, suspend, deletion),
+    # or the worker finds it obsolete (resource gone, replaced, already done).
+    RunState.QUEUED: frozenset({RunState.RUNNING, RunState.CANCELLED, RunState.SKIPPED}),
+    # It ends; or fails and waits for a retry; or its worker died and the lease
+    # expired, so it is queued again.
+    RunState.RUNNING: frozenset({
+        RunState.SUCCEEDED, RunState.FAILED, RunState.RETRYING,
+        RunState.CANCELLED, RunState.QUEUED,
+    }),
+    # The backoff elapses and it is queued again, or it is cancelled meanwhile.
+    RunState.RETRYING: frozenset({RunState.QUEUED, RunState.CANCELLED, RunState.FAILED}),
+    # A dead-lettered run may be requeued by an operator (`tickwork dlq requeue`).
+    RunState.FAILED: frozenset({RunState.QUEUED}),
+    RunState.SUCCEEDED: frozenset(),
+    RunState.CANCELLED: frozenset(),
+    RunState.SKIPPED: frozenset(),
+}  # fmt: skip
+
+#: States after which nothing happens unless a person intervenes.
+FINAL_STATES = frozenset({
+    RunState.SUCCEEDED, RunState.FAILED, RunState.CANCELLED, RunState.SKIPPED,
+})  # fmt: skip
+
+#: States in which a run holds a place in the queue or a worker.
+ACTIVE_STATES = frozenset({RunState.QUEUED, RunState.RUNNING, RunState.RETRYING})
+
+
+def can_transition(current: RunState, target: RunState) -> bool:
+    return target in TRANSITIONS[current]
+
+
+def transition(current: RunState, target: RunState) -> RunState:
+    """Return ``target`` if a run may move there from ``current``; raise otherwise."""
+    if target not in TRANSITIONS[current]:
+        allowed = tuple(sorted(state.value for state in TRANSITIONS[current]))
+        raise IllegalTransitionError(current.value, target.value, allowed)
+    return target
+
+
+class JobPhase(enum.StrEnum):
+    """The one-word summary of a ScheduledJob in kubectl get."""
+
+    SCHEDULED = "Scheduled"
+    QUEUED = "Queued"
+    RUNNING = "Running"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+    SUSPENDED = "Suspended"
+    CANCELLED = "Cancelled"
+    INVALID = "Invalid"
+
+
+_OUTCOME_PHASES = {
+    RunState.SUCCEEDED: JobPhase.SUCCEEDED,
+    RunState.FAILED: JobPhase.FAILED,
+    RunState.CANCELLED: JobPhase.CANCELLED,
+    RunState.SKIPPED: JobPhase.CANCELLED,
+}
+
+
+def job_phase(
+    *,
+    suspended: bool,
+    valid: bool,
+    one_shot: bool,
+    current_run: RunState | None,
+    last_outcome: RunState | None,
+) -> JobPhase:
+    """Summarise a job: what it is doing now, else how its last run ended.
+
+    A recurring job whose last run failed shows Failed until its next run is
+    queued, so failures stand out in ``kubectl get``; otherwise it is Scheduled.
+    """
+    if not valid:
+        return JobPhase.INVALID
+    if current_run is not None and current_run in ACTIVE_STATES:
+        return JobPhase.RUNNING if current_run is RunState.RUNNING else JobPhase.QUEUED
+    if suspended:
+        return JobPhase.SUSPENDED
+    if last_outcome is RunState.FAILED or (one_shot and last_outcome is not None):
+        return _OUTCOME_PHASES.get(last_outcome, JobPhase.SCHEDULED)
+    return JobPhase.SCHEDULED
