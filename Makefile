@@ -10,7 +10,7 @@ PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
 .PHONY: help install test test-unit test-integration lint typecheck check \
-	controlplane controlplane-down controlplane-bin demo bench clean
+	controlplane controlplane-down controlplane-bin demo bench crd clean
 
 help: ## show this help
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-20s %s\n", $$1, $$2}'
@@ -53,8 +53,11 @@ controlplane-down: install ## stop the local control plane
 demo: install controlplane-bin ## run Tickwork locally on its embedded defaults
 	@$(BIN)/tickwork-devcluster up --with-controller-manager --redis
 
-bench: install controlplane-bin ## run the benchmarks (JSON results in benchmarks/results/)
+bench: install ## run the benchmarks (JSON results and plots in benchmarks/results/)
 	$(BIN)/python benchmarks/run.py
+
+crd: install ## regenerate the CRD from the pydantic models (tickwork/api/models.py)
+	$(BIN)/python -m tickwork.api.crd --write
 
 clean: controlplane-down ## stop servers, remove caches (the binary cache is kept)
 	rm -rf .pytest_cache .mypy_cache .ruff_cache .hypothesis .devcluster

@@ -21,6 +21,7 @@ from tickwork.devcluster.controlplane import ControlPlane
 from tickwork.devcluster.redis import RedisServer
 
 _TESTS = Path(__file__).parent
+_CRDS = _TESTS.parent / "manifests" / "crds"
 _MARK_BY_FOLDER = {"unit": "unit", "integration": "integration", "e2e": "e2e"}
 
 
@@ -57,6 +58,16 @@ def controller_manager(cluster: Cluster) -> Cluster:
     if cluster.plane is not None:
         cluster.plane.start_controller_manager()
     return cluster
+
+
+@pytest.fixture(scope="session")
+def crd(cluster: Cluster) -> None:
+    """The ScheduledJob CRD, installed from manifests/crds and established."""
+    cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(_CRDS))
+    cluster.kubectl(
+        "wait", "--for=condition=Established", "--timeout=60s",
+        "crd/scheduledjobs.tickwork.dev",
+    )  # fmt: skip
 
 
 @pytest.fixture

@@ -19,7 +19,16 @@ import re
 import urllib.parse
 from typing import Annotated, Any, Self
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, model_validator
+from pydantic import (
+    AwareDatetime,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictInt,
+    StrictStr,
+    model_validator,
+)
 from pydantic.alias_generators import to_camel
 from pydantic.functional_validators import AfterValidator
 
@@ -88,21 +97,21 @@ def _check_url(value: str) -> str:
 
 
 CronText = Annotated[
-    str,
+    StrictStr,
     Field(min_length=1, max_length=256, json_schema_extra=_cel(rules.CRON_SHAPE)),
     AfterValidator(_check_cron),
 ]
 ZoneName = Annotated[
-    str,
+    StrictStr,
     Field(min_length=1, max_length=64, pattern=rules.ZONE_PATTERN),
     AfterValidator(_check_zone),
 ]
 HttpUrl = Annotated[
-    str,
+    StrictStr,
     Field(min_length=1, max_length=2048, json_schema_extra=_cel(rules.HTTP_URL)),
     AfterValidator(_check_url),
 ]
-ShortText = Annotated[str, Field(max_length=1024)]
+ShortText = Annotated[StrictStr, Field(max_length=1024)]
 
 
 class ConcurrencyPolicy(enum.StrEnum):
@@ -123,8 +132,10 @@ class HttpMethod(enum.StrEnum):
 
 
 class HttpHeader(_Model):
-    name: Annotated[str, Field(min_length=1, max_length=256, pattern=rules.HEADER_NAME_PATTERN)]
-    value: Annotated[str, Field(max_length=4096)]
+    name: Annotated[
+        StrictStr, Field(min_length=1, max_length=256, pattern=rules.HEADER_NAME_PATTERN)
+    ]
+    value: Annotated[StrictStr, Field(max_length=4096)]
 
 
 class HttpTask(_Model):
@@ -142,23 +153,23 @@ class HttpTask(_Model):
             },
         ),
     ] = []
-    body: Annotated[str, Field(max_length=65536)] = ""
+    body: Annotated[StrictStr, Field(max_length=65536)] = ""
     success_codes: Annotated[
-        list[Annotated[int, Field(ge=100, le=599)]],
+        list[Annotated[StrictInt, Field(ge=100, le=599)]],
         Field(max_length=16, description="Status codes that count as success; default: any 2xx."),
     ] = []
 
 
 class EnvVar(_Model):
-    name: Annotated[str, Field(min_length=1, max_length=128, pattern=rules.ENV_NAME_PATTERN)]
-    value: Annotated[str, Field(max_length=4096)] = ""
+    name: Annotated[StrictStr, Field(min_length=1, max_length=128, pattern=rules.ENV_NAME_PATTERN)]
+    value: Annotated[StrictStr, Field(max_length=4096)] = ""
 
 
 class CommandTask(_Model):
     """Run a program in the worker's container. Disabled unless the installer enables it."""
 
     args: Annotated[
-        list[Annotated[str, Field(max_length=1024)]], Field(min_length=1, max_length=32)
+        list[Annotated[StrictStr, Field(max_length=1024)]], Field(min_length=1, max_length=32)
     ]
     env: Annotated[
         list[EnvVar],
@@ -175,15 +186,17 @@ class CommandTask(_Model):
 class PythonTask(_Model):
     """Call a Python task registered by name (entry-point group tickwork.tasks)."""
 
-    name: Annotated[str, Field(min_length=1, max_length=253, pattern=rules.TASK_NAME_PATTERN)]
-    args: Annotated[list[Annotated[str, Field(max_length=1024)]], Field(max_length=32)] = []
-    kwargs: Annotated[dict[str, Annotated[str, Field(max_length=1024)]], Field(max_length=32)] = {}
+    name: Annotated[StrictStr, Field(min_length=1, max_length=253, pattern=rules.TASK_NAME_PATTERN)]
+    args: Annotated[list[Annotated[StrictStr, Field(max_length=1024)]], Field(max_length=32)] = []
+    kwargs: Annotated[
+        dict[str, Annotated[StrictStr, Field(max_length=1024)]], Field(max_length=32)
+    ] = {}
 
 
 class EchoTask(_Model):
     """Built in: records "Executed: <message>" as the result. For demos and benchmarks."""
 
-    message: Annotated[str, Field(max_length=1024)] = ""
+    message: Annotated[StrictStr, Field(max_length=1024)] = ""
 
 
 class Task(_Model):
@@ -216,9 +229,9 @@ class RetryPolicy(_Model):
 
     model_config = ConfigDict(json_schema_extra=_cel(rules.BACKOFF_ORDER))
 
-    max_attempts: Annotated[int, Field(ge=1, le=20)] = 3
-    backoff_seconds: Annotated[int, Field(ge=1, le=3600)] = 10
-    max_backoff_seconds: Annotated[int, Field(ge=1, le=86400)] = 600
+    max_attempts: Annotated[StrictInt, Field(ge=1, le=20)] = 3
+    backoff_seconds: Annotated[StrictInt, Field(ge=1, le=3600)] = 10
+    max_backoff_seconds: Annotated[StrictInt, Field(ge=1, le=86400)] = 600
 
     @model_validator(mode="after")
     def _ordered(self) -> Self:
@@ -230,8 +243,8 @@ class RetryPolicy(_Model):
 class HistoryLimits(_Model):
     """How many finished runs status.runs keeps, by outcome."""
 
-    successful_runs: Annotated[int, Field(ge=0, le=20)] = 3
-    failed_runs: Annotated[int, Field(ge=0, le=20)] = 3
+    successful_runs: Annotated[StrictInt, Field(ge=0, le=20)] = 3
+    failed_runs: Annotated[StrictInt, Field(ge=0, le=20)] = 3
 
 
 class ScheduledJobSpec(_Model):
@@ -246,19 +259,19 @@ class ScheduledJobSpec(_Model):
     )
     run_at: AwareDatetime | None = Field(default=None, description="Instant of a one-shot run.")
     time_zone: ZoneName = Field(default="UTC", description="IANA zone the schedule is read in.")
-    suspend: bool = False
+    suspend: StrictBool = False
     description: ShortText = ""
     concurrency_policy: ConcurrencyPolicy = ConcurrencyPolicy.FORBID
-    starting_deadline_seconds: Annotated[int, Field(ge=10, le=2592000)] | None = Field(
+    starting_deadline_seconds: Annotated[StrictInt, Field(ge=10, le=2592000)] | None = Field(
         default=None,
         description="A run that could not start within this many seconds of its time is "
         "counted as missed instead.",
     )
-    jitter_seconds: Annotated[int, Field(ge=0, le=3600)] = 0
-    timeout_seconds: Annotated[int, Field(ge=1, le=86400)] = 600
+    jitter_seconds: Annotated[StrictInt, Field(ge=0, le=3600)] = 0
+    timeout_seconds: Annotated[StrictInt, Field(ge=1, le=86400)] = 600
     retry: RetryPolicy = RetryPolicy()
     history: HistoryLimits = HistoryLimits()
-    ttl_seconds_after_finished: Annotated[int, Field(ge=0, le=31536000)] | None = None
+    ttl_seconds_after_finished: Annotated[StrictInt, Field(ge=0, le=31536000)] | None = None
     task: Task
 
     @model_validator(mode="after")
@@ -286,38 +299,38 @@ class ConditionStatus(enum.StrEnum):
 class Condition(_Model):
     """A ``metav1.Condition``: the standard shape, so tools understand it."""
 
-    type: Annotated[str, Field(min_length=1, max_length=128)]
+    type: Annotated[StrictStr, Field(min_length=1, max_length=128)]
     status: ConditionStatus
-    reason: Annotated[str, Field(min_length=1, max_length=128)]
-    message: Annotated[str, Field(max_length=2048)] = ""
+    reason: Annotated[StrictStr, Field(min_length=1, max_length=128)]
+    message: Annotated[StrictStr, Field(max_length=2048)] = ""
     last_transition_time: AwareDatetime
-    observed_generation: Annotated[int, Field(ge=0)] | None = None
+    observed_generation: Annotated[StrictInt, Field(ge=0)] | None = None
 
 
 class CurrentRun(_Model):
     """The run in flight, if any."""
 
-    id: Annotated[str, Field(max_length=256)]
+    id: Annotated[StrictStr, Field(max_length=256)]
     scheduled_at: AwareDatetime
     state: RunState = RunState.QUEUED
-    attempt: Annotated[int, Field(ge=1)] = 1
+    attempt: Annotated[StrictInt, Field(ge=1)] = 1
     queued_at: AwareDatetime | None = None
     started_at: AwareDatetime | None = None
-    worker: Annotated[str, Field(max_length=253)] | None = None
-    manual: bool = False
+    worker: Annotated[StrictStr, Field(max_length=253)] | None = None
+    manual: StrictBool = False
 
 
 class RunRecord(_Model):
     """A finished run, as kept in lastRun and runs."""
 
-    id: Annotated[str, Field(max_length=256)]
+    id: Annotated[StrictStr, Field(max_length=256)]
     scheduled_at: AwareDatetime
     outcome: RunState
-    attempts: Annotated[int, Field(ge=0)] = 1
+    attempts: Annotated[StrictInt, Field(ge=0)] = 1
     started_at: AwareDatetime | None = None
     finished_at: AwareDatetime | None = None
-    result: Annotated[str, Field(max_length=1024)] | None = None
-    error: Annotated[str, Field(max_length=1024)] | None = None
+    result: Annotated[StrictStr, Field(max_length=1024)] | None = None
+    error: Annotated[StrictStr, Field(max_length=1024)] | None = None
 
 
 class ScheduledJobStatus(_Model):
@@ -326,13 +339,13 @@ class ScheduledJobStatus(_Model):
     model_config = ConfigDict(extra="ignore")  # tolerate fields of newer versions
 
     phase: JobPhase | None = None
-    observed_generation: Annotated[int, Field(ge=0)] | None = None
+    observed_generation: Annotated[StrictInt, Field(ge=0)] | None = None
     next_run_at: AwareDatetime | None = None
     last_schedule_time: AwareDatetime | None = None
     last_successful_time: AwareDatetime | None = None
-    missed_runs: Annotated[int, Field(ge=0)] | None = None
+    missed_runs: Annotated[StrictInt, Field(ge=0)] | None = None
     last_missed_time: AwareDatetime | None = None
-    last_trigger_token: Annotated[str, Field(max_length=253)] | None = None
+    last_trigger_token: Annotated[StrictStr, Field(max_length=253)] | None = None
     current_run: CurrentRun | None = None
     last_run: RunRecord | None = None
     runs: Annotated[list[RunRecord], Field(max_length=40)] = []

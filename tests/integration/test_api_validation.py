@@ -1,0 +1,106 @@
+"""The API server enforces the ScheduledJob schema: examples are accepted, bad specs are
+refused at `kubectl apply` with a message that says what to fix, and defaults and
+printer columns are what the models say."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from kubernetes import client as k8s
+from kubernetes.client.rest import ApiException
+
+from tickwork.api import models
+from tickwork.devcluster.cluster import Cluster
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = sorted((ROOT / "manifests" / "examples").glob("*.yaml"))
+CORPUS = yaml.safe_load((ROOT / "tests" / "data" / "bad_specs.yaml").read_text())
+
+
+def _job(name: str, spec: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "apiVersion": models.API_VERSION,
+        "kind": models.KIND,
+        "metadata": {"name": name},
+        "spec": spec,
+    }
+
+
+def _create(api_client: k8s.ApiClient, namespace: str, body: dict[str, Any], **kw: Any) -> Any:
+    return k8s.CustomObjectsApi(api_client).create_namespaced_custom_object(
+        models.GROUP, models.VERSION, namespace, models.PLURAL, body,
+        field_validation="Strict", **kw,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=[p.stem for p in EXAMPLES])
+def test_examples_are_accepted(
+    cluster: Cluster, crd: None, api_client: k8s.ApiClient, namespace: str, path: Path
+) -> None:
+    dry = cluster.kubectl("apply", "--dry-run=server", "-n", namespace, "-f", str(path))
+    assert "(server dry run)" in dry.stdout
+    created = _create(api_client, namespace, yaml.safe_load(path.read_text()))
+    # What the API server stored parses back into the models unchanged.
+    stored = models.ScheduledJob.model_validate(created)
+    assert stored.spec == models.ScheduledJob.model_validate(yaml.safe_load(path.read_text())).spec
+
+
+@pytest.mark.parametrize("entry", CORPUS["refused"], ids=[e["name"] for e in CORPUS["refused"]])
+def test_bad_specs_are_refused_with_a_message_that_says_what_to_fix(
+    cluster: Cluster, crd: None, api_client: k8s.ApiClient, namespace: str, entry: dict[str, Any]
+) -> None:
+    body = _job(entry["name"], entry["spec"])
+    applied = cluster.kubectl(
+        "apply", "--dry-run=server", "-n", namespace, "-f", "-",
+        input_text=json.dumps(body), check=False,
+    )  # fmt: skip
+    assert applied.returncode != 0, f"kubectl apply accepted {entry['name']}"
+    assert entry["expect"] in applied.stderr
+
+    with pytest.raises(ApiException) as excinfo:
+        _create(api_client, namespace, body)
+    assert excinfo.value.status in (400, 422)
+    assert entry["expect"] in json.loads(excinfo.value.body)["message"]
+
+
+@pytest.mark.parametrize(
+    "entry", CORPUS["operatorOnly"], ids=[e["name"] for e in CORPUS["operatorOnly"]]
+)
+def test_what_the_schema_cannot_tell_is_left_to_the_operator(
+    crd: None, api_client: k8s.ApiClient, namespace: str, entry: dict[str, Any]
+) -> None:
+    created = _create(api_client, namespace, _job(entry["name"], entry["spec"]))
+    assert created["metadata"]["name"] == entry["name"]
+
+
+def test_the_api_server_applies_the_models_defaults(
+    crd: None, api_client: k8s.ApiClient, namespace: str
+) -> None:
+    created = _create(
+        api_client, namespace, _job("minimal", {"schedule": "@daily", "task": {"echo": {}}})
+    )
+    expected = models.ScheduledJobSpec.model_validate(
+        {"schedule": "@daily", "task": {"echo": {}}}
+    ).to_wire()
+    assert created["spec"] == expected
+
+
+def test_kubectl_get_shows_the_printer_columns(cluster: Cluster, crd: None, namespace: str) -> None:
+    cluster.kubectl("apply", "-n", namespace, "-f", str(ROOT / "manifests/examples/job.yaml"))
+    cluster.kubectl("apply", "-n", namespace, "-f", str(ROOT / "manifests/examples/suspended.yaml"))
+    table = cluster.kubectl("get", "sj", "-n", namespace).stdout.splitlines()
+    header = table[0].split()
+    assert header == [
+        "NAME", "SCHEDULE", "RUN", "AT", "SUSPEND", "PHASE", "LAST", "RUN", "NEXT", "RUN", "AGE"
+    ]  # fmt: skip
+    rows = {line.split()[0]: line for line in table[1:]}
+    assert "2026-12-01T09:00:00Z" in rows["hello-once"]
+    assert "0 3 1 jan,apr,jul,oct *" in rows["quarterly-cleanup"]
+    assert " true " in rows["quarterly-cleanup"]
+    wide = cluster.kubectl("get", "scheduledjobs", "-n", namespace, "-o", "wide").stdout
+    assert "ZONE" in wide
+    assert "RESULT" in wide

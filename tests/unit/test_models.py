@@ -1,0 +1,77 @@
+"""The pydantic models: examples parse, bad specs are refused with the same messages
+the API server gives, and the committed CRD is exactly what the models generate."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from pydantic import ValidationError
+
+from tickwork.api import crd, rules
+from tickwork.api.models import ScheduledJob, ScheduledJobSpec
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = sorted((ROOT / "manifests" / "examples").glob("*.yaml"))
+CORPUS = yaml.safe_load((ROOT / "tests" / "data" / "bad_specs.yaml").read_text())
+
+
+CEL_MESSAGES = [
+    rule.message for rule in vars(rules).values() if isinstance(rule, rules.CelRule)
+] + [rules.CRON_MESSAGE]
+
+
+def _ids(entries: list[dict[str, Any]]) -> list[str]:
+    return [entry["name"] for entry in entries]
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=[p.stem for p in EXAMPLES])
+def test_every_example_parses(path: Path) -> None:
+    job = ScheduledJob.model_validate(yaml.safe_load(path.read_text()))
+    assert job.spec.task.kind in {"http", "command", "python", "echo"}
+
+
+def test_there_are_at_least_five_examples_and_twenty_five_bad_specs() -> None:
+    assert len(EXAMPLES) >= 5
+    assert len(CORPUS["refused"]) >= 25
+
+
+@pytest.mark.parametrize("entry", CORPUS["refused"], ids=_ids(CORPUS["refused"]))
+def test_specs_the_api_server_refuses_are_refused_by_the_models(entry: dict[str, Any]) -> None:
+    with pytest.raises(ValidationError) as excinfo:
+        ScheduledJobSpec.model_validate(entry["spec"])
+    # CEL rules share their message with the Python check, word for word.
+    if any(message.startswith(entry["expect"]) for message in CEL_MESSAGES):
+        assert entry["expect"] in str(excinfo.value)
+
+
+@pytest.mark.parametrize("entry", CORPUS["operatorOnly"], ids=_ids(CORPUS["operatorOnly"]))
+def test_what_the_schema_cannot_tell_the_models_refuse(entry: dict[str, Any]) -> None:
+    with pytest.raises(ValidationError, match=entry["expect"]):
+        ScheduledJobSpec.model_validate(entry["spec"])
+
+
+def test_defaults_fill_in_a_minimal_spec() -> None:
+    spec = ScheduledJobSpec.model_validate({"schedule": "@daily", "task": {"echo": {}}})
+    wire = spec.to_wire()
+    assert wire["timeZone"] == "UTC"
+    assert wire["concurrencyPolicy"] == "Forbid"
+    assert wire["retry"] == {"maxAttempts": 3, "backoffSeconds": 10, "maxBackoffSeconds": 600}
+    assert wire["history"] == {"successfulRuns": 3, "failedRuns": 3}
+    assert "runAt" not in wire
+    assert "startingDeadlineSeconds" not in wire
+
+
+@pytest.mark.parametrize("relative", crd.OUTPUTS, ids=[str(p) for p in crd.OUTPUTS])
+def test_committed_crd_is_generated_from_the_models(relative: Path) -> None:
+    committed = (ROOT / relative).read_text()
+    assert committed == crd.render(), f"{relative} drifted from the models: run `make crd`"
+
+
+def test_crd_schema_is_structural() -> None:
+    """No refs, unions or `additionalProperties: false`: what the API server insists on."""
+    text = yaml.safe_dump(crd.build_crd())
+    for forbidden in ("$ref", "anyOf", "oneOf", "allOf", "additionalProperties: false", "title:"):
+        assert forbidden not in text
