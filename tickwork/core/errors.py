@@ -38,3 +38,19 @@ class IllegalTransitionError(TickworkError):
         super().__init__(
             f"a run cannot go from {current} to {target}; from {current} it may go to {options}"
         )
+
+
+class QueueError(TickworkError):
+    """The run queue could not do what was asked."""
+
+
+class QueueUnavailableError(QueueError):
+    """The queue's server cannot be reached or refused us; the message says which and why."""
+
+
+class PermanentTaskError(TickworkError):
+    """Raised by a task (or a task kind) when retrying cannot help: the run fails at once."""
+
+
+class TaskTimeoutError(TickworkError):
+    """A run exceeded its time limit."""

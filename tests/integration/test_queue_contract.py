@@ -1,0 +1,191 @@
+"""The run-queue contract, run against both implementations: Redis (a real
+redis-server) and memory. Leases that must expire are taken with a zero-second
+lease, so nothing here waits on a clock."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import pytest
+import pytest_asyncio
+
+from tickwork.queue import MemoryRunQueue, RedisRunQueue, RedisSettings, RunQueue
+from tickwork.queue.connection import create_client
+from tickwork.queue.messages import EnqueueOutcome, RunLocation, RunMessage
+
+pytestmark = pytest.mark.asyncio
+
+
+@pytest_asyncio.fixture(params=["redis", "memory"])
+async def queue(request: pytest.FixtureRequest) -> AsyncIterator[RunQueue]:
+    if request.param == "memory":
+        yield MemoryRunQueue()
+        return
+    redis_url: str = request.getfixturevalue("redis_url")
+    settings = RedisSettings(url=redis_url)
+    redis_queue = RedisRunQueue(create_client(settings), settings)
+    yield redis_queue
+    await redis_queue.close()
+
+
+def message(n: int = 1, **kwargs: object) -> RunMessage:
+    return RunMessage(
+        run_id=f"uid-{n}.20261201T0900{n:02d}Z",
+        namespace="default",
+        name=f"job-{n}",
+        uid=f"uid-{n}",
+        scheduled_at="2026-12-01T09:00:00Z",
+        **kwargs,  # type: ignore[arg-type]
+    )
+
+
+async def test_a_claimed_run_carries_its_identity_only(queue: RunQueue) -> None:
+    assert await queue.enqueue(message(1)) is EnqueueOutcome.ENQUEUED
+    [claim] = await queue.claim(consumer="w1", lease_seconds=30)
+    sent = message(1)
+    got = claim.message
+    assert (got.run_id, got.namespace, got.name, got.uid, got.attempt) == (
+        sent.run_id, sent.namespace, sent.name, sent.uid, 1,
+    )  # fmt: skip
+    assert got.enqueued_at is not None
+    assert await queue.locate(sent.run_id) is RunLocation.IN_FLIGHT
+
+
+async def test_enqueue_is_idempotent_by_run_id(queue: RunQueue) -> None:
+    assert await queue.enqueue(message(1)) is EnqueueOutcome.ENQUEUED
+    assert await queue.enqueue(message(1)) is EnqueueOutcome.ALREADY_QUEUED
+    [claim] = await queue.claim(consumer="w1", lease_seconds=30)
+    assert await queue.enqueue(message(1)) is EnqueueOutcome.ALREADY_QUEUED
+    assert await queue.ack(claim)
+    assert await queue.enqueue(message(1)) is EnqueueOutcome.ALREADY_DONE
+    assert await queue.locate(message(1).run_id) is RunLocation.DONE
+    assert (await queue.depth()).backlog == 0
+
+
+async def test_runs_are_claimed_first_in_first_out_in_batches(queue: RunQueue) -> None:
+    for n in range(1, 6):
+        await queue.enqueue(message(n))
+    first = await queue.claim(consumer="w1", lease_seconds=30, count=3)
+    rest = await queue.claim(consumer="w1", lease_seconds=30, count=10)
+    assert [c.message.name for c in first + rest] == [f"job-{n}" for n in range(1, 6)]
+    assert await queue.claim(consumer="w1", lease_seconds=30) == []
+
+
+async def test_a_waiting_claim_wakes_up_on_enqueue(queue: RunQueue) -> None:
+    waiting = asyncio.create_task(queue.claim(consumer="w1", lease_seconds=30, wait_seconds=30))
+    await asyncio.sleep(0)  # let the claim start waiting
+    await queue.enqueue(message(7))
+    claims = await asyncio.wait_for(waiting, timeout=30)
+    assert [c.message.name for c in claims] == ["job-7"]
+
+
+async def test_a_waiting_claim_gives_up_after_its_wait(queue: RunQueue) -> None:
+    assert await queue.claim(consumer="w1", lease_seconds=30, wait_seconds=0.2) == []
+
+
+async def test_an_expired_lease_is_reaped_and_redelivered_as_a_new_attempt(
+    queue: RunQueue,
+) -> None:
+    await queue.enqueue(message(1))
+    [lost] = await queue.claim(consumer="w1", lease_seconds=0)
+    assert await queue.reap_expired() == 1
+    [again] = await queue.claim(consumer="w2", lease_seconds=30)
+    assert again.run_id == lost.run_id
+    assert (again.message.attempt, again.message.redeliveries) == (2, 1)
+    # The first holder lost its lease: nothing it does counts any more.
+    assert not await queue.ack(lost)
+    assert not await queue.heartbeat(lost, lease_seconds=30)
+    assert not await queue.retry(lost, delay_seconds=0, attempt=9)
+    assert not await queue.bury(lost, error="late")
+    assert await queue.ack(again)
+
+
+async def test_a_heartbeat_extends_the_lease(queue: RunQueue) -> None:
+    await queue.enqueue(message(1))
+    [claim] = await queue.claim(consumer="w1", lease_seconds=0)
+    assert await queue.heartbeat(claim, lease_seconds=60)
+    assert await queue.reap_expired() == 0
+    assert await queue.locate(claim.run_id) is RunLocation.IN_FLIGHT
+
+
+async def test_retry_waits_in_the_delayed_set_then_comes_back(queue: RunQueue) -> None:
+    await queue.enqueue(message(1))
+    [claim] = await queue.claim(consumer="w1", lease_seconds=30)
+    assert await queue.retry(claim, delay_seconds=3600, attempt=2)
+    assert await queue.locate(claim.run_id) is RunLocation.DELAYED
+    assert await queue.promote_due() == 0
+    assert (await queue.depth()).delayed == 1
+
+    await queue.enqueue(message(2))
+    [second] = await queue.claim(consumer="w1", lease_seconds=30)
+    assert await queue.retry(second, delay_seconds=0, attempt=2)
+    assert await queue.promote_due() == 1
+    [back] = await queue.claim(consumer="w1", lease_seconds=30)
+    assert (back.run_id, back.message.attempt) == (second.run_id, 2)
+
+
+async def test_dead_letters_can_be_listed_inspected_requeued_and_purged(queue: RunQueue) -> None:
+    for n in (1, 2, 3):
+        await queue.enqueue(message(n))
+        [claim] = await queue.claim(consumer="w1", lease_seconds=30)
+        assert await queue.bury(claim, error=f"HTTP 500 from job-{n}")
+    assert await queue.enqueue(message(1)) is EnqueueOutcome.DEAD
+    depth = await queue.depth()
+    assert (depth.ready, depth.in_flight, depth.dead) == (0, 0, 3)
+
+    letters = await queue.dead_letters(limit=10)
+    assert {letter.error for letter in letters} == {f"HTTP 500 from job-{n}" for n in (1, 2, 3)}
+    inspected = await queue.inspect_dead(message(2).run_id)
+    assert inspected is not None
+    assert inspected.message.name == "job-2"
+    assert await queue.inspect_dead("no-such-run") is None
+
+    assert await queue.requeue_dead(message(2).run_id) == 1
+    [again] = await queue.claim(consumer="w1", lease_seconds=30)
+    assert (again.message.name, again.message.attempt) == ("job-2", 1)
+    assert await queue.purge_dead(message(1).run_id) == 1
+    assert await queue.locate(message(1).run_id) is None
+    assert await queue.requeue_dead() == 1  # all that are left: job-3
+    assert await queue.purge_dead() == 0
+    assert (await queue.depth()).dead == 0
+
+
+async def test_release_hands_a_run_back_without_counting_an_attempt(queue: RunQueue) -> None:
+    await queue.enqueue(message(1))
+    await queue.enqueue(message(2))
+    [claim] = await queue.claim(consumer="w1", lease_seconds=30)
+    assert await queue.release(claim)
+    [again] = await queue.claim(consumer="w2", lease_seconds=30)
+    assert (again.run_id, again.message.attempt) == (claim.run_id, 1)  # first in line again
+
+
+async def test_cancel_withdraws_ready_and_delayed_runs_but_not_running_ones(
+    queue: RunQueue,
+) -> None:
+    for n in (1, 2, 3):
+        await queue.enqueue(message(n))
+    assert await queue.cancel(message(1).run_id)
+    assert await queue.locate(message(1).run_id) is RunLocation.CANCELLED
+    assert (await queue.depth()).ready == 2
+    [claim] = await queue.claim(consumer="w1", lease_seconds=30)
+    assert claim.message.name == "job-2"  # job-1 was dropped
+    assert not await queue.cancel(claim.run_id)  # in flight
+    assert await queue.retry(claim, delay_seconds=3600, attempt=2)
+    assert await queue.cancel(claim.run_id)  # delayed
+    assert not await queue.cancel("no-such-run")
+    # A cancelled run will not happen: publishing it again is a no-op.
+    assert await queue.locate(claim.run_id) is RunLocation.DONE
+    assert await queue.enqueue(message(1)) is EnqueueOutcome.ALREADY_DONE
+    assert await queue.enqueue(message(2)) is EnqueueOutcome.ALREADY_DONE
+
+
+async def test_depth_counts_each_place(queue: RunQueue) -> None:
+    for n in range(1, 7):
+        await queue.enqueue(message(n))
+    claims = await queue.claim(consumer="w1", lease_seconds=30, count=3)
+    await queue.retry(claims[0], delay_seconds=3600, attempt=2)
+    await queue.bury(claims[1], error="boom")
+    depth = await queue.depth()
+    assert (depth.ready, depth.in_flight, depth.delayed, depth.dead) == (3, 1, 1, 1)
+    assert depth.backlog == 4

@@ -1,0 +1,335 @@
+"""Every Redis key and every Lua script of the run queue, in one place.
+
+All keys of one queue share the hash tag ``{<queue>}`` so that the scripts,
+which touch several keys atomically, also work on Redis Cluster. Scripts
+read the clock with ``TIME`` (the server's clock, the same for every pod) and
+need Redis >= 6.2.
+
+Layout, for prefix ``tickwork`` and queue ``default``::
+
+    tickwork:{default}:messages     HASH  run ID -> message JSON (identity only)
+    tickwork:{default}:ready        LIST  run IDs; LPUSH to enqueue, RPOP to claim
+    tickwork:{default}:inflight     ZSET  run ID -> lease deadline
+    tickwork:{default}:leases       HASH  run ID -> lease token of its holder
+    tickwork:{default}:delayed      ZSET  run ID -> when a retry becomes ready
+    tickwork:{default}:dead         ZSET  run ID -> when it was buried
+    tickwork:{default}:dead_errors  HASH  run ID -> why it was buried
+    tickwork:{default}:done         ZSET  run ID -> when it was acknowledged (dedup window)
+    tickwork:{default}:cancelled    SET   run IDs withdrawn while ready (dropped at claim)
+    tickwork:{default}:notify       LIST  wake-up tokens for consumers blocked in BLPOP
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+#: How many wake-up tokens are kept at most; more would only wake idle consumers.
+NOTIFY_LIMIT = 1000
+
+
+@dataclass(frozen=True)
+class QueueKeys:
+    prefix: str
+    queue: str
+
+    def _key(self, name: str) -> str:
+        return f"{self.prefix}:{{{self.queue}}}:{name}"
+
+    @property
+    def messages(self) -> str:
+        return self._key("messages")
+
+    @property
+    def ready(self) -> str:
+        return self._key("ready")
+
+    @property
+    def inflight(self) -> str:
+        return self._key("inflight")
+
+    @property
+    def leases(self) -> str:
+        return self._key("leases")
+
+    @property
+    def delayed(self) -> str:
+        return self._key("delayed")
+
+    @property
+    def dead(self) -> str:
+        return self._key("dead")
+
+    @property
+    def dead_errors(self) -> str:
+        return self._key("dead_errors")
+
+    @property
+    def done(self) -> str:
+        return self._key("done")
+
+    @property
+    def cancelled(self) -> str:
+        return self._key("cancelled")
+
+    @property
+    def notify(self) -> str:
+        return self._key("notify")
+
+    def all(self) -> list[str]:
+        return [
+            self.messages, self.ready, self.inflight, self.leases, self.delayed,
+            self.dead, self.dead_errors, self.done, self.cancelled, self.notify,
+        ]  # fmt: skip
+
+
+_PRELUDE = f"""
+local function now()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) + tonumber(t[2]) / 1000000
+end
+local function notify(key, count)
+  for _ = 1, math.min(count, {NOTIFY_LIMIT}) do redis.call('LPUSH', key, '1') end
+  redis.call('LTRIM', key, 0, {NOTIFY_LIMIT - 1})
+end
+"""
+
+ENQUEUE = (
+    _PRELUDE
+    + """
+-- KEYS: messages ready dead done cancelled notify
+-- ARGV: run_id message_json dedup_seconds
+local id = ARGV[1]
+local t = now()
+if redis.call('HEXISTS', KEYS[1], id) == 1 then
+  if redis.call('ZSCORE', KEYS[3], id) then return 'dead' end
+  if redis.call('SISMEMBER', KEYS[5], id) == 1 then return 'already-done' end
+  return 'already-queued'
+end
+local done = redis.call('ZSCORE', KEYS[4], id)
+if done and tonumber(done) > t - tonumber(ARGV[3]) then return 'already-done' end
+local message = cjson.decode(ARGV[2])
+message['enqueued_at'] = t
+redis.call('HSET', KEYS[1], id, cjson.encode(message))
+redis.call('LPUSH', KEYS[2], id)
+notify(KEYS[6], 1)
+return 'enqueued'
+"""
+)
+
+CLAIM = (
+    _PRELUDE
+    + """
+-- KEYS: ready inflight leases messages cancelled done
+-- ARGV: count lease_seconds token_prefix
+local t = now()
+local wanted = tonumber(ARGV[1])
+local deadline = t + tonumber(ARGV[2])
+local out = {}
+local taken = 0
+while taken < wanted do
+  local id = redis.call('RPOP', KEYS[1])
+  if not id then break end
+  if redis.call('SREM', KEYS[5], id) == 1 then
+    redis.call('HDEL', KEYS[4], id)
+    redis.call('ZADD', KEYS[6], t, id)  -- a cancelled run counts as done
+  else
+    local message = redis.call('HGET', KEYS[4], id)
+    if message then
+      taken = taken + 1
+      local token = ARGV[3] .. ':' .. taken
+      redis.call('ZADD', KEYS[2], deadline, id)
+      redis.call('HSET', KEYS[3], id, token)
+      table.insert(out, message)
+      table.insert(out, token)
+    end
+  end
+end
+return out
+"""
+)
+
+HEARTBEAT = (
+    _PRELUDE
+    + """
+-- KEYS: inflight leases
+-- ARGV: run_id token lease_seconds
+if redis.call('HGET', KEYS[2], ARGV[1]) ~= ARGV[2] then return 0 end
+redis.call('ZADD', KEYS[1], 'XX', now() + tonumber(ARGV[3]), ARGV[1])
+return 1
+"""
+)
+
+ACK = (
+    _PRELUDE
+    + """
+-- KEYS: inflight leases messages done
+-- ARGV: run_id token dedup_seconds
+local id = ARGV[1]
+if redis.call('HGET', KEYS[2], id) ~= ARGV[2] then return 0 end
+local t = now()
+redis.call('ZREM', KEYS[1], id)
+redis.call('HDEL', KEYS[2], id)
+redis.call('HDEL', KEYS[3], id)
+redis.call('ZADD', KEYS[4], t, id)
+redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', t - tonumber(ARGV[3]))
+return 1
+"""
+)
+
+RETRY = (
+    _PRELUDE
+    + """
+-- KEYS: inflight leases messages delayed
+-- ARGV: run_id token delay_seconds attempt
+local id = ARGV[1]
+if redis.call('HGET', KEYS[2], id) ~= ARGV[2] then return 0 end
+redis.call('ZREM', KEYS[1], id)
+redis.call('HDEL', KEYS[2], id)
+local message = cjson.decode(redis.call('HGET', KEYS[3], id))
+message['attempt'] = tonumber(ARGV[4])
+redis.call('HSET', KEYS[3], id, cjson.encode(message))
+redis.call('ZADD', KEYS[4], now() + tonumber(ARGV[3]), id)
+return 1
+"""
+)
+
+BURY = (
+    _PRELUDE
+    + """
+-- KEYS: inflight leases dead dead_errors
+-- ARGV: run_id token error
+local id = ARGV[1]
+if redis.call('HGET', KEYS[2], id) ~= ARGV[2] then return 0 end
+redis.call('ZREM', KEYS[1], id)
+redis.call('HDEL', KEYS[2], id)
+redis.call('ZADD', KEYS[3], now(), id)
+redis.call('HSET', KEYS[4], id, ARGV[3])
+return 1
+"""
+)
+
+RELEASE = (
+    _PRELUDE
+    + """
+-- KEYS: inflight leases ready notify
+-- ARGV: run_id token
+local id = ARGV[1]
+if redis.call('HGET', KEYS[2], id) ~= ARGV[2] then return 0 end
+redis.call('ZREM', KEYS[1], id)
+redis.call('HDEL', KEYS[2], id)
+redis.call('RPUSH', KEYS[3], id)
+notify(KEYS[4], 1)
+return 1
+"""
+)
+
+REAP = (
+    _PRELUDE
+    + """
+-- KEYS: inflight leases messages ready notify
+-- ARGV: limit
+local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now(), 'LIMIT', 0, tonumber(ARGV[1]))
+for _, id in ipairs(ids) do
+  redis.call('ZREM', KEYS[1], id)
+  redis.call('HDEL', KEYS[2], id)
+  local raw = redis.call('HGET', KEYS[3], id)
+  if raw then
+    local message = cjson.decode(raw)
+    message['attempt'] = (message['attempt'] or 1) + 1
+    message['redeliveries'] = (message['redeliveries'] or 0) + 1
+    redis.call('HSET', KEYS[3], id, cjson.encode(message))
+    redis.call('RPUSH', KEYS[4], id)
+  end
+end
+if #ids > 0 then notify(KEYS[5], #ids) end
+return #ids
+"""
+)
+
+PROMOTE = (
+    _PRELUDE
+    + """
+-- KEYS: delayed ready notify
+-- ARGV: limit
+local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now(), 'LIMIT', 0, tonumber(ARGV[1]))
+for _, id in ipairs(ids) do
+  redis.call('ZREM', KEYS[1], id)
+  redis.call('RPUSH', KEYS[2], id)
+end
+if #ids > 0 then notify(KEYS[3], #ids) end
+return #ids
+"""
+)
+
+CANCEL = _PRELUDE + """
+-- KEYS: messages inflight delayed dead cancelled done
+-- ARGV: run_id
+local id = ARGV[1]
+if redis.call('HEXISTS', KEYS[1], id) == 0 then return 0 end
+if redis.call('ZSCORE', KEYS[2], id) or redis.call('ZSCORE', KEYS[4], id) then return 0 end
+if redis.call('ZREM', KEYS[3], id) == 1 then
+  redis.call('HDEL', KEYS[1], id)
+  redis.call('ZADD', KEYS[6], now(), id)  -- a cancelled run counts as done
+  return 1
+end
+return redis.call('SADD', KEYS[5], id)
+"""
+
+LOCATE = """
+-- KEYS: messages inflight delayed dead done cancelled
+-- ARGV: run_id
+local id = ARGV[1]
+if redis.call('HEXISTS', KEYS[1], id) == 1 then
+  if redis.call('ZSCORE', KEYS[2], id) then return 'in-flight' end
+  if redis.call('ZSCORE', KEYS[3], id) then return 'delayed' end
+  if redis.call('ZSCORE', KEYS[4], id) then return 'dead' end
+  if redis.call('SISMEMBER', KEYS[6], id) == 1 then return 'cancelled' end
+  return 'ready'
+end
+if redis.call('ZSCORE', KEYS[5], id) then return 'done' end
+return false
+"""
+
+REQUEUE_DEAD = (
+    _PRELUDE
+    + """
+-- KEYS: dead dead_errors messages ready notify
+-- ARGV: run_id ('' for a batch of the oldest) limit
+local ids
+if ARGV[1] ~= '' then ids = {ARGV[1]} else
+  ids = redis.call('ZRANGE', KEYS[1], 0, tonumber(ARGV[2]) - 1)
+end
+local moved = 0
+for _, id in ipairs(ids) do
+  if redis.call('ZREM', KEYS[1], id) == 1 then
+    redis.call('HDEL', KEYS[2], id)
+    local message = cjson.decode(redis.call('HGET', KEYS[3], id))
+    message['attempt'] = 1
+    message['redeliveries'] = 0
+    redis.call('HSET', KEYS[3], id, cjson.encode(message))
+    redis.call('LPUSH', KEYS[4], id)
+    moved = moved + 1
+  end
+end
+if moved > 0 then notify(KEYS[5], moved) end
+return moved
+"""
+)
+
+PURGE_DEAD = """
+-- KEYS: dead dead_errors messages
+-- ARGV: run_id ('' for a batch of the oldest) limit
+local ids
+if ARGV[1] ~= '' then ids = {ARGV[1]} else
+  ids = redis.call('ZRANGE', KEYS[1], 0, tonumber(ARGV[2]) - 1)
+end
+local removed = 0
+for _, id in ipairs(ids) do
+  if redis.call('ZREM', KEYS[1], id) == 1 then
+    redis.call('HDEL', KEYS[2], id)
+    redis.call('HDEL', KEYS[3], id)
+    removed = removed + 1
+  end
+end
+return removed
+"""

@@ -1,0 +1,254 @@
+"""The run queue in process memory: the prototype's ``queue.Queue`` grown up.
+
+Same contract as the Redis queue (the same tests run against both), for the
+single-process local mode (``--queue memory``) where watcher and worker share
+one event loop. Nothing survives the process, which is the point of Redis.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+from collections import OrderedDict, deque
+from collections.abc import Callable
+from dataclasses import replace
+
+from tickwork.queue.messages import (
+    Claim,
+    DeadLetter,
+    Depth,
+    EnqueueOutcome,
+    RunLocation,
+    RunMessage,
+)
+
+DEFAULT_DEDUP_SECONDS = 7 * 86400
+
+
+class MemoryRunQueue:
+    """A :class:`~tickwork.queue.protocol.RunQueue` in one process. ``clock`` is injectable."""
+
+    def __init__(
+        self,
+        *,
+        clock: Callable[[], float] = time.time,
+        dedup_seconds: float = DEFAULT_DEDUP_SECONDS,
+    ) -> None:
+        self._clock = clock
+        self._dedup_seconds = dedup_seconds
+        self._messages: dict[str, RunMessage] = {}
+        self._ready: deque[str] = deque()  # appendleft = enqueue, pop = claim
+        self._cancelled: set[str] = set()
+        self._inflight: dict[str, float] = {}  # run ID -> lease deadline
+        self._leases: dict[str, str] = {}
+        self._delayed: dict[str, float] = {}
+        self._dead: OrderedDict[str, tuple[float, str]] = OrderedDict()
+        self._done: OrderedDict[str, float] = OrderedDict()  # in acknowledgement order
+        self._wakeup = asyncio.Condition()
+        self._tokens = itertools.count(1)
+
+    async def _notify(self) -> None:
+        async with self._wakeup:
+            self._wakeup.notify_all()
+
+    def _forget_old_done(self, now: float) -> None:
+        while self._done and next(iter(self._done.values())) <= now - self._dedup_seconds:
+            self._done.popitem(last=False)
+
+    async def enqueue(self, message: RunMessage) -> EnqueueOutcome:
+        run_id = message.run_id
+        now = self._clock()
+        if run_id in self._messages:
+            if run_id in self._dead:
+                return EnqueueOutcome.DEAD
+            if run_id in self._cancelled:
+                return EnqueueOutcome.ALREADY_DONE
+            return EnqueueOutcome.ALREADY_QUEUED
+        self._forget_old_done(now)
+        if run_id in self._done:
+            return EnqueueOutcome.ALREADY_DONE
+        self._messages[run_id] = replace(message, enqueued_at=now)
+        self._ready.appendleft(run_id)
+        await self._notify()
+        return EnqueueOutcome.ENQUEUED
+
+    def _claim_now(self, consumer: str, lease_seconds: float, count: int) -> list[Claim]:
+        claims: list[Claim] = []
+        deadline = self._clock() + lease_seconds
+        while self._ready and len(claims) < count:
+            run_id = self._ready.pop()
+            if run_id in self._cancelled:
+                self._cancelled.discard(run_id)
+                self._messages.pop(run_id, None)
+                self._done[run_id] = self._clock()  # a cancelled run counts as done
+                continue
+            message = self._messages.get(run_id)
+            if message is None:
+                continue
+            token = f"{consumer}:{next(self._tokens)}"
+            self._inflight[run_id] = deadline
+            self._leases[run_id] = token
+            claims.append(Claim(message=message, token=token))
+        return claims
+
+    async def claim(
+        self, *, consumer: str, lease_seconds: float, count: int = 1, wait_seconds: float = 0.0
+    ) -> list[Claim]:
+        claims = self._claim_now(consumer, lease_seconds, count)
+        if claims or wait_seconds <= 0:
+            return claims
+        deadline = time.monotonic() + wait_seconds
+        async with self._wakeup:
+            while not (claims := self._claim_now(consumer, lease_seconds, count)):
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                try:
+                    await asyncio.wait_for(self._wakeup.wait(), timeout=remaining)
+                except TimeoutError:
+                    break
+        return claims
+
+    def _holds(self, claim: Claim) -> bool:
+        return self._leases.get(claim.run_id) == claim.token
+
+    def _drop_lease(self, run_id: str) -> None:
+        self._inflight.pop(run_id, None)
+        self._leases.pop(run_id, None)
+
+    async def heartbeat(self, claim: Claim, *, lease_seconds: float) -> bool:
+        if not self._holds(claim):
+            return False
+        self._inflight[claim.run_id] = self._clock() + lease_seconds
+        return True
+
+    async def ack(self, claim: Claim) -> bool:
+        if not self._holds(claim):
+            return False
+        now = self._clock()
+        self._drop_lease(claim.run_id)
+        self._messages.pop(claim.run_id, None)
+        self._done.pop(claim.run_id, None)
+        self._done[claim.run_id] = now
+        self._forget_old_done(now)
+        return True
+
+    async def retry(self, claim: Claim, *, delay_seconds: float, attempt: int) -> bool:
+        if not self._holds(claim):
+            return False
+        self._drop_lease(claim.run_id)
+        self._messages[claim.run_id] = replace(self._messages[claim.run_id], attempt=attempt)
+        self._delayed[claim.run_id] = self._clock() + max(0.0, delay_seconds)
+        return True
+
+    async def bury(self, claim: Claim, *, error: str) -> bool:
+        if not self._holds(claim):
+            return False
+        self._drop_lease(claim.run_id)
+        self._dead[claim.run_id] = (self._clock(), error[:2048])
+        return True
+
+    async def release(self, claim: Claim) -> bool:
+        if not self._holds(claim):
+            return False
+        self._drop_lease(claim.run_id)
+        self._ready.append(claim.run_id)
+        await self._notify()
+        return True
+
+    async def reap_expired(self, *, limit: int = 1000) -> int:
+        now = self._clock()
+        expired = sorted((d, r) for r, d in self._inflight.items() if d <= now)[:limit]
+        for _, run_id in expired:
+            self._drop_lease(run_id)
+            message = self._messages[run_id]
+            self._messages[run_id] = replace(
+                message, attempt=message.attempt + 1, redeliveries=message.redeliveries + 1
+            )
+            self._ready.append(run_id)
+        if expired:
+            await self._notify()
+        return len(expired)
+
+    async def promote_due(self, *, limit: int = 1000) -> int:
+        now = self._clock()
+        due = sorted((t, r) for r, t in self._delayed.items() if t <= now)[:limit]
+        for _, run_id in due:
+            del self._delayed[run_id]
+            self._ready.append(run_id)
+        if due:
+            await self._notify()
+        return len(due)
+
+    async def cancel(self, run_id: str) -> bool:
+        if run_id not in self._messages or run_id in self._inflight or run_id in self._dead:
+            return False
+        if self._delayed.pop(run_id, None) is not None:
+            del self._messages[run_id]
+            self._done[run_id] = self._clock()  # a cancelled run counts as done
+            return True
+        if run_id in self._cancelled:
+            return False
+        self._cancelled.add(run_id)
+        return True
+
+    async def locate(self, run_id: str) -> RunLocation | None:
+        if run_id not in self._messages:
+            return RunLocation.DONE if run_id in self._done else None
+        places = (
+            (self._inflight, RunLocation.IN_FLIGHT),
+            (self._delayed, RunLocation.DELAYED),
+            (self._dead, RunLocation.DEAD),
+            (self._cancelled, RunLocation.CANCELLED),
+        )
+        for place, location in places:
+            if run_id in place:
+                return location
+        return RunLocation.READY
+
+    async def depth(self) -> Depth:
+        return Depth(
+            ready=len(self._ready) - len(self._cancelled),
+            in_flight=len(self._inflight),
+            delayed=len(self._delayed),
+            dead=len(self._dead),
+        )
+
+    async def dead_letters(self, *, limit: int = 100) -> list[DeadLetter]:
+        newest = sorted(self._dead.items(), key=lambda item: item[1][0], reverse=True)[:limit]
+        return [
+            DeadLetter(message=self._messages[run_id], error=error, failed_at=when)
+            for run_id, (when, error) in newest
+        ]
+
+    async def inspect_dead(self, run_id: str) -> DeadLetter | None:
+        if run_id not in self._dead:
+            return None
+        when, error = self._dead[run_id]
+        return DeadLetter(message=self._messages[run_id], error=error, failed_at=when)
+
+    async def requeue_dead(self, run_id: str | None = None) -> int:
+        ids = [run_id] if run_id is not None else list(self._dead)
+        moved = 0
+        for one in ids:
+            if self._dead.pop(one, None) is None:
+                continue
+            self._messages[one] = replace(self._messages[one], attempt=1, redeliveries=0)
+            self._ready.appendleft(one)
+            moved += 1
+        if moved:
+            await self._notify()
+        return moved
+
+    async def purge_dead(self, run_id: str | None = None) -> int:
+        ids = [run_id] if run_id is not None else list(self._dead)
+        removed = 0
+        for one in ids:
+            if self._dead.pop(one, None) is not None:
+                self._messages.pop(one, None)
+                removed += 1
+        return removed
+
+    async def close(self) -> None:
+        return None

@@ -1,0 +1,95 @@
+"""What travels through the run queue: a run's identity, never its task or payload.
+
+The worker re-reads the ScheduledJob from the API server (the source of
+truth) before it executes anything, so a message only has to say *which* run
+of *which* object it is.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+from dataclasses import dataclass, replace
+from typing import Any
+
+
+@dataclass(frozen=True)
+class RunMessage:
+    """The identity of one run: object (namespace, name, uid), run ID and attempt."""
+
+    run_id: str
+    namespace: str
+    name: str
+    uid: str
+    attempt: int = 1
+    scheduled_at: str | None = None  # RFC 3339; absent for manual runs
+    enqueued_at: float | None = None  # set by the queue, seconds since the epoch
+    redeliveries: int = 0  # how often a lease expired on this run
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {key: value for key, value in self.__dict__.items() if value is not None},
+            separators=(",", ":"),
+            sort_keys=True,
+        )
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> RunMessage:
+        data: dict[str, Any] = json.loads(text)
+        known = {key: data[key] for key in cls.__dataclass_fields__ if key in data}
+        return cls(**known)
+
+    def next_attempt(self, attempt: int) -> RunMessage:
+        return replace(self, attempt=attempt)
+
+
+class EnqueueOutcome(enum.StrEnum):
+    """What an enqueue did; only ``ENQUEUED`` added anything."""
+
+    ENQUEUED = "enqueued"
+    ALREADY_QUEUED = "already-queued"  # ready, in flight or waiting for a retry
+    ALREADY_DONE = "already-done"  # acknowledged recently: the run happened
+    DEAD = "dead"  # in the dead-letter queue
+
+
+class RunLocation(enum.StrEnum):
+    READY = "ready"
+    IN_FLIGHT = "in-flight"
+    DELAYED = "delayed"
+    DEAD = "dead"
+    DONE = "done"
+    CANCELLED = "cancelled"
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A run held under a lease by one consumer; ``token`` proves who holds it."""
+
+    message: RunMessage
+    token: str
+
+    @property
+    def run_id(self) -> str:
+        return self.message.run_id
+
+
+@dataclass(frozen=True)
+class Depth:
+    """How many runs are in each place; every figure is O(1) to read."""
+
+    ready: int
+    in_flight: int
+    delayed: int
+    dead: int
+
+    @property
+    def backlog(self) -> int:
+        """Ready plus in flight: the figure the autoscaler scales workers on."""
+        return self.ready + self.in_flight
+
+
+@dataclass(frozen=True)
+class DeadLetter:
+    message: RunMessage
+    error: str
+    failed_at: float

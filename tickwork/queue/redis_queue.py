@@ -1,0 +1,237 @@
+"""The run queue on Redis: every multi-key change is one Lua script (see :mod:`.keys`)."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any, cast
+
+import redis.asyncio as aioredis
+from redis.exceptions import AuthenticationError, ResponseError
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from tickwork.queue import keys as scripts
+from tickwork.queue.connection import explain
+from tickwork.queue.keys import QueueKeys
+from tickwork.queue.messages import (
+    Claim,
+    DeadLetter,
+    Depth,
+    EnqueueOutcome,
+    RunLocation,
+    RunMessage,
+)
+from tickwork.queue.settings import RedisSettings
+
+_BATCH = 1000
+_REDIS_ERRORS = (RedisConnectionError, RedisTimeoutError, AuthenticationError)
+
+
+class RedisRunQueue:
+    """A :class:`~tickwork.queue.protocol.RunQueue` on one Redis (or Redis Cluster slot)."""
+
+    def __init__(self, client: aioredis.Redis, settings: RedisSettings) -> None:
+        self._client = client
+        self._settings = settings
+        self.keys = QueueKeys(prefix=settings.key_prefix, queue=settings.queue)
+        register = client.register_script
+        self._enqueue = register(scripts.ENQUEUE)
+        self._claim = register(scripts.CLAIM)
+        self._heartbeat = register(scripts.HEARTBEAT)
+        self._ack = register(scripts.ACK)
+        self._retry = register(scripts.RETRY)
+        self._bury = register(scripts.BURY)
+        self._release = register(scripts.RELEASE)
+        self._reap = register(scripts.REAP)
+        self._promote = register(scripts.PROMOTE)
+        self._cancel = register(scripts.CANCEL)
+        self._locate = register(scripts.LOCATE)
+        self._requeue_dead = register(scripts.REQUEUE_DEAD)
+        self._purge_dead = register(scripts.PURGE_DEAD)
+
+    async def _call(
+        self, script: Callable[..., Awaitable[Any]], keys: list[str], args: list[Any]
+    ) -> Any:
+        try:
+            return await script(keys=keys, args=args)
+        except _REDIS_ERRORS as exc:
+            raise explain(exc, self._settings) from None
+        except ResponseError as exc:
+            if "NOAUTH" in str(exc):
+                raise explain(exc, self._settings) from None
+            raise
+
+    async def enqueue(self, message: RunMessage) -> EnqueueOutcome:
+        k = self.keys
+        outcome = await self._call(
+            self._enqueue,
+            [k.messages, k.ready, k.dead, k.done, k.cancelled, k.notify],
+            [message.run_id, message.to_json(), self._settings.dedup_seconds],
+        )
+        return EnqueueOutcome(outcome)
+
+    async def claim(
+        self, *, consumer: str, lease_seconds: float, count: int = 1, wait_seconds: float = 0.0
+    ) -> list[Claim]:
+        k = self.keys
+        deadline = time.monotonic() + wait_seconds
+        while True:
+            prefix = f"{consumer}:{uuid.uuid4().hex[:12]}"
+            raw = await self._call(
+                self._claim,
+                [k.ready, k.inflight, k.leases, k.messages, k.cancelled, k.done],
+                [count, lease_seconds, prefix],
+            )
+            if raw:
+                return [
+                    Claim(message=RunMessage.from_json(raw[i]), token=raw[i + 1])
+                    for i in range(0, len(raw), 2)
+                ]
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return []
+            # Sleep in Redis until an enqueue (or a reaped/promoted run) wakes us.
+            timeout = min(remaining, self._settings.poll_seconds)
+            try:
+                await self._client.blpop([k.notify], timeout=timeout)
+            except _REDIS_ERRORS as exc:
+                raise explain(exc, self._settings) from None
+
+    async def heartbeat(self, claim: Claim, *, lease_seconds: float) -> bool:
+        k = self.keys
+        done = await self._call(
+            self._heartbeat, [k.inflight, k.leases], [claim.run_id, claim.token, lease_seconds]
+        )
+        return bool(done)
+
+    async def ack(self, claim: Claim) -> bool:
+        k = self.keys
+        done = await self._call(
+            self._ack,
+            [k.inflight, k.leases, k.messages, k.done],
+            [claim.run_id, claim.token, self._settings.dedup_seconds],
+        )
+        return bool(done)
+
+    async def retry(self, claim: Claim, *, delay_seconds: float, attempt: int) -> bool:
+        k = self.keys
+        done = await self._call(
+            self._retry,
+            [k.inflight, k.leases, k.messages, k.delayed],
+            [claim.run_id, claim.token, max(0.0, delay_seconds), attempt],
+        )
+        return bool(done)
+
+    async def bury(self, claim: Claim, *, error: str) -> bool:
+        k = self.keys
+        done = await self._call(
+            self._bury,
+            [k.inflight, k.leases, k.dead, k.dead_errors],
+            [claim.run_id, claim.token, error[:2048]],
+        )
+        return bool(done)
+
+    async def release(self, claim: Claim) -> bool:
+        k = self.keys
+        done = await self._call(
+            self._release, [k.inflight, k.leases, k.ready, k.notify], [claim.run_id, claim.token]
+        )
+        return bool(done)
+
+    async def reap_expired(self, *, limit: int = _BATCH) -> int:
+        k = self.keys
+        count = await self._call(
+            self._reap, [k.inflight, k.leases, k.messages, k.ready, k.notify], [limit]
+        )
+        return int(count)
+
+    async def promote_due(self, *, limit: int = _BATCH) -> int:
+        k = self.keys
+        count = await self._call(self._promote, [k.delayed, k.ready, k.notify], [limit])
+        return int(count)
+
+    async def cancel(self, run_id: str) -> bool:
+        k = self.keys
+        done = await self._call(
+            self._cancel,
+            [k.messages, k.inflight, k.delayed, k.dead, k.cancelled, k.done],
+            [run_id],
+        )
+        return bool(done)
+
+    async def locate(self, run_id: str) -> RunLocation | None:
+        k = self.keys
+        where = await self._call(
+            self._locate,
+            [k.messages, k.inflight, k.delayed, k.dead, k.done, k.cancelled],
+            [run_id],
+        )
+        return RunLocation(where) if where else None
+
+    async def depth(self) -> Depth:
+        k = self.keys
+        try:
+            async with self._client.pipeline(transaction=True) as pipe:
+                pipe.llen(k.ready)
+                pipe.scard(k.cancelled)
+                pipe.zcard(k.inflight)
+                pipe.zcard(k.delayed)
+                pipe.zcard(k.dead)
+                ready, cancelled, in_flight, delayed, dead = await pipe.execute()
+        except _REDIS_ERRORS as exc:
+            raise explain(exc, self._settings) from None
+        return Depth(
+            ready=max(0, ready - cancelled), in_flight=in_flight, delayed=delayed, dead=dead
+        )
+
+    async def _dead_letters(self, pairs: list[tuple[str, float]]) -> list[DeadLetter]:
+        if not pairs:
+            return []
+        ids = [run_id for run_id, _ in pairs]
+        k = self.keys
+        messages = cast("list[str | None]", await self._client.hmget(k.messages, ids))
+        errors = cast("list[str | None]", await self._client.hmget(k.dead_errors, ids))
+        return [
+            DeadLetter(message=RunMessage.from_json(raw), error=error or "", failed_at=score)
+            for (_, score), raw, error in zip(pairs, messages, errors, strict=True)
+            if raw is not None
+        ]
+
+    async def dead_letters(self, *, limit: int = 100) -> list[DeadLetter]:
+        pairs = cast(
+            "list[tuple[str, float]]",
+            await self._client.zrevrange(self.keys.dead, 0, limit - 1, withscores=True),
+        )
+        return await self._dead_letters([(str(run_id), float(score)) for run_id, score in pairs])
+
+    async def inspect_dead(self, run_id: str) -> DeadLetter | None:
+        score = await self._client.zscore(self.keys.dead, run_id)
+        if score is None:
+            return None
+        found = await self._dead_letters([(run_id, float(score))])
+        return found[0] if found else None
+
+    async def requeue_dead(self, run_id: str | None = None) -> int:
+        k = self.keys
+        return await self._in_batches(
+            self._requeue_dead, [k.dead, k.dead_errors, k.messages, k.ready, k.notify], run_id
+        )
+
+    async def purge_dead(self, run_id: str | None = None) -> int:
+        k = self.keys
+        return await self._in_batches(self._purge_dead, [k.dead, k.dead_errors, k.messages], run_id)
+
+    async def _in_batches(
+        self, script: Callable[..., Awaitable[Any]], keys: list[str], run_id: str | None
+    ) -> int:
+        if run_id is not None:
+            return int(await self._call(script, keys, [run_id, 1]))
+        total = 0
+        while moved := int(await self._call(script, keys, ["", _BATCH])):
+            total += moved
+        return total
+
+    async def close(self) -> None:
+        await self._client.aclose()
