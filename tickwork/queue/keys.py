@@ -261,7 +261,9 @@ return #ids
 """
 )
 
-CANCEL = _PRELUDE + """
+CANCEL = (
+    _PRELUDE
+    + """
 -- KEYS: messages inflight delayed dead cancelled done
 -- ARGV: run_id
 local id = ARGV[1]
@@ -274,6 +276,7 @@ if redis.call('ZREM', KEYS[3], id) == 1 then
 end
 return redis.call('SADD', KEYS[5], id)
 """
+)
 
 LOCATE = """
 -- KEYS: messages inflight delayed dead done cancelled
