@@ -214,3 +214,18 @@ async def test_a_wrong_password_is_a_clear_error_and_not_retried(
     assert "TICKWORK_REDIS_PASSWORD" in text
     assert "not-the-password" not in text
     await client.aclose()
+
+
+@pytest.mark.timeout(60)
+async def test_the_client_reconnects_after_redis_restarts(tmp_path: Path) -> None:
+    server = RedisServer(workdir=tmp_path / "redis", appendonly=True)
+    server.start()
+    try:
+        queue = open_queue(server.url)
+        assert await queue.enqueue(message(1)) is EnqueueOutcome.ENQUEUED
+        server.restart()  # same port, same data; the client's connection is now dead
+        assert await queue.enqueue(message(2)) is EnqueueOutcome.ENQUEUED
+        assert (await queue.depth()).ready == 2
+        await queue.close()
+    finally:
+        server.stop()

@@ -13,22 +13,47 @@ from __future__ import annotations
 import asyncio
 import ssl
 import time
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 import redis.asyncio as aioredis
+from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialWithJitterBackoff
 from redis.exceptions import AuthenticationError, ResponseError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
-from redis.retry import Retry
 
 from tickwork.core.errors import QueueUnavailableError
 from tickwork.queue.settings import RedisSettings
 
+T = TypeVar("T")
+
+
+class _Retry(Retry):
+    """redis-py's retry, except that a refused password is final: waiting cannot fix it.
+
+    (``AuthenticationError`` is a ``ConnectionError`` in redis-py, so it would
+    otherwise be retried like a dropped connection.)
+    """
+
+    async def call_with_retry(
+        self,
+        do: Callable[[], Awaitable[T]],
+        fail: Callable[..., Any],
+        is_retryable: Callable[[Exception], bool] | None = None,
+        with_failure_count: bool = False,  # noqa: FBT001, FBT002 - redis-py's signature
+    ) -> T:
+        def retryable(error: Exception) -> bool:
+            if isinstance(error, AuthenticationError):
+                return False
+            return is_retryable is None or is_retryable(error)
+
+        return await super().call_with_retry(do, fail, retryable, with_failure_count)
+
 
 def create_client(settings: RedisSettings) -> aioredis.Redis:
     """An asyncio Redis client that retries dropped connections with backoff."""
-    retry = Retry(
+    retry = _Retry(
         ExponentialWithJitterBackoff(cap=settings.reconnect_backoff_cap_seconds, base=0.05),
         retries=settings.reconnect_attempts,
     )
