@@ -34,6 +34,7 @@ from pydantic.functional_validators import AfterValidator
 
 from tickwork.api import rules
 from tickwork.core.cron import parse_cron
+from tickwork.core.planning import ConcurrencyPolicy
 from tickwork.core.states import JobPhase, RunState
 from tickwork.core.zones import load_zone
 
@@ -112,14 +113,6 @@ HttpUrl = Annotated[
     AfterValidator(_check_url),
 ]
 ShortText = Annotated[StrictStr, Field(max_length=1024)]
-
-
-class ConcurrencyPolicy(enum.StrEnum):
-    """What to do when a run falls due while the previous one is still active."""
-
-    ALLOW = "Allow"
-    FORBID = "Forbid"
-    REPLACE = "Replace"
 
 
 class HttpMethod(enum.StrEnum):
@@ -307,13 +300,22 @@ class Condition(_Model):
     observed_generation: Annotated[StrictInt, Field(ge=0)] | None = None
 
 
-class CurrentRun(_Model):
-    """The run in flight, if any."""
+class QueuedRun(_Model):
+    """The run the operator published last (it stays after the run ended)."""
 
     id: Annotated[StrictStr, Field(max_length=256)]
     scheduled_at: AwareDatetime
-    state: RunState = RunState.QUEUED
-    attempt: Annotated[StrictInt, Field(ge=1)] = 1
+    queued_at: AwareDatetime
+    manual: StrictBool = False
+
+
+class CurrentRun(_Model):
+    """The run a worker is executing now; gone when it ends (see lastRun)."""
+
+    id: Annotated[StrictStr, Field(max_length=256)]
+    scheduled_at: AwareDatetime
+    state: RunState
+    attempt: Annotated[StrictInt, Field(ge=1)]
     queued_at: AwareDatetime | None = None
     started_at: AwareDatetime | None = None
     worker: Annotated[StrictStr, Field(max_length=253)] | None = None
@@ -346,6 +348,7 @@ class ScheduledJobStatus(_Model):
     missed_runs: Annotated[StrictInt, Field(ge=0)] | None = None
     last_missed_time: AwareDatetime | None = None
     last_trigger_token: Annotated[StrictStr, Field(max_length=253)] | None = None
+    queued_run: QueuedRun | None = None
     current_run: CurrentRun | None = None
     last_run: RunRecord | None = None
     runs: Annotated[list[RunRecord], Field(max_length=40)] = []

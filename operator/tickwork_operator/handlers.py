@@ -1,0 +1,59 @@
+"""Every kopf handler of the operator, registered in one registry.
+
+Each handler only hands the event to :class:`~tickwork_operator.state.WatchState`
+and wakes the ticker; kopf writes nothing to the objects (no finalizers, no
+progress annotations, no status: only event handlers are registered, and
+kopf's own storages would use ``tickwork.dev`` annotations if ever needed).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from typing import Any
+
+import kopf
+
+from tickwork.api import models
+from tickwork_operator.state import WatchState
+from tickwork_operator.ticker import Ticker
+
+logger = logging.getLogger(__name__)
+
+registry = kopf.OperatorRegistry()
+
+
+@kopf.on.login(registry=registry)
+def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
+    """Credentials as the kubernetes client finds them: in-cluster or KUBECONFIG."""
+    info: kopf.ConnectionInfo | None = kopf.login_via_client(**kwargs)
+    return info
+
+
+@kopf.on.event(models.GROUP, models.VERSION, models.PLURAL, registry=registry)
+def scheduled_job_event(
+    *, event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **_: Any
+) -> None:
+    state: WatchState = memo["state"]
+    ticker: Ticker = memo["ticker"]
+    meta = body.get("metadata", {})
+    if event.get("type") == "DELETED":
+        state.forget(meta.get("namespace", ""), meta.get("name", ""))
+        return
+    entry = state.observe(dict(body), now=dt.datetime.now(dt.UTC))
+    if entry.key in state.triggers or entry.key in state.dirty:
+        ticker.wakeup.set()
+
+
+def kopf_settings() -> kopf.OperatorSettings:
+    settings = kopf.OperatorSettings()
+    settings.peering.standalone = True  # leadership is ours (a Lease), not kopf's peering
+    settings.posting.enabled = False  # Events are posted by Tickwork, deduplicated
+    settings.scanning.disabled = True  # no watching of CRDs and namespaces: less RBAC
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix="tickwork.dev")
+    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+        prefix="tickwork.dev", key="last-handled-configuration"
+    )
+    settings.persistence.finalizer = "tickwork.dev/operator"
+    settings.process.ultimate_exiting_timeout = 60
+    return settings

@@ -1,0 +1,142 @@
+"""``tickwork-operator``: the watcher's entry point. Loads settings once and wires it up."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import sys
+import time
+from collections.abc import Sequence
+
+import kopf
+
+from tickwork.core.buckets import BucketIndex
+from tickwork.core.errors import QueueUnavailableError
+from tickwork.kube.client import KubeClient, load_configuration
+from tickwork.kube.events import EventRecorder
+from tickwork.kube.http import start_http
+from tickwork.logs import configure_logging
+from tickwork.queue import RedisSettings, open_queue
+from tickwork.queue.connection import create_client, wait_until_ready
+from tickwork.queue.protocol import RunQueue
+from tickwork_operator.handlers import kopf_settings, registry
+from tickwork_operator.leader import LeaderElector
+from tickwork_operator.metrics import OperatorMetrics
+from tickwork_operator.settings import OperatorSettings
+from tickwork_operator.state import WatchState
+from tickwork_operator.ticker import Ticker
+
+logger = logging.getLogger("tickwork_operator")
+
+
+async def _redis_queue(redis: RedisSettings) -> RunQueue:
+    client = create_client(redis)
+    await wait_until_ready(client, redis, timeout_seconds=60)
+    await client.aclose()
+    return open_queue(redis)
+
+
+async def run_operator(settings: OperatorSettings, *, queue: RunQueue | None = None) -> None:
+    """Run until SIGTERM/SIGINT: watch, elect, tick; release the Lease on the way out."""
+    if settings.kubeconfig:
+        os.environ["KUBECONFIG"] = settings.kubeconfig  # for kopf's own login
+    redis = RedisSettings() if settings.queue == "redis" else None
+    if queue is None:
+        queue = await _redis_queue(redis) if redis is not None else open_queue(None)
+    kube = KubeClient(load_configuration(settings.kubeconfig))
+    metrics = OperatorMetrics()
+    state = WatchState(index=BucketIndex(start=time.time(), width=settings.bucket_seconds))
+    events = EventRecorder(kube, component="tickwork-operator", instance=settings.identity)
+    ticker = Ticker(
+        state=state, queue=queue, kube=kube, events=events, metrics=metrics,
+        tick_seconds=settings.tick_seconds, reconcile_seconds=settings.reconcile_seconds,
+    )  # fmt: skip
+    elector = LeaderElector(
+        kube,
+        namespace=settings.lease_namespace,
+        name=settings.lease_name,
+        identity=settings.identity,
+        duration_seconds=settings.lease_duration_seconds,
+        renew_seconds=settings.lease_renew_seconds,
+        on_change=lambda leading: metrics.leader.set(1 if leading else 0),
+    )
+    stop = asyncio.Event()
+    kopf_ready = asyncio.Event()
+
+    async def liveness() -> str | None:
+        return None  # the event loop answered: that is what liveness can tell
+
+    async def readiness() -> str | None:
+        if not kopf_ready.is_set():
+            return "not watching ScheduledJobs yet"
+        try:
+            await queue.depth()
+        except QueueUnavailableError as exc:
+            return str(exc)
+        return None
+
+    http = await start_http(
+        host=settings.http_host, port=settings.http_port, registry=metrics.registry,
+        liveness=liveness, readiness=readiness,
+    )  # fmt: skip
+    background = [
+        asyncio.create_task(elector.run(stop), name="leader election"),
+        asyncio.create_task(ticker.run(elector.leading_event, stop), name="ticker"),
+    ]
+    logger.info(
+        "tickwork-operator %s watching %s, queue %s",
+        settings.identity, ", ".join(settings.namespaces) or "all namespaces",
+        redis.safe_url() if redis else "in memory",
+    )  # fmt: skip
+    try:
+        await kopf.operator(
+            registry=registry,
+            settings=kopf_settings(),
+            clusterwide=not settings.namespaces,
+            namespaces=settings.namespaces,
+            memo=kopf.Memo(state=state, ticker=ticker),
+            ready_flag=kopf_ready,
+            standalone=True,
+        )
+    finally:
+        stop.set()
+        await asyncio.gather(*background, return_exceptions=True)
+        await http.cleanup()
+        await queue.close()
+        await kube.close()
+        logger.info("tickwork-operator stopped")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="tickwork-operator",
+        description="Watch ScheduledJobs and publish their due runs (settings: "
+        "TICKWORK_OPERATOR_* and TICKWORK_REDIS_* environment variables).",
+    )
+    parser.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster or $KUBECONFIG)")
+    parser.add_argument(
+        "--namespace",
+        action="append",
+        dest="namespaces",
+        help="watch this namespace (repeat); default: all",
+    )
+    parser.add_argument("--queue", choices=["redis", "memory"])
+    parser.add_argument("--http-port", type=int)
+    args = parser.parse_args(argv)
+    overrides = {key: value for key, value in vars(args).items() if value is not None}
+    settings = OperatorSettings(**overrides)
+    configure_logging(level=settings.log_level, json_format=settings.log_format == "json")
+    try:
+        asyncio.run(run_operator(settings))
+    except QueueUnavailableError as exc:
+        logger.error("%s", exc)  # noqa: TRY400 - the message is the whole story
+        return 1
+    except KeyboardInterrupt:
+        return 0
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

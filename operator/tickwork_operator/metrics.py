@@ -1,0 +1,60 @@
+"""Every Prometheus metric the operator exports, defined once.
+
+The names follow job-queue conventions (``*_total`` counters, ``*_seconds``
+histograms, queue depth as a gauge with a ``state`` label) so dashboards and
+the HPA's adapter rule can rely on them.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+#: Buckets for schedule lag: publishing should take milliseconds; minutes mean trouble.
+LAG_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 300)
+
+
+class OperatorMetrics:
+    """The operator's metrics, in their own registry (so tests can make several)."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry or CollectorRegistry()
+        r = self.registry
+        self.queue_depth = Gauge(
+            "tickwork_queue_depth", "Runs in the queue, by state.", ["state"], registry=r
+        )
+        self.runs_published = Counter(
+            "tickwork_runs_published_total",
+            "Runs published to the queue, by what caused them.",
+            ["trigger"],
+            registry=r,
+        )
+        self.runs_skipped = Counter(
+            "tickwork_runs_skipped_total",
+            "Runs not published, by reason (forbid, missed).",
+            ["reason"],
+            registry=r,
+        )
+        self.schedule_lag = Histogram(
+            "tickwork_schedule_lag_seconds",
+            "Publish time minus scheduled time (jitter included).",
+            buckets=LAG_BUCKETS,
+            registry=r,
+        )
+        self.index_size = Gauge(
+            "tickwork_index_jobs", "ScheduledJobs in the watcher's bucket index.", registry=r
+        )
+        self.leader = Gauge(
+            "tickwork_operator_leader", "1 while this replica holds the Lease.", registry=r
+        )
+        self.api_errors = Counter(
+            "tickwork_api_errors_total",
+            "Failed calls to the Kubernetes API or Redis, by operation.",
+            ["operation"],
+            registry=r,
+        )
+        self.tick_seconds = Histogram(
+            "tickwork_tick_seconds",
+            "Duration of one leader tick.",
+            buckets=(0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5),
+            registry=r,
+        )

@@ -1,0 +1,55 @@
+"""The operator's settings: one pydantic-settings class, read once in ``main()``."""
+
+from __future__ import annotations
+
+import os
+import socket
+from typing import Annotated
+
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+
+def _default_identity() -> str:
+    return os.environ.get("POD_NAME") or f"{socket.gethostname()}-{os.getpid()}"
+
+
+class OperatorSettings(BaseSettings):
+    """``TICKWORK_OPERATOR_*`` environment variables; Redis has its own (``TICKWORK_REDIS_*``)."""
+
+    model_config = SettingsConfigDict(env_prefix="TICKWORK_OPERATOR_", extra="ignore")
+
+    namespaces: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="Namespaces to watch; empty means all (cluster-wide). Comma-separated "
+        "in the environment.",
+    )
+    queue: str = Field(
+        default="redis",
+        pattern="^(redis|memory)$",
+        description="redis, or memory for the single-process local mode.",
+    )
+    kubeconfig: str | None = Field(
+        default=None, description="Kubeconfig path; unset: in-cluster, else the default."
+    )
+    tick_seconds: float = Field(default=1.0, gt=0, le=60)
+    bucket_seconds: float = Field(default=1.0, gt=0, le=3600)
+    reconcile_seconds: float = Field(
+        default=30.0, gt=0, description="How often queued/running runs are checked in Redis."
+    )
+    lease_name: str = "tickwork-operator"
+    lease_namespace: str = Field(default_factory=lambda: os.environ.get("POD_NAMESPACE", "default"))
+    lease_duration_seconds: float = Field(default=10.0, ge=2)
+    lease_renew_seconds: float = Field(default=2.0, gt=0)
+    identity: str = Field(default_factory=_default_identity)
+    http_host: str = "0.0.0.0"  # noqa: S104 - a pod serves its probes and metrics on all interfaces
+    http_port: int = Field(default=8080, ge=0, le=65535, description="/metrics, /healthz, /readyz")
+    log_format: str = Field(default="text", pattern="^(text|json)$")
+    log_level: str = "INFO"
+
+    @field_validator("namespaces", mode="before")
+    @classmethod
+    def _split(cls, value: object) -> object:
+        if isinstance(value, str):
+            return [part.strip() for part in value.split(",") if part.strip()]
+        return value

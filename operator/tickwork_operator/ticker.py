@@ -1,0 +1,402 @@
+"""The leader's tick: publish what fell due, write what status owes, keep the queue honest.
+
+Only the replica holding the Lease runs :meth:`Ticker.run`. Every tick it
+pops the due entries of the bucket index (nothing else is looked at), asks
+:mod:`tickwork.core.planning` what to do, and does it: enqueue, cancel,
+write status, post Events. Work per tick is proportional to what is due,
+dirty or active — never to the number of ScheduledJobs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as dt
+import logging
+import time
+from dataclasses import replace
+
+from tickwork.core.errors import QueueUnavailableError
+from tickwork.core.planning import Action, Decision, PendingRun, decide
+from tickwork.core.runs import manual_run_id
+from tickwork.core.states import JobPhase
+from tickwork.kube.client import KubeApiError, KubeClient
+from tickwork.kube.events import NORMAL, WARNING, EventRecorder, JobRef
+from tickwork.kube.status import (
+    CONDITION_READY,
+    OPERATOR_MANAGER,
+    OperatorStatus,
+    QueuedRunInfo,
+)
+from tickwork.queue.messages import EnqueueOutcome, RunMessage
+from tickwork.queue.protocol import RunQueue
+from tickwork_operator.metrics import OperatorMetrics
+from tickwork_operator.state import JobEntry, WatchState
+
+logger = logging.getLogger(__name__)
+
+#: Status writes per tick at most; the rest wait for the next tick.
+STATUS_WRITES_PER_TICK = 500
+#: Publishing offset after each tick boundary: cron runs fall on whole
+#: seconds, so ticking just after them publishes a run milliseconds late.
+_TICK_OFFSET = 0.005
+_RETRY_DELAY = 1.0
+
+
+def _ref(entry: JobEntry) -> JobRef:
+    return JobRef(namespace=entry.namespace, name=entry.name, uid=entry.uid)
+
+
+class Ticker:
+    def __init__(
+        self,
+        *,
+        state: WatchState,
+        queue: RunQueue,
+        kube: KubeClient,
+        events: EventRecorder,
+        metrics: OperatorMetrics,
+        tick_seconds: float,
+        reconcile_seconds: float,
+    ) -> None:
+        self.state = state
+        self.queue = queue
+        self.kube = kube
+        self.events = events
+        self.metrics = metrics
+        self.tick_seconds = tick_seconds
+        self.reconcile_seconds = reconcile_seconds
+        self.wakeup = asyncio.Event()
+        self._last_reconcile = 0.0
+
+    # -- the loop -----------------------------------------------------------------
+
+    async def run(self, leading: asyncio.Event, stop: asyncio.Event) -> None:
+        """Tick while ``leading`` is set, until ``stop`` is."""
+        while not stop.is_set():
+            if not leading.is_set():
+                await _wait_any(leading, stop)
+                self._last_reconcile = 0.0  # a new leader reconciles at once
+                continue
+            started = time.perf_counter()
+            try:
+                await self.tick()
+            except Exception:
+                logger.exception("tick failed; the next tick retries")
+            self.metrics.tick_seconds.observe(time.perf_counter() - started)
+            await self._sleep_until_next_tick(stop)
+
+    async def _sleep_until_next_tick(self, stop: asyncio.Event) -> None:
+        now = time.time()
+        target = (now // self.tick_seconds + 1) * self.tick_seconds + _TICK_OFFSET
+        self.wakeup.clear()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(_wait_any(self.wakeup, stop), timeout=max(0.0, target - now))
+
+    async def tick(self) -> None:
+        now = dt.datetime.now(dt.UTC)
+        for due in self.state.index.pop_due(now.timestamp()):
+            kind, namespace, name = due.key
+            entry = self.state.jobs.get((namespace, name))
+            if entry is None:
+                continue
+            if kind == "run":
+                await self._run_due(entry)
+            elif kind == "ttl":
+                await self._delete_finished(entry)
+        for key, token in list(self.state.triggers.items()):
+            entry = self.state.jobs.get(key)
+            self.state.triggers.pop(key, None)
+            if entry is not None:
+                await self._run_now(entry, token)
+        await self._write_dirty()
+        if time.monotonic() - self._last_reconcile >= self.reconcile_seconds:
+            self._last_reconcile = time.monotonic()
+            await self.reconcile()
+        await self._maintain_queue()
+        self.metrics.index_size.set(len(self.state.jobs))
+
+    # -- due runs -----------------------------------------------------------------
+
+    async def _run_due(self, entry: JobEntry) -> None:
+        if entry.pending is None or entry.spec is None or entry.suspended:
+            return
+        pending = entry.pending
+        self.state.busy.add(entry.key)
+        try:
+            now = dt.datetime.now(dt.UTC)
+            decision = decide(entry.facts(), pending, now=now)
+            if decision.action is Action.PUBLISH:
+                published = await self._publish(entry, decision, now=now)
+                if not published:
+                    self._reindex(entry, pending, retry=True)
+                    return
+            else:
+                await self._not_published(entry, decision, now=now)
+            entry.pending = decision.following
+            self._reindex(entry, decision.following)
+        finally:
+            self.state.busy.discard(entry.key)
+
+    def _reindex(self, entry: JobEntry, pending: PendingRun | None, *, retry: bool = False) -> None:
+        key = ("run", entry.namespace, entry.name)
+        if pending is None:
+            self.state.index.remove(key)
+        elif retry:
+            self.state.index.put(key, time.time() + _RETRY_DELAY)
+        else:
+            self.state.index.put(key, pending.due_at.timestamp())
+
+    async def _publish(self, entry: JobEntry, decision: Decision, *, now: dt.datetime) -> bool:
+        assert decision.scheduled_at is not None  # noqa: S101 - a publish names its run
+        assert decision.run_id is not None  # noqa: S101
+        if decision.cancel_run_id is not None:
+            await self._replace(entry, decision.cancel_run_id)
+        message = RunMessage(
+            run_id=decision.run_id,
+            namespace=entry.namespace,
+            name=entry.name,
+            uid=entry.uid,
+            scheduled_at=decision.scheduled_at.isoformat(),
+        )
+        outcome = await self._enqueue(message)
+        if outcome is None:
+            return False
+        lag = (now - decision.scheduled_at).total_seconds()
+        if outcome is EnqueueOutcome.ENQUEUED:
+            self.metrics.runs_published.labels(trigger="schedule").inc()
+            self.metrics.schedule_lag.observe(max(0.0, lag))
+        entry.published_run_id = decision.run_id
+        wanted = replace(
+            entry.wanted,
+            phase=JobPhase.QUEUED,
+            last_schedule_time=decision.scheduled_at,
+            next_run_at=decision.following.scheduled_at if decision.following else None,
+            queued_run=QueuedRunInfo(
+                id=decision.run_id, scheduled_at=decision.scheduled_at, queued_at=now
+            ),
+        )
+        entry.wanted = self._count_missed(wanted, decision)
+        await self._write_status(entry, force=True)
+        if decision.missed:
+            await self.events.post(
+                _ref(entry), type_=WARNING, reason="MissedRuns",
+                message=f"{decision.missed} run(s) missed while no watcher ran; the latest due "
+                f"run ({decision.scheduled_at.isoformat()}) was published",
+            )  # fmt: skip
+        return True
+
+    def _count_missed(self, wanted: OperatorStatus, decision: Decision) -> OperatorStatus:
+        if not decision.missed:
+            return wanted
+        self.metrics.runs_skipped.labels(reason="missed").inc(decision.missed)
+        return replace(
+            wanted,
+            missed_runs=wanted.missed_runs + decision.missed,
+            last_missed_time=decision.latest_missed or wanted.last_missed_time,
+        )
+
+    async def _not_published(
+        self, entry: JobEntry, decision: Decision, *, now: dt.datetime
+    ) -> None:
+        wanted = entry.wanted
+        following = decision.following.scheduled_at if decision.following else None
+        if decision.action is Action.SKIP:
+            self.metrics.runs_skipped.labels(reason="forbid").inc()
+            wanted = replace(
+                wanted,
+                next_run_at=following,
+                last_schedule_time=decision.scheduled_at,
+                missed_runs=wanted.missed_runs + 1 + decision.missed,
+                last_missed_time=decision.scheduled_at,
+            )
+            await self.events.post(
+                _ref(entry), type_=NORMAL, reason="RunSkipped", message=decision.reason
+            )
+        else:  # MISS
+            self.metrics.runs_skipped.labels(reason="missed").inc(decision.missed)
+            wanted = replace(
+                wanted,
+                next_run_at=following,
+                missed_runs=wanted.missed_runs + decision.missed,
+                last_missed_time=decision.latest_missed,
+                last_schedule_time=decision.latest_missed,
+            )
+            if entry.spec is not None and entry.spec.one_shot:
+                wanted = replace(wanted, phase=JobPhase.FAILED).with_condition(
+                    CONDITION_READY, status=False, reason="Missed", message=decision.reason,
+                    now=now,
+                )  # fmt: skip
+            await self.events.post(
+                _ref(entry), type_=WARNING, reason="MissedRun", message=decision.reason
+            )
+        entry.wanted = wanted
+        await self._write_status(entry, force=decision.action is Action.MISS)
+
+    async def _replace(self, entry: JobEntry, run_id: str) -> None:
+        try:
+            withdrawn = await self.queue.cancel(run_id)
+        except QueueUnavailableError as exc:
+            self.metrics.api_errors.labels(operation="queue.cancel").inc()
+            logger.warning("could not cancel %s: %s", run_id, exc)
+            return
+        how = "withdrawn from the queue" if withdrawn else "cancelled by its worker"
+        await self.events.post(
+            _ref(entry), type_=NORMAL, reason="RunReplaced",
+            message=f"run {run_id} {how}: a newer run fell due (concurrencyPolicy Replace)",
+        )  # fmt: skip
+
+    async def _enqueue(self, message: RunMessage) -> EnqueueOutcome | None:
+        try:
+            return await self.queue.enqueue(message)
+        except QueueUnavailableError as exc:
+            self.metrics.api_errors.labels(operation="queue.enqueue").inc()
+            logger.warning("could not publish %s, retrying: %s", message.run_id, exc)
+            return None
+
+    # -- manual runs --------------------------------------------------------------
+
+    async def _run_now(self, entry: JobEntry, token: str) -> None:
+        if token == entry.wanted.last_trigger_token:
+            return
+        if entry.spec is None or entry.suspended:
+            why = "the job is suspended" if entry.suspended else "the spec is invalid"
+            entry.wanted = replace(entry.wanted, last_trigger_token=token)
+            await self.events.post(
+                _ref(entry),
+                type_=WARNING,
+                reason="RunNowIgnored",
+                message=f"run-now {token!r} ignored: {why}",
+            )
+            await self._write_status(entry, force=False)
+            return
+        now = dt.datetime.now(dt.UTC)
+        run_id = manual_run_id(entry.uid, token)
+        message = RunMessage(
+            run_id=run_id, namespace=entry.namespace, name=entry.name, uid=entry.uid
+        )
+        outcome = await self._enqueue(message)
+        if outcome is None:
+            self.state.triggers[entry.key] = token  # try again next tick
+            return
+        if outcome is EnqueueOutcome.ENQUEUED:
+            self.metrics.runs_published.labels(trigger="manual").inc()
+        entry.published_run_id = run_id
+        entry.wanted = replace(
+            entry.wanted,
+            phase=JobPhase.QUEUED,
+            last_trigger_token=token,
+            queued_run=QueuedRunInfo(id=run_id, scheduled_at=now, queued_at=now, manual=True),
+        )
+        await self._write_status(entry, force=True)
+        await self.events.post(
+            _ref(entry),
+            type_=NORMAL,
+            reason="RunNow",
+            message=f"manual run {run_id} published (token {token!r})",
+        )
+
+    # -- status -------------------------------------------------------------------
+
+    async def _write_status(self, entry: JobEntry, *, force: bool) -> bool:
+        """Send the operator's share. Without ``force`` a phase the worker changed
+        meanwhile makes this a conflict: the next watch event refreshes it and
+        the write is retried."""
+        wanted = entry.wanted
+        try:
+            await self.kube.apply_job_status(
+                entry.namespace, entry.name, entry.uid, wanted.apply_body(),
+                field_manager=OPERATOR_MANAGER, force=force,
+            )  # fmt: skip
+        except KubeApiError as exc:
+            if exc.not_found:
+                return False  # deleted meanwhile; the watch will tell us
+            if exc.conflict:
+                self.state.dirty[entry.key] = None
+                return False
+            self.metrics.api_errors.labels(operation="status.apply").inc()
+            logger.warning("status of %s/%s not written: %s", entry.namespace, entry.name, exc)
+            self.state.dirty[entry.key] = None
+            return False
+        entry.written = wanted
+        self.state.dirty.pop(entry.key, None)
+        return True
+
+    async def _write_dirty(self) -> None:
+        for key in list(self.state.dirty)[:STATUS_WRITES_PER_TICK]:
+            entry = self.state.jobs.get(key)
+            self.state.dirty.pop(key, None)
+            if entry is None:
+                continue
+            newly_invalid = entry.spec is None and entry.written.phase is not JobPhase.INVALID
+            force = entry.spec is None or entry.suspended
+            if await self._write_status(entry, force=force) and newly_invalid:
+                await self.events.post(
+                    _ref(entry), type_=WARNING, reason="InvalidSpec",
+                    message=f"{entry.invalid_reason}; fix the spec and apply it again",
+                )  # fmt: skip
+
+    # -- housekeeping -------------------------------------------------------------
+
+    async def _delete_finished(self, entry: JobEntry) -> None:
+        try:
+            await self.kube.delete_job(entry.namespace, entry.name, entry.uid)
+            logger.info("deleted finished one-shot job %s/%s (ttl)", entry.namespace, entry.name)
+        except KubeApiError as exc:
+            if not exc.not_found and not exc.conflict:
+                self.metrics.api_errors.labels(operation="job.delete").inc()
+                self.state.index.put(("ttl", entry.namespace, entry.name), time.time() + 30)
+
+    async def reconcile(self) -> int:
+        """Re-publish runs that status shows active but the queue has lost."""
+        republished = 0
+        for entry in self.state.active_jobs():
+            run_id = entry.active_run_id()
+            if run_id is None:
+                continue
+            try:
+                if await self.queue.locate(run_id) is not None:
+                    continue
+                current = entry.observed.current_run
+                attempt = current.attempt if current is not None and current.id == run_id else 1
+                scheduled = current.scheduled_at if current is not None else None
+                queued = entry.observed.queued_run
+                if scheduled is None and queued is not None and queued.id == run_id:
+                    scheduled = None if queued.manual else queued.scheduled_at
+                message = RunMessage(
+                    run_id=run_id, namespace=entry.namespace, name=entry.name, uid=entry.uid,
+                    attempt=attempt, scheduled_at=scheduled.isoformat() if scheduled else None,
+                )  # fmt: skip
+                if await self.queue.enqueue(message) is EnqueueOutcome.ENQUEUED:
+                    republished += 1
+                    self.metrics.runs_published.labels(trigger="republish").inc()
+                    logger.warning("re-published lost run %s", run_id)
+            except QueueUnavailableError as exc:
+                self.metrics.api_errors.labels(operation="queue.reconcile").inc()
+                logger.warning("reconcile postponed: %s", exc)
+                return republished
+        return republished
+
+    async def _maintain_queue(self) -> None:
+        try:
+            await self.queue.reap_expired()
+            await self.queue.promote_due()
+            depth = await self.queue.depth()
+        except QueueUnavailableError as exc:
+            self.metrics.api_errors.labels(operation="queue.maintain").inc()
+            logger.warning("queue maintenance postponed: %s", exc)
+            return
+        for state, value in (
+            ("ready", depth.ready), ("in_flight", depth.in_flight),
+            ("delayed", depth.delayed), ("dead", depth.dead),
+        ):  # fmt: skip
+            self.metrics.queue_depth.labels(state=state).set(value)
+
+
+async def _wait_any(*events: asyncio.Event) -> None:
+    waiters = [asyncio.create_task(event.wait()) for event in events]
+    try:
+        await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for waiter in waiters:
+            waiter.cancel()

@@ -1,0 +1,170 @@
+"""The watcher's decisions, as pure functions of a job's facts and the current time.
+
+The operator feeds these functions what the API server said about a job (a
+:class:`JobFacts`) and acts on what they return; it decides nothing itself.
+Two questions are answered here:
+
+* :func:`pending_run` — which run is the job waiting for, and when is it due?
+  (On first sight, after a restart, after an edit, after a resume.)
+* :func:`decide` — the run fell due: publish it (which one, cancelling what),
+  skip it, or count it missed; and what comes next.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import enum
+from dataclasses import dataclass
+
+from tickwork.core.catchup import catch_up
+from tickwork.core.runs import jitter_seconds, scheduled_run_id
+from tickwork.core.schedule import Schedule
+
+_EPSILON = dt.timedelta(microseconds=1)
+
+
+class ConcurrencyPolicy(enum.StrEnum):
+    """What to do when a run falls due while the previous one is still active."""
+
+    ALLOW = "Allow"
+    FORBID = "Forbid"
+    REPLACE = "Replace"
+
+
+@dataclass(frozen=True)
+class JobFacts:
+    """What the watcher knows of one ScheduledJob, from its spec and status."""
+
+    uid: str
+    schedule: Schedule
+    one_shot: bool
+    created_at: dt.datetime
+    concurrency_policy: ConcurrencyPolicy = ConcurrencyPolicy.FORBID
+    starting_deadline_seconds: int | None = None
+    jitter_seconds: int = 0
+    # from status
+    next_run_at: dt.datetime | None = None
+    last_schedule_time: dt.datetime | None = None
+    status_is_current: bool = False
+    """True when status was written for the spec's current generation."""
+    active_run_id: str | None = None
+    """A run that is queued, running or waiting for a retry, if any."""
+
+
+@dataclass(frozen=True)
+class PendingRun:
+    """The next run the job waits for: scheduled at ``scheduled_at``, published at ``due_at``."""
+
+    scheduled_at: dt.datetime
+    due_at: dt.datetime
+    run_id: str
+
+
+def pending_for(facts: JobFacts, scheduled_at: dt.datetime | None) -> PendingRun | None:
+    if scheduled_at is None:
+        return None
+    run_id = scheduled_run_id(facts.uid, scheduled_at)
+    jitter = dt.timedelta(seconds=jitter_seconds(run_id, facts.jitter_seconds))
+    return PendingRun(scheduled_at=scheduled_at, due_at=scheduled_at + jitter, run_id=run_id)
+
+
+def pending_run(facts: JobFacts, *, now: dt.datetime, fresh_start: bool) -> PendingRun | None:
+    """The run the job is waiting for.
+
+    ``fresh_start`` is true when the schedule itself is new to the watcher —
+    the job was just created or edited while the watcher was running, or was
+    just resumed — and false when the watcher merely (re)reads a job it may
+    have handled before (at start-up, or as a standby following the leader).
+
+    * One-shot: the ``runAt`` instant, until it has been published.
+    * A status written for this generation holds ``nextRunAt``: keep it, even
+      in the past (the watcher was down; :func:`decide` applies the deadline).
+    * A job never scheduled: the first run after its creation, so that runs
+      due while no watcher ran are caught up, within the deadline.
+    * Otherwise (an edit, a resume): the first run after ``now``, no burst.
+    """
+    if facts.one_shot:
+        run_at = facts.schedule.next_run_after(facts.created_at - dt.timedelta(days=36500))
+        if run_at is None or facts.last_schedule_time == run_at:
+            return None
+        return pending_for(facts, run_at)
+    if not fresh_start and facts.status_is_current and facts.next_run_at is not None:
+        return pending_for(facts, facts.next_run_at)
+    if not fresh_start and facts.last_schedule_time is None and facts.next_run_at is None:
+        return pending_for(facts, facts.schedule.next_run_after(facts.created_at))
+    return pending_for(facts, facts.schedule.next_run_after(now))
+
+
+class Action(enum.StrEnum):
+    PUBLISH = "publish"
+    SKIP = "skip"  # Forbid: the previous run is still active
+    MISS = "miss"  # too late: past startingDeadlineSeconds
+
+
+@dataclass(frozen=True)
+class Decision:
+    action: Action
+    scheduled_at: dt.datetime | None
+    """The run published or skipped (None when every due run was missed)."""
+    run_id: str | None
+    cancel_run_id: str | None
+    """Replace: the active run to withdraw before publishing."""
+    missed: int
+    """Runs that will not happen, beyond the one published or skipped."""
+    latest_missed: dt.datetime | None
+    following: PendingRun | None
+    """What the job waits for next (None: a one-shot job is done)."""
+    reason: str
+
+
+def decide(facts: JobFacts, pending: PendingRun, *, now: dt.datetime) -> Decision:
+    """``pending`` fell due at ``now``: what to do, and what comes next."""
+    result = catch_up(
+        facts.schedule,
+        last_scheduled=pending.scheduled_at - _EPSILON,
+        now=max(now, pending.scheduled_at),
+        starting_deadline_seconds=facts.starting_deadline_seconds,
+    )
+    following = None if facts.one_shot else pending_for(facts, facts.schedule.next_run_after(now))
+    if result.run is None:
+        late = (now - pending.scheduled_at).total_seconds()
+        return Decision(
+            action=Action.MISS,
+            scheduled_at=None,
+            run_id=None,
+            cancel_run_id=None,
+            missed=result.missed,
+            latest_missed=result.latest_missed,
+            following=following,
+            reason=f"missed: {late:.0f}s late, past startingDeadlineSeconds "
+            f"({facts.starting_deadline_seconds}s)",
+        )
+    run_id = scheduled_run_id(facts.uid, result.run)
+    if facts.active_run_id is not None and facts.active_run_id != run_id:
+        if facts.concurrency_policy is ConcurrencyPolicy.FORBID:
+            return Decision(
+                action=Action.SKIP,
+                scheduled_at=result.run,
+                run_id=run_id,
+                cancel_run_id=None,
+                missed=result.missed,
+                latest_missed=result.latest_missed,
+                following=following,
+                reason=f"skipped: run {facts.active_run_id} is still active "
+                "(concurrencyPolicy Forbid)",
+            )
+        cancel = (
+            facts.active_run_id if facts.concurrency_policy is ConcurrencyPolicy.REPLACE else None
+        )
+    else:
+        cancel = None
+    return Decision(
+        action=Action.PUBLISH,
+        scheduled_at=result.run,
+        run_id=run_id,
+        cancel_run_id=cancel,
+        missed=result.missed,
+        latest_missed=result.latest_missed,
+        following=following,
+        reason="due",
+    )

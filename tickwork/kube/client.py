@@ -1,0 +1,219 @@
+"""A small asyncio client for the few Kubernetes calls Tickwork makes.
+
+Credentials come from the official ``kubernetes`` package's loaders (a
+kubeconfig, with exec plugins and token refresh, or the in-cluster service
+account), the transport is ``httpx``. Only the calls the operator and the
+worker need exist: read a ScheduledJob, apply its status, delete it, post an
+Event, and read/write a Lease.
+"""
+
+from __future__ import annotations
+
+import json
+import ssl
+import time
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Self
+
+import httpx
+from kubernetes import client as k8s_client
+from kubernetes import config as k8s_config
+
+from tickwork.api import models
+
+APPLY_PATCH = "application/apply-patch+yaml"
+MERGE_PATCH = "application/merge-patch+json"
+_TOKEN_REFRESH_SECONDS = 60.0
+
+
+class KubeApiError(Exception):
+    """The API server answered with an error status."""
+
+    def __init__(self, status: int, reason: str, message: str) -> None:
+        self.status = status
+        self.reason = reason
+        super().__init__(f"{status} {reason}: {message}")
+
+    @property
+    def not_found(self) -> bool:
+        return self.status == 404  # noqa: PLR2004 - HTTP status
+
+    @property
+    def unavailable(self) -> bool:
+        """No answer at all (connection refused, timeout): worth retrying later."""
+        return self.status == 0 or self.status >= 500  # noqa: PLR2004 - HTTP status
+
+    @property
+    def conflict(self) -> bool:
+        return self.status == 409  # noqa: PLR2004 - HTTP status
+
+
+def load_configuration(kubeconfig: str | None = None) -> k8s_client.Configuration:
+    """In-cluster credentials when running in a pod, else the kubeconfig."""
+    configuration = k8s_client.Configuration()
+    if kubeconfig is None and Path("/var/run/secrets/kubernetes.io/serviceaccount/token").exists():
+        k8s_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+    else:
+        k8s_config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)  # type: ignore[no-untyped-call]
+    return configuration
+
+
+def _ssl_context(configuration: k8s_client.Configuration) -> ssl.SSLContext | bool:
+    if not configuration.verify_ssl:
+        return False
+    context = ssl.create_default_context(cafile=configuration.ssl_ca_cert)
+    if configuration.cert_file and configuration.key_file:
+        context.load_cert_chain(configuration.cert_file, configuration.key_file)
+    return context
+
+
+class KubeClient:
+    """Async calls against one API server. Use as an async context manager."""
+
+    def __init__(
+        self,
+        configuration: k8s_client.Configuration,
+        *,
+        timeout_seconds: float = 30.0,
+        max_connections: int = 64,
+    ) -> None:
+        self._configuration = configuration
+        self._token_checked = 0.0
+        self._http = httpx.AsyncClient(
+            base_url=configuration.host,
+            verify=_ssl_context(configuration),
+            timeout=timeout_seconds,
+            limits=httpx.Limits(max_connections=max_connections),
+        )
+        self.writes = 0
+        """Mutating requests sent (for the "API writes per run" figure)."""
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        await self._http.aclose()
+
+    def _authorization(self) -> dict[str, str]:
+        configuration = self._configuration
+        now = time.monotonic()
+        hook = getattr(configuration, "refresh_api_key_hook", None)
+        if hook is not None and now - self._token_checked > _TOKEN_REFRESH_SECONDS:
+            hook(configuration)  # re-reads a rotated service-account token or re-runs exec
+            self._token_checked = now
+        token = configuration.get_api_key_with_prefix("authorization")
+        return {"Authorization": token} if token else {}
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: Any = None,
+        params: dict[str, str] | None = None,
+        content_type: str = "application/json",
+    ) -> dict[str, Any]:
+        headers = {"Accept": "application/json", **self._authorization()}
+        content = None
+        if body is not None:
+            headers["Content-Type"] = content_type
+            content = json.dumps(body)
+        if method != "GET":
+            self.writes += 1
+        try:
+            response = await self._http.request(
+                method, path, content=content, params=params, headers=headers
+            )
+        except httpx.HTTPError as exc:
+            raise KubeApiError(0, "Unavailable", f"{type(exc).__name__}: {exc}") from None
+        if response.status_code >= 400:  # noqa: PLR2004 - HTTP errors
+            try:
+                details = response.json()
+                reason, message = details.get("reason", ""), details.get("message", "")
+            except ValueError:
+                reason, message = response.reason_phrase, response.text[:500]
+            raise KubeApiError(response.status_code, reason, message)
+        result: dict[str, Any] = response.json() if response.content else {}
+        return result
+
+    # -- ScheduledJobs ----------------------------------------------------
+
+    @staticmethod
+    def _job_path(namespace: str, name: str) -> str:
+        return (
+            f"/apis/{models.GROUP}/{models.VERSION}/namespaces/{namespace}/{models.PLURAL}/{name}"
+        )
+
+    async def get_job(self, namespace: str, name: str) -> dict[str, Any]:
+        return await self.request("GET", self._job_path(namespace, name))
+
+    async def apply_job_status(
+        self,
+        namespace: str,
+        name: str,
+        uid: str,
+        status: dict[str, Any],
+        *,
+        field_manager: str,
+        force: bool = True,
+    ) -> dict[str, Any]:
+        """Server-side apply of ``status`` as ``field_manager``; refused if the uid changed."""
+        body = {
+            "apiVersion": models.API_VERSION,
+            "kind": models.KIND,
+            "metadata": {"name": name, "namespace": namespace, "uid": uid},
+            "status": status,
+        }
+        return await self.request(
+            "PATCH",
+            f"{self._job_path(namespace, name)}/status",
+            body=body,
+            params={"fieldManager": field_manager, "force": "true" if force else "false"},
+            content_type=APPLY_PATCH,
+        )
+
+    async def delete_job(self, namespace: str, name: str, uid: str) -> None:
+        """Delete the job if it is still the object with ``uid``."""
+        await self.request(
+            "DELETE",
+            self._job_path(namespace, name),
+            body={"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": uid}},
+        )
+
+    # -- Events and Leases ------------------------------------------------
+
+    async def create_event(self, namespace: str, event: dict[str, Any]) -> None:
+        await self.request("POST", f"/api/v1/namespaces/{namespace}/events", body=event)
+
+    async def get_lease(self, namespace: str, name: str) -> dict[str, Any] | None:
+        try:
+            return await self.request(
+                "GET", f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/{name}"
+            )
+        except KubeApiError as exc:
+            if exc.not_found:
+                return None
+            raise
+
+    async def create_lease(self, namespace: str, lease: dict[str, Any]) -> dict[str, Any]:
+        return await self.request(
+            "POST", f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases", body=lease
+        )
+
+    async def replace_lease(self, namespace: str, lease: dict[str, Any]) -> dict[str, Any]:
+        """PUT with the lease's resourceVersion: a concurrent change makes this a 409."""
+        name = lease["metadata"]["name"]
+        return await self.request(
+            "PUT",
+            f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/{name}",
+            body=lease,
+        )

@@ -1,0 +1,57 @@
+"""A tiny HTTP endpoint for Prometheus and the kubelet: /metrics, /healthz, /readyz.
+
+Shared by the operator and the worker; each passes its own registry and
+health checks. aiohttp comes with kopf, so no extra server is needed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+
+Check = Callable[[], Awaitable[str | None]]
+"""A health check: None when healthy, else the reason it is not."""
+
+
+async def start_http(
+    *,
+    host: str,
+    port: int,
+    registry: CollectorRegistry,
+    liveness: Check,
+    readiness: Check,
+) -> web.AppRunner:
+    async def metrics(_request: web.Request) -> web.Response:
+        return web.Response(
+            body=generate_latest(registry), headers={"Content-Type": CONTENT_TYPE_LATEST}
+        )
+
+    def probe(check: Check) -> Callable[[web.Request], Awaitable[web.Response]]:
+        async def handler(_request: web.Request) -> web.Response:
+            problem = await check()
+            if problem is None:
+                return web.Response(text="ok\n")
+            return web.Response(status=503, text=f"{problem}\n")
+
+        return handler
+
+    app = web.Application()
+    app.router.add_get("/metrics", metrics)
+    app.router.add_get("/healthz", probe(liveness))
+    app.router.add_get("/readyz", probe(readiness))
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    await web.TCPSite(runner, host, port).start()
+    return runner
+
+
+def bound_port(runner: web.AppRunner) -> int:
+    """The port actually bound (useful when asked for port 0)."""
+    for site in runner.sites:
+        server = site._server  # noqa: SLF001 - aiohttp exposes no public accessor
+        if server is not None and server.sockets:  # type: ignore[attr-defined]
+            port: int = server.sockets[0].getsockname()[1]  # type: ignore[attr-defined]
+            return port
+    raise RuntimeError("the HTTP server is not listening")
