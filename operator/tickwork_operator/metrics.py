@@ -52,6 +52,11 @@ class OperatorMetrics:
             ["operation"],
             registry=r,
         )
+        self.reconciliations = Counter(
+            "tickwork_reconciliations_total",
+            "Passes that compared active runs in status with the queue.",
+            registry=r,
+        )
         self.tick_seconds = Histogram(
             "tickwork_tick_seconds",
             "Duration of one leader tick.",

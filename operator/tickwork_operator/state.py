@@ -55,6 +55,8 @@ class JobEntry:
     published_run_id: str | None = None
     """A run this replica published and has not yet seen finish."""
     run_now: str | None = None
+    settled_run_ids: set[str] = field(default_factory=set)
+    """Runs the queue reports done although status never said so (a lost status write)."""
 
     @property
     def key(self) -> JobKey:
@@ -69,7 +71,7 @@ class JobEntry:
         current = self.observed.current_run
         if current is not None and current.state in ACTIVE_STATES:
             return current.id
-        finished = {r.id for r in self.observed.runs}
+        finished = {r.id for r in self.observed.runs} | self.settled_run_ids
         if self.observed.last_run is not None:
             finished.add(self.observed.last_run.id)
         queued = self.observed.queued_run
@@ -180,6 +182,7 @@ class WatchState:
             pending=previous.pending if previous else None,
             published_run_id=previous.published_run_id if previous else None,
             run_now=(meta.get("annotations") or {}).get(RUN_NOW_ANNOTATION),
+            settled_run_ids=previous.settled_run_ids if previous else set(),
         )
         if entry.published_run_id and entry.active_run_id() != entry.published_run_id:
             entry.published_run_id = None  # it finished

@@ -28,7 +28,7 @@ from tickwork.kube.status import (
     OperatorStatus,
     QueuedRunInfo,
 )
-from tickwork.queue.messages import EnqueueOutcome, RunMessage
+from tickwork.queue.messages import EnqueueOutcome, RunLocation, RunMessage
 from tickwork.queue.protocol import RunQueue
 from tickwork_operator.metrics import OperatorMetrics
 from tickwork_operator.state import JobEntry, WatchState
@@ -355,7 +355,14 @@ class Ticker:
             if run_id is None:
                 continue
             try:
-                if await self.queue.locate(run_id) is not None:
+                location = await self.queue.locate(run_id)
+                if location is RunLocation.DONE:
+                    # Finished (or cancelled) but status never heard: stop counting
+                    # it as active, or Forbid would skip every later run.
+                    entry.settled_run_ids.add(run_id)
+                    logger.warning("run %s is done in the queue but not in status", run_id)
+                    continue
+                if location is not None:
                     continue
                 current = entry.observed.current_run
                 attempt = current.attempt if current is not None and current.id == run_id else 1
@@ -375,6 +382,7 @@ class Ticker:
                 self.metrics.api_errors.labels(operation="queue.reconcile").inc()
                 logger.warning("reconcile postponed: %s", exc)
                 return republished
+        self.metrics.reconciliations.inc()
         return republished
 
     async def _maintain_queue(self) -> None:

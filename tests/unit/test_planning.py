@@ -1,0 +1,159 @@
+"""The watcher's decisions: which run a job waits for, and what happens when it falls due."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+from tickwork.core.planning import (
+    Action,
+    ConcurrencyPolicy,
+    JobFacts,
+    decide,
+    pending_for,
+    pending_run,
+)
+from tickwork.core.runs import jitter_seconds, scheduled_run_id
+from tickwork.core.schedule import OneShotSchedule, cron_schedule
+
+UID = "0b7c5a52-1f1e-4a8e-9f57-1d3c2b4a5e6f"
+CREATED = dt.datetime(2026, 11, 29, 9, 0, 30, tzinfo=dt.UTC)
+
+
+def at(hour: int, minute: int, second: int = 0) -> dt.datetime:
+    return dt.datetime(2026, 11, 29, hour, minute, second, tzinfo=dt.UTC)
+
+
+def facts(schedule: str = "*/5 * * * *", **kwargs: object) -> JobFacts:
+    values: dict[str, object] = {
+        "uid": UID, "schedule": cron_schedule(schedule), "one_shot": False, "created_at": CREATED,
+    }  # fmt: skip
+    values.update(kwargs)
+    return JobFacts(**values)  # type: ignore[arg-type]
+
+
+def test_a_new_job_waits_for_its_first_run_after_creation() -> None:
+    pending = pending_run(facts(), now=at(9, 1), fresh_start=False)
+    assert pending is not None
+    assert pending.scheduled_at == at(9, 5)
+    assert pending.run_id == scheduled_run_id(UID, at(9, 5))
+
+
+def test_a_job_created_while_no_watcher_ran_catches_up_from_its_creation() -> None:
+    pending = pending_run(facts(), now=at(9, 33), fresh_start=False)
+    assert pending is not None
+    assert pending.scheduled_at == at(9, 5)  # in the past: decide() applies the deadline
+
+
+def test_after_a_restart_the_status_says_which_run_is_next() -> None:
+    known = facts(next_run_at=at(9, 20), last_schedule_time=at(9, 15), status_is_current=True)
+    pending = pending_run(known, now=at(9, 42), fresh_start=False)
+    assert pending is not None
+    assert pending.scheduled_at == at(9, 20)
+
+
+def test_an_edit_or_a_resume_starts_from_now_without_a_burst() -> None:
+    known = facts(next_run_at=at(9, 20), last_schedule_time=at(9, 15), status_is_current=True)
+    pending = pending_run(known, now=at(9, 42), fresh_start=True)
+    assert pending is not None
+    assert pending.scheduled_at == at(9, 45)
+
+
+def test_a_stale_status_of_an_older_generation_is_not_trusted() -> None:
+    known = facts(next_run_at=at(9, 20), last_schedule_time=at(9, 15), status_is_current=False)
+    pending = pending_run(known, now=at(9, 42), fresh_start=False)
+    assert pending is not None
+    assert pending.scheduled_at == at(9, 45)
+
+
+def test_one_shot_jobs_wait_for_run_at_until_it_was_published() -> None:
+    one = facts(schedule="@daily", one_shot=True, created_at=CREATED)
+    one = JobFacts(**{**one.__dict__, "schedule": OneShotSchedule(at(8, 0))})
+    pending = pending_run(one, now=at(9, 30), fresh_start=False)
+    assert pending is not None
+    assert pending.scheduled_at == at(8, 0)  # already past: due at once
+    done = JobFacts(**{**one.__dict__, "last_schedule_time": at(8, 0)})
+    assert pending_run(done, now=at(9, 30), fresh_start=False) is None
+
+
+def test_jitter_delays_publishing_deterministically() -> None:
+    jittery = facts(jitter_seconds=120)
+    pending = pending_for(jittery, at(10, 0))
+    assert pending is not None
+    delay = jitter_seconds(scheduled_run_id(UID, at(10, 0)), 120)
+    assert pending.due_at == at(10, 0) + dt.timedelta(seconds=delay)
+    assert pending == pending_for(jittery, at(10, 0))
+
+
+def test_a_due_run_is_published_and_the_next_one_planned() -> None:
+    job = facts()
+    pending = pending_for(job, at(9, 5))
+    assert pending is not None
+    decision = decide(job, pending, now=at(9, 5, 1))
+    assert decision.action is Action.PUBLISH
+    assert decision.scheduled_at == at(9, 5)
+    assert decision.run_id == pending.run_id
+    assert decision.missed == 0
+    assert decision.following is not None
+    assert decision.following.scheduled_at == at(9, 10)
+
+
+def test_after_downtime_only_the_latest_run_within_the_deadline_runs() -> None:
+    job = facts(starting_deadline_seconds=600)
+    pending = pending_for(job, at(9, 5))
+    assert pending is not None
+    decision = decide(job, pending, now=at(9, 42))
+    assert decision.action is Action.PUBLISH
+    assert decision.scheduled_at == at(9, 40)
+    assert decision.missed == 7  # 9:05 .. 9:35
+    assert decision.latest_missed == at(9, 35)
+    assert decision.following is not None
+    assert decision.following.scheduled_at == at(9, 45)
+
+
+def test_a_run_past_its_deadline_is_missed() -> None:
+    job = facts(schedule="0 * * * *", starting_deadline_seconds=60)
+    pending = pending_for(job, at(9, 0))
+    assert pending is not None
+    decision = decide(job, pending, now=at(9, 2))
+    assert decision.action is Action.MISS
+    assert decision.missed == 1
+    assert decision.latest_missed == at(9, 0)
+    assert "past startingDeadlineSeconds (60s)" in decision.reason
+
+
+@pytest.mark.parametrize(
+    ("policy", "action", "cancel"),
+    [
+        (ConcurrencyPolicy.ALLOW, Action.PUBLISH, None),
+        (ConcurrencyPolicy.FORBID, Action.SKIP, None),
+        (ConcurrencyPolicy.REPLACE, Action.PUBLISH, "older-run"),
+    ],
+)
+def test_concurrency_policy_applies_when_a_run_is_still_active(
+    policy: ConcurrencyPolicy, action: Action, cancel: str | None
+) -> None:
+    job = facts(concurrency_policy=policy, active_run_id="older-run")
+    pending = pending_for(job, at(9, 5))
+    assert pending is not None
+    decision = decide(job, pending, now=at(9, 5, 1))
+    assert decision.action is action
+    assert decision.cancel_run_id == cancel
+    assert decision.following is not None  # the schedule goes on either way
+
+
+def test_a_run_is_not_blocked_by_itself() -> None:
+    job = facts(active_run_id=scheduled_run_id(UID, at(9, 5)))
+    pending = pending_for(job, at(9, 5))
+    assert pending is not None
+    assert decide(job, pending, now=at(9, 5, 1)).action is Action.PUBLISH
+
+
+def test_a_one_shot_job_has_nothing_after_its_run() -> None:
+    base = facts(one_shot=True)
+    one = JobFacts(**{**base.__dict__, "schedule": OneShotSchedule(at(9, 5))})
+    pending = pending_for(one, at(9, 5))
+    assert pending is not None
+    decision = decide(one, pending, now=at(9, 5, 1))
+    assert (decision.action, decision.following) == (Action.PUBLISH, None)
