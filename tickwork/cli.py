@@ -1,0 +1,234 @@
+"""``tickwork`` (also ``kubectl tickwork``): everyday operations on ScheduledJobs.
+
+    tickwork trigger NAME [--token T]     run now (the tickwork.dev/run-now annotation)
+    tickwork suspend NAME / resume NAME   stop / restart publishing runs
+    tickwork runs NAME                    the run history as a table
+    tickwork dlq list                     dead-lettered runs
+    tickwork dlq requeue RUN_ID | --all   give them another go, as attempt 1
+    tickwork dlq purge RUN_ID | --all     forget them
+
+Kubernetes access follows kubectl (``$KUBECONFIG``, ``--context``,
+``-n/--namespace``); Redis comes from ``TICKWORK_REDIS_*`` or ``--redis-url``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime as dt
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from kubernetes import client as k8s
+from kubernetes import config as k8s_config
+from kubernetes.config.config_exception import ConfigException
+
+from tickwork.api import models
+from tickwork.core.errors import QueueUnavailableError
+from tickwork.queue import RedisRunQueue, RedisSettings
+from tickwork.queue.connection import create_client
+from tickwork.queue.messages import DeadLetter
+
+RUN_NOW_ANNOTATION = "tickwork.dev/run-now"
+
+
+class CliError(Exception):
+    """A message for the user; printed without a traceback, exit status 1."""
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """A kubectl-style table: upper-case headers, columns padded by three spaces."""
+    widths = [len(h) for h in headers]
+    for row in rows:
+        widths = [max(w, len(cell)) for w, cell in zip(widths, row, strict=True)]
+    lines = [
+        "   ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip()
+        for line in [list(headers), *rows]
+    ]
+    return "\n".join(lines)
+
+
+def ago(stamp: str | None, now: dt.datetime) -> str:
+    if not stamp:
+        return "-"
+    seconds = int((now - dt.datetime.fromisoformat(stamp)).total_seconds())
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if abs(seconds) >= size:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"
+
+
+def duration(started: str | None, finished: str | None) -> str:
+    if not started or not finished:
+        return "-"
+    seconds = dt.datetime.fromisoformat(finished) - dt.datetime.fromisoformat(started)
+    return f"{seconds.total_seconds():.1f}s"
+
+
+def one_line(text: str | None, limit: int = 60) -> str:
+    if not text:
+        return ""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+class Jobs:
+    def __init__(self, api: k8s.ApiClient, namespace: str) -> None:
+        self.api = k8s.CustomObjectsApi(api)
+        self.namespace = namespace
+
+    def _call(self, method: str, name: str, *args: Any) -> dict[str, Any]:
+        try:
+            result: dict[str, Any] = getattr(self.api, method)(
+                models.GROUP, models.VERSION, self.namespace, models.PLURAL, name, *args
+            )
+        except k8s.ApiException as exc:
+            if exc.status == 404:  # noqa: PLR2004 - HTTP not found
+                raise CliError(
+                    f'scheduledjob "{name}" not found in namespace "{self.namespace}"'
+                ) from None
+            if exc.status == 403:  # noqa: PLR2004 - HTTP forbidden
+                raise CliError(f"not allowed: {exc.reason}") from None
+            raise CliError(f"the API server said {exc.status} {exc.reason}") from None
+        return result
+
+    def get(self, name: str) -> dict[str, Any]:
+        return self._call("get_namespaced_custom_object", name)
+
+    def patch(self, name: str, body: dict[str, Any]) -> dict[str, Any]:
+        return self._call("patch_namespaced_custom_object", name, body)
+
+
+def _connect(args: argparse.Namespace) -> Jobs:
+    try:
+        k8s_config.load_kube_config(config_file=args.kubeconfig, context=args.context)  # type: ignore[no-untyped-call]
+        _, active = k8s_config.list_kube_config_contexts(config_file=args.kubeconfig)  # type: ignore[no-untyped-call]
+    except (ConfigException, FileNotFoundError) as exc:
+        raise CliError(f"no usable kubeconfig: {exc}") from None
+    namespace = args.namespace or (active or {}).get("context", {}).get("namespace") or "default"
+    return Jobs(k8s.ApiClient(), namespace)
+
+
+def cmd_trigger(args: argparse.Namespace) -> str:
+    jobs = _connect(args)
+    token = args.token or dt.datetime.now(dt.UTC).strftime("cli-%Y%m%d-%H%M%S-%f")
+    jobs.patch(args.name, {"metadata": {"annotations": {RUN_NOW_ANNOTATION: token}}})
+    return f'scheduledjob "{args.name}" triggered (token {token})'
+
+
+def cmd_suspend(args: argparse.Namespace, *, suspend: bool) -> str:
+    jobs = _connect(args)
+    jobs.patch(args.name, {"spec": {"suspend": suspend}})
+    return f'scheduledjob "{args.name}" {"suspended" if suspend else "resumed"}'
+
+
+def cmd_runs(args: argparse.Namespace) -> str:
+    jobs = _connect(args)
+    status = jobs.get(args.name).get("status") or {}
+    now = dt.datetime.now(dt.UTC)
+    rows = []
+    current = status.get("currentRun")
+    if current:
+        rows.append([
+            current["id"].split(".", 1)[-1], ago(current.get("scheduledAt"), now),
+            current.get("state", ""), str(current.get("attempt", "")),
+            ago(current.get("startedAt"), now), "-", f"on {current.get('worker', '?')}",
+        ])  # fmt: skip
+    rows.extend(
+        [
+            run["id"].split(".", 1)[-1], ago(run.get("scheduledAt"), now), run.get("outcome", ""),
+            str(run.get("attempts", "")), ago(run.get("startedAt"), now),
+            duration(run.get("startedAt"), run.get("finishedAt")),
+            one_line(run.get("error") or run.get("result")),
+        ]
+        for run in status.get("runs") or []
+    )  # fmt: skip
+    if not rows:
+        return f'no runs of scheduledjob "{args.name}" yet'
+    headers = ["RUN", "SCHEDULED", "OUTCOME", "ATTEMPTS", "STARTED", "DURATION", "RESULT"]
+    return table(headers, rows)
+
+
+async def _dlq(args: argparse.Namespace) -> str:
+    settings = RedisSettings(**({"url": args.redis_url} if args.redis_url else {}))
+    queue = RedisRunQueue(create_client(settings), settings)
+    try:
+        if args.dlq_command == "list":
+            return _dead_table(await queue.dead_letters(limit=args.limit))
+        target = None if args.all else args.run_id
+        if target is None and not args.all:
+            raise CliError("name a run ID, or --all")
+        if args.dlq_command == "requeue":
+            moved = await queue.requeue_dead(target)
+            return f"requeued {moved} run(s)" if moved else "no such dead run"
+        removed = await queue.purge_dead(target)
+        return f"purged {removed} run(s)" if removed else "no such dead run"
+    finally:
+        await queue.close()
+
+
+def _dead_table(letters: list[DeadLetter]) -> str:
+    if not letters:
+        return "the dead-letter queue is empty"
+    now = dt.datetime.now(dt.UTC)
+    rows = [
+        [
+            letter.message.run_id, f"{letter.message.namespace}/{letter.message.name}",
+            str(letter.message.attempt),
+            ago(dt.datetime.fromtimestamp(letter.failed_at, dt.UTC).isoformat(), now),
+            one_line(letter.error, 70),
+        ]
+        for letter in letters
+    ]  # fmt: skip
+    return table(["RUN ID", "JOB", "ATTEMPTS", "FAILED", "ERROR"], rows)
+
+
+def parser() -> argparse.ArgumentParser:
+    root = argparse.ArgumentParser(
+        prog="tickwork", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    root.add_argument("-n", "--namespace")
+    root.add_argument("--kubeconfig")
+    root.add_argument("--context")
+    root.add_argument("--redis-url", help="overrides TICKWORK_REDIS_URL (dlq commands)")
+    sub = root.add_subparsers(dest="command", required=True)
+    for name, text in (("trigger", "run a job now"), ("suspend", "stop publishing runs"),
+                       ("resume", "publish runs again, from now on"),
+                       ("runs", "show the run history")):  # fmt: skip
+        cmd = sub.add_parser(name, help=text)
+        cmd.add_argument("name")
+        if name == "trigger":
+            cmd.add_argument("--token", help="a distinct token runs once (default: a timestamp)")
+    dlq = sub.add_parser("dlq", help="the dead-letter queue").add_subparsers(
+        dest="dlq_command", required=True
+    )
+    listing = dlq.add_parser("list", help="dead-lettered runs, newest first")
+    listing.add_argument("--limit", type=int, default=50)
+    for name in ("requeue", "purge"):
+        cmd = dlq.add_parser(name)
+        cmd.add_argument("run_id", nargs="?")
+        cmd.add_argument("--all", action="store_true")
+    return root
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        if args.command == "trigger":
+            output = cmd_trigger(args)
+        elif args.command in ("suspend", "resume"):
+            output = cmd_suspend(args, suspend=args.command == "suspend")
+        elif args.command == "runs":
+            output = cmd_runs(args)
+        else:
+            output = asyncio.run(_dlq(args))
+    except (CliError, QueueUnavailableError) as exc:
+        print(f"error: {exc}", file=sys.stderr)  # noqa: T201
+        return 1
+    print(output)  # noqa: T201
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,144 @@
+"""``tickwork-worker``: run the executor, or ``tickwork-worker check`` for a liveness probe."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+import time
+import urllib.request
+from collections.abc import Sequence
+
+import httpx
+
+from tickwork.core.errors import QueueUnavailableError
+from tickwork.kube.client import KubeApiError, KubeClient, load_configuration
+from tickwork.kube.events import EventRecorder
+from tickwork.kube.http import start_http
+from tickwork.logs import configure_logging
+from tickwork.queue import RedisSettings, open_queue
+from tickwork.queue.connection import create_client, wait_until_ready
+from tickwork.queue.protocol import RunQueue
+from tickwork_worker.metrics import WorkerMetrics
+from tickwork_worker.runner import Runner
+from tickwork_worker.settings import WorkerSettings
+from tickwork_worker.tasks.base import TaskKind
+from tickwork_worker.tasks.command import CommandTask
+from tickwork_worker.tasks.echo import EchoTask
+from tickwork_worker.tasks.http import HttpTask
+from tickwork_worker.tasks.python import PythonTask
+from tickwork_worker.worker import Worker
+
+logger = logging.getLogger("tickwork_worker")
+
+#: The claim loop goes round at least every claim wait; this long without
+#: a round means it is stuck.
+_STUCK_SECONDS = 120.0
+
+
+async def run_worker(
+    settings: WorkerSettings, *, queue: RunQueue | None = None, stop: asyncio.Event | None = None
+) -> None:
+    redis = RedisSettings() if settings.queue == "redis" else None
+    if queue is None:
+        if redis is not None:
+            client = create_client(redis)
+            await wait_until_ready(client, redis, timeout_seconds=60)
+            await client.aclose()
+        queue = open_queue(redis)
+    stop = stop or asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    kube = KubeClient(load_configuration(settings.kubeconfig))
+    metrics = WorkerMetrics()
+    events = EventRecorder(kube, component="tickwork-worker", instance=settings.name)
+    async with httpx.AsyncClient() as http_client:
+        kinds: dict[str, TaskKind] = {
+            "echo": EchoTask(),
+            "http": HttpTask(http_client),
+            "python": PythonTask(),
+            "command": CommandTask(enabled=settings.command_tasks),
+        }
+        runner = Runner(
+            queue=queue, kube=kube, events=events, metrics=metrics, kinds=kinds,
+            worker_name=settings.name, lease_seconds=settings.lease_seconds,
+            soft_timeout_ratio=settings.soft_timeout_ratio,
+        )  # fmt: skip
+        worker = Worker(
+            queue=queue, runner=runner, name=settings.name, concurrency=settings.concurrency,
+            lease_seconds=settings.lease_seconds, claim_wait_seconds=settings.claim_wait_seconds,
+            maintain_seconds=settings.maintain_seconds, grace_seconds=settings.grace_seconds,
+        )  # fmt: skip
+
+        async def liveness() -> str | None:
+            stuck = time.monotonic() - worker.last_loop
+            return f"the claim loop is stuck ({stuck:.0f}s)" if stuck > _STUCK_SECONDS else None
+
+        async def readiness() -> str | None:
+            try:
+                await queue.depth()
+                await kube.request("GET", "/version")
+            except QueueUnavailableError as exc:
+                return str(exc)
+            except KubeApiError as exc:
+                return f"the API server does not answer: {exc}"
+            return None
+
+        http = await start_http(
+            host=settings.http_host, port=settings.http_port, registry=metrics.registry,
+            liveness=liveness, readiness=readiness,
+        )  # fmt: skip
+        logger.info(
+            "tickwork-worker %s: %d slot(s), queue %s, command tasks %s", settings.name,
+            settings.concurrency, redis.safe_url() if redis else "in memory",
+            "enabled" if settings.command_tasks else "disabled",
+        )  # fmt: skip
+        try:
+            await worker.run(stop)
+        finally:
+            await http.cleanup()
+            await queue.close()
+            await kube.close()
+            logger.info("tickwork-worker stopped")
+
+
+def check(port: int) -> int:
+    """Exit 0 if the local worker's /healthz answers ok (an exec liveness probe)."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5) as response:
+            return 0 if response.status == 200 else 1  # noqa: PLR2004 - HTTP OK
+    except OSError as exc:
+        print(f"unhealthy: {exc}", file=sys.stderr)  # noqa: T201
+        return 1
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="tickwork-worker",
+        description="Execute due runs from the queue (settings: TICKWORK_WORKER_* and "
+        "TICKWORK_REDIS_* environment variables).",
+    )
+    parser.add_argument("command", nargs="?", choices=["run", "check"], default="run")
+    parser.add_argument("--kubeconfig")
+    parser.add_argument("--queue", choices=["redis", "memory"])
+    parser.add_argument("--concurrency", type=int)
+    parser.add_argument("--http-port", type=int)
+    args = parser.parse_args(argv)
+    overrides = {k: v for k, v in vars(args).items() if v is not None and k != "command"}
+    settings = WorkerSettings(**overrides)
+    if args.command == "check":
+        return check(settings.http_port)
+    configure_logging(level=settings.log_level, json_format=settings.log_format == "json")
+    try:
+        asyncio.run(run_worker(settings))
+    except QueueUnavailableError as exc:
+        logger.error("%s", exc)  # noqa: TRY400 - the message is the whole story
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,42 @@
+"""Every Prometheus metric the worker exports, defined once (job-queue conventions)."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+_DURATION_BUCKETS = (0.005, 0.01, 0.05, 0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600)
+_WAIT_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300)
+
+
+class WorkerMetrics:
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry or CollectorRegistry()
+        r = self.registry
+        self.runs = Counter(
+            "tickwork_runs_total", "Runs finished by this worker, by outcome.", ["outcome"],
+            registry=r,
+        )  # fmt: skip
+        self.retries = Counter(
+            "tickwork_run_retries_total", "Failed attempts that will be retried.", registry=r
+        )
+        self.dead_lettered = Counter(
+            "tickwork_runs_dead_lettered_total", "Runs moved to the dead-letter queue.",
+            registry=r,
+        )  # fmt: skip
+        self.duration = Histogram(
+            "tickwork_run_duration_seconds", "Time spent executing one attempt.",
+            buckets=_DURATION_BUCKETS, registry=r,
+        )  # fmt: skip
+        self.queue_wait = Histogram(
+            "tickwork_queue_wait_seconds", "Start of execution minus enqueue time.",
+            buckets=_WAIT_BUCKETS, registry=r,
+        )  # fmt: skip
+        self.in_flight = Gauge(
+            "tickwork_runs_in_flight", "Runs this worker is executing now.", registry=r
+        )
+        self.skipped = Counter(
+            "tickwork_runs_skipped_by_worker_total",
+            "Claimed runs not executed (job gone, replaced, suspended, already done).",
+            ["reason"],
+            registry=r,
+        )

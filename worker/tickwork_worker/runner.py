@@ -1,0 +1,382 @@
+"""One claimed run, from the queue to its outcome in status.
+
+The order matters and is what makes a killed worker harmless: re-read the
+job (the API server is the truth), skip what must not run, mark it Running,
+execute under a soft and a hard timeout while heartbeats keep the lease,
+write the outcome to status, and only then tell the queue (ack, retry or
+bury). A worker that dies anywhere before the last step leaves a lease that
+expires; the run is redelivered, and the status check makes sure a finished
+run is not executed twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as dt
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+
+from tickwork.api.models import RunRecord, ScheduledJob
+from tickwork.core.errors import PermanentTaskError
+from tickwork.core.planning import ConcurrencyPolicy
+from tickwork.core.retry import GiveUp, after_failure
+from tickwork.core.states import FINAL_STATES, JobPhase, RunState, job_phase
+from tickwork.kube.client import KubeApiError, KubeClient
+from tickwork.kube.events import NORMAL, WARNING, EventRecorder, JobRef
+from tickwork.kube.status import WORKER_MANAGER, RunInfo, finished_body, running_body
+from tickwork.queue.messages import Claim
+from tickwork.queue.protocol import RunQueue
+from tickwork_worker.metrics import WorkerMetrics
+from tickwork_worker.tasks.base import RetryableTaskError, RunContext, TaskKind
+
+logger = logging.getLogger(__name__)
+
+_STATUS_ATTEMPTS = 6
+
+
+class RunCancelledError(Exception):
+    """A newer run replaced this one (concurrencyPolicy Replace)."""
+
+
+class LeaseLostError(Exception):
+    """The lease expired and the run went to another worker: stop, write nothing."""
+
+
+def why_skip(job: ScheduledJob | None, claim: Claim) -> str | None:
+    """Why a claimed run must not execute, or None if it may."""
+    message = claim.message
+    if job is None:
+        return "gone"
+    if job.metadata.get("uid") != message.uid:
+        return "replaced"
+    if job.spec.suspend:
+        return "suspended"
+    status = job.status
+    finished = [status.last_run, *status.runs] if status.last_run else list(status.runs)
+    if any(r.id == message.run_id and r.outcome in FINAL_STATES for r in finished):
+        return "already-finished"
+    queued = status.queued_run
+    if (
+        job.spec.concurrency_policy is ConcurrencyPolicy.REPLACE
+        and queued is not None
+        and queued.id != message.run_id
+        and message.scheduled_at is not None
+        and queued.scheduled_at > dt.datetime.fromisoformat(message.scheduled_at)
+    ):
+        return "superseded"
+    return None
+
+
+@dataclass(frozen=True)
+class Outcome:
+    state: RunState
+    result: str | None = None
+    error: str | None = None
+    retry_delay: float | None = None
+    next_attempt: int | None = None
+
+
+class Runner:
+    def __init__(
+        self,
+        *,
+        queue: RunQueue,
+        kube: KubeClient,
+        events: EventRecorder,
+        metrics: WorkerMetrics,
+        kinds: dict[str, TaskKind],
+        worker_name: str,
+        lease_seconds: float,
+        soft_timeout_ratio: float,
+    ) -> None:
+        self.queue = queue
+        self.kube = kube
+        self.events = events
+        self.metrics = metrics
+        self.kinds = kinds
+        self.worker_name = worker_name
+        self.lease_seconds = lease_seconds
+        self.soft_timeout_ratio = soft_timeout_ratio
+
+    async def _read(self, claim: Claim) -> ScheduledJob | None:
+        message = claim.message
+        try:
+            body = await self.kube.get_job(message.namespace, message.name)
+        except KubeApiError as exc:
+            if exc.not_found:
+                return None
+            raise
+        try:
+            return ScheduledJob.model_validate(body)
+        except ValidationError:
+            return None  # the operator reports invalid specs; nothing can run
+
+    async def process(self, claim: Claim) -> None:
+        """Handle one claim to the end. Cancellation (shutdown) hands the run back."""
+        message = claim.message
+        log = {"run_id": message.run_id, "attempt": message.attempt}
+        heartbeat = asyncio.create_task(self._heartbeat(claim))
+        try:
+            job = await self._read(claim)
+            reason = why_skip(job, claim)
+            if reason is not None:
+                await self._skip(claim, job, reason)
+                return
+            assert job is not None  # noqa: S101 - why_skip returned None
+            await self._execute(claim, job)
+        except asyncio.CancelledError:
+            with contextlib.suppress(Exception):
+                await asyncio.shield(self.queue.release(claim))
+            logger.info("handed run back on shutdown", extra=log)
+            raise
+        except LeaseLostError:
+            logger.warning("lease lost; another worker has the run", extra=log)
+        except KubeApiError as exc:
+            # The API server is unreachable: leave the lease to expire and the run
+            # to be redelivered, rather than run it blind.
+            logger.warning("cannot read the job (%s); the run will be redelivered", exc, extra=log)
+        finally:
+            heartbeat.cancel()
+
+    async def _heartbeat(self, claim: Claim) -> None:
+        interval = self.lease_seconds / 3
+        while True:
+            await asyncio.sleep(interval)  # the renewal period of the lease
+            with contextlib.suppress(Exception):
+                if not await self.queue.heartbeat(claim, lease_seconds=self.lease_seconds):
+                    return
+
+    async def _skip(self, claim: Claim, job: ScheduledJob | None, reason: str) -> None:
+        self.metrics.skipped.labels(reason=reason).inc()
+        logger.info("skipping run: %s", reason, extra={"run_id": claim.run_id})
+        if job is not None and reason in ("suspended", "superseded"):
+            state = RunState.CANCELLED if reason == "superseded" else RunState.SKIPPED
+            text = {
+                "suspended": "skipped: the job is suspended",
+                "superseded": "cancelled: a newer run replaced it (concurrencyPolicy Replace)",
+            }[reason]
+            await self._finish(claim, job, Outcome(state=state, error=text), started_at=None)
+        await self.queue.ack(claim)
+
+    # -- execution ----------------------------------------------------------------
+
+    async def _execute(self, claim: Claim, job: ScheduledJob) -> None:
+        message = claim.message
+        spec = job.spec
+        started_at = dt.datetime.now(dt.UTC)
+        if message.enqueued_at is not None:
+            self.metrics.queue_wait.observe(max(0.0, started_at.timestamp() - message.enqueued_at))
+        if message.attempt > spec.retry.max_attempts:
+            # Redelivered after its worker died on the last attempt.
+            outcome = Outcome(
+                state=RunState.FAILED,
+                error=f"attempt {message.attempt - 1} of {spec.retry.max_attempts} was cut "
+                "short (its worker stopped answering) and no attempts are left",
+            )
+            await self._conclude(claim, job, outcome, started_at=started_at)
+            return
+        await self._write(claim, running_body(
+            job.status, self._run_info(claim, started_at), state=RunState.RUNNING))  # fmt: skip
+        self.metrics.in_flight.inc()
+        begun = time.perf_counter()
+        try:
+            outcome = await self._attempt(claim, job)
+        finally:
+            self.metrics.in_flight.dec()
+            self.metrics.duration.observe(time.perf_counter() - begun)
+        await self._conclude(claim, job, outcome, started_at=started_at)
+
+    def _run_info(self, claim: Claim, started_at: dt.datetime) -> RunInfo:
+        message = claim.message
+        return RunInfo(
+            id=message.run_id,
+            scheduled_at=_scheduled_at(claim, started_at),
+            attempt=message.attempt,
+            queued_at=dt.datetime.fromtimestamp(message.enqueued_at, dt.UTC)
+            if message.enqueued_at
+            else None,
+            started_at=started_at,
+            worker=self.worker_name,
+            manual=message.scheduled_at is None,
+        )
+
+    async def _attempt(self, claim: Claim, job: ScheduledJob) -> Outcome:
+        spec = job.spec
+        message = claim.message
+        context = RunContext(
+            run_id=message.run_id, attempt=message.attempt, namespace=message.namespace,
+            name=message.name, scheduled_at=_scheduled_at(claim, None),
+        )  # fmt: skip
+        kind = self.kinds[spec.task.kind]
+        task = asyncio.create_task(kind.execute(spec, context))
+        watch = asyncio.create_task(self._watch_for_replacement(claim, job, task))
+        soft = spec.timeout_seconds * self.soft_timeout_ratio
+        try:
+            done, _ = await asyncio.wait({task}, timeout=soft)
+            if not done:
+                task.cancel()
+                done, _ = await asyncio.wait({task}, timeout=spec.timeout_seconds - soft)
+                error = f"timed out after {spec.timeout_seconds}s" + (
+                    "" if done else " (abandoned: it ignored cancellation)"
+                )
+                return self._failure(claim, job, error, permanent=False)
+            return Outcome(state=RunState.SUCCEEDED, result=task.result().summary)
+        except asyncio.CancelledError:
+            if watch.done() and watch.exception() is None and watch.result():
+                return Outcome(state=RunState.CANCELLED, error="cancelled: a newer run replaced "
+                               "it (concurrencyPolicy Replace)")  # fmt: skip
+            raise
+        except PermanentTaskError as exc:
+            return self._failure(claim, job, str(exc), permanent=True)
+        except RetryableTaskError as exc:
+            return self._failure(claim, job, str(exc), permanent=False)
+        finally:
+            watch.cancel()
+            if not task.done():
+                task.cancel()
+
+    async def _watch_for_replacement(
+        self, claim: Claim, job: ScheduledJob, task: asyncio.Task[Any]
+    ) -> bool:
+        """With Replace, cancel the task once a newer run of the job is published."""
+        if job.spec.concurrency_policy is not ConcurrencyPolicy.REPLACE:
+            return False
+        while not task.done():
+            await asyncio.sleep(self.lease_seconds / 3)  # the same cadence as the heartbeat
+            with contextlib.suppress(KubeApiError):
+                fresh = await self._read(claim)
+                if fresh is not None and why_skip(fresh, claim) == "superseded":
+                    task.cancel()
+                    return True
+        return False
+
+    def _failure(self, claim: Claim, job: ScheduledJob, error: str, *, permanent: bool) -> Outcome:
+        retry = job.spec.retry
+        decision = after_failure(
+            claim.run_id,
+            attempt=claim.message.attempt,
+            max_attempts=retry.max_attempts,
+            permanent=permanent,
+            base=retry.backoff_seconds,
+            cap=retry.max_backoff_seconds,
+        )
+        if isinstance(decision, GiveUp):
+            return Outcome(state=RunState.FAILED, error=f"{error} ({decision.reason})")
+        return Outcome(
+            state=RunState.RETRYING,
+            error=error,
+            retry_delay=decision.delay_seconds,
+            next_attempt=decision.next_attempt,
+        )
+
+    # -- the outcome ----------------------------------------------------------------
+
+    async def _conclude(
+        self, claim: Claim, job: ScheduledJob, outcome: Outcome, *, started_at: dt.datetime
+    ) -> None:
+        ref = JobRef(namespace=claim.message.namespace, name=claim.message.name,
+                     uid=claim.message.uid)  # fmt: skip
+        if outcome.state is RunState.RETRYING:
+            assert outcome.retry_delay is not None  # noqa: S101 - set with RETRYING
+            assert outcome.next_attempt is not None  # noqa: S101
+            fresh = await self._read(claim) or job
+            info = self._run_info(claim, started_at)
+            await self._write(claim, running_body(fresh.status, info, state=RunState.RETRYING))
+            self.metrics.retries.inc()
+            await self.events.post(
+                ref, type_=NORMAL, reason="RunRetrying",
+                message=f"attempt {claim.message.attempt} of run {claim.run_id} failed, retrying "
+                f"in {outcome.retry_delay:.0f}s: {outcome.error}",
+            )  # fmt: skip
+            if not await self.queue.retry(
+                claim, delay_seconds=outcome.retry_delay, attempt=outcome.next_attempt
+            ):
+                raise LeaseLostError
+            return
+        await self._finish(claim, job, outcome, started_at=started_at)
+        self.metrics.runs.labels(outcome=outcome.state.value).inc()
+        if outcome.state is RunState.FAILED:
+            self.metrics.dead_lettered.inc()
+            await self.events.post(
+                ref,
+                type_=WARNING,
+                reason="RunFailed",
+                message=f"run {claim.run_id} failed: {outcome.error}",
+            )
+            if not await self.queue.bury(claim, error=outcome.error or "failed"):
+                raise LeaseLostError
+        elif not await self.queue.ack(claim):
+            raise LeaseLostError
+
+    async def _finish(
+        self,
+        claim: Claim,
+        job: ScheduledJob,
+        outcome: Outcome,
+        *,
+        started_at: dt.datetime | None,
+    ) -> None:
+        fresh = await self._read(claim) or job
+        record = RunRecord(
+            id=claim.run_id,
+            scheduled_at=_scheduled_at(claim, started_at or dt.datetime.now(dt.UTC)),
+            outcome=outcome.state,
+            attempts=claim.message.attempt,
+            started_at=started_at,
+            finished_at=dt.datetime.now(dt.UTC),
+            result=outcome.result,
+            error=outcome.error,
+        )
+        phase = job_phase(
+            suspended=fresh.spec.suspend,
+            valid=True,
+            one_shot=fresh.spec.one_shot,
+            current_run=None,
+            last_outcome=outcome.state,
+        )
+        if outcome.state is RunState.SKIPPED and phase is JobPhase.CANCELLED:
+            phase = JobPhase.SUSPENDED
+        body = finished_body(
+            fresh.status,
+            record,
+            phase=phase,
+            successful_history=fresh.spec.history.successful_runs,
+            failed_history=fresh.spec.history.failed_runs,
+        )
+        await self._write(claim, body)
+
+    async def _write(self, claim: Claim, body: dict[str, Any]) -> None:
+        """Apply the worker's share of status, retrying while the API server is away."""
+        message = claim.message
+        delay = 0.5
+        for attempt in range(1, _STATUS_ATTEMPTS + 1):
+            try:
+                await self.kube.apply_job_status(
+                    message.namespace, message.name, message.uid, body,
+                    field_manager=WORKER_MANAGER,
+                )  # fmt: skip
+            except KubeApiError as exc:
+                if exc.not_found or exc.conflict:
+                    return  # gone or replaced meanwhile: nothing left to report to
+                if attempt == _STATUS_ATTEMPTS:
+                    logger.error(  # noqa: TRY400 - the API error says it all; no traceback
+                        "status not written after %d attempts: %s", attempt, exc,
+                        extra={"run_id": message.run_id},
+                    )  # fmt: skip
+                    return
+                await asyncio.sleep(delay)  # backoff while the API server is unavailable
+                delay = min(delay * 2, 8.0)
+            else:
+                return
+
+
+def _scheduled_at(claim: Claim, default: dt.datetime | None) -> Any:
+    text = claim.message.scheduled_at
+    if text:
+        return dt.datetime.fromisoformat(text)
+    return default

@@ -1,0 +1,45 @@
+"""The worker's settings: one pydantic-settings class, read once in ``main()``."""
+
+from __future__ import annotations
+
+import os
+import socket
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+def _default_name() -> str:
+    return os.environ.get("POD_NAME") or f"{socket.gethostname()}-{os.getpid()}"
+
+
+class WorkerSettings(BaseSettings):
+    """``TICKWORK_WORKER_*`` environment variables; Redis has its own (``TICKWORK_REDIS_*``)."""
+
+    model_config = SettingsConfigDict(env_prefix="TICKWORK_WORKER_", extra="ignore")
+
+    name: str = Field(default_factory=_default_name, description="Shown in status.currentRun.")
+    concurrency: int = Field(default=4, ge=1, le=256, description="Runs executed at once.")
+    lease_seconds: float = Field(
+        default=30.0, ge=3, description="A run's lease; heartbeats renew it every third."
+    )
+    claim_wait_seconds: float = Field(default=1.0, gt=0, le=30)
+    maintain_seconds: float = Field(
+        default=1.0, gt=0, description="How often expired leases and due retries are moved."
+    )
+    grace_seconds: float = Field(
+        default=25.0, ge=0, description="On SIGTERM, how long in-flight runs may finish."
+    )
+    soft_timeout_ratio: float = Field(
+        default=0.9, gt=0, le=1,
+        description="A run is cancelled at this share of timeoutSeconds, abandoned at all of it.",
+    )  # fmt: skip
+    command_tasks: bool = Field(
+        default=False, description="Allow `command` tasks (they run in the worker's container)."
+    )
+    queue: str = Field(default="redis", pattern="^(redis|memory)$")
+    kubeconfig: str | None = None
+    http_host: str = "0.0.0.0"  # noqa: S104 - a pod serves its probes and metrics on all interfaces
+    http_port: int = Field(default=8081, ge=0, le=65535)
+    log_format: str = Field(default="text", pattern="^(text|json)$")
+    log_level: str = "INFO"

@@ -1,0 +1,1 @@
+"""Task kinds: how a run's ``spec.task`` is executed. One module per kind."""

@@ -1,0 +1,48 @@
+"""What every task kind shares: the run's context, the result, and failure kinds."""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from typing import Protocol
+
+from tickwork.api.models import ScheduledJobSpec
+from tickwork.core.errors import PermanentTaskError, TaskTimeoutError
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """What a task may know of the run executing it."""
+
+    run_id: str
+    attempt: int
+    namespace: str
+    name: str
+    scheduled_at: dt.datetime | None
+
+
+@dataclass(frozen=True)
+class TaskResult:
+    """A successful execution; ``summary`` goes to ``status.lastRun.result`` (truncated)."""
+
+    summary: str
+
+
+class RetryableTaskError(Exception):
+    """The attempt failed; another attempt may succeed (5xx, timeouts, exit codes)."""
+
+
+class TaskKind(Protocol):
+    async def execute(self, spec: ScheduledJobSpec, run: RunContext) -> TaskResult:
+        """Run the task; raise PermanentTaskError or RetryableTaskError on failure."""
+        ...
+
+
+__all__ = [
+    "PermanentTaskError",
+    "RetryableTaskError",
+    "RunContext",
+    "TaskKind",
+    "TaskResult",
+    "TaskTimeoutError",
+]

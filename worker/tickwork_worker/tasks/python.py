@@ -1,0 +1,74 @@
+"""The ``python`` task: call a function registered by name.
+
+Tasks are registered through the entry-point group ``tickwork.tasks`` of any
+installed package::
+
+    [project.entry-points."tickwork.tasks"]
+    "reports.build" = "acme.reports:build"
+
+A task is called as ``task(*args, run_id=..., **kwargs)``; it may be
+``async`` (cancelled cleanly at the soft timeout) or plain (run in a thread;
+a thread cannot be interrupted, so the run is abandoned at the hard timeout).
+Raise :class:`tickwork.core.errors.PermanentTaskError` when retrying cannot
+help; any other exception is retried.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.metadata
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+from tickwork.api.models import ScheduledJobSpec
+from tickwork_worker.tasks.base import (
+    PermanentTaskError,
+    RetryableTaskError,
+    RunContext,
+    TaskResult,
+)
+
+ENTRY_POINT_GROUP = "tickwork.tasks"
+
+
+def discover() -> dict[str, Callable[..., Any]]:
+    """Every registered task, by name (loaded lazily, at first use)."""
+    return {ep.name: ep for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)}  # type: ignore[misc]
+
+
+class PythonTask:
+    def __init__(self, registry: dict[str, Any] | None = None) -> None:
+        self._entry_points = registry if registry is not None else discover()
+        self._loaded: dict[str, Callable[..., Any]] = {}
+
+    def _function(self, name: str) -> Callable[..., Any]:
+        if name not in self._loaded:
+            entry = self._entry_points.get(name)
+            if entry is None:
+                known = ", ".join(sorted(self._entry_points)) or "none"
+                raise PermanentTaskError(
+                    f"no task named {name!r} is registered (entry-point group "
+                    f"{ENTRY_POINT_GROUP!r}; registered: {known})"
+                )
+            self._loaded[name] = entry.load() if hasattr(entry, "load") else entry
+        return self._loaded[name]
+
+    async def execute(self, spec: ScheduledJobSpec, run: RunContext) -> TaskResult:
+        task = spec.task.python
+        assert task is not None  # noqa: S101 - dispatched by kind
+        function = self._function(task.name)
+        try:
+            if inspect.iscoroutinefunction(function):
+                value = await function(*task.args, run_id=run.run_id, **task.kwargs)
+            else:
+                value = await asyncio.to_thread(
+                    function, *task.args, run_id=run.run_id, **task.kwargs
+                )
+        except PermanentTaskError:
+            raise
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a task's failure is data here
+            raise RetryableTaskError(f"{type(exc).__name__}: {exc}") from None
+        return TaskResult(summary="" if value is None else str(value))

@@ -1,0 +1,101 @@
+"""The worker loop: keep N slots busy with claimed runs; drain on SIGTERM.
+
+On shutdown the worker stops claiming at once, lets in-flight runs finish
+for ``grace_seconds``, then cancels the rest — each hands its run back to the
+queue (no attempt is counted), so another worker takes it immediately
+instead of waiting for the lease to expire.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+
+from tickwork.core.errors import QueueUnavailableError
+from tickwork.queue.protocol import RunQueue
+from tickwork_worker.runner import Runner
+
+logger = logging.getLogger(__name__)
+
+
+class Worker:
+    def __init__(
+        self,
+        *,
+        queue: RunQueue,
+        runner: Runner,
+        name: str,
+        concurrency: int,
+        lease_seconds: float,
+        claim_wait_seconds: float,
+        maintain_seconds: float,
+        grace_seconds: float,
+    ) -> None:
+        self.queue = queue
+        self.runner = runner
+        self.name = name
+        self.concurrency = concurrency
+        self.lease_seconds = lease_seconds
+        self.claim_wait_seconds = claim_wait_seconds
+        self.maintain_seconds = maintain_seconds
+        self.grace_seconds = grace_seconds
+        self.in_flight: set[asyncio.Task[None]] = set()
+        self.last_loop = time.monotonic()
+        """When the claim loop last went round (liveness)."""
+
+    async def run(self, stop: asyncio.Event) -> None:
+        maintainer = asyncio.create_task(self._maintain(stop))
+        try:
+            await self._claim_loop(stop)
+        finally:
+            maintainer.cancel()
+            await self._drain()
+
+    async def _claim_loop(self, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            self.last_loop = time.monotonic()
+            free = self.concurrency - len(self.in_flight)
+            if free <= 0:
+                await asyncio.wait(self.in_flight, return_when=asyncio.FIRST_COMPLETED)
+                continue
+            try:
+                claims = await self.queue.claim(
+                    consumer=self.name,
+                    lease_seconds=self.lease_seconds,
+                    count=free,
+                    wait_seconds=self.claim_wait_seconds,
+                )
+            except QueueUnavailableError as exc:
+                logger.warning("cannot claim runs: %s", exc)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), timeout=1.0)  # back off, wake on stop
+                continue
+            if stop.is_set():
+                for claim in claims:  # claimed during shutdown: hand straight back
+                    await self.queue.release(claim)
+                return
+            for claim in claims:
+                task = asyncio.create_task(self.runner.process(claim), name=claim.run_id)
+                self.in_flight.add(task)
+                task.add_done_callback(self.in_flight.discard)
+
+    async def _maintain(self, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            with contextlib.suppress(QueueUnavailableError):
+                await self.queue.reap_expired()
+                await self.queue.promote_due()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), timeout=self.maintain_seconds)
+
+    async def _drain(self) -> None:
+        if not self.in_flight:
+            return
+        logger.info("draining %d run(s) for up to %.0fs", len(self.in_flight), self.grace_seconds)
+        _, pending = await asyncio.wait(self.in_flight, timeout=self.grace_seconds)
+        for task in pending:
+            task.cancel()  # the runner hands the run back to the queue
+        if pending:
+            await asyncio.wait(pending, timeout=10)
+            logger.info("handed %d unfinished run(s) back to the queue", len(pending))
