@@ -11,174 +11,20 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import json
-import math
 import time
-from collections.abc import Callable, Iterator
-from pathlib import Path
-from typing import Any
+from collections.abc import Callable
 
 import pytest
-from kubernetes import client as k8s
 
-from tickwork.api import models
+from tests.support import ECHO, Jobs, QueueProbe, lead, rfc3339, whole_seconds_from_now
 from tickwork.core.runs import manual_run_id, scheduled_run_id
 from tickwork.devcluster.cluster import Cluster
 from tickwork.devcluster.components import TickworkProcess, wait_for
 from tickwork.kube.client import KubeClient, load_configuration
 from tickwork.kube.status import WORKER_MANAGER
-from tickwork.queue import RedisRunQueue, RedisSettings
-from tickwork.queue.connection import create_client
-from tickwork.queue.messages import Depth, RunLocation, RunMessage
+from tickwork.queue.messages import RunLocation
 
 pytestmark = pytest.mark.timeout(240)
-
-
-class QueueProbe:
-    """Synchronous looks at the test's queue."""
-
-    def __init__(self, url: str, queue: str) -> None:
-        self.settings = RedisSettings(url=url, queue=queue)
-
-    def _run(self, method: str, *args: Any) -> Any:
-        async def call() -> Any:
-            queue = RedisRunQueue(create_client(self.settings), self.settings)
-            try:
-                return await getattr(queue, method)(*args)
-            finally:
-                await queue.close()
-
-        return asyncio.run(call())
-
-    def locate(self, run_id: str) -> RunLocation | None:
-        location: RunLocation | None = self._run("locate", run_id)
-        return location
-
-    def depth(self) -> Depth:
-        depth: Depth = self._run("depth")
-        return depth
-
-    def drain(self) -> list[RunMessage]:
-        async def call() -> list[RunMessage]:
-            queue = RedisRunQueue(create_client(self.settings), self.settings)
-            try:
-                claims = await queue.claim(consumer="probe", lease_seconds=3600, count=1000)
-                for claim in claims:
-                    await queue.ack(claim)
-                return [claim.message for claim in claims]
-            finally:
-                await queue.close()
-
-        return asyncio.run(call())
-
-    def cancel(self, run_id: str) -> bool:
-        withdrawn: bool = self._run("cancel", run_id)
-        return withdrawn
-
-
-class Jobs:
-    """ScheduledJobs of the test namespace, through the real API."""
-
-    def __init__(self, api_client: k8s.ApiClient, namespace: str) -> None:
-        self.api = k8s.CustomObjectsApi(api_client)
-        self.core = k8s.CoreV1Api(api_client)
-        self.namespace = namespace
-        self._args = (models.GROUP, models.VERSION, namespace, models.PLURAL)
-
-    def create(self, name: str, spec: dict[str, Any], **metadata: Any) -> dict[str, Any]:
-        body = {
-            "apiVersion": models.API_VERSION, "kind": models.KIND,
-            "metadata": {"name": name, **metadata}, "spec": spec,
-        }  # fmt: skip
-        created: dict[str, Any] = self.api.create_namespaced_custom_object(*self._args, body)
-        return created
-
-    def get(self, name: str) -> dict[str, Any]:
-        found: dict[str, Any] = self.api.get_namespaced_custom_object(*self._args, name)
-        return found
-
-    def status(self, name: str) -> dict[str, Any]:
-        return dict(self.get(name).get("status") or {})
-
-    def patch(self, name: str, body: dict[str, Any]) -> dict[str, Any]:
-        patched: dict[str, Any] = self.api.patch_namespaced_custom_object(*self._args, name, body)
-        return patched
-
-    def delete(self, name: str) -> None:
-        self.api.delete_namespaced_custom_object(*self._args, name)
-
-    def exists(self, name: str) -> bool:
-        try:
-            self.get(name)
-        except k8s.ApiException as exc:
-            if exc.status == 404:
-                return False
-            raise
-        return True
-
-    def events(self, name: str) -> list[tuple[str, str, str]]:
-        found = self.core.list_namespaced_event(
-            self.namespace, field_selector=f"involvedObject.name={name}"
-        )
-        return [(e.type, e.reason, e.message) for e in found.items]
-
-
-@pytest.fixture
-def probe(redis_url: str, namespace: str) -> QueueProbe:
-    return QueueProbe(redis_url, queue=namespace)
-
-
-@pytest.fixture
-def jobs(api_client: k8s.ApiClient, namespace: str, crd: None) -> Jobs:
-    return Jobs(api_client, namespace)
-
-
-@pytest.fixture
-def start_operator(
-    cluster: Cluster, crd: None, namespace: str, redis_url: str, tmp_path: Path
-) -> Iterator[Callable[..., TickworkProcess]]:
-    started: list[TickworkProcess] = []
-
-    def start(identity: str = "op-a", **env: str) -> TickworkProcess:
-        operator = TickworkProcess(
-            command="tickwork-operator",
-            env={
-                "KUBECONFIG": str(cluster.kubeconfig),
-                "TICKWORK_REDIS_URL": redis_url,
-                "TICKWORK_REDIS_QUEUE": namespace,
-                "TICKWORK_OPERATOR_NAMESPACES": namespace,
-                "TICKWORK_OPERATOR_LEASE_NAMESPACE": namespace,
-                "TICKWORK_OPERATOR_IDENTITY": identity,
-                **env,
-            },
-            log_path=tmp_path / f"{identity}.log",
-        ).start()
-        started.append(operator)
-        operator.wait_ready()
-        return operator
-
-    yield start
-    for operator in started:
-        operator.kill()
-
-
-def lead(operator: TickworkProcess, timeout: float = 30) -> None:
-    wait_for(
-        operator.is_leader,
-        timeout=timeout,
-        what=f"{operator.env['TICKWORK_OPERATOR_IDENTITY']} to lead",
-    )
-
-
-def whole_seconds_from_now(seconds: int) -> dt.datetime:
-    now = dt.datetime.now(dt.UTC)
-    return dt.datetime.fromtimestamp(math.ceil(now.timestamp()) + seconds, dt.UTC)
-
-
-def rfc3339(moment: dt.datetime) -> str:
-    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-ECHO = {"echo": {"message": "hi"}}
 
 
 def test_a_one_shot_run_is_published_within_a_tick_of_its_time(

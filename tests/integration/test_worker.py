@@ -1,0 +1,311 @@
+"""The worker as users run it — the ``tickwork-worker`` process — executing runs put in a
+real Redis queue and reporting to the real API server: task kinds, retries, dead
+letters, skips, timeouts, cancellation, draining and crashes."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.integration.conftest import ScriptedServer
+from tests.support import Jobs, QueueProbe, last_outcome, publish, rfc3339, whole_seconds_from_now
+from tickwork.devcluster.cluster import Cluster
+from tickwork.devcluster.components import TickworkProcess, console_script, wait_for
+from tickwork.kube.client import KubeClient, load_configuration
+from tickwork.kube.status import OPERATOR_MANAGER, WORKER_MANAGER
+from tickwork.queue.messages import RunLocation, RunMessage
+
+pytestmark = pytest.mark.timeout(180)
+Start = Callable[..., TickworkProcess]
+
+
+def finished(jobs: Jobs, name: str, timeout: float = 60) -> dict[str, object]:
+    wait_for(lambda: last_outcome(jobs, name) is not None, timeout=timeout, what=f"{name} to end")
+    return jobs.status(name)
+
+
+def test_an_echo_run_succeeds_and_status_tells_the_story(
+    start_worker: Start, jobs: Jobs, probe: QueueProbe
+) -> None:
+    worker = start_worker()
+    _, run_id = publish(jobs, probe, "hello", {"task": {"echo": {"message": "hello"}}})
+    status = finished(jobs, "hello")
+    last = status["lastRun"]
+    assert isinstance(last, dict)
+    assert (last["id"], last["outcome"], last["result"], last["attempts"]) == (
+        run_id, "Succeeded", "Executed: hello", 1,
+    )  # fmt: skip
+    assert last["startedAt"] <= last["finishedAt"]
+    assert status["phase"] == "Succeeded"  # a one-shot job ends there
+    assert "currentRun" not in status  # gone once the run ended
+    assert [r["id"] for r in status["runs"]] == [run_id]  # type: ignore[index, union-attr]
+    assert status["lastSuccessfulTime"] == last["finishedAt"]
+    managers = {m["manager"] for m in jobs.get("hello")["metadata"]["managedFields"]}
+    assert "tickwork-worker" in managers
+    assert probe.locate(run_id) is RunLocation.DONE
+    assert worker.metric("tickwork_runs_total", 'outcome="Succeeded"') == 1.0
+    assert (worker.metric("tickwork_queue_wait_seconds_count") or 0) >= 1
+
+
+def test_an_http_run_sends_its_run_id_as_the_idempotency_key(
+    start_worker: Start, jobs: Jobs, probe: QueueProbe, endpoint: ScriptedServer
+) -> None:
+    start_worker()
+    task = {"http": {"url": endpoint.url, "method": "PUT", "body": '{"a": 1}',
+                     "headers": [{"name": "X-Team", "value": "ops"}]}}  # fmt: skip
+    _, run_id = publish(jobs, probe, "hook", {"task": task})
+    status = finished(jobs, "hook")
+    assert status["lastRun"]["result"] == "HTTP 200: status 200"  # type: ignore[index]
+    [request] = endpoint.requests
+    headers = request["headers"]
+    assert isinstance(headers, dict)
+    assert headers["Idempotency-Key"] == run_id
+    assert headers["X-Team"] == "ops"
+    assert headers["X-Tickwork-Attempt"] == "1"
+    assert request["body"] == '{"a": 1}'
+
+
+def test_server_errors_are_retried_with_backoff_then_dead_lettered(
+    start_worker: Start, jobs: Jobs, probe: QueueProbe, endpoint: ScriptedServer
+) -> None:
+    worker = start_worker()
+    endpoint.script = [(500, 0.0)] * 3
+    spec = {
+        "retry": {"maxAttempts": 3, "backoffSeconds": 1, "maxBackoffSeconds": 2},
+        "task": {"http": {"url": endpoint.url}},
+    }
+    _, run_id = publish(jobs, probe, "flaky", spec)
+    status = finished(jobs, "flaky")
+    last = status["lastRun"]
+    assert isinstance(last, dict)
+    assert (last["outcome"], last["attempts"]) == ("Failed", 3)
+    assert "HTTP 500" in last["error"]
+    assert "all 3 attempts failed" in last["error"]
+    assert status["phase"] == "Failed"
+    attempts = [r["headers"]["X-Tickwork-Attempt"] for r in endpoint.requests]  # type: ignore[index]
+    assert attempts == ["1", "2", "3"]
+    [dead] = probe.dead()
+    assert dead.message.run_id == run_id
+    reasons = [reason for _, reason, _ in jobs.events("flaky")]
+    assert reasons.count("RunRetrying") == 2
+    assert "RunFailed" in reasons
+    assert worker.metric("tickwork_run_retries_total") == 2.0
+    assert worker.metric("tickwork_runs_dead_lettered_total") == 1.0
+
+
+def test_a_client_error_fails_at_once(
+    start_worker: Start, jobs: Jobs, probe: QueueProbe, endpoint: ScriptedServer
+) -> None:
+    start_worker()
+    endpoint.script = [(404, 0.0)]
+    spec = {"retry": {"maxAttempts": 5}, "task": {"http": {"url": endpoint.url}}}
+    publish(jobs, probe, "wrong-url", spec)
+    last = finished(jobs, "wrong-url")["lastRun"]
+    assert isinstance(last, dict)
+    assert (last["outcome"], last["attempts"]) == ("Failed", 1)
+    assert "retrying cannot help" in last["error"]
+    assert len(endpoint.requests) == 1
+
+
+def test_throttling_and_timeouts_are_retried(
+    start_worker: Start, jobs: Jobs, probe: QueueProbe, endpoint: ScriptedServer
+) -> None:
+    start_worker()
+    endpoint.script = [(429, 0.0), (200, 4.0), (200, 0.0)]  # throttled, too slow, fine
+    spec = {
+        "timeoutSeconds": 2,
+        "retry": {"maxAttempts": 3, "backoffSeconds": 1, "maxBackoffSeconds": 1},
+        "task": {"http": {"url": endpoint.url}},
+    }
+    publish(jobs, probe, "patient", spec)
+    last = finished(jobs, "patient")["lastRun"]
+    assert isinstance(last, dict)
+    assert (last["outcome"], last["attempts"]) == ("Succeeded", 3)
+    reasons = [message for _, reason, message in jobs.events("patient") if reason == "RunRetrying"]
+    assert any("HTTP 429" in m for m in reasons)
+    assert any("timed out" in m for m in reasons)
+
+
+def test_python_tasks_get_the_run_id_and_can_fail_permanently(
+    start_worker: Start, jobs: Jobs, probe: QueueProbe
+) -> None:
+    start_worker()
+    _, run_id = publish(jobs, probe, "nap", {"task": {"python": {
+        "name": "tickwork.sleep", "args": ["0.1"]}}})  # fmt: skip
+    publish(jobs, probe, "refuses", {"retry": {"maxAttempts": 4}, "task": {"python": {
+        "name": "tickwork.refuse", "kwargs": {"message": "no quota left"}}}})  # fmt: skip
+    publish(jobs, probe, "unknown", {"task": {"python": {"name": "acme.missing"}}})
+    assert finished(jobs, "nap")["lastRun"]["result"] == f"slept 0.1s in {run_id}"  # type: ignore[index]
+    refused = finished(jobs, "refuses")["lastRun"]
+    assert isinstance(refused, dict)
+    assert (refused["outcome"], refused["attempts"]) == ("Failed", 1)
+    assert "no quota left" in refused["error"]
+    unknown = finished(jobs, "unknown")["lastRun"]
+    assert isinstance(unknown, dict)
+    assert "no task named 'acme.missing' is registered" in unknown["error"]
+    assert "tickwork.sleep" in unknown["error"]  # it lists what is registered
+
+
+def test_a_soft_timeout_cancels_a_task_before_the_hard_limit(
+    start_worker: Start, jobs: Jobs, probe: QueueProbe
+) -> None:
+    start_worker()
+    spec = {"timeoutSeconds": 2, "retry": {"maxAttempts": 1},
+            "task": {"python": {"name": "tickwork.sleep", "args": ["60"]}}}  # fmt: skip
+    publish(jobs, probe, "slowpoke", spec)
+    last = finished(jobs, "slowpoke", timeout=30)["lastRun"]
+    assert isinstance(last, dict)
+    assert last["outcome"] == "Failed"
+    assert "timed out after 2s" in last["error"]
+    assert "abandoned" not in last["error"]  # cancellation worked: it stopped at the soft limit
+
+
+def test_command_tasks_are_refused_unless_the_installer_enables_them(
+    start_worker: Start, jobs: Jobs, probe: QueueProbe
+) -> None:
+    start_worker()
+    publish(jobs, probe, "shell", {"task": {"command": {"args": ["true"]}}})
+    last = finished(jobs, "shell")["lastRun"]
+    assert isinstance(last, dict)
+    assert last["outcome"] == "Failed"
+    assert "command tasks are disabled in this installation" in last["error"]
+    assert "worker.commandTasks.enabled=true" in last["error"]
+
+
+def test_enabled_command_tasks_run_clean_and_a_timeout_kills_the_whole_group(
+    start_worker: Start, jobs: Jobs, probe: QueueProbe, tmp_path: Path
+) -> None:
+    start_worker(TICKWORK_WORKER_COMMAND_TASKS="true")
+    _, run_id = publish(jobs, probe, "env", {"task": {"command": {
+        "args": ["sh", "-c", "echo run=$TICKWORK_RUN_ID; env"],
+        "env": [{"name": "GREETING", "value": "hi"}]}}})  # fmt: skip
+    result = finished(jobs, "env")["lastRun"]["result"]  # type: ignore[index]
+    assert f"run={run_id}" in result
+    assert "GREETING=hi" in result
+    assert "TICKWORK_REDIS" not in result  # the worker's secrets stay with the worker
+
+    pid_file = tmp_path / "grandchild.pid"
+    spec = {"timeoutSeconds": 3, "retry": {"maxAttempts": 1}, "task": {"command": {
+        "args": ["sh", "-c", f"sleep 300 & echo $! > {pid_file}; wait"]}}}  # fmt: skip
+    publish(jobs, probe, "hang", spec)
+    last = finished(jobs, "hang", timeout=30)["lastRun"]
+    assert isinstance(last, dict)
+    assert "timed out after 3s" in last["error"]
+    grandchild = int(pid_file.read_text())
+    wait_for(lambda: not Path(f"/proc/{grandchild}").exists()
+             or "Z" in Path(f"/proc/{grandchild}/stat").read_text().split(")")[-1][:3],
+             timeout=15, what="the background sleep to be killed")  # fmt: skip
+
+
+def test_runs_that_must_not_execute_are_skipped(
+    start_worker: Start, jobs: Jobs, probe: QueueProbe
+) -> None:
+    worker = start_worker()
+    gone = jobs.create("gone", {"runAt": rfc3339(whole_seconds_from_now(0)), "task": {"echo": {}}})
+    jobs.delete("gone")  # before its run is published: the worker finds nothing to run
+    gone_run = f"{gone['metadata']['uid']}.20261201T090000Z"
+    probe.enqueue(RunMessage(run_id=gone_run, namespace=jobs.namespace, name="gone",
+                             uid=gone["metadata"]["uid"]))  # fmt: skip
+    publish(jobs, probe, "paused", {"schedule": "@daily", "suspend": True, "task": {"echo": {}}})
+    wait_for(lambda: probe.locate(gone_run) is RunLocation.DONE, timeout=30, what="ack of gone")
+    last = finished(jobs, "paused")["lastRun"]
+    assert isinstance(last, dict)
+    assert last["outcome"] == "Skipped"
+    assert jobs.status("paused")["phase"] == "Suspended"
+    assert worker.metric("tickwork_runs_skipped_by_worker_total", 'reason="gone"') == 1.0
+
+
+def test_a_run_redelivered_after_it_finished_is_not_executed_again(
+    start_worker: Start, jobs: Jobs, probe: QueueProbe, cluster: Cluster
+) -> None:
+    worker = start_worker()
+    job = jobs.create("once", {"runAt": rfc3339(whole_seconds_from_now(0)),
+                               "task": {"echo": {"message": "again?"}}})  # fmt: skip
+    uid = job["metadata"]["uid"]
+    run_id = f"{uid}.20261201T090000Z"
+    # A previous worker finished the run and wrote status, then died before its ack.
+    done = {"phase": "Succeeded", "lastRun": {
+        "id": run_id, "scheduledAt": "2026-12-01T09:00:00Z", "outcome": "Succeeded",
+        "result": "done before", "finishedAt": "2026-12-01T09:00:01Z"}}  # fmt: skip
+
+    async def previous_worker_reported() -> None:
+        async with KubeClient(load_configuration(str(cluster.kubeconfig))) as kube:
+            await kube.apply_job_status(jobs.namespace, "once", uid, done,
+                                        field_manager=WORKER_MANAGER)  # fmt: skip
+
+    asyncio.run(previous_worker_reported())
+    probe.enqueue(RunMessage(run_id=run_id, namespace=jobs.namespace, name="once", uid=uid,
+                             scheduled_at="2026-12-01T09:00:00+00:00", attempt=2))  # fmt: skip
+    wait_for(lambda: probe.locate(run_id) is RunLocation.DONE, timeout=30, what="the ack")
+    assert worker.metric("tickwork_runs_skipped_by_worker_total", 'reason="already-finished"') == 1
+    assert jobs.status("once")["lastRun"]["result"] == "done before"  # not executed again
+
+
+def test_sigterm_lets_short_runs_finish_and_hands_long_ones_back(
+    start_worker: Start, jobs: Jobs, probe: QueueProbe
+) -> None:
+    worker = start_worker(TICKWORK_WORKER_GRACE_SECONDS="3")
+    publish(jobs, probe, "short", {"task": {"python": {"name": "tickwork.sleep", "args": ["1"]}}})
+    _, long_run = publish(jobs, probe, "long", {"task": {"python": {
+        "name": "tickwork.sleep", "args": ["120"]}}})  # fmt: skip
+    wait_for(lambda: jobs.status("long").get("phase") == "Running", timeout=30, what="Running")
+    wait_for(lambda: jobs.status("short").get("phase") == "Running" or last_outcome(jobs, "short"),
+             timeout=30, what="short running")  # fmt: skip
+    assert worker.stop(timeout=30) == 0
+    assert last_outcome(jobs, "short") == "Succeeded"
+    assert last_outcome(jobs, "long") is None
+    assert probe.locate(long_run) is RunLocation.READY  # handed back, not left to expire
+    [again] = probe.drain()
+    assert (again.run_id, again.attempt) == (long_run, 1)  # no attempt was spent
+
+
+def test_a_killed_worker_loses_no_run(start_worker: Start, jobs: Jobs, probe: QueueProbe) -> None:
+    a = start_worker("worker-a")
+    _, run_id = publish(jobs, probe, "survivor", {"task": {"python": {
+        "name": "tickwork.sleep", "args": ["3"]}}})  # fmt: skip
+    wait_for(lambda: jobs.status("survivor").get("phase") == "Running", timeout=30, what="Running")
+    a.kill()
+    start_worker("worker-b")
+    last = finished(jobs, "survivor", timeout=60)["lastRun"]
+    assert isinstance(last, dict)
+    assert (last["id"], last["outcome"], last["attempts"]) == (run_id, "Succeeded", 2)
+
+
+def test_replace_cancels_a_running_run_when_a_newer_one_is_published(
+    start_worker: Start, jobs: Jobs, probe: QueueProbe, cluster: Cluster
+) -> None:
+    start_worker()
+    spec = {"concurrencyPolicy": "Replace", "runAt": rfc3339(whole_seconds_from_now(0)),
+            "task": {"python": {"name": "tickwork.sleep", "args": ["120"]}}}  # fmt: skip
+    uid, _ = publish(jobs, probe, "replaceable", spec)
+    wait_for(lambda: jobs.status("replaceable").get("phase") == "Running", timeout=30,
+             what="Running")  # fmt: skip
+    newer = whole_seconds_from_now(60)
+
+    async def operator_publishes_a_newer_run() -> None:
+        async with KubeClient(load_configuration(str(cluster.kubeconfig))) as kube:
+            await kube.apply_job_status(jobs.namespace, "replaceable", uid, {"queuedRun": {
+                "id": f"{uid}.newer", "scheduledAt": rfc3339(newer),
+                "queuedAt": rfc3339(newer)}}, field_manager=OPERATOR_MANAGER)  # fmt: skip
+
+    asyncio.run(operator_publishes_a_newer_run())
+    last = finished(jobs, "replaceable", timeout=30)["lastRun"]
+    assert isinstance(last, dict)
+    assert last["outcome"] == "Cancelled"
+    assert "replaced" in last["error"]
+
+
+def test_the_check_command_reports_liveness(start_worker: Start) -> None:
+    worker = start_worker()
+    env = {**os.environ, "TICKWORK_WORKER_HTTP_PORT": str(worker.http_port)}
+    check = [console_script("tickwork-worker"), "check"]
+    assert subprocess.run(check, env=env, capture_output=True, check=False).returncode == 0
+    worker.kill()
+    dead = subprocess.run(check, env=env, capture_output=True, text=True, check=False)
+    assert dead.returncode == 1
+    assert "unhealthy" in dead.stderr

@@ -1,0 +1,152 @@
+"""Helpers shared by the integration tests: a synchronous look at the queue, the test
+namespace's ScheduledJobs through the real API, and time helpers."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import math
+from typing import Any
+
+from kubernetes import client as k8s
+
+from tickwork.api import models
+from tickwork.devcluster.components import TickworkProcess, wait_for
+from tickwork.queue import RedisRunQueue, RedisSettings
+from tickwork.queue.connection import create_client
+from tickwork.queue.messages import Depth, RunLocation, RunMessage
+
+ECHO = {"echo": {"message": "hi"}}
+
+
+class QueueProbe:
+    """Synchronous looks at the test's queue."""
+
+    def __init__(self, url: str, queue: str) -> None:
+        self.settings = RedisSettings(url=url, queue=queue)
+
+    def _run(self, method: str, *args: Any) -> Any:
+        async def call() -> Any:
+            queue = RedisRunQueue(create_client(self.settings), self.settings)
+            try:
+                return await getattr(queue, method)(*args)
+            finally:
+                await queue.close()
+
+        return asyncio.run(call())
+
+    def locate(self, run_id: str) -> RunLocation | None:
+        location: RunLocation | None = self._run("locate", run_id)
+        return location
+
+    def depth(self) -> Depth:
+        depth: Depth = self._run("depth")
+        return depth
+
+    def drain(self) -> list[RunMessage]:
+        async def call() -> list[RunMessage]:
+            queue = RedisRunQueue(create_client(self.settings), self.settings)
+            try:
+                claims = await queue.claim(consumer="probe", lease_seconds=3600, count=1000)
+                for claim in claims:
+                    await queue.ack(claim)
+                return [claim.message for claim in claims]
+            finally:
+                await queue.close()
+
+        return asyncio.run(call())
+
+    def enqueue(self, message: RunMessage) -> None:
+        self._run("enqueue", message)
+
+    def dead(self) -> list[Any]:
+        letters: list[Any] = self._run("dead_letters")
+        return letters
+
+    def cancel(self, run_id: str) -> bool:
+        withdrawn: bool = self._run("cancel", run_id)
+        return withdrawn
+
+
+class Jobs:
+    """ScheduledJobs of the test namespace, through the real API."""
+
+    def __init__(self, api_client: k8s.ApiClient, namespace: str) -> None:
+        self.api = k8s.CustomObjectsApi(api_client)
+        self.core = k8s.CoreV1Api(api_client)
+        self.namespace = namespace
+        self._args = (models.GROUP, models.VERSION, namespace, models.PLURAL)
+
+    def create(self, name: str, spec: dict[str, Any], **metadata: Any) -> dict[str, Any]:
+        body = {
+            "apiVersion": models.API_VERSION, "kind": models.KIND,
+            "metadata": {"name": name, **metadata}, "spec": spec,
+        }  # fmt: skip
+        created: dict[str, Any] = self.api.create_namespaced_custom_object(*self._args, body)
+        return created
+
+    def get(self, name: str) -> dict[str, Any]:
+        found: dict[str, Any] = self.api.get_namespaced_custom_object(*self._args, name)
+        return found
+
+    def status(self, name: str) -> dict[str, Any]:
+        return dict(self.get(name).get("status") or {})
+
+    def patch(self, name: str, body: dict[str, Any]) -> dict[str, Any]:
+        patched: dict[str, Any] = self.api.patch_namespaced_custom_object(*self._args, name, body)
+        return patched
+
+    def delete(self, name: str) -> None:
+        self.api.delete_namespaced_custom_object(*self._args, name)
+
+    def exists(self, name: str) -> bool:
+        try:
+            self.get(name)
+        except k8s.ApiException as exc:
+            if exc.status == 404:
+                return False
+            raise
+        return True
+
+    def events(self, name: str) -> list[tuple[str, str, str]]:
+        found = self.core.list_namespaced_event(
+            self.namespace, field_selector=f"involvedObject.name={name}"
+        )
+        return [(e.type, e.reason, e.message) for e in found.items]
+
+
+def lead(operator: TickworkProcess, timeout: float = 30) -> None:
+    wait_for(
+        operator.is_leader,
+        timeout=timeout,
+        what=f"{operator.env['TICKWORK_OPERATOR_IDENTITY']} to lead",
+    )
+
+
+def whole_seconds_from_now(seconds: int) -> dt.datetime:
+    now = dt.datetime.now(dt.UTC)
+    return dt.datetime.fromtimestamp(math.ceil(now.timestamp()) + seconds, dt.UTC)
+
+
+def rfc3339(moment: dt.datetime) -> str:
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def publish(jobs: Jobs, probe: QueueProbe, name: str, spec: dict[str, Any]) -> tuple[str, str]:
+    """Create a job and put its run in the queue, as the operator would; return (uid, run ID)."""
+    from tickwork.core.runs import scheduled_run_id  # noqa: PLC0415 - helpers stay light
+
+    if "schedule" not in spec and "runAt" not in spec:
+        spec = {"runAt": rfc3339(whole_seconds_from_now(0)), **spec}
+    job = jobs.create(name, spec)
+    uid = job["metadata"]["uid"]
+    scheduled = dt.datetime.fromisoformat(spec.get("runAt") or rfc3339(whole_seconds_from_now(0)))
+    run_id = scheduled_run_id(uid, scheduled)
+    probe.enqueue(RunMessage(run_id=run_id, namespace=jobs.namespace, name=name, uid=uid,
+                             scheduled_at=scheduled.isoformat()))  # fmt: skip
+    return uid, run_id
+
+
+def last_outcome(jobs: Jobs, name: str) -> str | None:
+    outcome: str | None = (jobs.status(name).get("lastRun") or {}).get("outcome")
+    return outcome
