@@ -140,10 +140,7 @@ class HttpTask(_Model):
         list[HttpHeader],
         Field(
             max_length=32,
-            json_schema_extra={
-                "x-kubernetes-list-type": "map",
-                "x-kubernetes-list-map-keys": ["name"],
-            },
+            json_schema_extra=_list_map("name"),
         ),
     ] = []
     body: Annotated[StrictStr, Field(max_length=65536)] = ""
@@ -168,10 +165,7 @@ class CommandTask(_Model):
         list[EnvVar],
         Field(
             max_length=32,
-            json_schema_extra={
-                "x-kubernetes-list-type": "map",
-                "x-kubernetes-list-map-keys": ["name"],
-            },
+            json_schema_extra=_list_map("name"),
         ),
     ] = []
 
@@ -356,10 +350,7 @@ class ScheduledJobStatus(_Model):
         list[Condition],
         Field(
             max_length=16,
-            json_schema_extra={
-                "x-kubernetes-list-type": "map",
-                "x-kubernetes-list-map-keys": ["type"],
-            },
+            json_schema_extra=_list_map("type"),
         ),
     ] = []
 

@@ -24,6 +24,7 @@ schedule module's business.
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import re
 from dataclasses import dataclass, field
 
@@ -402,13 +403,4 @@ def _build(
 
 
 def _with_expression(parsed: CronExpression, expression: str) -> CronExpression:
-    return _build(
-        expression=expression,
-        minutes=parsed.minutes,
-        hours=parsed.hours,
-        days=parsed.days,
-        months=parsed.months,
-        weekdays=parsed.weekdays,
-        day_or_weekday=parsed.day_or_weekday,
-        wildcard=parsed.wildcard,
-    )
+    return dataclasses.replace(parsed, expression=expression)
