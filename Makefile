@@ -10,7 +10,7 @@ PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
 .PHONY: help install test test-unit test-integration lint typecheck check \
-	controlplane controlplane-down controlplane-bin demo bench crd clean
+	controlplane controlplane-down controlplane-bin demo bench crd manifests chart-docs generate clean
 
 help: ## show this help
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-20s %s\n", $$1, $$2}'
@@ -58,6 +58,14 @@ bench: install ## run the benchmarks (JSON results and plots in benchmarks/resul
 
 crd: install ## regenerate the CRD from the pydantic models (tickwork/api/models.py)
 	$(BIN)/python -m tickwork.api.crd --write
+
+manifests: crd ## render manifests/tickwork.yaml from the Helm chart
+	$(BIN)/tickwork-devcluster manifests
+
+chart-docs: install ## render charts/tickwork/README.md from the documented values
+	$(BIN)/python -m tickwork.devcluster.chartdocs --write
+
+generate: crd manifests chart-docs ## every generated file
 
 clean: controlplane-down ## stop servers, remove caches (the binary cache is kept)
 	rm -rf .pytest_cache .mypy_cache .ruff_cache .hypothesis .devcluster

@@ -52,6 +52,7 @@ async def run_operator(settings: OperatorSettings, *, queue: RunQueue | None = N
     ticker = Ticker(
         state=state, queue=queue, kube=kube, events=events, metrics=metrics,
         tick_seconds=settings.tick_seconds, reconcile_seconds=settings.reconcile_seconds,
+        queue_name=redis.queue if redis else "memory",
     )  # fmt: skip
     elector = LeaderElector(
         kube,

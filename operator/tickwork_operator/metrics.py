@@ -22,6 +22,12 @@ class OperatorMetrics:
         self.queue_depth = Gauge(
             "tickwork_queue_depth", "Runs in the queue, by state.", ["state"], registry=r
         )
+        self.queue_backlog = Gauge(
+            "tickwork_queue_backlog",
+            "Ready plus in-flight runs: what the worker autoscaler scales on.",
+            ["queue"],
+            registry=r,
+        )
         self.runs_published = Counter(
             "tickwork_runs_published_total",
             "Runs published to the queue, by what caused them.",

@@ -58,6 +58,7 @@ class Ticker:
         metrics: OperatorMetrics,
         tick_seconds: float,
         reconcile_seconds: float,
+        queue_name: str = "default",
     ) -> None:
         self.state = state
         self.queue = queue
@@ -66,6 +67,7 @@ class Ticker:
         self.metrics = metrics
         self.tick_seconds = tick_seconds
         self.reconcile_seconds = reconcile_seconds
+        self.queue_name = queue_name
         self.wakeup = asyncio.Event()
         self._last_reconcile = 0.0
 
@@ -399,6 +401,7 @@ class Ticker:
             ("delayed", depth.delayed), ("dead", depth.dead),
         ):  # fmt: skip
             self.metrics.queue_depth.labels(state=state).set(value)
+        self.metrics.queue_backlog.labels(queue=self.queue_name).set(depth.backlog)
 
 
 async def _wait_any(*events: asyncio.Event) -> None:

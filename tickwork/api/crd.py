@@ -25,7 +25,7 @@ CRD_NAME = f"{models.PLURAL}.{models.GROUP}"
 #: The committed copies, relative to the repository root.
 OUTPUTS = (
     Path("manifests/crds") / f"{CRD_NAME}.yaml",
-    Path("charts/tickwork/crds") / f"{CRD_NAME}.yaml",
+    Path("charts/tickwork/files") / f"{CRD_NAME}.yaml",
 )
 
 _KEEP = {

@@ -85,6 +85,13 @@ def cmd_build(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_manifests(_args: argparse.Namespace) -> int:
+    from tickwork.devcluster import manifests  # noqa: PLC0415 - needs helm, built on demand
+
+    print(f"wrote {manifests.write()}")  # noqa: T201
+    return 0
+
+
 def cmd_up(args: argparse.Namespace) -> int:
     state = _running_state()
     if state is None:
@@ -188,6 +195,9 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("--redis", action="store_true", help="also start a redis-server")
         p.set_defaults(func=func)
     sub.add_parser("down", help="stop the background control plane").set_defaults(func=cmd_down)
+    sub.add_parser(
+        "manifests", help="render manifests/tickwork.yaml from the Helm chart"
+    ).set_defaults(func=cmd_manifests)
     sub.add_parser("status", help="show the running control plane").set_defaults(func=cmd_status)
     args = parser.parse_args(argv)
     try:

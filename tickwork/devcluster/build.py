@@ -194,3 +194,34 @@ def _build_into(bundle: Bundle, target: Path, *, log: bool) -> None:
     finally:
         if staging.exists():
             shutil.rmtree(staging, ignore_errors=True)
+
+
+#: CRDs of optional integrations the chart can render objects for, fetched from
+#: the Go module proxy (module, version, files inside the module), so that the
+#: API server can validate ServiceMonitors and KEDA ScaledObjects in tests.
+THIRD_PARTY_CRDS = (
+    ("github.com/prometheus-operator/prometheus-operator", "v0.85.0",
+     ("example/prometheus-operator-crd/monitoring.coreos.com_servicemonitors.yaml",)),
+    ("github.com/kedacore/keda/v2", "v2.21.0",
+     ("config/crd/bases/keda.sh_scaledobjects.yaml",
+      "config/crd/bases/keda.sh_triggerauthentications.yaml")),
+)  # fmt: skip
+
+
+def third_party_crds() -> list[Path]:
+    """Paths of the pinned third-party CRDs, downloaded once into the Go module cache."""
+    import json  # noqa: PLC0415 - only this helper parses go's output
+
+    go = _go()
+    paths: list[Path] = []
+    for module, version, files in THIRD_PARTY_CRDS:
+        result = subprocess.run(
+            [go, "mod", "download", "-json", f"{module}@{version}"],
+            capture_output=True, text=True, check=False, cwd=HACK_DIR,
+            env={**os.environ, "GOFLAGS": "-mod=mod", "GOTOOLCHAIN": "local"},
+        )  # fmt: skip
+        if result.returncode != 0:
+            raise BuildError(f"go mod download {module}@{version} failed:\n{result.stderr}")
+        directory = Path(json.loads(result.stdout)["Dir"])
+        paths += [directory / name for name in files]
+    return paths

@@ -39,6 +39,8 @@ class TickworkProcess:
     log_path: Path
     http_port: int = 0
     args: list[str] = field(default_factory=list)
+    executable: str | None = None
+    """Run this file instead of the console script next to this interpreter."""
     _proc: subprocess.Popen[bytes] | None = None
 
     @property
@@ -57,7 +59,9 @@ class TickworkProcess:
         prefix = "TICKWORK_OPERATOR_" if "operator" in self.command else "TICKWORK_WORKER_"
         env[f"{prefix}HTTP_PORT"] = str(self.http_port)
         self._proc = process.spawn(
-            [console_script(self.command), *self.args], log_path=self.log_path, env=env
+            [self.executable or console_script(self.command), *self.args],
+            log_path=self.log_path,
+            env=env,
         )
         return self
 

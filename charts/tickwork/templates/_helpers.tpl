@@ -1,0 +1,102 @@
+{{/* Chart name, truncated to the 63 characters a DNS label allows. */}}
+{{- define "tickwork.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* Full name: release-chart unless the release name already contains the chart name. */}}
+{{- define "tickwork.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "tickwork.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* Labels of every object; call with (dict "ctx" $ "component" "operator"). */}}
+{{- define "tickwork.labels" -}}
+helm.sh/chart: {{ include "tickwork.chart" .ctx }}
+{{ include "tickwork.selectorLabels" . }}
+app.kubernetes.io/version: {{ .ctx.Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .ctx.Release.Service }}
+app.kubernetes.io/part-of: tickwork
+{{- end }}
+
+{{- define "tickwork.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "tickwork.name" .ctx }}
+app.kubernetes.io/instance: {{ .ctx.Release.Name }}
+app.kubernetes.io/component: {{ .component }}
+{{- end }}
+
+{{- define "tickwork.image" -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- end }}
+
+{{- define "tickwork.operatorName" -}}
+{{- printf "%s-operator" (include "tickwork.fullname" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "tickwork.workerName" -}}
+{{- printf "%s-worker" (include "tickwork.fullname" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "tickwork.redisName" -}}
+{{- printf "%s-redis" (include "tickwork.fullname" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* The Secret holding the Redis password, and its key. */}}
+{{- define "tickwork.redisSecretName" -}}
+{{- if .Values.redis.enabled }}
+{{- default (include "tickwork.redisName" .) .Values.redis.auth.existingSecret }}
+{{- else }}
+{{- required "externalRedis.existingSecret is required when redis.enabled is false" .Values.externalRedis.existingSecret }}
+{{- end }}
+{{- end }}
+
+{{- define "tickwork.redisPasswordKey" -}}
+{{- if .Values.redis.enabled }}{{ .Values.redis.auth.passwordKey }}{{ else }}{{ .Values.externalRedis.passwordKey }}{{ end }}
+{{- end }}
+
+{{- define "tickwork.redisUrl" -}}
+{{- if .Values.redis.enabled }}
+{{- printf "redis://%s.%s.svc:6379/0" (include "tickwork.redisName" .) .Release.Namespace }}
+{{- else }}
+{{- required "externalRedis.url is required when redis.enabled is false" .Values.externalRedis.url }}
+{{- end }}
+{{- end }}
+
+{{/* Environment shared by the operator and the worker. */}}
+{{- define "tickwork.commonEnv" -}}
+- name: POD_NAME
+  valueFrom:
+    fieldRef:
+      fieldPath: metadata.name
+- name: POD_NAMESPACE
+  valueFrom:
+    fieldRef:
+      fieldPath: metadata.namespace
+- name: TICKWORK_REDIS_URL
+  value: {{ include "tickwork.redisUrl" . | quote }}
+- name: TICKWORK_REDIS_PASSWORD
+  valueFrom:
+    secretKeyRef:
+      name: {{ include "tickwork.redisSecretName" . }}
+      key: {{ include "tickwork.redisPasswordKey" . }}
+- name: TICKWORK_REDIS_QUEUE
+  value: {{ .Values.queueName | quote }}
+- name: PYTHONDONTWRITEBYTECODE
+  value: "1"
+{{- end }}
+
+{{/* Every namespace RBAC is granted in: the watched ones, or none (cluster-wide). */}}
+{{- define "tickwork.clusterWide" -}}
+{{- if not .Values.watchNamespaces }}true{{ end }}
+{{- end }}

@@ -1,0 +1,216 @@
+"""The Helm chart and the plain manifests against a real API server: lint, every ci/
+scenario validated by server-side dry run, a real install with least-privilege RBAC
+proven by impersonation, the HPA, CRDs kept on uninstall, and generated files current."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tickwork.devcluster import build, chartdocs, manifests
+from tickwork.devcluster.cluster import Cluster
+from tickwork.devcluster.controlplane import ControlPlane
+
+CHART = manifests.CHART
+SCENARIOS = sorted((CHART / "ci").glob("*.yaml"))
+pytestmark = pytest.mark.timeout(300)
+
+
+@pytest.fixture(scope="session")
+def helm() -> str:
+    return manifests.helm()
+
+
+def run(*argv: str, input_text: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(list(argv), input=input_text, capture_output=True, text=True,
+                          timeout=120, check=False)  # fmt: skip
+
+
+def render(helm: str, namespace: str, *extra: str) -> str:
+    result = run(helm, "template", "tw", str(CHART), "--namespace", namespace, *extra)
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+@pytest.fixture(scope="session")
+def third_party_crds(cluster: Cluster) -> None:
+    """ServiceMonitor and KEDA CRDs, so that objects of those kinds can be validated."""
+    for path in build.third_party_crds():
+        cluster.kubectl("apply", "--server-side", "-f", str(path))
+    for name in ("servicemonitors.monitoring.coreos.com", "scaledobjects.keda.sh",
+                 "triggerauthentications.keda.sh"):  # fmt: skip
+        cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s", f"crd/{name}")
+
+
+@pytest.mark.parametrize("values", SCENARIOS, ids=[p.stem for p in SCENARIOS])
+def test_helm_lint_passes(helm: str, values: Path) -> None:
+    result = run(helm, "lint", "--strict", str(CHART), "-f", str(values))
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_the_values_schema_catches_typos_and_bad_choices(helm: str) -> None:
+    typo = run(helm, "template", "tw", str(CHART), "--set", "operator.replica=3")
+    assert typo.returncode != 0
+    assert "replica" in typo.stderr
+    mode = run(helm, "template", "tw", str(CHART), "--set", "autoscaling.mode=magic")
+    assert mode.returncode != 0
+    assert "/autoscaling/mode" in mode.stderr
+    assert "'hpa', 'keda'" in mode.stderr
+    external = run(helm, "template", "tw", str(CHART), "--set", "redis.enabled=false")
+    assert external.returncode != 0
+    assert "externalRedis" in external.stderr
+
+
+@pytest.mark.parametrize("values", SCENARIOS, ids=[p.stem for p in SCENARIOS])
+def test_every_scenario_is_accepted_by_the_api_server(
+    helm: str, cluster: Cluster, namespace: str, third_party_crds: None, values: Path
+) -> None:
+    scenario = yaml.safe_load(values.read_text()) or {}
+    for extra in scenario.get("watchNamespaces", []):
+        exists = cluster.kubectl("get", "namespace", extra, check=False).returncode == 0
+        if not exists:
+            cluster.kubectl("create", "namespace", extra)
+    rendered = render(helm, namespace, "-f", str(values))
+    applied = cluster.kubectl("apply", "--dry-run=server", "-f", "-", input_text=rendered,
+                              check=False)  # fmt: skip
+    assert applied.returncode == 0, applied.stderr
+    kinds = {doc["kind"] for doc in yaml.safe_load_all(rendered) if doc}
+    assert len(applied.stdout.splitlines()) == sum(1 for d in yaml.safe_load_all(rendered) if d)
+    if scenario.get("autoscaling", {}).get("mode") == "keda":
+        assert {"ScaledObject", "TriggerAuthentication"} <= kinds
+        assert "HorizontalPodAutoscaler" not in kinds
+    if scenario.get("watchNamespaces"):
+        assert "ClusterRole" not in kinds
+
+
+@pytest.fixture(scope="module")
+def fresh_cluster(tmp_path_factory: pytest.TempPathFactory, cluster: Cluster) -> Iterator[Cluster]:
+    """A control plane of its own, so the chart can install its CRD from scratch."""
+    if not cluster.is_local:
+        pytest.skip("needs a control plane the test can start from nothing")
+    plane = ControlPlane(workdir=tmp_path_factory.mktemp("chart-controlplane"))
+    with plane:
+        yield Cluster(kubeconfig=plane.kubeconfig, plane=plane)
+
+
+def _can_i(cluster: Cluster, who: str, *question: str) -> bool:
+    answer = cluster.kubectl("auth", "can-i", f"--as={who}", *question, check=False)
+    return answer.stdout.strip() == "yes"
+
+
+def _objects(rendered: str) -> list[dict[str, Any]]:
+    return [doc for doc in yaml.safe_load_all(rendered) if doc]
+
+
+def test_helm_install_creates_everything_with_least_privilege(
+    helm: str, fresh_cluster: Cluster
+) -> None:
+    cluster = fresh_cluster
+    env_kube = ["--kubeconfig", str(cluster.kubeconfig)]
+    installed = run(helm, *env_kube, "install", "tw", str(CHART), "--namespace", "tickwork",
+                    "--create-namespace", "--set", "image.tag=test")  # fmt: skip
+    assert installed.returncode == 0, installed.stderr
+    assert "kubectl get scheduledjobs -w" in installed.stdout  # NOTES.txt tells what is next
+
+    manifest = run(helm, *env_kube, "get", "manifest", "tw", "--namespace", "tickwork")
+    objects = _objects(manifest.stdout)
+    for obj in objects:
+        meta = obj["metadata"]
+        where = ["-n", meta["namespace"]] if "namespace" in meta else []
+        cluster.kubectl("get", f"{obj['kind'].lower()}/{meta['name']}", *where)
+    kinds = {obj["kind"] for obj in objects}
+    assert {"CustomResourceDefinition", "Deployment", "StatefulSet", "HorizontalPodAutoscaler",
+            "NetworkPolicy", "PodDisruptionBudget", "Secret", "ClusterRole"} <= kinds  # fmt: skip
+
+    operator = "system:serviceaccount:tickwork:tw-tickwork-operator"
+    worker = "system:serviceaccount:tickwork:tw-tickwork-worker"
+    everywhere = "--all-namespaces"
+    for question in (("watch", "scheduledjobs.tickwork.dev", everywhere),
+                     ("patch", "scheduledjobs.tickwork.dev", "--subresource=status", "-n", "any"),
+                     ("delete", "scheduledjobs.tickwork.dev", "-n", "any"),
+                     ("create", "events", "-n", "any"),
+                     ("create", "leases.coordination.k8s.io", "-n", "tickwork"),
+                     ("update", "leases.coordination.k8s.io/tw-tickwork-operator",
+                      "-n", "tickwork")):  # fmt: skip
+        assert _can_i(cluster, operator, *question), f"operator may not {question}"
+    for question in (("get", "secrets", "-n", "tickwork"), ("list", "pods", everywhere),
+                     ("create", "deployments.apps", "-n", "tickwork"),
+                     ("update", "leases.coordination.k8s.io/other", "-n", "tickwork"),
+                     ("create", "leases.coordination.k8s.io", "-n", "default"),
+                     ("patch", "scheduledjobs.tickwork.dev", "-n", "any"),
+                     ("get", "configmaps", "-n", "tickwork")):  # fmt: skip
+        assert not _can_i(cluster, operator, *question), f"operator may {question}"
+    for question in (("get", "scheduledjobs.tickwork.dev", "-n", "any"),
+                     ("patch", "scheduledjobs.tickwork.dev", "--subresource=status", "-n", "any"),
+                     ("create", "events", "-n", "any")):  # fmt: skip
+        assert _can_i(cluster, worker, *question), f"worker may not {question}"
+    for question in (("list", "scheduledjobs.tickwork.dev", everywhere),
+                     ("watch", "scheduledjobs.tickwork.dev", everywhere),
+                     ("delete", "scheduledjobs.tickwork.dev", "-n", "any"),
+                     ("get", "secrets", "-n", "tickwork"), ("list", "pods", everywhere),
+                     ("get", "leases.coordination.k8s.io", "-n", "tickwork")):  # fmt: skip
+        assert not _can_i(cluster, worker, *question), f"worker may {question}"
+
+    hpa = json.loads(cluster.kubectl("get", "hpa", "tw-tickwork-worker", "-n", "tickwork",
+                                     "-o", "json").stdout)  # fmt: skip
+    [metric] = hpa["spec"]["metrics"]
+    assert metric["type"] == "External"
+    assert metric["external"]["metric"]["name"] == "tickwork_queue_backlog"
+    assert hpa["spec"]["scaleTargetRef"]["name"] == "tw-tickwork-worker"
+    assert hpa["spec"]["behavior"]["scaleDown"]["stabilizationWindowSeconds"] == 300
+
+    deployment = json.loads(cluster.kubectl("get", "deployment", "tw-tickwork-worker", "-n",
+                                            "tickwork", "-o", "json").stdout)  # fmt: skip
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    assert container["securityContext"]["allowPrivilegeEscalation"] is False
+    assert deployment["spec"]["template"]["spec"]["securityContext"]["runAsNonRoot"] is True
+    env = {e["name"]: e for e in container["env"]}
+    assert "secretKeyRef" in env["TICKWORK_REDIS_PASSWORD"]["valueFrom"]  # never a literal
+    assert env["TICKWORK_WORKER_COMMAND_TASKS"]["value"] == "false"
+
+    password = cluster.kubectl("get", "secret", "tw-tickwork-redis", "-n", "tickwork",
+                               "-o", "jsonpath={.data.redis-password}").stdout  # fmt: skip
+    upgraded = run(helm, *env_kube, "upgrade", "tw", str(CHART), "--namespace", "tickwork",
+                   "--set", "image.tag=test2")  # fmt: skip
+    assert upgraded.returncode == 0, upgraded.stderr
+    assert cluster.kubectl("get", "secret", "tw-tickwork-redis", "-n", "tickwork", "-o",
+                           "jsonpath={.data.redis-password}").stdout == password  # fmt: skip
+
+    uninstalled = run(helm, *env_kube, "uninstall", "tw", "--namespace", "tickwork")
+    assert uninstalled.returncode == 0, uninstalled.stderr
+    cluster.kubectl("get", "crd", "scheduledjobs.tickwork.dev")  # kept
+    assert cluster.kubectl("get", "deployment", "tw-tickwork-worker", "-n", "tickwork",
+                           check=False).returncode != 0  # fmt: skip
+
+    # The plain manifests install the same things with kubectl alone.
+    secret = ["create", "secret", "generic", "tickwork-redis", "-n", "tickwork",
+              "--from-literal=redis-password=s3cret"]  # fmt: skip
+    cluster.kubectl(*secret)
+    applied = cluster.kubectl("apply", "-f", str(manifests.ROOT / "manifests"))
+    assert "deployment.apps/tickwork-operator created" in applied.stdout
+    assert "horizontalpodautoscaler.autoscaling/tickwork-worker created" in applied.stdout
+
+
+def test_plain_manifests_are_rendered_from_the_chart() -> None:
+    committed = manifests.OUTPUT.read_text()
+    assert committed == manifests.render(), "manifests/tickwork.yaml drifted: run `make manifests`"
+
+
+def test_chart_readme_documents_every_value() -> None:
+    documented, undocumented = chartdocs.parse((CHART / "values.yaml").read_text())
+    assert undocumented == []
+    assert len(documented) > 40
+    assert (CHART / "README.md").read_text() == chartdocs.render(), "run `make chart-docs`"
+
+
+def test_the_chart_ships_the_generated_crd() -> None:
+    assert (CHART / "files" / "scheduledjobs.tickwork.dev.yaml").read_text() == (
+        manifests.ROOT / "manifests" / "crds" / "scheduledjobs.tickwork.dev.yaml"
+    ).read_text()

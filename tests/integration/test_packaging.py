@@ -1,0 +1,77 @@
+"""What the image does, without a container engine: build the wheel, install it into a
+fresh virtualenv from nothing but wheels, and run both entry points; and the
+Dockerfile passes hadolint."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import tomllib
+import venv
+from pathlib import Path
+
+import pytest
+
+from tickwork.devcluster.cluster import Cluster
+from tickwork.devcluster.components import TickworkProcess
+
+ROOT = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.timeout(600)
+
+
+def run(*argv: str | Path, cwd: Path = ROOT, env: dict[str, str] | None = None) -> str:
+    result = subprocess.run([str(a) for a in argv], cwd=cwd, env=env, capture_output=True,
+                            text=True, timeout=500, check=False)  # fmt: skip
+    assert result.returncode == 0, f"{argv}: {result.stdout}\n{result.stderr}"
+    return result.stdout
+
+
+def test_the_dockerfile_passes_hadolint_and_pins_the_project_version() -> None:
+    hadolint = Path(sys.executable).parent / "hadolint"
+    run(hadolint, "Dockerfile")
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    assert f"ARG TICKWORK_VERSION={version}" in dockerfile
+    assert re.search(r"^USER 10001", dockerfile, re.MULTILINE)
+    assert "python:3.11." in dockerfile  # a pinned patch release, not a floating tag
+
+
+def test_the_wheel_installs_alone_and_both_entry_points_run(
+    tmp_path: Path, cluster: Cluster, redis_url: str, crd: None, namespace: str
+) -> None:
+    wheels = tmp_path / "wheels"
+    # The image's build stage: wheels of Tickwork and every dependency.
+    run(sys.executable, "-m", "pip", "wheel", "--quiet", "--wheel-dir", wheels,
+        "--constraint", "constraints.txt", ".")  # fmt: skip
+    [wheel] = wheels.glob("tickwork-*.whl")
+    target = tmp_path / "venv"
+    venv.create(target, with_pip=True)
+    python = target / "bin" / "python"
+    # The image's runtime stage: install from those wheels only, no index.
+    run(python, "-m", "pip", "install", "--quiet", "--no-index", "--find-links", wheels, wheel)
+    code = "import tickwork_operator, tickwork_worker, tickwork; print(tickwork.__file__)"
+    location = run(python, "-c", code, cwd=tmp_path).strip()
+    assert str(target) in location  # the installed copy, not this checkout
+    for script in ("tickwork-operator", "tickwork-worker", "tickwork", "kubectl-tickwork"):
+        assert "usage:" in run(target / "bin" / script, "--help", cwd=tmp_path)
+
+    # And it works: the installed worker comes up against the real parts.
+    worker = TickworkProcess(
+        command="tickwork-worker",
+        env={
+            "KUBECONFIG": str(cluster.kubeconfig),
+            "TICKWORK_REDIS_URL": redis_url,
+            "TICKWORK_REDIS_QUEUE": namespace,
+            "PATH": f"{target / 'bin'}:{os.environ['PATH']}",
+        },
+        log_path=tmp_path / "worker.log",
+        executable=str(target / "bin" / "tickwork-worker"),
+    )
+    try:
+        worker.start()
+        worker.wait_ready()
+    finally:
+        worker.stop()
+    assert "tickwork-worker" in worker.log()
