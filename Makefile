@@ -7,6 +7,7 @@ BIN    := $(abspath $(VENV))/bin
 export PATH := $(BIN):$(PATH)
 
 PYTEST_ARGS ?=
+DEMO_ARGS ?=
 
 .DEFAULT_GOAL := help
 .PHONY: help install test test-unit test-integration lint typecheck check \
@@ -50,8 +51,8 @@ controlplane: install ## start the local control plane (idempotent); last line: 
 controlplane-down: install ## stop the local control plane
 	@$(BIN)/tickwork-devcluster down
 
-demo: install controlplane-bin ## run Tickwork locally on its embedded defaults
-	@$(BIN)/tickwork-devcluster up --with-controller-manager --redis
+demo: install controlplane-bin ## run Tickwork locally on its embedded defaults (Ctrl-C stops)
+	@$(BIN)/tickwork-demo $(DEMO_ARGS)
 
 bench: install ## run the benchmarks (JSON results and plots in benchmarks/results/)
 	$(BIN)/python benchmarks/run.py

@@ -41,6 +41,8 @@ class TickworkProcess:
     args: list[str] = field(default_factory=list)
     executable: str | None = None
     """Run this file instead of the console script next to this interpreter."""
+    port_env: str | None = None
+    """The variable that sets the HTTP port (derived from the command by default)."""
     _proc: subprocess.Popen[bytes] | None = None
 
     @property
@@ -57,7 +59,7 @@ class TickworkProcess:
             self.http_port = process.free_port()
         env = {**os.environ, **self.env}
         prefix = "TICKWORK_OPERATOR_" if "operator" in self.command else "TICKWORK_WORKER_"
-        env[f"{prefix}HTTP_PORT"] = str(self.http_port)
+        env[self.port_env or f"{prefix}HTTP_PORT"] = str(self.http_port)
         self._proc = process.spawn(
             [self.executable or console_script(self.command), *self.args],
             log_path=self.log_path,

@@ -48,10 +48,11 @@ async def run_worker(
             await wait_until_ready(client, redis, timeout_seconds=60)
             await client.aclose()
         queue = open_queue(redis)
-    stop = stop or asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
+    if stop is None:  # we own the process: SIGTERM and Ctrl-C drain it
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
     kube = KubeClient(load_configuration(settings.kubeconfig))
     metrics = WorkerMetrics()
     events = EventRecorder(kube, component="tickwork-worker", instance=settings.name)

@@ -1,0 +1,202 @@
+"""``make demo``: Tickwork running locally on its embedded defaults, until Ctrl-C.
+
+Starts a real control plane (etcd + kube-apiserver), Redis, the operator and
+the worker as processes (or, with ``--queue memory``, watcher and worker in
+one process and no Redis), installs the CRD, applies the examples plus a few
+jobs that run within the first minute, and shows ``kubectl get
+scheduledjobs`` as it changes. Everything is torn down on exit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import datetime as dt
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from tickwork.devcluster import process
+from tickwork.devcluster.cluster import Cluster
+from tickwork.devcluster.components import TickworkProcess
+from tickwork.devcluster.controlplane import ControlPlane
+from tickwork.devcluster.redis import RedisServer
+
+ROOT = Path(__file__).resolve().parents[2]
+NAMESPACE = "demo"
+REFRESH_SECONDS = 2.0
+
+
+def _say(text: str) -> None:
+    print(text, flush=True)  # noqa: T201 - the demo talks to its user
+
+
+def demo_jobs(now: dt.datetime) -> list[dict[str, Any]]:
+    """Jobs that show Tickwork working in the first minute or two."""
+    run_at = (now + dt.timedelta(seconds=15)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+    def job(name: str, spec: dict[str, Any]) -> dict[str, Any]:
+        return {"apiVersion": "tickwork.dev/v1alpha1", "kind": "ScheduledJob",
+                "metadata": {"name": name, "namespace": NAMESPACE}, "spec": spec}  # fmt: skip
+
+    return [
+        job("hello-now", {"runAt": run_at, "description": "a one-shot run, 15 s from now",
+                          "task": {"echo": {"message": "hello from Tickwork"}}}),
+        job("every-minute", {"schedule": "* * * * *", "concurrencyPolicy": "Allow",
+                             "task": {"echo": {"message": "tick"}}}),
+        job("nap", {"schedule": "*/2 * * * *", "timeZone": "Europe/Berlin",
+                    "task": {"python": {"name": "tickwork.sleep", "args": ["3"]}}}),
+    ]  # fmt: skip
+
+
+def _succeeded(cluster: Cluster, name: str) -> bool:
+    result = cluster.kubectl("get", "sj", name, "-n", NAMESPACE, "-o", "json", check=False)
+    if result.returncode != 0:
+        return False
+    last = (json.loads(result.stdout).get("status") or {}).get("lastRun") or {}
+    return last.get("outcome") == "Succeeded"
+
+
+def _start_components(
+    cluster: Cluster,
+    workdir: Path,
+    queue: str,
+    redis: RedisServer | None,
+    stack: contextlib.ExitStack,
+) -> None:
+    env = {"KUBECONFIG": str(cluster.kubeconfig), "TICKWORK_OPERATOR_LOG_FORMAT": "text",
+           "TICKWORK_WORKER_LOG_FORMAT": "text"}  # fmt: skip
+    if queue == "memory":
+        worker_port = process.free_port()
+        local = TickworkProcess(
+            command="tickwork-local",
+            executable=sys.executable,
+            args=["-m", "tickwork.demo", "local"],
+            env={**env, "TICKWORK_WORKER_HTTP_PORT": str(worker_port)},
+            log_path=workdir / "tickwork-local.log",
+            port_env="TICKWORK_OPERATOR_HTTP_PORT",
+        ).start()
+        stack.callback(local.stop)
+        local.wait_ready()
+        _say(f"  watcher + worker (one process, in-memory queue): log {local.log_path}")
+        return
+    assert redis is not None  # noqa: S101 - redis mode
+    env |= {"TICKWORK_REDIS_URL": redis.url}
+    for command in ("tickwork-operator", "tickwork-worker"):
+        component = TickworkProcess(
+            command=command, env=env, log_path=workdir / f"{command}.log"
+        ).start()
+        stack.callback(component.stop)
+        component.wait_ready()
+        _say(f"  {command}: http://127.0.0.1:{component.http_port}/metrics, log "
+             f"{component.log_path}")  # fmt: skip
+
+
+def run_demo(args: argparse.Namespace) -> int:
+    workdir = Path(args.workdir).resolve()
+    shutil.rmtree(workdir, ignore_errors=True)
+    workdir.mkdir(parents=True)
+    with contextlib.ExitStack() as stack:
+        _say("Starting a local Kubernetes control plane (etcd + kube-apiserver) ...")
+        plane = stack.enter_context(ControlPlane(workdir=workdir / "controlplane"))
+        cluster = Cluster(kubeconfig=plane.kubeconfig, plane=plane)
+        _say(f"  API server {plane.server} {cluster.version()['gitVersion']}")
+        _say(f"  export KUBECONFIG={plane.kubeconfig}   # to use kubectl meanwhile")
+        cluster.kubectl("apply", "-f", str(ROOT / "manifests" / "crds"))
+        cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s",
+                        "crd/scheduledjobs.tickwork.dev")  # fmt: skip
+        redis = None
+        if args.queue == "redis":
+            if shutil.which("redis-server") is None:
+                _say("redis-server is not installed: run with --queue memory, or install it "
+                     "(apt-get install redis-server)")  # fmt: skip
+                return 1
+            redis = stack.enter_context(RedisServer(workdir=workdir / "redis", appendonly=True))
+            _say(f"  Redis on 127.0.0.1:{redis.port} (with a password, AOF on)")
+        _say("Starting Tickwork ...")
+        _start_components(cluster, workdir, args.queue, redis, stack)
+        cluster.kubectl("create", "namespace", NAMESPACE)
+        cluster.kubectl("apply", "-n", NAMESPACE, "-f", str(ROOT / "manifests" / "examples"))
+        items = demo_jobs(dt.datetime.now(dt.UTC))
+        listing = {"apiVersion": "v1", "kind": "List", "items": items}
+        cluster.kubectl("apply", "-f", "-", input_text=json.dumps(listing))
+        _say(f"Applied manifests/examples and three demo jobs to namespace {NAMESPACE!r}.")
+        _say("Ctrl-C stops everything.\n")
+        return _watch(cluster, args)
+
+
+def _watch(cluster: Cluster, args: argparse.Namespace) -> int:
+    deadline = time.monotonic() + args.duration if args.duration else None
+    try:
+        while True:
+            table = cluster.kubectl("get", "scheduledjobs", "-n", NAMESPACE, check=False).stdout
+            _say(f"--- {dt.datetime.now().astimezone():%H:%M:%S}  kubectl get scheduledjobs -n "
+                 f"{NAMESPACE}\n{table}")  # fmt: skip
+            if args.until_succeeded and all(
+                _succeeded(cluster, name) for name in ("hello-now", "every-minute")
+            ):
+                _say("The demo jobs succeeded.")
+                return 0
+            if deadline is not None and time.monotonic() > deadline:
+                _say("Time is up.")
+                return 1 if args.until_succeeded else 0
+            time.sleep(REFRESH_SECONDS)  # a refresh interval for a human watching
+    except KeyboardInterrupt:
+        _say("\nStopping ...")
+        return 0
+
+
+def run_local() -> int:
+    from tickwork.demo.local import run_local as local  # noqa: PLC0415 - imports kopf
+    from tickwork.logs import configure_logging  # noqa: PLC0415
+    from tickwork_operator.settings import OperatorSettings  # noqa: PLC0415
+    from tickwork_worker.settings import WorkerSettings  # noqa: PLC0415
+
+    operator, worker = OperatorSettings(queue="memory"), WorkerSettings(queue="memory")
+    configure_logging(level=operator.log_level, json_format=operator.log_format == "json")
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(local(operator, worker))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="tickwork-demo",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "mode",
+        nargs="?",
+        choices=["demo", "local"],
+        default="demo",
+        help="local: watcher and worker in this process (used by --queue memory)",
+    )
+    parser.add_argument("--queue", choices=["redis", "memory"], default="redis")
+    parser.add_argument(
+        "--workdir", default=os.environ.get("TICKWORK_DEMO_DIR", ".devcluster/demo")
+    )
+    parser.add_argument("--duration", type=float, default=0, help="stop after this many seconds")
+    parser.add_argument(
+        "--until-succeeded",
+        action="store_true",
+        help="exit 0 as soon as the demo jobs have succeeded (for scripts)",
+    )
+    args = parser.parse_args(argv)
+    if args.mode == "local":
+        return run_local()
+    try:
+        return run_demo(args)
+    except subprocess.CalledProcessError as exc:
+        _say(f"error: {exc}")
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
