@@ -8,7 +8,8 @@ test errors loudly instead of skipping.
 from __future__ import annotations
 
 import secrets
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -16,7 +17,9 @@ import redis as redis_lib
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 
+from tests.support import Jobs, QueueProbe, ScriptedServer
 from tickwork.devcluster.cluster import Cluster, existing_cluster
+from tickwork.devcluster.components import TickworkProcess
 from tickwork.devcluster.controlplane import ControlPlane
 from tickwork.devcluster.redis import RedisServer
 
@@ -104,3 +107,83 @@ def redis_url(redis_server: RedisServer) -> str:
     with redis_lib.Redis.from_url(redis_server.url) as connection:
         connection.flushall()
     return redis_server.url
+
+
+# -- Tickwork's own processes -------------------------------------------------
+
+
+@pytest.fixture
+def probe(redis_url: str, namespace: str) -> QueueProbe:
+    return QueueProbe(redis_url, queue=namespace)
+
+
+@pytest.fixture
+def jobs(api_client: k8s.ApiClient, namespace: str, crd: None) -> Jobs:
+    return Jobs(api_client, namespace)
+
+
+@pytest.fixture
+def start_operator(
+    cluster: Cluster, crd: None, namespace: str, redis_url: str, tmp_path: Path
+) -> Iterator[Callable[..., TickworkProcess]]:
+    started: list[TickworkProcess] = []
+
+    def start(identity: str = "op-a", **env: str) -> TickworkProcess:
+        operator = TickworkProcess(
+            command="tickwork-operator",
+            env={
+                "KUBECONFIG": str(cluster.kubeconfig),
+                "TICKWORK_REDIS_URL": redis_url,
+                "TICKWORK_REDIS_QUEUE": namespace,
+                "TICKWORK_OPERATOR_NAMESPACES": namespace,
+                "TICKWORK_OPERATOR_LEASE_NAMESPACE": namespace,
+                "TICKWORK_OPERATOR_IDENTITY": identity,
+                **env,
+            },
+            log_path=tmp_path / f"{identity}.log",
+        ).start()
+        started.append(operator)
+        operator.wait_ready()
+        return operator
+
+    yield start
+    for operator in started:
+        operator.kill()
+
+
+@pytest.fixture
+def start_worker(
+    cluster: Cluster, crd: None, namespace: str, redis_url: str, tmp_path: Path
+) -> Iterator[Callable[..., TickworkProcess]]:
+    started: list[TickworkProcess] = []
+
+    def start(name: str = "worker-a", **env: str) -> TickworkProcess:
+        worker = TickworkProcess(
+            command="tickwork-worker",
+            env={
+                "KUBECONFIG": str(cluster.kubeconfig),
+                "TICKWORK_REDIS_URL": redis_url,
+                "TICKWORK_REDIS_QUEUE": namespace,
+                "TICKWORK_WORKER_NAME": name,
+                "TICKWORK_WORKER_LEASE_SECONDS": "6",
+                **env,
+            },
+            log_path=tmp_path / f"{name}.log",
+        ).start()
+        started.append(worker)
+        worker.wait_ready()
+        return worker
+
+    yield start
+    for worker in started:
+        worker.kill()
+
+
+@pytest.fixture
+def endpoint() -> Iterator[ScriptedServer]:
+    server = ScriptedServer()
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server
+    server.shutdown()
+    server.server_close()

@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import math
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from kubernetes import client as k8s
@@ -150,3 +152,40 @@ def publish(jobs: Jobs, probe: QueueProbe, name: str, spec: dict[str, Any]) -> t
 def last_outcome(jobs: Jobs, name: str) -> str | None:
     outcome: str | None = (jobs.status(name).get("lastRun") or {}).get("outcome")
     return outcome
+
+
+class Endpoint(BaseHTTPRequestHandler):
+    """A real HTTP server for http tasks: answers with the next scripted status."""
+
+    server: ScriptedServer
+
+    def do_POST(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(length).decode()
+        self.server.requests.append(
+            {"path": self.path, "headers": dict(self.headers), "body": body}
+        )
+        status, delay = self.server.script.pop(0) if self.server.script else (200, 0.0)
+        if delay:
+            time.sleep(delay)  # a slow endpoint, on the server's own thread
+        payload = f"status {status}".encode()
+        self.send_response(status)
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+    do_PUT = do_POST  # noqa: N815 - the stdlib's naming
+
+    def log_message(self, *_args: object) -> None:
+        return  # quiet: the test reads the recorded requests instead
+
+
+class ScriptedServer(ThreadingHTTPServer):
+    def __init__(self) -> None:
+        super().__init__(("127.0.0.1", 0), Endpoint)
+        self.requests: list[dict[str, object]] = []
+        self.script: list[tuple[int, float]] = []
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}/hook"

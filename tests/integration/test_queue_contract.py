@@ -143,7 +143,7 @@ async def test_dead_letters_can_be_listed_inspected_requeued_and_purged(queue: R
 
     assert await queue.requeue_dead(message(2).run_id) == 1
     [again] = await queue.claim(consumer="w1", lease_seconds=30)
-    assert (again.message.name, again.message.attempt) == ("job-2", 1)
+    assert (again.message.name, again.message.attempt, again.message.requeued) == ("job-2", 1, True)
     assert await queue.purge_dead(message(1).run_id) == 1
     assert await queue.locate(message(1).run_id) is None
     assert await queue.requeue_dead() == 1  # all that are left: job-3

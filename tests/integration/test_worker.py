@@ -12,8 +12,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.conftest import ScriptedServer
-from tests.support import Jobs, QueueProbe, last_outcome, publish, rfc3339, whole_seconds_from_now
+from tests.support import (
+    Jobs,
+    QueueProbe,
+    ScriptedServer,
+    last_outcome,
+    publish,
+    rfc3339,
+    whole_seconds_from_now,
+)
 from tickwork.devcluster.cluster import Cluster
 from tickwork.devcluster.components import TickworkProcess, console_script, wait_for
 from tickwork.kube.client import KubeClient, load_configuration

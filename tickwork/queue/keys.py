@@ -309,6 +309,7 @@ for _, id in ipairs(ids) do
     local message = cjson.decode(redis.call('HGET', KEYS[3], id))
     message['attempt'] = 1
     message['redeliveries'] = 0
+    message['requeued'] = true
     redis.call('HSET', KEYS[3], id, cjson.encode(message))
     redis.call('LPUSH', KEYS[4], id)
     moved = moved + 1

@@ -234,7 +234,9 @@ class MemoryRunQueue:
         for one in ids:
             if self._dead.pop(one, None) is None:
                 continue
-            self._messages[one] = replace(self._messages[one], attempt=1, redeliveries=0)
+            self._messages[one] = replace(
+                self._messages[one], attempt=1, redeliveries=0, requeued=True
+            )
             self._ready.appendleft(one)
             moved += 1
         if moved:

@@ -25,10 +25,11 @@ class RunMessage:
     scheduled_at: str | None = None  # RFC 3339; absent for manual runs
     enqueued_at: float | None = None  # set by the queue, seconds since the epoch
     redeliveries: int = 0  # how often a lease expired on this run
+    requeued: bool = False  # taken out of the dead-letter queue by hand: run it again
 
     def to_json(self) -> str:
         return json.dumps(
-            {key: value for key, value in self.__dict__.items() if value is not None},
+            {k: v for k, v in self.__dict__.items() if v is not None and v is not False},
             separators=(",", ":"),
             sort_keys=True,
         )

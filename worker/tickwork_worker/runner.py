@@ -58,8 +58,13 @@ def why_skip(job: ScheduledJob | None, claim: Claim) -> str | None:
         return "suspended"
     status = job.status
     finished = [status.last_run, *status.runs] if status.last_run else list(status.runs)
-    if any(r.id == message.run_id and r.outcome in FINAL_STATES for r in finished):
-        return "already-finished"
+    for record in finished:
+        if record.id != message.run_id or record.outcome not in FINAL_STATES:
+            continue
+        # A dead letter requeued by hand is meant to run again; anything else
+        # that already ended (a redelivery after a crash) must not.
+        if not (message.requeued and record.outcome is RunState.FAILED):
+            return "already-finished"
     queued = status.queued_run
     if (
         job.spec.concurrency_policy is ConcurrencyPolicy.REPLACE

@@ -1,0 +1,190 @@
+"""User journeys, end to end: the real control plane and Redis, the operator and the
+worker as the processes users run, kubectl and the tickwork CLI as users type them."""
+
+from __future__ import annotations
+
+import datetime as dt
+import itertools
+import json
+import os
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.support import Jobs, ScriptedServer, last_outcome, lead, rfc3339, whole_seconds_from_now
+from tickwork.devcluster.cluster import Cluster
+from tickwork.devcluster.components import TickworkProcess, console_script, wait_for
+
+ROOT = Path(__file__).resolve().parents[2]
+Start = Callable[..., TickworkProcess]
+pytestmark = pytest.mark.timeout(300)
+
+
+@pytest.fixture
+def tickwork(start_operator: Start, start_worker: Start) -> tuple[TickworkProcess, TickworkProcess]:
+    operator = start_operator()
+    lead(operator)
+    return operator, start_worker()
+
+
+def row(cluster: Cluster, namespace: str, name: str) -> dict[str, str]:
+    """One line of `kubectl get scheduledjobs`, by column."""
+    lines = cluster.kubectl("get", "scheduledjobs", "-n", namespace).stdout.splitlines()
+    header = lines[0]
+    titles = ("NAME", "SCHEDULE", "RUN AT", "SUSPEND", "PHASE", "LAST RUN", "NEXT RUN", "AGE")
+    starts = [header.index(title) for title in titles]
+    for line in lines[1:]:
+        if line.split()[0] == name:
+            cells = [line[a:b].strip() for a, b in zip(starts, [*starts[1:], None], strict=True)]
+            return dict(zip(["name", "schedule", "runAt", "suspend", "phase", "lastRun",
+                             "nextRun", "age"], cells, strict=True))  # fmt: skip
+    raise AssertionError(f"{name} not in kubectl get output")
+
+
+def test_apply_the_job_example_and_it_succeeds_with_its_result(
+    tickwork: tuple[TickworkProcess, TickworkProcess],
+    cluster: Cluster,
+    jobs: Jobs,
+    namespace: str,
+) -> None:
+    example = yaml.safe_load((ROOT / "manifests/examples/job.yaml").read_text())
+    example["spec"]["runAt"] = rfc3339(whole_seconds_from_now(3))
+    cluster.kubectl("apply", "-n", namespace, "-f", "-", input_text=json.dumps(example))
+    name = example["metadata"]["name"]
+    before = row(cluster, namespace, name)
+    assert before["runAt"] == example["spec"]["runAt"]
+    assert before["suspend"] == "false"
+
+    wait_for(lambda: last_outcome(jobs, name) == "Succeeded", timeout=60, what="success")
+    status = jobs.status(name)
+    assert status["phase"] == "Succeeded"
+    assert status["lastRun"]["result"] == "Executed: hello from Tickwork"
+    after = row(cluster, namespace, name)
+    assert after["phase"] == "Succeeded"
+    assert after["lastRun"].endswith("s")  # "4s" ago
+    assert after["nextRun"] == ""  # nothing after a one-shot run
+
+
+@pytest.mark.timeout(420)
+def test_a_cron_job_runs_three_times(
+    tickwork: tuple[TickworkProcess, TickworkProcess],
+    cluster: Cluster,
+    jobs: Jobs,
+    namespace: str,
+) -> None:
+    jobs.create("thrice", {"schedule": "* * * * *", "task": {"echo": {"message": "tick"}}})
+    wait_for(lambda: row(cluster, namespace, "thrice")["nextRun"] != "", timeout=30,
+             what="Next Run")  # fmt: skip
+    assert row(cluster, namespace, "thrice")["phase"] == "Scheduled"
+    phases: set[str] = set()
+
+    def three_runs() -> bool:
+        phases.add(row(cluster, namespace, "thrice")["phase"])
+        runs = jobs.status("thrice").get("runs") or []
+        return sum(r["outcome"] == "Succeeded" for r in runs) >= 3
+
+    wait_for(three_runs, timeout=240, interval=0.2, what="three runs")
+    runs = jobs.status("thrice")["runs"]
+    scheduled = sorted(dt.datetime.fromisoformat(r["scheduledAt"]) for r in runs)
+    assert all(b - a == dt.timedelta(minutes=1) for a, b in itertools.pairwise(scheduled))
+    assert len(runs) == 3  # history keeps successfulRuns: 3
+    assert "Scheduled" in phases
+    assert row(cluster, namespace, "thrice")["lastRun"] != ""
+
+
+def test_a_failing_webhook_is_retried_dead_lettered_then_requeued_and_succeeds(
+    tickwork: tuple[TickworkProcess, TickworkProcess],
+    cluster: Cluster,
+    jobs: Jobs,
+    namespace: str,
+    endpoint: ScriptedServer,
+    redis_url: str,
+) -> None:
+    endpoint.script = [(503, 0.0)] * 3
+    jobs.create("webhook", {
+        "runAt": rfc3339(whole_seconds_from_now(2)),
+        "retry": {"maxAttempts": 3, "backoffSeconds": 1, "maxBackoffSeconds": 2},
+        "task": {"http": {"url": endpoint.url}},
+    })  # fmt: skip
+    wait_for(lambda: last_outcome(jobs, "webhook") == "Failed", timeout=90, what="dead letter")
+    assert row(cluster, namespace, "webhook")["phase"] == "Failed"
+    assert len(endpoint.requests) == 3
+
+    env = {**os.environ, "KUBECONFIG": str(cluster.kubeconfig), "TICKWORK_REDIS_URL": redis_url,
+           "TICKWORK_REDIS_QUEUE": namespace}  # fmt: skip
+    cli = [console_script("tickwork"), "-n", namespace, "dlq"]
+    listing = subprocess.run([*cli, "list"], env=env, capture_output=True, text=True, check=True)
+    run_id = jobs.status("webhook")["lastRun"]["id"]
+    assert run_id in listing.stdout
+    assert "HTTP 503" in listing.stdout
+
+    endpoint.script = []  # the receiver is fixed
+    requeued = subprocess.run([*cli, "requeue", run_id], env=env, capture_output=True, text=True,
+                              check=True)  # fmt: skip
+    assert requeued.stdout.strip() == "requeued 1 run(s)"
+    wait_for(lambda: last_outcome(jobs, "webhook") == "Succeeded", timeout=60, what="success")
+    assert row(cluster, namespace, "webhook")["phase"] == "Succeeded"
+    assert len(endpoint.requests) == 4
+    assert endpoint.requests[-1]["headers"]["Idempotency-Key"] == run_id  # type: ignore[index]
+
+
+def test_suspending_a_job_while_its_run_is_queued_skips_the_run(
+    start_operator: Start,
+    start_worker: Start,
+    cluster: Cluster,
+    jobs: Jobs,
+    namespace: str,
+) -> None:
+    lead(start_operator())
+    jobs.create("paused", {"runAt": rfc3339(whole_seconds_from_now(2)),
+                           "task": {"echo": {"message": "should not run"}}})  # fmt: skip
+    wait_for(lambda: row(cluster, namespace, "paused")["phase"] == "Queued", timeout=30,
+             what="Queued")  # fmt: skip
+    jobs.patch("paused", {"spec": {"suspend": True}})
+    wait_for(lambda: row(cluster, namespace, "paused")["phase"] == "Suspended", timeout=30,
+             what="Suspended")  # fmt: skip
+    start_worker()  # a worker comes along and finds the run
+    wait_for(lambda: last_outcome(jobs, "paused") == "Skipped", timeout=60, what="skip")
+    assert jobs.status("paused")["lastRun"]["error"] == "skipped: the job is suspended"
+    assert row(cluster, namespace, "paused")["phase"] == "Suspended"
+    assert row(cluster, namespace, "paused")["suspend"] == "true"
+
+
+def test_a_manual_trigger_runs_once_per_token(
+    tickwork: tuple[TickworkProcess, TickworkProcess],
+    cluster: Cluster,
+    jobs: Jobs,
+    namespace: str,
+) -> None:
+    jobs.create("on-demand", {"schedule": "0 0 1 1 *", "task": {"echo": {"message": "now"}}})
+    env = {**os.environ, "KUBECONFIG": str(cluster.kubeconfig)}
+    trigger = [console_script("tickwork"), "-n", namespace, "trigger", "on-demand"]
+    subprocess.run([*trigger, "--token", "t1"], env=env, capture_output=True, check=True)
+    wait_for(lambda: last_outcome(jobs, "on-demand") == "Succeeded", timeout=60, what="run")
+    status = jobs.status("on-demand")
+    assert status["lastRun"]["id"].endswith(".manual.t1")
+    subprocess.run([*trigger, "--token", "t1"], env=env, capture_output=True, check=True)
+    subprocess.run([*trigger, "--token", "t2"], env=env, capture_output=True, check=True)
+    wait_for(lambda: len(jobs.status("on-demand").get("runs") or []) == 2, timeout=60,
+             what="the second token's run")  # fmt: skip
+    ids = sorted(r["id"].rsplit(".", 1)[-1] for r in jobs.status("on-demand")["runs"])
+    assert ids == ["t1", "t2"]
+    assert row(cluster, namespace, "on-demand")["nextRun"].startswith(
+        f"{dt.datetime.now(dt.UTC).year + 1}-01-01"
+    )
+
+
+@pytest.mark.parametrize("queue", ["redis", "memory"])
+@pytest.mark.timeout(400)
+def test_the_demo_runs_until_its_jobs_succeed(tmp_path: Path, queue: str) -> None:
+    result = subprocess.run(
+        [console_script("tickwork-demo"), "--queue", queue, "--until-succeeded",
+         "--duration", "240", "--workdir", str(tmp_path / "demo")],
+        capture_output=True, text=True, timeout=360, check=False,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "The demo jobs succeeded." in result.stdout
+    assert "kubectl get scheduledjobs" in result.stdout
