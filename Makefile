@@ -11,7 +11,7 @@ DEMO_ARGS ?=
 
 .DEFAULT_GOAL := help
 .PHONY: help install test test-unit test-integration lint typecheck check \
-	controlplane controlplane-down controlplane-bin demo bench crd manifests chart-docs generate clean
+	controlplane controlplane-down controlplane-bin demo bench drills bench-cronjob crd manifests chart-docs generate clean
 
 help: ## show this help
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-20s %s\n", $$1, $$2}'
@@ -56,6 +56,12 @@ demo: install controlplane-bin ## run Tickwork locally on its embedded defaults 
 
 bench: install ## run the benchmarks (JSON results and plots in benchmarks/results/)
 	$(BIN)/python benchmarks/run.py
+
+drills: install controlplane-bin ## resilience drills at full scale (benchmarks/results/drills.json)
+	$(BIN)/python benchmarks/drills.py
+
+bench-cronjob: install controlplane-bin ## Tickwork vs the CronJob controller (benchmarks/results/cronjob.*)
+	$(BIN)/python benchmarks/cronjob.py
 
 crd: install ## regenerate the CRD from the pydantic models (tickwork/api/models.py)
 	$(BIN)/python -m tickwork.api.crd --write

@@ -6,6 +6,8 @@ Registered in Tickwork's own ``tickwork.tasks`` entry points.
 from __future__ import annotations
 
 import asyncio
+import os
+import time
 
 from tickwork.core.errors import PermanentTaskError
 
@@ -24,3 +26,19 @@ def fail(message: str = "failing on purpose", *, run_id: str) -> None:  # noqa: 
 def refuse(message: str = "refusing on purpose", *, run_id: str) -> None:  # noqa: ARG001 - the API
     """Always fail, permanently."""
     raise PermanentTaskError(message)
+
+
+def record(path: str, seconds: str = "0", *, run_id: str) -> str:
+    """Append the run ID to ``path`` (one line, atomically), then wait ``seconds``.
+
+    The resilience drills count executions with it: a run recorded twice was
+    executed twice.
+    """
+    line = f"{run_id}\n".encode()
+    descriptor = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(descriptor, line)  # one write of a short line under O_APPEND: atomic
+    finally:
+        os.close(descriptor)
+    time.sleep(float(seconds))
+    return f"recorded {run_id}"

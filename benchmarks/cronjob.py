@@ -1,0 +1,294 @@
+"""Tickwork next to Kubernetes' CronJob controller, on the same control plane.
+
+    python benchmarks/cronjob.py [--sizes 100 1000 5000] [--minutes 3] [--plot FILE]
+
+For each N, N recurring schedules fire every minute, first as Tickwork
+ScheduledJobs (operator + workers as processes), then as CronJobs (the real
+kube-controller-manager, default settings). Measured in the same run:
+
+* schedule lag: CronJob — when the Job appeared (watch event) minus the
+  scheduled minute; Tickwork — when a worker started the run (``startedAt``)
+  minus the scheduled minute;
+* API writes per run: every mutating request the API server counted
+  (``apiserver_request_total``: POST, PUT, PATCH, DELETE, from every client)
+  during the measured minutes, divided by the runs in them.
+
+Prints JSON, writes benchmarks/results/cronjob.json and a plot of p99 lag
+against N. Compare ratios within one run: the machine is shared and noisy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime as dt
+import json
+import math
+import platform
+import re
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from kubernetes import client as k8s
+from kubernetes import config as k8s_config
+from kubernetes import watch as k8s_watch
+
+from tickwork.api import models
+from tickwork.devcluster.cluster import Cluster
+from tickwork.devcluster.components import TickworkProcess, wait_for
+from tickwork.devcluster.controlplane import ControlPlane
+from tickwork.devcluster.redis import RedisServer
+
+RESULTS = Path(__file__).resolve().parent / "results"
+CRDS = Path(__file__).resolve().parents[1] / "manifests" / "crds"
+WRITE_VERBS = ("POST", "PUT", "PATCH", "DELETE")
+SCHEDULED_ANNOTATION = "batch.kubernetes.io/cronjob-scheduled-timestamp"
+
+
+def percentile(values: list[float], q: float) -> float:
+    if not values:
+        return math.nan
+    ordered = sorted(values)
+    index = min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))
+    return ordered[index]
+
+
+def writes_so_far(cluster: Cluster) -> float:
+    """Mutating requests the API server has served since it started."""
+    text = cluster.kubectl("get", "--raw", "/metrics", timeout=120).stdout
+    total = 0.0
+    pattern = re.compile(r"^apiserver_request_total\{(?P<labels>[^}]*)\} (?P<value>\S+)$")
+    for line in text.splitlines():
+        match = pattern.match(line)
+        if match and any(f'verb="{verb}"' in match.group("labels") for verb in WRITE_VERBS):
+            total += float(match.group("value"))
+    return total
+
+
+def next_minute(after: float) -> float:
+    return (math.floor(after / 60) + 1) * 60
+
+
+class Collector:
+    """Watches objects in a thread and records (scheduled, observed) per run."""
+
+    def __init__(self) -> None:
+        self.runs: dict[str, tuple[float, float]] = {}
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+
+    def watch(self, list_function: Callable[..., Any], handle: Callable[[Any, float], None],
+              *args: Any) -> None:  # fmt: skip
+        def loop() -> None:
+            while not self._stop.is_set():
+                with contextlib.suppress(Exception):
+                    watcher = k8s_watch.Watch()  # type: ignore[no-untyped-call]
+                    stream = watcher.stream(list_function, *args, timeout_seconds=30)  # type: ignore[no-untyped-call]
+                    for event in stream:
+                        handle(event["object"], time.time())
+                        if self._stop.is_set():
+                            return
+
+        thread = threading.Thread(target=loop, daemon=True)
+        thread.start()
+        self._threads.append(thread)
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def lags(self, first: float, last: float) -> list[float]:
+        return [seen - scheduled for scheduled, seen in self.runs.values()
+                if first <= scheduled < last]  # fmt: skip
+
+
+def _parse(stamp: str) -> float:
+    return dt.datetime.fromisoformat(stamp).timestamp()
+
+
+@contextlib.contextmanager
+def control_plane(workdir: Path) -> Iterator[tuple[ControlPlane, Cluster, k8s.ApiClient]]:
+    with ControlPlane(workdir=workdir / "controlplane", with_controller_manager=True) as plane:
+        cluster = Cluster(kubeconfig=plane.kubeconfig, plane=plane)
+        api = k8s_config.new_client_from_config(config_file=str(plane.kubeconfig))  # type: ignore[no-untyped-call]
+        yield plane, cluster, api
+
+
+def _apply_in_batches(cluster: Cluster, items: list[dict[str, Any]]) -> None:
+    for start in range(0, len(items), 500):
+        listing = {"apiVersion": "v1", "kind": "List", "items": items[start : start + 500]}
+        cluster.kubectl("apply", "--server-side", "-f", "-", input_text=json.dumps(listing),
+                        timeout=600)  # fmt: skip
+
+
+def measure_window(cluster: Cluster, collector: Collector, minutes: int) -> dict[str, Any]:
+    """Skip a warm-up minute, then measure ``minutes`` whole minutes."""
+    first = next_minute(time.time()) + 60
+    last = first + 60 * minutes
+    wait_for(lambda: time.time() >= first - 2, timeout=200, interval=0.5, what="the window")
+    before = writes_so_far(cluster)
+    wait_for(lambda: time.time() >= last - 2, timeout=60 * minutes + 60, interval=0.5,
+             what="the end of the window")  # fmt: skip
+    after = writes_so_far(cluster)
+    # Runs of the window's last minute may still be starting: give them a minute.
+    wait_for(lambda: time.time() >= last + 60, timeout=120, interval=0.5, what="stragglers")
+    lags = collector.lags(first, last)
+    return {"lags": lags, "writes": after - before, "window": (first, last)}
+
+
+def run_tickwork(workdir: Path, cluster: Cluster, api: k8s.ApiClient, n: int,
+                 minutes: int) -> dict[str, Any]:  # fmt: skip
+    namespace = f"tickwork-{n}"
+    cluster.kubectl("create", "namespace", namespace)
+    items = [{"apiVersion": models.API_VERSION, "kind": models.KIND,
+              "metadata": {"name": f"sj-{i:05d}", "namespace": namespace},
+              "spec": {"schedule": "* * * * *", "concurrencyPolicy": "Allow",
+                       "task": {"echo": {"message": "tick"}}}} for i in range(n)]  # fmt: skip
+    collector = Collector()
+
+    def handle(obj: dict[str, Any], seen: float) -> None:
+        status = obj.get("status") or {}
+        for run in (status.get("currentRun"), status.get("lastRun")):
+            if run and run.get("startedAt") and run.get("scheduledAt"):
+                collector.runs.setdefault(
+                    run["id"], (_parse(run["scheduledAt"]), _parse(run["startedAt"]))
+                )
+        del seen
+
+    custom = k8s.CustomObjectsApi(api)
+    collector.watch(custom.list_namespaced_custom_object, handle, models.GROUP, models.VERSION,
+                    namespace, models.PLURAL)  # fmt: skip
+    with RedisServer(workdir=workdir / f"redis-{n}", appendonly=True) as redis:
+        env = {"KUBECONFIG": str(cluster.kubeconfig), "TICKWORK_REDIS_URL": redis.url,
+               "TICKWORK_OPERATOR_NAMESPACES": namespace, "TICKWORK_OPERATOR_LOG_LEVEL": "WARNING",
+               "TICKWORK_WORKER_LOG_LEVEL": "WARNING", "TICKWORK_WORKER_CONCURRENCY": "64",
+               "TICKWORK_OPERATOR_RECONCILE_SECONDS": "60"}  # fmt: skip
+        components = [
+            TickworkProcess(command="tickwork-operator", env=env,
+                            log_path=workdir / f"operator-{n}.log"),
+            *(TickworkProcess(command="tickwork-worker", env={**env, "TICKWORK_WORKER_NAME": w},
+                              log_path=workdir / f"{w}-{n}.log") for w in ("w0", "w1")),
+        ]  # fmt: skip
+        for component in components:
+            component.start().wait_ready()
+        try:
+            _apply_in_batches(cluster, items)
+            window = measure_window(cluster, collector, minutes)
+        finally:
+            collector.stop()
+            for component in components:
+                component.stop()
+    return window
+
+
+def run_cronjobs(cluster: Cluster, api: k8s.ApiClient, n: int, minutes: int) -> dict[str, Any]:
+    namespace = f"cronjob-{n}"
+    cluster.kubectl("create", "namespace", namespace)
+    items = [{"apiVersion": "batch/v1", "kind": "CronJob",
+              "metadata": {"name": f"cj-{i:05d}", "namespace": namespace},
+              "spec": {"schedule": "* * * * *", "concurrencyPolicy": "Allow",
+                       "jobTemplate": {"spec": {"template": {"spec": {
+                           "restartPolicy": "Never",
+                           "containers": [{"name": "c", "image": "busybox",
+                                           "command": ["echo", "tick"]}]}}}}}}
+             for i in range(n)]  # fmt: skip
+    collector = Collector()
+
+    def handle(obj: Any, seen: float) -> None:
+        annotations = obj.metadata.annotations or {}
+        stamp = annotations.get(SCHEDULED_ANNOTATION)
+        if stamp:
+            collector.runs.setdefault(obj.metadata.uid, (_parse(stamp), seen))
+
+    collector.watch(k8s.BatchV1Api(api).list_namespaced_job, handle, namespace)
+    try:
+        _apply_in_batches(cluster, items)
+        window = measure_window(cluster, collector, minutes)
+    finally:
+        collector.stop()
+        # Stop the controller creating more Jobs; their pods stay Pending (no nodes).
+        cluster.kubectl("delete", "cronjobs", "--all", "-n", namespace, "--wait=false",
+                        timeout=600)  # fmt: skip
+    return window
+
+
+def summarize(window: dict[str, Any], n: int, minutes: int) -> dict[str, Any]:
+    lags = window["lags"]
+    runs = len(lags)
+    return {
+        "expected_runs": n * minutes,
+        "runs": runs,
+        "lag_p50_seconds": round(statistics.median(lags), 3) if lags else None,
+        "lag_p99_seconds": round(percentile(lags, 0.99), 3) if lags else None,
+        "lag_max_seconds": round(max(lags), 3) if lags else None,
+        "api_writes": int(window["writes"]),
+        "api_writes_per_run": round(window["writes"] / runs, 2) if runs else None,
+    }
+
+
+def plot(report: dict[str, Any], path: Path) -> None:
+    import matplotlib as mpl  # noqa: PLC0415 - optional
+
+    mpl.use("Agg")
+    import matplotlib.pyplot as plt  # noqa: PLC0415
+
+    sizes = [row["n"] for row in report["results"]]
+    figure, axis = plt.subplots(figsize=(6.5, 4.2))
+    for system, marker in (("cronjob", "s"), ("tickwork", "o")):
+        axis.plot(sizes, [row[system]["lag_p99_seconds"] for row in report["results"]],
+                  marker=marker, label=f"{system} p99")  # fmt: skip
+        axis.plot(sizes, [row[system]["lag_p50_seconds"] for row in report["results"]],
+                  marker=marker, linestyle="--", alpha=0.6, label=f"{system} p50")  # fmt: skip
+    axis.set_xscale("log")
+    axis.set_yscale("log")
+    axis.set_xlabel("schedules firing every minute (N)")
+    axis.set_ylabel("schedule lag (s)")
+    axis.set_title("Schedule lag: Tickwork vs the CronJob controller")
+    axis.grid(visible=True, which="both", alpha=0.3)
+    axis.legend()
+    figure.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=120)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--sizes", type=int, nargs="+", default=[100, 1000, 5000])
+    parser.add_argument("--minutes", type=int, default=3)
+    parser.add_argument("--out", type=Path, default=RESULTS / "cronjob.json")
+    parser.add_argument("--plot", type=Path, default=RESULTS / "cronjob_lag.png")
+    args = parser.parse_args(argv)
+    report: dict[str, Any] = {"benchmark": "cronjob", "python": platform.python_version(),
+                              "minutes_measured": args.minutes, "results": []}  # fmt: skip
+    for n in args.sizes:
+        with tempfile.TemporaryDirectory(prefix=f"cronjob-bench-{n}-") as tmp:
+            workdir = Path(tmp)
+            with control_plane(workdir) as (_plane, cluster, api):
+                cluster.kubectl("apply", "-f", str(CRDS))
+                cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s",
+                                "crd/scheduledjobs.tickwork.dev")  # fmt: skip
+                tickwork = summarize(run_tickwork(workdir, cluster, api, n, args.minutes), n,
+                                     args.minutes)  # fmt: skip
+                cronjob = summarize(run_cronjobs(cluster, api, n, args.minutes), n, args.minutes)
+        row = {"n": n, "tickwork": tickwork, "cronjob": cronjob}
+        if tickwork["lag_p99_seconds"] and cronjob["lag_p99_seconds"]:
+            row["p99_lag_ratio_cronjob_over_tickwork"] = round(
+                cronjob["lag_p99_seconds"] / tickwork["lag_p99_seconds"], 1
+            )
+        print(json.dumps(row), flush=True)
+        report["results"].append(row)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(report, indent=2) + "\n")
+    plot(report, args.plot)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
