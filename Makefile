@@ -34,11 +34,12 @@ test: install controlplane-bin ## run the whole test suite (real control plane a
 test-unit: install ## run only the pure unit tests
 	$(BIN)/pytest -m unit $(PYTEST_ARGS)
 
-lint: install ## ruff, the import layers, hadolint
+lint: install ## ruff, the import layers, hadolint, shellcheck
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
-	@if [ -f Dockerfile ]; then $(BIN)/hadolint Dockerfile; fi
+	$(BIN)/hadolint Dockerfile
+	$(BIN)/shellcheck .ci/run hack/kind-e2e.sh
 
 typecheck: install ## mypy --strict
 	$(BIN)/mypy

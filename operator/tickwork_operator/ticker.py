@@ -14,7 +14,9 @@ import contextlib
 import datetime as dt
 import logging
 import time
+from collections.abc import Coroutine
 from dataclasses import replace
+from typing import Any
 
 from tickwork.core.errors import QueueUnavailableError
 from tickwork.core.planning import Action, Decision, PendingRun, decide
@@ -37,6 +39,8 @@ logger = logging.getLogger(__name__)
 
 #: Status writes per tick at most; the rest wait for the next tick.
 STATUS_WRITES_PER_TICK = 500
+#: Due entries handled at once (each is a Redis call and a status write).
+CONCURRENCY = 64
 #: Publishing offset after each tick boundary: cron runs fall on whole
 #: seconds, so ticking just after them publishes a run milliseconds late.
 _TICK_OFFSET = 0.005
@@ -77,6 +81,9 @@ class Ticker:
         """Tick while ``leading`` is set, until ``stop`` is."""
         while not stop.is_set():
             if not leading.is_set():
+                # Only the leader reports the queue, so autoscalers see one value.
+                self.metrics.queue_depth.clear()
+                self.metrics.queue_backlog.clear()
                 await _wait_any(leading, stop)
                 self._last_reconcile = 0.0  # a new leader reconciles at once
                 continue
@@ -97,15 +104,17 @@ class Ticker:
 
     async def tick(self) -> None:
         now = dt.datetime.now(dt.UTC)
+        work = []
         for due in self.state.index.pop_due(now.timestamp()):
             kind, namespace, name = due.key
             entry = self.state.jobs.get((namespace, name))
             if entry is None:
                 continue
             if kind == "run":
-                await self._run_due(entry)
+                work.append(self._run_due(entry))
             elif kind == "ttl":
-                await self._delete_finished(entry)
+                work.append(self._delete_finished(entry))
+        await self._bounded(work)
         for key, token in list(self.state.triggers.items()):
             entry = self.state.jobs.get(key)
             self.state.triggers.pop(key, None)
@@ -324,19 +333,36 @@ class Ticker:
         self.state.dirty.pop(entry.key, None)
         return True
 
+    async def _bounded(self, work: list[Coroutine[Any, Any, Any]]) -> None:
+        """Await ``work`` with at most CONCURRENCY calls in flight: a thousand runs due
+        on the same minute are published in parallel, not one status write after another."""
+        limit = asyncio.Semaphore(CONCURRENCY)
+
+        async def one(job: Coroutine[Any, Any, Any]) -> None:
+            async with limit:
+                try:
+                    await job
+                except Exception:
+                    logger.exception("handling a due entry failed; it is retried")
+
+        await asyncio.gather(*(one(job) for job in work))
+
     async def _write_dirty(self) -> None:
-        for key in list(self.state.dirty)[:STATUS_WRITES_PER_TICK]:
-            entry = self.state.jobs.get(key)
-            self.state.dirty.pop(key, None)
-            if entry is None:
-                continue
-            newly_invalid = entry.spec is None and entry.written.phase is not JobPhase.INVALID
-            force = entry.spec is None or entry.suspended
-            if await self._write_status(entry, force=force) and newly_invalid:
-                await self.events.post(
-                    _ref(entry), type_=WARNING, reason="InvalidSpec",
-                    message=f"{entry.invalid_reason}; fix the spec and apply it again",
-                )  # fmt: skip
+        keys = list(self.state.dirty)[:STATUS_WRITES_PER_TICK]
+        await self._bounded([self._write_one_dirty(key) for key in keys])
+
+    async def _write_one_dirty(self, key: tuple[str, str]) -> None:
+        entry = self.state.jobs.get(key)
+        self.state.dirty.pop(key, None)
+        if entry is None:
+            return
+        newly_invalid = entry.spec is None and entry.written.phase is not JobPhase.INVALID
+        force = entry.spec is None or entry.suspended
+        if await self._write_status(entry, force=force) and newly_invalid:
+            await self.events.post(
+                _ref(entry), type_=WARNING, reason="InvalidSpec",
+                message=f"{entry.invalid_reason}; fix the spec and apply it again",
+            )  # fmt: skip
 
     # -- housekeeping -------------------------------------------------------------
 

@@ -75,3 +75,12 @@ def test_the_wheel_installs_alone_and_both_entry_points_run(
     finally:
         worker.stop()
     assert "tickwork-worker" in worker.log()
+
+
+def test_the_kind_script_and_ci_script_pass_shellcheck() -> None:
+    shellcheck = Path(sys.executable).parent / "shellcheck"
+    run(shellcheck, ".ci/run", "hack/kind-e2e.sh")
+    script = (ROOT / "hack" / "kind-e2e.sh").read_text()
+    for step in ("docker build", "kind load docker-image", "helm upgrade --install",
+                 "manifests/examples/job.yaml", "Succeeded"):  # fmt: skip
+        assert step in script

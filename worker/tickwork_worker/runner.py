@@ -37,6 +37,11 @@ from tickwork_worker.tasks.base import RetryableTaskError, RunContext, TaskKind
 logger = logging.getLogger(__name__)
 
 _STATUS_ATTEMPTS = 6
+#: A run shorter than this finishes before another run of its job can start
+#: and finish around it (schedules are at least a minute apart), except with
+#: concurrencyPolicy Allow, where manual runs may overlap within the window.
+_QUICK_RUN_SECONDS = 1.0
+_OVERLAP_WINDOW_SECONDS = 0.2
 
 
 class RunCancelledError(Exception):
@@ -326,7 +331,17 @@ class Runner:
         *,
         started_at: dt.datetime | None,
     ) -> None:
-        fresh = await self._read(claim) or job
+        # The history is re-sent whole (server-side apply), so re-read it when
+        # another run of the job may have finished meanwhile: the run took a
+        # while, or runs of this job may overlap. A quick run needs no extra read.
+        elapsed = (dt.datetime.now(dt.UTC) - started_at).total_seconds() if started_at else 0.0
+        may_overlap = job.spec.concurrency_policy is ConcurrencyPolicy.ALLOW
+        stale = (
+            started_at is None
+            or elapsed > _QUICK_RUN_SECONDS
+            or (may_overlap and elapsed > _OVERLAP_WINDOW_SECONDS)
+        )
+        fresh = (await self._read(claim) or job) if stale else job
         record = RunRecord(
             id=claim.run_id,
             scheduled_at=_scheduled_at(claim, started_at or dt.datetime.now(dt.UTC)),
