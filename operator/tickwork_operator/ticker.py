@@ -39,8 +39,14 @@ logger = logging.getLogger(__name__)
 
 #: Status writes per tick at most; the rest wait for the next tick.
 STATUS_WRITES_PER_TICK = 500
-#: Due entries handled at once (each is a Redis call and a status write).
+#: Due entries published at once (each is a Redis call).
 CONCURRENCY = 64
+#: Status reports sent at once. Reports are bookkeeping, not on the path of a
+#: run: keeping them few leaves the API server to the workers, who re-read the
+#: jobs whose runs they are starting.
+REPORT_CONCURRENCY = 16
+#: How long reports may wait for the workers to claim a burst of runs.
+REPORT_HOLD_SECONDS = 3.0
 #: Publishing offset after each tick boundary: cron runs fall on whole
 #: seconds, so ticking just after them publishes a run milliseconds late.
 _TICK_OFFSET = 0.005
@@ -104,17 +110,24 @@ class Ticker:
 
     async def tick(self) -> None:
         now = dt.datetime.now(dt.UTC)
-        work = []
+        work: list[Coroutine[Any, Any, Any]] = []
+        reports: list[Coroutine[Any, Any, Any]] = []
         for due in self.state.index.pop_due(now.timestamp()):
             kind, namespace, name = due.key
             entry = self.state.jobs.get((namespace, name))
             if entry is None:
                 continue
             if kind == "run":
-                work.append(self._run_due(entry))
+                work.append(self._run_due(entry, reports))
             elif kind == "ttl":
                 work.append(self._delete_finished(entry))
+        # Publish every due run first (Redis, milliseconds), then report them in
+        # status once the workers have picked them up: at the top of a busy
+        # minute the API server serves the workers' reads first.
         await self._bounded(work)
+        if reports:
+            await self._until_claimed(REPORT_HOLD_SECONDS)
+        await self._bounded(reports, REPORT_CONCURRENCY)
         for key, token in list(self.state.triggers.items()):
             entry = self.state.jobs.get(key)
             self.state.triggers.pop(key, None)
@@ -129,7 +142,8 @@ class Ticker:
 
     # -- due runs -----------------------------------------------------------------
 
-    async def _run_due(self, entry: JobEntry) -> None:
+    async def _run_due(self, entry: JobEntry, reports: list[Coroutine[Any, Any, Any]]) -> None:
+        """Decide and publish; append the status report to ``reports`` for later."""
         if entry.pending is None or entry.spec is None or entry.suspended:
             return
         pending = entry.pending
@@ -142,8 +156,9 @@ class Ticker:
                 if not published:
                     self._reindex(entry, pending, retry=True)
                     return
+                reports.append(self._report_published(entry, decision))
             else:
-                await self._not_published(entry, decision, now=now)
+                reports.append(self._not_published(entry, decision, now=now))
             entry.pending = decision.following
             self._reindex(entry, decision.following)
         finally:
@@ -188,6 +203,10 @@ class Ticker:
             ),
         )
         entry.wanted = self._count_missed(wanted, decision)
+        return True
+
+    async def _report_published(self, entry: JobEntry, decision: Decision) -> None:
+        assert decision.scheduled_at is not None  # noqa: S101 - a publish names its run
         await self._write_status(entry, force=True)
         if decision.missed:
             await self.events.post(
@@ -195,7 +214,6 @@ class Ticker:
                 message=f"{decision.missed} run(s) missed while no watcher ran; the latest due "
                 f"run ({decision.scheduled_at.isoformat()}) was published",
             )  # fmt: skip
-        return True
 
     def _count_missed(self, wanted: OperatorStatus, decision: Decision) -> OperatorStatus:
         if not decision.missed:
@@ -333,10 +351,20 @@ class Ticker:
         self.state.dirty.pop(entry.key, None)
         return True
 
-    async def _bounded(self, work: list[Coroutine[Any, Any, Any]]) -> None:
-        """Await ``work`` with at most CONCURRENCY calls in flight: a thousand runs due
-        on the same minute are published in parallel, not one status write after another."""
-        limit = asyncio.Semaphore(CONCURRENCY)
+    async def _until_claimed(self, limit: float) -> None:
+        """Wait (at most ``limit`` s) until no published run is still waiting for a worker."""
+        deadline = time.monotonic() + limit
+        with contextlib.suppress(QueueUnavailableError):
+            # Redis has no event for "claimed": poll the O(1) depth briefly.
+            while (await self.queue.depth()).ready > 0 and time.monotonic() < deadline:  # noqa: ASYNC110
+                await asyncio.sleep(0.05)
+
+    async def _bounded(
+        self, work: list[Coroutine[Any, Any, Any]], limit_to: int = CONCURRENCY
+    ) -> None:
+        """Await ``work`` with at most ``limit_to`` calls in flight: a thousand runs due
+        on the same minute are published in parallel, not one after another."""
+        limit = asyncio.Semaphore(limit_to)
 
         async def one(job: Coroutine[Any, Any, Any]) -> None:
             async with limit:
@@ -349,7 +377,7 @@ class Ticker:
 
     async def _write_dirty(self) -> None:
         keys = list(self.state.dirty)[:STATUS_WRITES_PER_TICK]
-        await self._bounded([self._write_one_dirty(key) for key in keys])
+        await self._bounded([self._write_one_dirty(key) for key in keys], REPORT_CONCURRENCY)
 
     async def _write_one_dirty(self, key: tuple[str, str]) -> None:
         entry = self.state.jobs.get(key)

@@ -67,6 +67,7 @@ async def run_worker(
             queue=queue, kube=kube, events=events, metrics=metrics, kinds=kinds,
             worker_name=settings.name, lease_seconds=settings.lease_seconds,
             soft_timeout_ratio=settings.soft_timeout_ratio,
+            running_after_seconds=settings.running_after_seconds,
         )  # fmt: skip
         worker = Worker(
             queue=queue, runner=runner, name=settings.name, concurrency=settings.concurrency,

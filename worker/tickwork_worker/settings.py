@@ -34,6 +34,11 @@ class WorkerSettings(BaseSettings):
         default=0.9, gt=0, le=1,
         description="A run is cancelled at this share of timeoutSeconds, abandoned at all of it.",
     )  # fmt: skip
+    running_after_seconds: float = Field(
+        default=0.5, ge=0,
+        description="Mark a run Running in status only once it has run this long (0: at "
+        "once); shorter runs go straight to their outcome, one API write fewer.",
+    )  # fmt: skip
     command_tasks: bool = Field(
         default=False, description="Allow `command` tasks (they run in the worker's container)."
     )
