@@ -25,7 +25,7 @@ $(VENV)/.installed: pyproject.toml constraints.txt
 install: $(VENV)/.installed ## create .venv and install Tickwork with its test and dev tools
 
 controlplane-bin: install ## build (or find cached) kube-apiserver, controller-manager, etcd, helm
-	@$(BIN)/tickwork-devcluster build --helm
+	@$(BIN)/tickwork-devcluster build --helm --actionlint
 
 test: install controlplane-bin ## run the whole test suite (real control plane and Redis)
 	@# pytest's own exit status is kept for .ci/run (5 means nothing was collected).
@@ -34,12 +34,13 @@ test: install controlplane-bin ## run the whole test suite (real control plane a
 test-unit: install ## run only the pure unit tests
 	$(BIN)/pytest -m unit $(PYTEST_ARGS)
 
-lint: install ## ruff, the import layers, hadolint, shellcheck
+lint: install ## ruff, the import layers, hadolint, shellcheck, actionlint
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
 	$(BIN)/hadolint Dockerfile
-	$(BIN)/shellcheck .ci/run hack/kind-e2e.sh
+	$(BIN)/shellcheck .ci/run scripts/kind-e2e.sh hack/controlplane/gen-gomod.sh
+	$$($(BIN)/python -m tickwork.devcluster tool-path actionlint) -shellcheck $(BIN)/shellcheck .github/workflows/*.yml
 
 typecheck: install ## mypy --strict
 	$(BIN)/mypy

@@ -301,8 +301,9 @@ def main(argv: list[str] | None = None) -> int:
             )
         print(json.dumps(row), flush=True)
         report["results"].append(row)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=2) + "\n")
+        # Written after every N: a long run that is interrupted keeps what it measured.
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(report, indent=2) + "\n")
     plot(report, args.plot)
     return 0
 

@@ -47,6 +47,9 @@ CONCURRENCY = 64
 REPORT_CONCURRENCY = 16
 #: How long reports may wait for the workers to claim a burst of runs.
 REPORT_HOLD_SECONDS = 3.0
+#: Reads and conditional applies of one Queued report before it is left to the
+#: next tick (each retry means a worker wrote the object in between).
+QUEUED_REPORT_ATTEMPTS = 4
 #: Publishing offset after each tick boundary: cron runs fall on whole
 #: seconds, so ticking just after them publishes a run milliseconds late.
 _TICK_OFFSET = 0.005
@@ -55,6 +58,20 @@ _RETRY_DELAY = 1.0
 
 def _ref(entry: JobEntry) -> JobRef:
     return JobRef(namespace=entry.namespace, name=entry.name, uid=entry.uid)
+
+
+def _names_run(status: dict[str, Any], run_id: str) -> bool:
+    """Has a worker already reported ``run_id`` (running, finished or in the history)?"""
+    if any((status.get(key) or {}).get("id") == run_id for key in ("currentRun", "lastRun")):
+        return True
+    return any(run.get("id") == run_id for run in status.get("runs") or [])
+
+
+def _phase_of(status: dict[str, Any]) -> JobPhase | None:
+    try:
+        return JobPhase(status["phase"])
+    except (KeyError, ValueError):
+        return None
 
 
 class Ticker:
@@ -207,7 +224,8 @@ class Ticker:
 
     async def _report_published(self, entry: JobEntry, decision: Decision) -> None:
         assert decision.scheduled_at is not None  # noqa: S101 - a publish names its run
-        await self._write_status(entry, force=True)
+        assert decision.run_id is not None  # noqa: S101
+        await self._write_queued(entry, decision.run_id)
         if decision.missed:
             await self.events.post(
                 _ref(entry), type_=WARNING, reason="MissedRuns",
@@ -317,7 +335,7 @@ class Ticker:
             last_trigger_token=token,
             queued_run=QueuedRunInfo(id=run_id, scheduled_at=now, queued_at=now, manual=True),
         )
-        await self._write_status(entry, force=True)
+        await self._write_queued(entry, run_id)
         await self.events.post(
             _ref(entry),
             type_=NORMAL,
@@ -327,7 +345,37 @@ class Ticker:
 
     # -- status -------------------------------------------------------------------
 
-    async def _write_status(self, entry: JobEntry, *, force: bool) -> bool:
+    async def _write_queued(self, entry: JobEntry, run_id: str) -> bool:
+        """Report a published run: ``phase: Queued`` with force — unless a worker got there
+        first. Workers claim a run within milliseconds, and a quick one can finish before
+        this report goes out; a forced Queued would then overwrite the worker's Running or
+        Succeeded for good. So the object is read first: if its status already names the
+        run, the phase the worker set is kept. The apply carries the resourceVersion of
+        that read, so a worker's write in between makes it a 409, and the read and the
+        decision are repeated."""
+        for _ in range(QUEUED_REPORT_ATTEMPTS):
+            try:
+                current = await self.kube.get_job(entry.namespace, entry.name)
+            except KubeApiError as exc:
+                if not exc.not_found:
+                    self.metrics.api_errors.labels(operation="job.get").inc()
+                    self.state.dirty[entry.key] = None
+                return False
+            status = current.get("status") or {}
+            if _names_run(status, run_id):
+                entry.wanted = replace(entry.wanted, phase=_phase_of(status))
+            version = str(current["metadata"]["resourceVersion"])
+            if await self._write_status(entry, force=True, resource_version=version):
+                return True
+            if entry.key not in self.state.dirty:
+                return False  # deleted meanwhile: the watch will tell us
+            self.state.dirty.pop(entry.key, None)  # changed meanwhile: decide again
+        self.state.dirty[entry.key] = None
+        return False
+
+    async def _write_status(
+        self, entry: JobEntry, *, force: bool, resource_version: str | None = None
+    ) -> bool:
         """Send the operator's share. Without ``force`` a phase the worker changed
         meanwhile makes this a conflict: the next watch event refreshes it and
         the write is retried."""
@@ -335,7 +383,7 @@ class Ticker:
         try:
             await self.kube.apply_job_status(
                 entry.namespace, entry.name, entry.uid, wanted.apply_body(),
-                field_manager=OPERATOR_MANAGER, force=force,
+                field_manager=OPERATOR_MANAGER, force=force, resource_version=resource_version,
             )  # fmt: skip
         except KubeApiError as exc:
             if exc.not_found:

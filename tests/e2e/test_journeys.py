@@ -188,3 +188,25 @@ def test_the_demo_runs_until_its_jobs_succeed(tmp_path: Path, queue: str) -> Non
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert "The demo jobs succeeded." in result.stdout
     assert "kubectl get scheduledjobs" in result.stdout
+
+
+def test_quick_runs_stay_succeeded_after_the_operator_reports_them(
+    tickwork: tuple[TickworkProcess, TickworkProcess], jobs: Jobs
+) -> None:
+    """Workers finish an echo in milliseconds, often before the operator has reported the
+    run Queued: that report must not overwrite the worker's Succeeded."""
+    run_at = rfc3339(whole_seconds_from_now(4))
+    names = [f"quick-{i:02d}" for i in range(30)]
+    for name in names:
+        jobs.create(name, {"runAt": run_at, "task": {"echo": {"message": name}}})
+
+    def all_reported() -> bool:
+        statuses = [jobs.status(name) for name in names]
+        return all((s.get("lastRun") or {}).get("outcome") == "Succeeded"
+                   and (s.get("queuedRun") or {}).get("id") == s["lastRun"]["id"]
+                   for s in statuses)  # fmt: skip
+
+    # Both sides have written: the worker its outcome, the operator its queuedRun.
+    wait_for(all_reported, timeout=90, interval=0.5, what="every run reported by both")
+    phases = {name: jobs.status(name)["phase"] for name in names}
+    assert set(phases.values()) == {"Succeeded"}, phases

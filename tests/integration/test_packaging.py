@@ -79,8 +79,29 @@ def test_the_wheel_installs_alone_and_both_entry_points_run(
 
 def test_the_kind_script_and_ci_script_pass_shellcheck() -> None:
     shellcheck = Path(sys.executable).parent / "shellcheck"
-    run(shellcheck, ".ci/run", "hack/kind-e2e.sh")
-    script = (ROOT / "hack" / "kind-e2e.sh").read_text()
+    run(shellcheck, ".ci/run", "scripts/kind-e2e.sh", "hack/controlplane/gen-gomod.sh")
+    script = (ROOT / "scripts" / "kind-e2e.sh").read_text()
     for step in ("docker build", "kind load docker-image", "helm upgrade --install",
                  "manifests/examples/job.yaml", "Succeeded"):  # fmt: skip
         assert step in script
+
+
+def test_the_github_workflows_pass_actionlint_and_run_the_real_scripts(tmp_path: Path) -> None:
+    from tickwork.devcluster import build  # noqa: PLC0415 - only this test needs the Go tool
+
+    actionlint = build.ensure_built(build.actionlint_bundle(), log=False) / "actionlint"
+    shellcheck = Path(sys.executable).parent / "shellcheck"
+    workflows = sorted((ROOT / ".github" / "workflows").glob("*.yml"))
+    assert {w.name for w in workflows} >= {"ci.yml", "kind-e2e.yml"}
+    run(actionlint, "-shellcheck", shellcheck, *workflows)
+    assert "run: .ci/run" in (ROOT / ".github" / "workflows" / "ci.yml").read_text()
+    assert "scripts/kind-e2e.sh" in (ROOT / ".github" / "workflows" / "kind-e2e.yml").read_text()
+
+    # The linter is live: a workflow with an unknown key and a bad expression fails it.
+    broken = tmp_path / "broken.yml"
+    broken.write_text("on: push\njobs:\n  x:\n    runs-on: ubuntu-24.04\n    stepz: []\n"
+                      "    steps:\n      - run: echo ${{ github.nope( }}\n")  # fmt: skip
+    result = subprocess.run([str(actionlint), str(broken)], capture_output=True, text=True,
+                            timeout=60, check=False)  # fmt: skip
+    assert result.returncode == 1
+    assert "stepz" in result.stdout

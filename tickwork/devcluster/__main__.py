@@ -78,10 +78,22 @@ def cmd_build(args: argparse.Namespace) -> int:
     bundles = [build.controlplane_bundle()]
     if args.helm:
         bundles.append(build.helm_bundle())
+    if args.actionlint:
+        bundles.append(build.actionlint_bundle())
     for bundle in bundles:
         started = time.monotonic()
         path = build.ensure_built(bundle)
         print(f"{bundle.name}: {path} ({time.monotonic() - started:.1f}s)")  # noqa: T201
+    return 0
+
+
+TOOLS = {"helm": build.helm_bundle, "actionlint": build.actionlint_bundle}
+
+
+def cmd_tool_path(args: argparse.Namespace) -> int:
+    """Print the path of a Go-built tool, building it first if the cache lacks it."""
+    directory = build.ensure_built(TOOLS[args.tool](), log=False)
+    print(directory / args.tool)  # noqa: T201
     return 0
 
 
@@ -185,7 +197,11 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     p_build = sub.add_parser("build", help="build (or find cached) control-plane binaries")
     p_build.add_argument("--helm", action="store_true", help="build helm too")
+    p_build.add_argument("--actionlint", action="store_true", help="build actionlint too")
     p_build.set_defaults(func=cmd_build)
+    p_tool = sub.add_parser("tool-path", help="print the path of a Go-built tool (built if needed)")
+    p_tool.add_argument("tool", choices=sorted(TOOLS))
+    p_tool.set_defaults(func=cmd_tool_path)
     for name, func, text in (
         ("up", cmd_up, "start the control plane in the background (idempotent)"),
         ("serve", cmd_serve, "run the control plane in the foreground"),

@@ -26,6 +26,7 @@ HACK_DIR = Path(__file__).resolve().parents[2] / "hack"
 #: Binaries each bundle produces.
 CONTROLPLANE_BINARIES = ("kube-apiserver", "kube-controller-manager", "etcd")
 HELM_BINARIES = ("helm",)
+ACTIONLINT_BINARIES = ("actionlint",)
 
 _STAMP = ".complete"
 
@@ -94,6 +95,18 @@ def helm_bundle() -> Bundle:
     )
 
 
+def actionlint_bundle() -> Bundle:
+    """actionlint, which the tests run on the GitHub Actions workflows shipped for users."""
+    module_dir = HACK_DIR / "actionlint"
+    gomod = (module_dir / "go.mod").read_text()
+    return Bundle(
+        name="actionlint",
+        module_dir=module_dir,
+        binaries=ACTIONLINT_BINARIES,
+        versions={"actionlint": _required_version(gomod, "github.com/rhysd/actionlint")},
+    )
+
+
 def _kube_ldflags(version: str) -> str:
     major, minor = version.lstrip("v").split(".")[:2]
     stamps = {
@@ -125,6 +138,10 @@ def _targets(bundle: Bundle) -> list[tuple[str, str, str]]:
         gomod = (bundle.module_dir / "go.mod").read_text()
         flags = _helm_ldflags(bundle.versions["helm"], gomod)
         return [("helm", "helm.sh/helm/v3/cmd/helm", flags)]
+    if bundle.name == "actionlint":
+        version = bundle.versions["actionlint"]
+        flags = f"-s -w -X github.com/rhysd/actionlint.version={version}"
+        return [("actionlint", "github.com/rhysd/actionlint/cmd/actionlint", flags)]
     flags = _kube_ldflags(bundle.versions["kubernetes"])
     return [
         ("kube-apiserver", "k8s.io/kubernetes/cmd/kube-apiserver", flags),

@@ -184,12 +184,17 @@ class KubeClient:
         *,
         field_manager: str,
         force: bool = True,
+        resource_version: str | None = None,
     ) -> dict[str, Any]:
-        """Server-side apply of ``status`` as ``field_manager``; refused if the uid changed."""
+        """Server-side apply of ``status`` as ``field_manager``; refused if the uid changed,
+        and with ``resource_version``, a 409 if the object changed since that version."""
+        metadata = {"name": name, "namespace": namespace, "uid": uid}
+        if resource_version is not None:
+            metadata["resourceVersion"] = resource_version
         body = {
             "apiVersion": models.API_VERSION,
             "kind": models.KIND,
-            "metadata": {"name": name, "namespace": namespace, "uid": uid},
+            "metadata": metadata,
             "status": status,
         }
         return await self.request(

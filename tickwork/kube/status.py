@@ -17,7 +17,11 @@ lastTriggerToken, conditions
 ``phase`` is shared: whoever changes what the job is doing sets it, with
 ``force``; the operator's routine updates send the phase it last saw,
 without force, so a worker's newer phase is never overwritten (a conflict
-makes the operator re-read the object instead).
+makes the operator re-read the object instead). The one forced write of the
+operator that races a worker — "Queued" right after publishing, when a quick
+run may already have finished — reads the object first, keeps the worker's
+phase if status already names the run, and carries that read's
+resourceVersion as a precondition (``Ticker._write_queued``).
 
 The builders are pure; :class:`~tickwork.kube.client.KubeClient` sends them.
 """

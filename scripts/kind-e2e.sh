@@ -5,7 +5,7 @@
 # checks this script statically and runs the same journey on a local control
 # plane instead.)
 #
-#   hack/kind-e2e.sh [cluster-name]        # KEEP=1 keeps the cluster afterwards
+#   scripts/kind-e2e.sh [cluster-name]        # KEEP=1 keeps the cluster afterwards
 set -euo pipefail
 
 cluster="${1:-tickwork-e2e}"
