@@ -11,7 +11,7 @@ DEMO_ARGS ?=
 
 .DEFAULT_GOAL := help
 .PHONY: help install test test-unit test-integration lint typecheck check \
-	controlplane controlplane-down controlplane-bin demo bench drills bench-cronjob crd manifests chart-docs generate clean
+	controlplane controlplane-down controlplane-bin demo bench bench-watcher bench-worker drills bench-cronjob crd manifests chart-docs generate clean
 
 help: ## show this help
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-20s %s\n", $$1, $$2}'
@@ -58,6 +58,12 @@ demo: install controlplane-bin ## run Tickwork locally on its embedded defaults 
 
 bench: install ## run the benchmarks (JSON results and plots in benchmarks/results/)
 	$(BIN)/python benchmarks/run.py
+
+bench-watcher: install controlplane-bin ## the operator: burst publish lag, tick cost and RSS at 10k/100k jobs
+	$(BIN)/python benchmarks/watcher.py
+
+bench-worker: install controlplane-bin ## workers: end-to-end runs/s vs the API server's status-patch ceiling
+	$(BIN)/python benchmarks/worker.py
 
 drills: install controlplane-bin ## resilience drills at full scale (benchmarks/results/drills.json)
 	$(BIN)/python benchmarks/drills.py

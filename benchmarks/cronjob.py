@@ -25,7 +25,6 @@ import datetime as dt
 import json
 import math
 import platform
-import re
 import statistics
 import sys
 import tempfile
@@ -43,32 +42,12 @@ from tickwork.api import models
 from tickwork.devcluster.cluster import Cluster
 from tickwork.devcluster.components import TickworkProcess, wait_for
 from tickwork.devcluster.controlplane import ControlPlane
+from tickwork.devcluster.measure import percentile, writes_so_far
 from tickwork.devcluster.redis import RedisServer
 
 RESULTS = Path(__file__).resolve().parent / "results"
 CRDS = Path(__file__).resolve().parents[1] / "manifests" / "crds"
-WRITE_VERBS = ("POST", "PUT", "PATCH", "APPLY", "DELETE")  # APPLY: server-side apply
 SCHEDULED_ANNOTATION = "batch.kubernetes.io/cronjob-scheduled-timestamp"
-
-
-def percentile(values: list[float], q: float) -> float:
-    if not values:
-        return math.nan
-    ordered = sorted(values)
-    index = min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))
-    return ordered[index]
-
-
-def writes_so_far(cluster: Cluster) -> float:
-    """Mutating requests the API server has served since it started."""
-    text = cluster.kubectl("get", "--raw", "/metrics", timeout=120).stdout
-    total = 0.0
-    pattern = re.compile(r"^apiserver_request_total\{(?P<labels>[^}]*)\} (?P<value>\S+)$")
-    for line in text.splitlines():
-        match = pattern.match(line)
-        if match and any(f'verb="{verb}"' in match.group("labels") for verb in WRITE_VERBS):
-            total += float(match.group("value"))
-    return total
 
 
 def next_minute(after: float) -> float:

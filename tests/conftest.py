@@ -7,6 +7,7 @@ test errors loudly instead of skipping.
 
 from __future__ import annotations
 
+import contextlib
 import secrets
 import threading
 from collections.abc import Callable, Iterator
@@ -122,61 +123,57 @@ def jobs(api_client: k8s.ApiClient, namespace: str, crd: None) -> Jobs:
     return Jobs(api_client, namespace)
 
 
+@contextlib.contextmanager
+def _starter(
+    command: str, identity_env: str, base_env: dict[str, str], tmp_path: Path
+) -> Iterator[Callable[..., TickworkProcess]]:
+    """Start ``command`` processes named by ``identity_env``; kill them after the test."""
+    started: list[TickworkProcess] = []
+
+    def start(identity: str, **env: str) -> TickworkProcess:
+        process = TickworkProcess(
+            command=command,
+            env={**base_env, identity_env: identity, **env},
+            log_path=tmp_path / f"{identity}.log",
+        ).start()
+        started.append(process)
+        process.wait_ready()
+        return process
+
+    try:
+        yield start
+    finally:
+        for process in started:
+            process.kill()
+
+
 @pytest.fixture
 def start_operator(
     cluster: Cluster, crd: None, namespace: str, redis_url: str, tmp_path: Path
 ) -> Iterator[Callable[..., TickworkProcess]]:
-    started: list[TickworkProcess] = []
-
-    def start(identity: str = "op-a", **env: str) -> TickworkProcess:
-        operator = TickworkProcess(
-            command="tickwork-operator",
-            env={
-                "KUBECONFIG": str(cluster.kubeconfig),
-                "TICKWORK_REDIS_URL": redis_url,
-                "TICKWORK_REDIS_QUEUE": namespace,
-                "TICKWORK_OPERATOR_NAMESPACES": namespace,
-                "TICKWORK_OPERATOR_LEASE_NAMESPACE": namespace,
-                "TICKWORK_OPERATOR_IDENTITY": identity,
-                **env,
-            },
-            log_path=tmp_path / f"{identity}.log",
-        ).start()
-        started.append(operator)
-        operator.wait_ready()
-        return operator
-
-    yield start
-    for operator in started:
-        operator.kill()
+    env = {
+        "KUBECONFIG": str(cluster.kubeconfig),
+        "TICKWORK_REDIS_URL": redis_url,
+        "TICKWORK_REDIS_QUEUE": namespace,
+        "TICKWORK_OPERATOR_NAMESPACES": namespace,
+        "TICKWORK_OPERATOR_LEASE_NAMESPACE": namespace,
+    }
+    with _starter("tickwork-operator", "TICKWORK_OPERATOR_IDENTITY", env, tmp_path) as start:
+        yield lambda identity="op-a", **more: start(identity, **more)
 
 
 @pytest.fixture
 def start_worker(
     cluster: Cluster, crd: None, namespace: str, redis_url: str, tmp_path: Path
 ) -> Iterator[Callable[..., TickworkProcess]]:
-    started: list[TickworkProcess] = []
-
-    def start(name: str = "worker-a", **env: str) -> TickworkProcess:
-        worker = TickworkProcess(
-            command="tickwork-worker",
-            env={
-                "KUBECONFIG": str(cluster.kubeconfig),
-                "TICKWORK_REDIS_URL": redis_url,
-                "TICKWORK_REDIS_QUEUE": namespace,
-                "TICKWORK_WORKER_NAME": name,
-                "TICKWORK_WORKER_LEASE_SECONDS": "6",
-                **env,
-            },
-            log_path=tmp_path / f"{name}.log",
-        ).start()
-        started.append(worker)
-        worker.wait_ready()
-        return worker
-
-    yield start
-    for worker in started:
-        worker.kill()
+    env = {
+        "KUBECONFIG": str(cluster.kubeconfig),
+        "TICKWORK_REDIS_URL": redis_url,
+        "TICKWORK_REDIS_QUEUE": namespace,
+        "TICKWORK_WORKER_LEASE_SECONDS": "6",
+    }
+    with _starter("tickwork-worker", "TICKWORK_WORKER_NAME", env, tmp_path) as start:
+        yield lambda name="worker-a", **more: start(name, **more)
 
 
 @pytest.fixture

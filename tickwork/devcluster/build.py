@@ -25,8 +25,6 @@ HACK_DIR = Path(__file__).resolve().parents[2] / "hack"
 
 #: Binaries each bundle produces.
 CONTROLPLANE_BINARIES = ("kube-apiserver", "kube-controller-manager", "etcd")
-HELM_BINARIES = ("helm",)
-ACTIONLINT_BINARIES = ("actionlint",)
 
 _STAMP = ".complete"
 
@@ -84,27 +82,25 @@ def controlplane_bundle() -> Bundle:
     )
 
 
-def helm_bundle() -> Bundle:
-    module_dir = HACK_DIR / "helm"
+def _tool_bundle(name: str, module: str) -> Bundle:
+    """A wrapper module ``hack/<name>`` that builds the one binary ``name`` from ``module``."""
+    module_dir = HACK_DIR / name
     gomod = (module_dir / "go.mod").read_text()
     return Bundle(
-        name="helm",
+        name=name,
         module_dir=module_dir,
-        binaries=HELM_BINARIES,
-        versions={"helm": _required_version(gomod, "helm.sh/helm/v3")},
+        binaries=(name,),
+        versions={name: _required_version(gomod, module)},
     )
+
+
+def helm_bundle() -> Bundle:
+    return _tool_bundle("helm", "helm.sh/helm/v3")
 
 
 def actionlint_bundle() -> Bundle:
     """actionlint, which the tests run on the GitHub Actions workflows shipped for users."""
-    module_dir = HACK_DIR / "actionlint"
-    gomod = (module_dir / "go.mod").read_text()
-    return Bundle(
-        name="actionlint",
-        module_dir=module_dir,
-        binaries=ACTIONLINT_BINARIES,
-        versions={"actionlint": _required_version(gomod, "github.com/rhysd/actionlint")},
-    )
+    return _tool_bundle("actionlint", "github.com/rhysd/actionlint")
 
 
 def _kube_ldflags(version: str) -> str:

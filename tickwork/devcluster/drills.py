@@ -195,8 +195,9 @@ def worker_kills(workdir: Path, *, runs: int = 1000, kills: int = 100,
         return result
 
 
-def redis_restart(workdir: Path, *, runs: int = 200, timeout: float = 300) -> DrillResult:
-    """Redis is SIGKILLed mid-stream and restarted from its AOF."""
+def _disruption_mid_stream(workdir: Path, drill: str, runs: int, timeout: float,
+                           disrupt: Callable[[Stage], dict[str, Any]]) -> DrillResult:  # fmt: skip
+    """One operator and one worker; a third of the runs succeed, then ``disrupt``."""
     with stage(workdir) as s:
         s.start_operator("op-a")
         s.start_worker("w-0").wait_ready()
@@ -204,12 +205,21 @@ def redis_restart(workdir: Path, *, runs: int = 200, timeout: float = 300) -> Dr
         s.create_runs(runs, start_in=5, spread=30, sleep=0.1)
         wait_for(lambda: s.outcomes()["Succeeded"] >= runs // 3, timeout=120, what="a third")
         baseline = s.outcomes()["Succeeded"]
-        crashed = time.monotonic()
+        disrupted = time.monotonic()
+        notes = disrupt(s)
+        recovery = _progress_after(s, disrupted, baseline)
+        return _finish(s, drill, runs, started, timeout=timeout, recovery=recovery, notes=notes)
+
+
+def redis_restart(workdir: Path, *, runs: int = 200, timeout: float = 300) -> DrillResult:
+    """Redis is SIGKILLed mid-stream and restarted from its AOF."""
+
+    def crash(s: Stage) -> dict[str, Any]:
         s.redis.kill()
         s.redis.start()
-        recovery = _progress_after(s, crashed, baseline)
-        return _finish(s, "Redis restart (AOF everysec)", runs, started, timeout=timeout,
-                       recovery=recovery, notes={})  # fmt: skip
+        return {}
+
+    return _disruption_mid_stream(workdir, "Redis restart (AOF everysec)", runs, timeout, crash)
 
 
 def leader_kill(workdir: Path, *, runs: int = 200, timeout: float = 300) -> DrillResult:
@@ -232,19 +242,13 @@ def leader_kill(workdir: Path, *, runs: int = 200, timeout: float = 300) -> Dril
 
 def apiserver_restart(workdir: Path, *, runs: int = 200, timeout: float = 300) -> DrillResult:
     """kube-apiserver stops and starts again on the same port; etcd keeps its data."""
-    with stage(workdir) as s:
-        s.start_operator("op-a")
-        s.start_worker("w-0").wait_ready()
-        started = time.monotonic()
-        s.create_runs(runs, start_in=5, spread=30, sleep=0.1)
-        wait_for(lambda: s.outcomes()["Succeeded"] >= runs // 3, timeout=120, what="a third")
-        baseline = s.outcomes()["Succeeded"]
+
+    def restart(s: Stage) -> dict[str, Any]:
         stopped = time.monotonic()
         s.plane.restart_apiserver()
-        back = round(time.monotonic() - stopped, 1)
-        recovery = _progress_after(s, stopped, baseline)
-        return _finish(s, "API server restart (etcd kept)", runs, started, timeout=timeout,
-                       recovery=recovery, notes={"apiserver_down_seconds": back})  # fmt: skip
+        return {"apiserver_down_seconds": round(time.monotonic() - stopped, 1)}
+
+    return _disruption_mid_stream(workdir, "API server restart (etcd kept)", runs, timeout, restart)
 
 
 def _progress_after(s: Stage, moment: float, baseline: int) -> float:

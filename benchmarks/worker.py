@@ -1,0 +1,212 @@
+"""Workers on the real API server and Redis: end-to-end runs per second against the ceiling.
+
+    python benchmarks/worker.py [--runs 1000] [--workers 1 2] [--concurrency 32]
+
+Measured in one run, on one control plane:
+
+* **Ceiling**: the raw rate at which this API server takes server-side-apply
+  status patches of ScheduledJobs (many in flight, one HTTP/2 connection).
+* **End to end**: ``--runs`` one-shot jobs (echo task) are created, their runs
+  put in the Redis queue at once, and 1 or 2 ``tickwork-worker`` processes
+  (already started and ready) claim, re-read the job, execute, write status and
+  ack them all. Runs per second = runs / time until the last is acknowledged.
+* **API writes per run**: the API server's own counter of mutating requests
+  during the end-to-end phase, all resources and ScheduledJobs only.
+
+Targets: at most 2 status writes per successful run; end-to-end runs/s at
+least half of (ceiling / writes per run). Prints JSON lines, writes
+benchmarks/results/worker.json and a plot.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime as dt
+import json
+import platform
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from tickwork.core.runs import scheduled_run_id
+from tickwork.devcluster.cluster import Cluster
+from tickwork.devcluster.components import TickworkProcess, wait_for
+from tickwork.devcluster.controlplane import ControlPlane
+from tickwork.devcluster.measure import create_jobs, job_manifest, writes_so_far
+from tickwork.devcluster.redis import RedisServer
+from tickwork.kube.client import KubeClient, load_configuration
+from tickwork.queue.connection import create_client
+from tickwork.queue.messages import RunMessage
+from tickwork.queue.redis_queue import RedisRunQueue
+from tickwork.queue.settings import RedisSettings
+
+RESULTS = Path(__file__).resolve().parent / "results"
+CRDS = Path(__file__).resolve().parents[1] / "manifests" / "crds"
+
+
+async def _patch_for(kubeconfig: Path, namespace: str, jobs: list[dict[str, Any]],
+                     seconds: float, concurrency: int) -> int:  # fmt: skip
+    done = 0
+    deadline = time.monotonic() + seconds
+    async with KubeClient(load_configuration(str(kubeconfig))) as kube:
+
+        async def loop(offset: int) -> None:
+            nonlocal done
+            index = offset
+            while time.monotonic() < deadline:
+                job = jobs[index % len(jobs)]
+                status = {"phase": "Scheduled", "nextRunAt": dt.datetime.now(dt.UTC).isoformat()}
+                await kube.apply_job_status(namespace, job["metadata"]["name"],
+                                            job["metadata"]["uid"], status,
+                                            field_manager="bench-ceiling")  # fmt: skip
+                done += 1
+                index += concurrency
+
+        await asyncio.gather(*(loop(i) for i in range(concurrency)))
+    return done
+
+
+def ceiling(cluster: Cluster, seconds: float = 15.0, concurrency: int = 32) -> dict[str, Any]:
+    namespace = "ceiling"
+    cluster.kubectl("create", "namespace", namespace)
+    spec = {"schedule": "0 0 1 1 *", "task": {"echo": {"message": "x"}}}
+    jobs = create_jobs(cluster, namespace, [job_manifest(f"c-{i:04d}", spec) for i in range(256)])
+    started = time.monotonic()
+    done = asyncio.run(_patch_for(cluster.kubeconfig, namespace, jobs, seconds, concurrency))
+    elapsed = time.monotonic() - started
+    return {"status_patches": done, "seconds": round(elapsed, 1),
+            "status_patches_per_second": round(done / elapsed, 1)}  # fmt: skip
+
+
+def enqueue_all(redis: RedisServer, queue: str, messages: list[RunMessage]) -> None:
+    async def call() -> None:
+        settings = RedisSettings(url=redis.url, queue=queue)
+        runs = RedisRunQueue(create_client(settings), settings)
+        try:
+            await asyncio.gather(*(runs.enqueue(m) for m in messages))
+        finally:
+            await runs.close()
+
+    asyncio.run(call())
+
+
+def end_to_end(workdir: Path, cluster: Cluster, redis: RedisServer, *, workers: int, runs: int,
+               concurrency: int) -> dict[str, Any]:  # fmt: skip
+    namespace = f"e2e-{workers}"
+    cluster.kubectl("create", "namespace", namespace)
+    due = dt.datetime.now(dt.UTC).replace(microsecond=0)
+    spec = {"runAt": due.isoformat().replace("+00:00", "Z"), "task": {"echo": {"message": "hi"}}}
+    jobs = create_jobs(cluster, namespace, [job_manifest(f"r-{i:05d}", spec) for i in range(runs)])
+    messages = [RunMessage(run_id=scheduled_run_id(j["metadata"]["uid"], due), namespace=namespace,
+                           name=j["metadata"]["name"], uid=j["metadata"]["uid"],
+                           scheduled_at=due.isoformat()) for j in jobs]  # fmt: skip
+    env = {"KUBECONFIG": str(cluster.kubeconfig), "TICKWORK_REDIS_URL": redis.url,
+           "TICKWORK_REDIS_QUEUE": namespace, "TICKWORK_WORKER_LOG_LEVEL": "WARNING",
+           "TICKWORK_WORKER_CONCURRENCY": str(concurrency)}  # fmt: skip
+    processes = [
+        TickworkProcess(command="tickwork-worker", env={**env, "TICKWORK_WORKER_NAME": f"w{i}"},
+                        log_path=workdir / f"worker-{workers}-{i}.log").start()
+        for i in range(workers)
+    ]  # fmt: skip
+    try:
+        for process in processes:
+            process.wait_ready()
+        writes_before = writes_so_far(cluster)
+        status_writes_before = writes_so_far(cluster, resource="scheduledjobs")
+        started = time.monotonic()
+        enqueue_all(redis, namespace, messages)
+
+        def finished() -> float:
+            return sum(p.metric("tickwork_runs_total", 'outcome="Succeeded"') or 0
+                       for p in processes)  # fmt: skip
+
+        wait_for(lambda: finished() >= runs, timeout=600, interval=0.2, what="every run")
+        elapsed = time.monotonic() - started
+        writes = writes_so_far(cluster) - writes_before
+        status_writes = writes_so_far(cluster, resource="scheduledjobs") - status_writes_before
+    finally:
+        for process in processes:
+            process.stop()
+    return {
+        "workers": workers,
+        "concurrency_per_worker": concurrency,
+        "runs": runs,
+        "seconds": round(elapsed, 2),
+        "runs_per_second": round(runs / elapsed, 1),
+        "api_writes_per_run": round(writes / runs, 2),
+        "status_writes_per_run": round(status_writes / runs, 2),
+    }
+
+
+def plot(report: dict[str, Any], path: Path) -> None:
+    import matplotlib as mpl  # noqa: PLC0415 - optional
+
+    mpl.use("Agg")
+    import matplotlib.pyplot as plt  # noqa: PLC0415
+
+    rows = report["end_to_end"]
+    labels = [f"{r['workers']} worker{'s' if r['workers'] > 1 else ''}" for r in rows]
+    values = [r["runs_per_second"] for r in rows]
+    figure, axis = plt.subplots(figsize=(6, 3.8))
+    axis.bar(labels, values, label="end-to-end runs/s (echo)")
+    bound = report["ceiling"]["status_patches_per_second"] / max(
+        r["status_writes_per_run"] for r in rows
+    )
+    axis.axhline(bound, color="grey", linestyle="--", label="ceiling / status writes per run")
+    axis.axhline(bound / 2, color="red", linestyle=":", label="target (half of that)")
+    axis.set_ylabel("runs per second")
+    axis.set_title("Worker throughput on one local API server")
+    axis.legend(fontsize=8)
+    axis.grid(visible=True, axis="y", alpha=0.3)
+    figure.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=120)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--runs", type=int, default=1000)
+    parser.add_argument("--workers", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--concurrency", type=int, default=32)
+    parser.add_argument("--out", type=Path, default=RESULTS / "worker.json")
+    parser.add_argument("--plot", type=Path, default=RESULTS / "worker.png")
+    args = parser.parse_args(argv)
+    report: dict[str, Any] = {"benchmark": "worker", "python": platform.python_version()}
+    with tempfile.TemporaryDirectory(prefix="worker-bench-") as tmp:
+        workdir = Path(tmp)
+        with (
+            ControlPlane(workdir=workdir / "controlplane") as plane,
+            RedisServer(workdir=workdir / "redis") as redis,
+        ):
+            cluster = Cluster(kubeconfig=plane.kubeconfig, plane=plane)
+            cluster.kubectl("apply", "-f", str(CRDS))
+            cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s",
+                            "crd/scheduledjobs.tickwork.dev")  # fmt: skip
+            report["ceiling"] = ceiling(cluster)
+            print(json.dumps(report["ceiling"]), flush=True)
+            report["end_to_end"] = []
+            for workers in args.workers:
+                row = end_to_end(workdir, cluster, redis, workers=workers, runs=args.runs,
+                                 concurrency=args.concurrency)  # fmt: skip
+                print(json.dumps(row), flush=True)
+                report["end_to_end"].append(row)
+    patches = report["ceiling"]["status_patches_per_second"]
+    for row in report["end_to_end"]:
+        bound = patches / max(row["status_writes_per_run"], 1e-9)
+        row["fraction_of_ceiling_bound"] = round(row["runs_per_second"] / bound, 2)
+    report["targets"] = {"status_writes_per_run_max": 2, "fraction_of_ceiling_bound_min": 0.5}
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(report, indent=2) + "\n")
+    plot(report, args.plot)
+    met = all(r["status_writes_per_run"] <= 2 and r["fraction_of_ceiling_bound"] >= 0.5
+              for r in report["end_to_end"])  # fmt: skip
+    return 0 if met else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

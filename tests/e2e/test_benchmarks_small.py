@@ -1,0 +1,55 @@
+"""The benchmark scripts, at toy scale: they run end to end on their own control plane
+and what they report holds (every run published or executed, at most two status
+writes per run). Their timings are not asserted — speed is for `make bench-*`."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tickwork.devcluster.cluster import existing_cluster
+
+ROOT = Path(__file__).resolve().parents[2]
+pytestmark = [
+    pytest.mark.timeout(600),
+    pytest.mark.skipif(existing_cluster() is not None, reason="benchmarks start their own parts"),
+]
+
+
+def bench(script: str, tmp_path: Path, *args: str) -> dict[str, Any]:
+    out = tmp_path / "result.json"
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / script), "--out", str(out),
+         "--plot", str(tmp_path / "plot.png"), *args],
+        capture_output=True, text=True, timeout=540, check=False,
+    )  # fmt: skip
+    assert out.exists(), f"{script} wrote no result:\n{result.stdout}\n{result.stderr[-3000:]}"
+    assert (tmp_path / "plot.png").stat().st_size > 0
+    report: dict[str, Any] = json.loads(out.read_text())
+    return report
+
+
+def test_the_watcher_benchmark_publishes_the_whole_burst(tmp_path: Path) -> None:
+    report = bench("watcher.py", tmp_path, "--burst", "40", "--sizes", "200", "--window", "3")
+    lag = report["publish_lag"]
+    assert lag["published"] == 40
+    assert lag["lag_p50_seconds"] >= 0  # never before the due second
+    [empty, scaled] = report["scale"]
+    assert (empty["jobs"], scaled["jobs"]) == (0, 200)
+    assert scaled["ticks"] > 0
+    assert scaled["rss_mib"] > 0
+
+
+def test_the_worker_benchmark_runs_everything_with_at_most_two_status_writes(
+    tmp_path: Path,
+) -> None:
+    report = bench("worker.py", tmp_path, "--runs", "40", "--workers", "1", "2")
+    assert report["ceiling"]["status_patches"] > 0
+    for row in report["end_to_end"]:
+        assert row["runs"] == 40
+        assert row["status_writes_per_run"] <= 2, row

@@ -1,0 +1,78 @@
+"""Measuring tools the benchmarks share: percentiles, the API server's own write
+counter, a process's resident memory, and bulk creation of ScheduledJobs."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import re
+from pathlib import Path
+from typing import Any
+
+from tickwork.api import models
+from tickwork.devcluster.cluster import Cluster
+from tickwork.kube.client import KubeClient, load_configuration
+
+#: Verbs that change something (APPLY is server-side apply).
+WRITE_VERBS = ("POST", "PUT", "PATCH", "APPLY", "DELETE")
+_REQUESTS = re.compile(r"^apiserver_request_total\{(?P<labels>[^}]*)\} (?P<value>\S+)$")
+
+
+def percentile(values: list[float], q: float) -> float:
+    """The nearest-rank percentile (``q`` in 0..1); NaN for no values."""
+    if not values:
+        return math.nan
+    ordered = sorted(values)
+    index = min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))
+    return ordered[index]
+
+
+def writes_so_far(cluster: Cluster, *, resource: str | None = None) -> float:
+    """Mutating requests the API server has served since it started (from every
+    client), optionally only those on one resource (``scheduledjobs``)."""
+    text = cluster.kubectl("get", "--raw", "/metrics", timeout=120).stdout
+    total = 0.0
+    for line in text.splitlines():
+        match = _REQUESTS.match(line)
+        if match is None:
+            continue
+        labels = match.group("labels")
+        if not any(f'verb="{verb}"' in labels for verb in WRITE_VERBS):
+            continue
+        if resource is not None and f'resource="{resource}"' not in labels:
+            continue
+        total += float(match.group("value"))
+    return total
+
+
+def rss_bytes(pid: int) -> int:
+    """Resident memory of a process (Linux ``/proc``)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise ValueError(f"no VmRSS for pid {pid}")
+
+
+def job_manifest(name: str, spec: dict[str, Any]) -> dict[str, Any]:
+    return {"apiVersion": models.API_VERSION, "kind": models.KIND,
+            "metadata": {"name": name}, "spec": spec}  # fmt: skip
+
+
+async def _create_all(kubeconfig: Path, namespace: str, items: list[dict[str, Any]],
+                      concurrency: int) -> list[dict[str, Any]]:  # fmt: skip
+    path = f"/apis/{models.GROUP}/{models.VERSION}/namespaces/{namespace}/{models.PLURAL}"
+    limit = asyncio.Semaphore(concurrency)
+    async with KubeClient(load_configuration(str(kubeconfig))) as kube:
+
+        async def one(item: dict[str, Any]) -> dict[str, Any]:
+            async with limit:
+                return await kube.request("POST", path, body=item)
+
+        return await asyncio.gather(*(one(item) for item in items))
+
+
+def create_jobs(cluster: Cluster, namespace: str, items: list[dict[str, Any]], *,
+                concurrency: int = 32) -> list[dict[str, Any]]:  # fmt: skip
+    """Create ScheduledJobs fast (many requests in flight over one HTTP/2 connection);
+    return the created objects."""
+    return asyncio.run(_create_all(cluster.kubeconfig, namespace, items, concurrency))
