@@ -15,6 +15,13 @@ RESULTS = HERE / "results"
 BENCHMARKS = [
     ["core.py", "--out", str(RESULTS / "core.json"), "--plot", str(RESULTS / "core_ticks.png")],
     ["cron_libraries.py", "--out", str(RESULTS / "cron_libraries.json")],
+    [
+        "runqueue.py",
+        "--out",
+        str(RESULTS / "runqueue.json"),
+        "--plot",
+        str(RESULTS / "runqueue.png"),
+    ],
 ]
 
 

@@ -53,3 +53,14 @@ def test_the_worker_benchmark_runs_everything_with_at_most_two_status_writes(
     for row in report["end_to_end"]:
         assert row["runs"] == 40
         assert row["status_writes_per_run"] <= 2, row
+
+
+def test_the_run_queue_benchmark_loses_and_repeats_nothing(tmp_path: Path) -> None:
+    report = bench("runqueue.py", tmp_path, "--runs", "300", "--systems", "tickwork", "dramatiq")
+    rows = {row["system"]: row for row in report["results"]}
+    assert set(rows) == {"tickwork", "dramatiq"}
+    for row in rows.values():
+        assert (row["executions"], row["lost"]) == (300, 0), row
+    ours = rows["tickwork"]
+    assert ours["duplicate_executions"] == 0
+    assert ours["round_trips_per_run"] <= 3  # enqueues and acks are coalesced, claims batched

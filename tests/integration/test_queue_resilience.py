@@ -229,3 +229,55 @@ async def test_the_client_reconnects_after_redis_restarts(tmp_path: Path) -> Non
         await queue.close()
     finally:
         server.stop()
+
+
+def _script_calls(url: str) -> int:
+    import redis  # noqa: PLC0415 - a plain client to read the server's own counters
+
+    client = redis.Redis.from_url(url)
+    try:
+        stats = client.info("commandstats")
+        return int(stats.get("cmdstat_evalsha", {}).get("calls", 0))
+    finally:
+        client.close()
+
+
+@pytest.mark.timeout(60)
+async def test_concurrent_enqueues_and_acks_travel_as_one_script_call_each(
+    queue: RedisRunQueue, redis_url: str
+) -> None:
+    await queue.depth()  # connected and scripts known before counting
+    before = _script_calls(redis_url)
+    messages = [message(n) for n in range(200)] + [message(7)]  # one duplicate in the batch
+    outcomes = await asyncio.gather(*(queue.enqueue(m) for m in messages))
+    assert outcomes.count(EnqueueOutcome.ENQUEUED) == 200
+    assert outcomes[-1] is EnqueueOutcome.ALREADY_QUEUED
+    enqueue_calls = _script_calls(redis_url) - before
+
+    claims = await queue.claim(consumer="c", lease_seconds=60, count=200)
+    assert len(claims) == 200
+    forged = Claim(message=claims[0].message, token="not-the-lease")
+    before = _script_calls(redis_url)
+    acked = await asyncio.gather(*(queue.ack(c) for c in [forged, *claims]))
+    ack_calls = _script_calls(redis_url) - before
+
+    assert acked == [False] + [True] * 200  # each caller gets its own answer
+    # NOSCRIPT on a fresh server may add a retry; never one call per run.
+    assert enqueue_calls <= 2
+    assert ack_calls <= 2
+    assert (await queue.depth()).in_flight == 0
+    assert all([await queue.locate(m.run_id) is RunLocation.DONE for m in messages[:3]])
+
+
+@pytest.mark.timeout(60)
+async def test_an_idle_consumer_after_a_burst_waits_instead_of_spinning(
+    queue: RedisRunQueue, redis_url: str
+) -> None:
+    await asyncio.gather(*(queue.enqueue(message(n)) for n in range(300)))
+    taken = await queue.claim(consumer="c", lease_seconds=60, count=300)
+    assert len(taken) == 300
+    before = _script_calls(redis_url)
+    # The enqueues left 300 wake-up tokens; the claim that emptied the queue dropped them,
+    # so this wait sleeps in BLPOP (0.2 s polls) instead of claiming once per token.
+    assert await queue.claim(consumer="c", lease_seconds=60, count=1, wait_seconds=1.0) == []
+    assert _script_calls(redis_url) - before <= 8

@@ -12,7 +12,7 @@ from tickwork.queue import keys
 #: Command -> the Redis version that introduced it (or the option form used here).
 AVAILABLE_SINCE = {
     "BLPOP": "2.0.0",  # a float timeout since 6.0.0
-    "HDEL": "2.0.0", "HEXISTS": "2.0.0", "HGET": "2.0.0", "HMGET": "2.0.0",
+    "DEL": "1.0.0", "HDEL": "2.0.0", "HEXISTS": "2.0.0", "HGET": "2.0.0", "HMGET": "2.0.0",
     "HSET": "2.0.0",  # several field/value pairs since 4.0.0
     "LLEN": "1.0.0", "LPUSH": "1.0.0", "LTRIM": "1.0.0", "RPOP": "1.0.0", "RPUSH": "1.0.0",
     "SADD": "1.0.0", "SCARD": "1.0.0", "SISMEMBER": "1.0.0", "SREM": "1.0.0",

@@ -97,29 +97,42 @@ ENQUEUE = (
     _PRELUDE
     + """
 -- KEYS: messages ready dead done cancelled notify
--- ARGV: run_id message_json dedup_seconds
-local id = ARGV[1]
+-- ARGV: dedup_seconds, then (run_id, message_json) per run; one outcome per run.
+-- A batch is what concurrent enqueues of one client sent in the same moment.
 local t = now()
-if redis.call('HEXISTS', KEYS[1], id) == 1 then
-  if redis.call('ZSCORE', KEYS[3], id) then return 'dead' end
-  if redis.call('SISMEMBER', KEYS[5], id) == 1 then return 'already-done' end
-  return 'already-queued'
+local dedup = tonumber(ARGV[1])
+local out = {}
+local added = 0
+for i = 2, #ARGV, 2 do
+  local id = ARGV[i]
+  local outcome = 'enqueued'
+  if redis.call('HEXISTS', KEYS[1], id) == 1 then
+    if redis.call('ZSCORE', KEYS[3], id) then outcome = 'dead'
+    elseif redis.call('SISMEMBER', KEYS[5], id) == 1 then outcome = 'already-done'
+    else outcome = 'already-queued' end
+  else
+    local done = redis.call('ZSCORE', KEYS[4], id)
+    if done and tonumber(done) > t - dedup then
+      outcome = 'already-done'
+    else
+      local message = cjson.decode(ARGV[i + 1])
+      message['enqueued_at'] = t
+      redis.call('HSET', KEYS[1], id, cjson.encode(message))
+      redis.call('LPUSH', KEYS[2], id)
+      added = added + 1
+    end
+  end
+  table.insert(out, outcome)
 end
-local done = redis.call('ZSCORE', KEYS[4], id)
-if done and tonumber(done) > t - tonumber(ARGV[3]) then return 'already-done' end
-local message = cjson.decode(ARGV[2])
-message['enqueued_at'] = t
-redis.call('HSET', KEYS[1], id, cjson.encode(message))
-redis.call('LPUSH', KEYS[2], id)
-notify(KEYS[6], 1)
-return 'enqueued'
+if added > 0 then notify(KEYS[6], added) end
+return out
 """
 )
 
 CLAIM = (
     _PRELUDE
     + """
--- KEYS: ready inflight leases messages cancelled done
+-- KEYS: ready inflight leases messages cancelled done notify
 -- ARGV: count lease_seconds token_prefix
 local t = now()
 local wanted = tonumber(ARGV[1])
@@ -144,6 +157,9 @@ while taken < wanted do
     end
   end
 end
+-- Nothing left to take: wake-up tokens left over from enqueues would only send
+-- idle consumers round the loop (one empty claim each), so drop them.
+if redis.call('LLEN', KEYS[1]) == 0 then redis.call('DEL', KEYS[7]) end
 return out
 """
 )
@@ -163,16 +179,24 @@ ACK = (
     _PRELUDE
     + """
 -- KEYS: inflight leases messages done
--- ARGV: run_id token dedup_seconds
-local id = ARGV[1]
-if redis.call('HGET', KEYS[2], id) ~= ARGV[2] then return 0 end
+-- ARGV: dedup_seconds, then (run_id, token) per run; 1 per run if its lease was held.
+-- A batch is what the runs of one worker finished in the same moment.
 local t = now()
-redis.call('ZREM', KEYS[1], id)
-redis.call('HDEL', KEYS[2], id)
-redis.call('HDEL', KEYS[3], id)
-redis.call('ZADD', KEYS[4], t, id)
-redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', t - tonumber(ARGV[3]))
-return 1
+local out = {}
+for i = 2, #ARGV, 2 do
+  local id = ARGV[i]
+  if redis.call('HGET', KEYS[2], id) == ARGV[i + 1] then
+    redis.call('ZREM', KEYS[1], id)
+    redis.call('HDEL', KEYS[2], id)
+    redis.call('HDEL', KEYS[3], id)
+    redis.call('ZADD', KEYS[4], t, id)
+    table.insert(out, 1)
+  else
+    table.insert(out, 0)
+  end
+end
+redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', t - tonumber(ARGV[1]))
+return out
 """
 )
 

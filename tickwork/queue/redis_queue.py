@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
 from collections.abc import Awaitable, Callable
-from typing import Any, cast
+from typing import Any, Generic, TypeVar, cast
 
 import redis.asyncio as aioredis
 from redis.exceptions import AuthenticationError, ResponseError
@@ -26,7 +27,62 @@ from tickwork.queue.messages import (
 from tickwork.queue.settings import RedisSettings
 
 _BATCH = 1000
+#: The most runs one coalesced enqueue or ack script call carries.
+_COALESCE_LIMIT = 500
 _REDIS_ERRORS = (RedisConnectionError, RedisTimeoutError, AuthenticationError)
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+class _Coalescer(Generic[T, R]):
+    """Turns the calls made in one turn of the event loop into one script call.
+
+    A worker finishing ten runs at once, or an operator publishing a thousand due
+    runs, would otherwise pay one round trip each. Every caller still awaits its
+    own result, which exists only once Redis has applied the whole batch: nothing
+    is acknowledged early, so at-least-once holds exactly as for single calls.
+    """
+
+    def __init__(self, send: Callable[[list[T]], Awaitable[list[R]]]) -> None:
+        self._send = send
+        self._waiting: list[tuple[T, asyncio.Future[R]]] = []
+        self._flushes: set[asyncio.Task[None]] = set()
+
+    async def submit(self, item: T) -> R:
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[R] = loop.create_future()
+        self._waiting.append((item, future))
+        if len(self._waiting) == 1:
+            # Let every caller of this turn add itself, then send them together.
+            loop.call_soon(self._start_flush)
+        return await future
+
+    def _start_flush(self) -> None:
+        task = asyncio.create_task(self._flush())
+        self._flushes.add(task)
+        task.add_done_callback(self._flushes.discard)
+
+    async def _flush(self) -> None:
+        while self._waiting:
+            batch = self._waiting[:_COALESCE_LIMIT]
+            del self._waiting[:_COALESCE_LIMIT]
+            try:
+                results = await self._send([item for item, _ in batch])
+            except BaseException as exc:  # every caller hears of the failure
+                cancelled = isinstance(exc, asyncio.CancelledError)
+                if cancelled:  # shutting down: nobody will send the rest either
+                    batch += self._waiting
+                    self._waiting = []
+                for _, future in batch:
+                    if not future.done():
+                        future.set_exception(exc)
+                if cancelled:
+                    raise
+                continue
+            for (_, future), result in zip(batch, results, strict=True):
+                if not future.done():
+                    future.set_result(result)
 
 
 class RedisRunQueue:
@@ -50,6 +106,8 @@ class RedisRunQueue:
         self._locate = register(scripts.LOCATE)
         self._requeue_dead = register(scripts.REQUEUE_DEAD)
         self._purge_dead = register(scripts.PURGE_DEAD)
+        self._enqueues: _Coalescer[RunMessage, str] = _Coalescer(self._enqueue_many)
+        self._acks: _Coalescer[Claim, int] = _Coalescer(self._ack_many)
 
     async def _call(
         self, script: Callable[..., Awaitable[Any]], keys: list[str], args: list[Any]
@@ -64,13 +122,17 @@ class RedisRunQueue:
             raise
 
     async def enqueue(self, message: RunMessage) -> EnqueueOutcome:
+        return EnqueueOutcome(await self._enqueues.submit(message))
+
+    async def _enqueue_many(self, messages: list[RunMessage]) -> list[str]:
         k = self.keys
-        outcome = await self._call(
-            self._enqueue,
-            [k.messages, k.ready, k.dead, k.done, k.cancelled, k.notify],
-            [message.run_id, message.to_json(), self._settings.dedup_seconds],
+        args: list[Any] = [self._settings.dedup_seconds]
+        for message in messages:
+            args += [message.run_id, message.to_json()]
+        outcomes = await self._call(
+            self._enqueue, [k.messages, k.ready, k.dead, k.done, k.cancelled, k.notify], args
         )
-        return EnqueueOutcome(outcome)
+        return [str(outcome) for outcome in outcomes]
 
     async def claim(
         self, *, consumer: str, lease_seconds: float, count: int = 1, wait_seconds: float = 0.0
@@ -81,7 +143,7 @@ class RedisRunQueue:
             prefix = f"{consumer}:{uuid.uuid4().hex[:12]}"
             raw = await self._call(
                 self._claim,
-                [k.ready, k.inflight, k.leases, k.messages, k.cancelled, k.done],
+                [k.ready, k.inflight, k.leases, k.messages, k.cancelled, k.done, k.notify],
                 [count, lease_seconds, prefix],
             )
             if raw:
@@ -107,13 +169,15 @@ class RedisRunQueue:
         return bool(done)
 
     async def ack(self, claim: Claim) -> bool:
+        return bool(await self._acks.submit(claim))
+
+    async def _ack_many(self, claims: list[Claim]) -> list[int]:
         k = self.keys
-        done = await self._call(
-            self._ack,
-            [k.inflight, k.leases, k.messages, k.done],
-            [claim.run_id, claim.token, self._settings.dedup_seconds],
-        )
-        return bool(done)
+        args: list[Any] = [self._settings.dedup_seconds]
+        for claim in claims:
+            args += [claim.run_id, claim.token]
+        done = await self._call(self._ack, [k.inflight, k.leases, k.messages, k.done], args)
+        return [int(flag) for flag in done]
 
     async def retry(self, claim: Claim, *, delay_seconds: float, attempt: int) -> bool:
         k = self.keys
