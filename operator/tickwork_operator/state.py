@@ -57,6 +57,8 @@ class JobEntry:
     run_now: str | None = None
     settled_run_ids: set[str] = field(default_factory=set)
     """Runs the queue reports done although status never said so (a lost status write)."""
+    resource_version: str = ""
+    """Of the newest version seen (watch event or our own write), for conditional writes."""
 
     @property
     def key(self) -> JobKey:
@@ -82,6 +84,14 @@ class JobEntry:
             if run_id not in finished:
                 return run_id
         return None
+
+    def reported(self, run_id: str) -> bool:
+        """Has a worker already reported ``run_id`` (running, finished or in history)?"""
+        status = self.observed
+        if any(run is not None and run.id == run_id
+               for run in (status.current_run, status.last_run)):  # fmt: skip
+            return True
+        return any(run.id == run_id for run in status.runs)
 
     def facts(self) -> JobFacts:
         assert self.spec is not None  # noqa: S101 - only valid jobs are planned
@@ -183,6 +193,7 @@ class WatchState:
             published_run_id=previous.published_run_id if previous else None,
             run_now=(meta.get("annotations") or {}).get(RUN_NOW_ANNOTATION),
             settled_run_ids=previous.settled_run_ids if previous else set(),
+            resource_version=str(meta.get("resourceVersion") or ""),
         )
         if entry.published_run_id and entry.active_run_id() != entry.published_run_id:
             entry.published_run_id = None  # it finished

@@ -349,27 +349,38 @@ class Ticker:
         """Report a published run: ``phase: Queued`` with force — unless a worker got there
         first. Workers claim a run within milliseconds, and a quick one can finish before
         this report goes out; a forced Queued would then overwrite the worker's Running or
-        Succeeded for good. So the object is read first: if its status already names the
-        run, the phase the worker set is kept. The apply carries the resourceVersion of
-        that read, so a worker's write in between makes it a 409, and the read and the
-        decision are repeated."""
+        Succeeded for good. So the report is conditional: if status (as last seen) already
+        names the run, the phase the worker set is kept, and the apply carries that
+        version's resourceVersion, so a worker's write since makes it a 409. Then the
+        object is read afresh and the decision made again."""
+        from_watch = True  # first decide from what the watch showed: no extra read
         for _ in range(QUEUED_REPORT_ATTEMPTS):
-            try:
-                current = await self.kube.get_job(entry.namespace, entry.name)
-            except KubeApiError as exc:
-                if not exc.not_found:
-                    self.metrics.api_errors.labels(operation="job.get").inc()
-                    self.state.dirty[entry.key] = None
-                return False
-            status = current.get("status") or {}
-            if _names_run(status, run_id):
-                entry.wanted = replace(entry.wanted, phase=_phase_of(status))
-            version = str(current["metadata"]["resourceVersion"])
+            latest = self.state.jobs.get(entry.key)
+            if latest is None or latest.uid != entry.uid:
+                return False  # deleted (or re-created) meanwhile
+            entry = latest
+            if from_watch and entry.resource_version:
+                reported, phase = entry.reported(run_id), entry.observed.phase
+                version = entry.resource_version
+            else:
+                try:
+                    current = await self.kube.get_job(entry.namespace, entry.name)
+                except KubeApiError as exc:
+                    if not exc.not_found:
+                        self.metrics.api_errors.labels(operation="job.get").inc()
+                        self.state.dirty[entry.key] = None
+                    return False
+                status = current.get("status") or {}
+                reported, phase = _names_run(status, run_id), _phase_of(status)
+                version = str(current["metadata"]["resourceVersion"])
+            if reported:
+                entry.wanted = replace(entry.wanted, phase=phase)
             if await self._write_status(entry, force=True, resource_version=version):
                 return True
             if entry.key not in self.state.dirty:
                 return False  # deleted meanwhile: the watch will tell us
-            self.state.dirty.pop(entry.key, None)  # changed meanwhile: decide again
+            self.state.dirty.pop(entry.key, None)  # changed meanwhile: read and decide again
+            from_watch = False
         self.state.dirty[entry.key] = None
         return False
 
@@ -381,7 +392,7 @@ class Ticker:
         the write is retried."""
         wanted = entry.wanted
         try:
-            await self.kube.apply_job_status(
+            written = await self.kube.apply_job_status(
                 entry.namespace, entry.name, entry.uid, wanted.apply_body(),
                 field_manager=OPERATOR_MANAGER, force=force, resource_version=resource_version,
             )  # fmt: skip
@@ -396,6 +407,7 @@ class Ticker:
             self.state.dirty[entry.key] = None
             return False
         entry.written = wanted
+        entry.resource_version = str(written.get("metadata", {}).get("resourceVersion") or "")
         self.state.dirty.pop(entry.key, None)
         return True
 

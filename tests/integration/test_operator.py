@@ -20,7 +20,7 @@ from tests.support import ECHO, Jobs, QueueProbe, lead, rfc3339, whole_seconds_f
 from tickwork.core.runs import manual_run_id, scheduled_run_id
 from tickwork.devcluster.cluster import Cluster
 from tickwork.devcluster.components import TickworkProcess, wait_for
-from tickwork.kube.client import KubeClient, load_configuration
+from tickwork.kube.client import KubeApiError, KubeClient, load_configuration
 from tickwork.kube.status import WORKER_MANAGER
 from tickwork.queue.messages import RunLocation
 
@@ -306,3 +306,30 @@ def test_a_run_the_queue_lost_is_published_again(
         raw.delete(*raw.keys(f"tickwork:{{{namespace}}}:*"))
     assert probe.locate(run_id) is None
     wait_for(lambda: probe.locate(run_id) is RunLocation.READY, timeout=30, what="re-publish")
+
+
+def test_a_status_apply_with_a_stale_resource_version_is_refused(
+    cluster: Cluster, jobs: Jobs
+) -> None:
+    """The operator's Queued report relies on this precondition to never overwrite a
+    worker's newer phase."""
+    job = jobs.create("versioned", {"runAt": "2030-01-01T00:00:00Z", "task": ECHO})
+    uid, stale = job["metadata"]["uid"], job["metadata"]["resourceVersion"]
+
+    async def writes() -> tuple[int, str]:
+        async with KubeClient(load_configuration(str(cluster.kubeconfig))) as kube:
+            fresh = await kube.apply_job_status(jobs.namespace, "versioned", uid,
+                                                {"phase": "Running"}, field_manager=WORKER_MANAGER,
+                                                resource_version=stale)  # fmt: skip
+            try:
+                await kube.apply_job_status(jobs.namespace, "versioned", uid,
+                                            {"phase": "Queued"}, field_manager="tickwork-operator",
+                                            resource_version=stale)  # fmt: skip
+            except KubeApiError as exc:
+                return exc.status, fresh["metadata"]["resourceVersion"]
+            return 200, ""
+
+    status, fresh = asyncio.run(writes())
+    assert status == 409
+    assert fresh != stale
+    assert jobs.status("versioned")["phase"] == "Running"
