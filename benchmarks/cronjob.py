@@ -19,7 +19,6 @@ against N. Compare ratios within one run: the machine is shared and noisy.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import datetime as dt
 import json
@@ -42,11 +41,16 @@ from tickwork.api import models
 from tickwork.devcluster.cluster import Cluster
 from tickwork.devcluster.components import TickworkProcess, wait_for
 from tickwork.devcluster.controlplane import ControlPlane
-from tickwork.devcluster.measure import percentile, writes_so_far
+from tickwork.devcluster.measure import (
+    CRDS,
+    RESULTS,
+    benchmark_parser,
+    percentile,
+    save_figure,
+    writes_so_far,
+)
 from tickwork.devcluster.redis import RedisServer
 
-RESULTS = Path(__file__).resolve().parent / "results"
-CRDS = Path(__file__).resolve().parents[1] / "manifests" / "crds"
 SCHEDULED_ANNOTATION = "batch.kubernetes.io/cronjob-scheduled-timestamp"
 
 
@@ -264,19 +268,14 @@ def plot(report: dict[str, Any], path: Path) -> None:
         axis.grid(visible=True, which="both", alpha=0.3)
         axis.legend(fontsize=8)
     figure.suptitle("Tickwork vs the CronJob controller, same control plane, 2 cores")
-    figure.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path, dpi=120)
+    save_figure(figure, path)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = benchmark_parser(__doc__, "cronjob")
+    parser.set_defaults(plot=RESULTS / "cronjob_lag.png")
     parser.add_argument("--sizes", type=int, nargs="+", default=[100, 1000, 5000])
     parser.add_argument("--minutes", type=int, default=3)
-    parser.add_argument("--out", type=Path, default=RESULTS / "cronjob.json")
-    parser.add_argument("--plot", type=Path, default=RESULTS / "cronjob_lag.png")
     args = parser.parse_args(argv)
     report: dict[str, Any] = {"benchmark": "cronjob", "python": platform.python_version(),
                               "minutes_measured": args.minutes, "results": []}  # fmt: skip

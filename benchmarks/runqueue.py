@@ -24,7 +24,6 @@ duplicates. Prints JSON lines, writes benchmarks/results/runqueue.json and a plo
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import json
@@ -40,9 +39,9 @@ from typing import Any
 
 import redis as redis_sync
 
+from tickwork.devcluster.measure import benchmark_parser, save_figure
 from tickwork.devcluster.redis import RedisServer
 
-RESULTS = Path(__file__).resolve().parent / "results"
 SYSTEMS = ("tickwork", "saq", "arq", "dramatiq")
 
 # -- counting round trips -----------------------------------------------------------
@@ -312,20 +311,14 @@ def plot(report: dict[str, Any], path: Path) -> None:
     axis.set_ylabel("no-op runs drained per second")
     axis.set_title(f"One consumer, concurrency {rows[0]['concurrency']}, {rows[0]['runs']:,} runs")
     axis.grid(visible=True, axis="y", alpha=0.3)
-    figure.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path, dpi=120)
+    save_figure(figure, path)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = benchmark_parser(__doc__, "runqueue")
     parser.add_argument("--runs", type=int, default=10_000)
     parser.add_argument("--concurrency", type=int, default=10)
     parser.add_argument("--systems", nargs="+", choices=SYSTEMS, default=list(SYSTEMS))
-    parser.add_argument("--out", type=Path, default=RESULTS / "runqueue.json")
-    parser.add_argument("--plot", type=Path, default=RESULTS / "runqueue.png")
     args = parser.parse_args(argv)
     count_round_trips()
     report: dict[str, Any] = {"benchmark": "runqueue", "python": platform.python_version(),

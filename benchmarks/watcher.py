@@ -21,7 +21,6 @@ ratios within one run: the machine is shared and noisy.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import datetime as dt
 import json
@@ -36,16 +35,21 @@ from typing import Any
 
 from tickwork.devcluster.cluster import Cluster
 from tickwork.devcluster.components import TickworkProcess, wait_for
-from tickwork.devcluster.controlplane import ControlPlane
-from tickwork.devcluster.measure import create_jobs, job_manifest, percentile, rss_bytes
+from tickwork.devcluster.measure import (
+    benchmark_parser,
+    create_jobs,
+    job_manifest,
+    percentile,
+    plane_with_crd,
+    rss_bytes,
+    save_figure,
+)
 from tickwork.devcluster.redis import RedisServer
 from tickwork.queue.connection import create_client
 from tickwork.queue.messages import RunMessage
 from tickwork.queue.redis_queue import RedisRunQueue
 from tickwork.queue.settings import RedisSettings
 
-RESULTS = Path(__file__).resolve().parent / "results"
-CRDS = Path(__file__).resolve().parents[1] / "manifests" / "crds"
 ECHO = {"echo": {"message": "tick"}}
 
 
@@ -191,32 +195,19 @@ def plot(report: dict[str, Any], path: Path) -> None:
     right.set_title("Operator memory")
     for axis in (left, right):
         axis.grid(visible=True, alpha=0.3)
-    figure.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path, dpi=120)
+    save_figure(figure, path)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = benchmark_parser(__doc__, "watcher")
     parser.add_argument("--burst", type=int, default=1000)
     parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
     parser.add_argument("--window", type=float, default=30.0)
-    parser.add_argument("--out", type=Path, default=RESULTS / "watcher.json")
-    parser.add_argument("--plot", type=Path, default=RESULTS / "watcher.png")
     args = parser.parse_args(argv)
     report: dict[str, Any] = {"benchmark": "watcher", "python": platform.python_version()}
     with tempfile.TemporaryDirectory(prefix="operator-bench-") as tmp:
         workdir = Path(tmp)
-        with (
-            ControlPlane(workdir=workdir / "controlplane") as plane,
-            RedisServer(workdir=workdir / "redis") as redis,
-        ):
-            cluster = Cluster(kubeconfig=plane.kubeconfig, plane=plane)
-            cluster.kubectl("apply", "-f", str(CRDS))
-            cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s",
-                            "crd/scheduledjobs.tickwork.dev")  # fmt: skip
+        with plane_with_crd(workdir) as (cluster, redis):
             report["publish_lag"] = publish_lag(workdir, cluster, redis, args.burst)
             print(json.dumps(report["publish_lag"]), flush=True)
             report["scale"] = tick_and_memory(workdir, cluster, redis, args.sizes, args.window)

@@ -20,7 +20,6 @@ benchmarks/results/worker.json and a plot.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import datetime as dt
 import json
@@ -34,17 +33,20 @@ from typing import Any
 from tickwork.core.runs import scheduled_run_id
 from tickwork.devcluster.cluster import Cluster
 from tickwork.devcluster.components import TickworkProcess, wait_for
-from tickwork.devcluster.controlplane import ControlPlane
-from tickwork.devcluster.measure import create_jobs, job_manifest, writes_so_far
+from tickwork.devcluster.measure import (
+    benchmark_parser,
+    create_jobs,
+    job_manifest,
+    plane_with_crd,
+    save_figure,
+    writes_so_far,
+)
 from tickwork.devcluster.redis import RedisServer
 from tickwork.kube.client import KubeClient, load_configuration
 from tickwork.queue.connection import create_client
 from tickwork.queue.messages import RunMessage
 from tickwork.queue.redis_queue import RedisRunQueue
 from tickwork.queue.settings import RedisSettings
-
-RESULTS = Path(__file__).resolve().parent / "results"
-CRDS = Path(__file__).resolve().parents[1] / "manifests" / "crds"
 
 
 async def _patch_for(kubeconfig: Path, namespace: str, jobs: list[dict[str, Any]],
@@ -161,32 +163,19 @@ def plot(report: dict[str, Any], path: Path) -> None:
     axis.set_title("Worker throughput on one local API server")
     axis.legend(fontsize=8)
     axis.grid(visible=True, axis="y", alpha=0.3)
-    figure.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path, dpi=120)
+    save_figure(figure, path)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = benchmark_parser(__doc__, "worker")
     parser.add_argument("--runs", type=int, default=1000)
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--concurrency", type=int, default=32)
-    parser.add_argument("--out", type=Path, default=RESULTS / "worker.json")
-    parser.add_argument("--plot", type=Path, default=RESULTS / "worker.png")
     args = parser.parse_args(argv)
     report: dict[str, Any] = {"benchmark": "worker", "python": platform.python_version()}
     with tempfile.TemporaryDirectory(prefix="worker-bench-") as tmp:
         workdir = Path(tmp)
-        with (
-            ControlPlane(workdir=workdir / "controlplane") as plane,
-            RedisServer(workdir=workdir / "redis") as redis,
-        ):
-            cluster = Cluster(kubeconfig=plane.kubeconfig, plane=plane)
-            cluster.kubectl("apply", "-f", str(CRDS))
-            cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s",
-                            "crd/scheduledjobs.tickwork.dev")  # fmt: skip
+        with plane_with_crd(workdir) as (cluster, redis):
             report["ceiling"] = ceiling(cluster)
             print(json.dumps(report["ceiling"]), flush=True)
             report["end_to_end"] = []

@@ -3,15 +3,25 @@ counter, a process's resident memory, and bulk creation of ScheduledJobs."""
 
 from __future__ import annotations
 
+import argparse
 import asyncio
+import contextlib
 import math
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from tickwork.api import models
 from tickwork.devcluster.cluster import Cluster
+from tickwork.devcluster.controlplane import ControlPlane
+from tickwork.devcluster.redis import RedisServer
 from tickwork.kube.client import KubeClient, load_configuration
+
+_ROOT = Path(__file__).resolve().parents[2]
+#: Where benchmarks write their JSON and plots (in the repository checkout).
+RESULTS = _ROOT / "benchmarks" / "results"
+CRDS = _ROOT / "manifests" / "crds"
 
 #: Verbs that change something (APPLY is server-side apply).
 WRITE_VERBS = ("POST", "PUT", "PATCH", "APPLY", "DELETE")
@@ -76,3 +86,33 @@ def create_jobs(cluster: Cluster, namespace: str, items: list[dict[str, Any]], *
     """Create ScheduledJobs fast (many requests in flight over one HTTP/2 connection);
     return the created objects."""
     return asyncio.run(_create_all(cluster.kubeconfig, namespace, items, concurrency))
+
+
+def benchmark_parser(doc: str | None, name: str) -> argparse.ArgumentParser:
+    """The arguments every benchmark takes: ``--out`` (JSON) and ``--plot`` (PNG)."""
+    parser = argparse.ArgumentParser(
+        description=doc, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--out", type=Path, default=RESULTS / f"{name}.json")
+    parser.add_argument("--plot", type=Path, default=RESULTS / f"{name}.png")
+    return parser
+
+
+def save_figure(figure: Any, path: Path) -> None:
+    figure.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=120)
+
+
+@contextlib.contextmanager
+def plane_with_crd(workdir: Path) -> Iterator[tuple[Cluster, RedisServer]]:
+    """A fresh control plane with the CRD established, and a Redis, for one benchmark."""
+    with (
+        ControlPlane(workdir=workdir / "controlplane") as plane,
+        RedisServer(workdir=workdir / "redis") as redis,
+    ):
+        cluster = Cluster(kubeconfig=plane.kubeconfig, plane=plane)
+        cluster.kubectl("apply", "-f", str(CRDS))
+        cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s",
+                        "crd/scheduledjobs.tickwork.dev")  # fmt: skip
+        yield cluster, redis
