@@ -46,6 +46,11 @@ class OperatorMetrics:
             buckets=LAG_BUCKETS,
             registry=r,
         )
+        self.status_writes_pending = Gauge(
+            "tickwork_status_writes_pending",
+            "Status writes the operator owes (new or changed jobs), worked off each tick.",
+            registry=r,
+        )
         self.index_size = Gauge(
             "tickwork_index_jobs", "ScheduledJobs in the watcher's bucket index.", registry=r
         )

@@ -162,6 +162,9 @@ class WatchState:
     triggers: dict[JobKey, str] = field(default_factory=dict)
     busy: set[JobKey] = field(default_factory=set)
     """Jobs the leader is acting on right now; the watch must not re-index them."""
+    active: dict[JobKey, None] = field(default_factory=dict)  # ordered set
+    """Jobs that may have a run queued, running or waiting for a retry: what the
+    reconciler looks at, so that its cost follows the active runs, not all jobs."""
 
     # -- the watch stream -----------------------------------------------------
 
@@ -197,6 +200,7 @@ class WatchState:
         )
         if entry.published_run_id and entry.active_run_id() != entry.published_run_id:
             entry.published_run_id = None  # it finished
+        self.track_active(entry)
         spec_changed = previous is None or previous.generation != generation
         self.jobs[key] = entry
         self._plan(entry, previous, spec_changed=spec_changed, now=now)
@@ -209,6 +213,7 @@ class WatchState:
         key = (namespace, name)
         self.jobs.pop(key, None)
         self.dirty.pop(key, None)
+        self.active.pop(key, None)
         self.triggers.pop(key, None)
         self.index.remove(("run", namespace, name))
         self.index.remove(("ttl", namespace, name))
@@ -318,9 +323,23 @@ class WatchState:
         else:
             self.index.remove(ttl_key)
 
+    def track_active(self, entry: JobEntry) -> None:
+        """Call after anything that may start or end a run of ``entry``."""
+        if entry.active_run_id() is not None:
+            self.active[entry.key] = None
+        else:
+            self.active.pop(entry.key, None)
+
     def active_jobs(self) -> list[JobEntry]:
-        """Jobs with a run queued, running or waiting for a retry."""
-        return [entry for entry in self.jobs.values() if entry.active_run_id() is not None]
+        """Jobs with a run queued, running or waiting for a retry (O(active), not O(jobs))."""
+        found = []
+        for key in list(self.active):
+            entry = self.jobs.get(key)
+            if entry is None or entry.active_run_id() is None:
+                self.active.pop(key, None)
+            else:
+                found.append(entry)
+        return found
 
 
 def _differs(wanted: OperatorStatus, written: OperatorStatus) -> bool:

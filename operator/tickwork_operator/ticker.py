@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
+import itertools
 import logging
 import time
 from collections.abc import Coroutine
@@ -37,8 +38,11 @@ from tickwork_operator.state import JobEntry, WatchState
 
 logger = logging.getLogger(__name__)
 
-#: Status writes per tick at most; the rest wait for the next tick.
-STATUS_WRITES_PER_TICK = 500
+#: Owed status writes (new or edited jobs) use what is left of each tick, stopping
+#: this long before the next one, so a backlog never delays publishing due runs;
+#: at least the minimum is spent on them, so they are never starved either.
+STATUS_BACKLOG_MARGIN = 0.1
+STATUS_BACKLOG_MIN_SECONDS = 0.05
 #: Due entries published at once (each is a Redis call).
 CONCURRENCY = 64
 #: Status reports sent at once. Reports are bookkeeping, not on the path of a
@@ -150,12 +154,15 @@ class Ticker:
             self.state.triggers.pop(key, None)
             if entry is not None:
                 await self._run_now(entry, token)
-        await self._write_dirty()
         if time.monotonic() - self._last_reconcile >= self.reconcile_seconds:
             self._last_reconcile = time.monotonic()
             await self.reconcile()
         await self._maintain_queue()
         self.metrics.index_size.set(len(self.state.jobs))
+        # Last: owed status writes fill the rest of this tick, never the next one.
+        boundary = (time.time() // self.tick_seconds + 1) * self.tick_seconds
+        budget = max(STATUS_BACKLOG_MIN_SECONDS, boundary - time.time() - STATUS_BACKLOG_MARGIN)
+        await self._write_dirty(time.monotonic() + budget)
 
     # -- due runs -----------------------------------------------------------------
 
@@ -210,6 +217,7 @@ class Ticker:
             self.metrics.runs_published.labels(trigger="schedule").inc()
             self.metrics.schedule_lag.observe(max(0.0, lag))
         entry.published_run_id = decision.run_id
+        self.state.track_active(entry)
         wanted = replace(
             entry.wanted,
             phase=JobPhase.QUEUED,
@@ -329,6 +337,7 @@ class Ticker:
         if outcome is EnqueueOutcome.ENQUEUED:
             self.metrics.runs_published.labels(trigger="manual").inc()
         entry.published_run_id = run_id
+        self.state.track_active(entry)
         entry.wanted = replace(
             entry.wanted,
             phase=JobPhase.QUEUED,
@@ -435,9 +444,13 @@ class Ticker:
 
         await asyncio.gather(*(one(job) for job in work))
 
-    async def _write_dirty(self) -> None:
-        keys = list(self.state.dirty)[:STATUS_WRITES_PER_TICK]
-        await self._bounded([self._write_one_dirty(key) for key in keys], REPORT_CONCURRENCY)
+    async def _write_dirty(self, deadline: float) -> None:
+        """Work off owed status writes until ``deadline`` (monotonic): ten thousand jobs
+        applied at once must not hold back the next tick's due runs."""
+        while self.state.dirty and time.monotonic() < deadline:
+            keys = list(itertools.islice(self.state.dirty, REPORT_CONCURRENCY))
+            await self._bounded([self._write_one_dirty(key) for key in keys], REPORT_CONCURRENCY)
+        self.metrics.status_writes_pending.set(len(self.state.dirty))
 
     async def _write_one_dirty(self, key: tuple[str, str]) -> None:
         entry = self.state.jobs.get(key)
@@ -476,6 +489,7 @@ class Ticker:
                     # Finished (or cancelled) but status never heard: stop counting
                     # it as active, or Forbid would skip every later run.
                     entry.settled_run_ids.add(run_id)
+                    self.state.track_active(entry)
                     logger.warning("run %s is done in the queue but not in status", run_id)
                     continue
                 if location is not None:
