@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import datetime as dt
 import enum
+import functools
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -199,8 +200,12 @@ class CronSchedule:
         return self.count_fires_minutes(civil.to_minute(after), civil.to_minute(until))
 
 
+@functools.lru_cache(maxsize=8192)
 def cron_schedule(expression: str, time_zone: str = "UTC") -> CronSchedule:
-    """Parse ``expression`` for ``time_zone`` or raise an InvalidSpecError saying what to fix."""
+    """Parse ``expression`` for ``time_zone`` or raise an InvalidSpecError saying what to fix.
+
+    Schedules are immutable and shared: a thousand jobs on ``0 * * * *`` in one zone hold
+    one parsed expression with its lookup tables, not a thousand."""
     return CronSchedule(cron=parse_cron(expression), timeline=ZoneTimeline(load_zone(time_zone)))
 
 
