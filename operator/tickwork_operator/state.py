@@ -85,14 +85,6 @@ class JobEntry:
                 return run_id
         return None
 
-    def reported(self, run_id: str) -> bool:
-        """Has a worker already reported ``run_id`` (running, finished or in history)?"""
-        status = self.observed
-        if any(run is not None and run.id == run_id
-               for run in (status.current_run, status.last_run)):  # fmt: skip
-            return True
-        return any(run.id == run_id for run in status.runs)
-
     def facts(self) -> JobFacts:
         assert self.spec is not None  # noqa: S101 - only valid jobs are planned
         assert self.schedule is not None  # noqa: S101
@@ -138,7 +130,15 @@ def _parse(body: dict[str, Any]) -> tuple[ScheduledJobSpec | None, Schedule | No
     return spec, schedule, None
 
 
-def _status(body: dict[str, Any]) -> ScheduledJobStatus:
+def reported(status: ScheduledJobStatus, run_id: str) -> bool:
+    """Has a worker already reported ``run_id`` (running, finished or in history)?"""
+    if any(run is not None and run.id == run_id
+           for run in (status.current_run, status.last_run)):  # fmt: skip
+        return True
+    return any(run.id == run_id for run in status.runs)
+
+
+def status_of(body: dict[str, Any]) -> ScheduledJobStatus:
     try:
         return ScheduledJobStatus.model_validate(body.get("status") or {})
     except ValidationError:
@@ -177,7 +177,7 @@ class WatchState:
             self.forget(*key)  # deleted and re-created under the same name
             previous = None
         spec, schedule, invalid = _parse(body)
-        observed = _status(body)
+        observed = status_of(body)
         written = OperatorStatus.observed(observed)
         generation = int(meta.get("generation") or 0)
         entry = JobEntry(

@@ -34,7 +34,7 @@ from tickwork.kube.status import (
 from tickwork.queue.messages import EnqueueOutcome, RunLocation, RunMessage
 from tickwork.queue.protocol import RunQueue
 from tickwork_operator.metrics import OperatorMetrics
-from tickwork_operator.state import JobEntry, WatchState
+from tickwork_operator.state import JobEntry, WatchState, reported, status_of
 
 logger = logging.getLogger(__name__)
 
@@ -62,20 +62,6 @@ _RETRY_DELAY = 1.0
 
 def _ref(entry: JobEntry) -> JobRef:
     return JobRef(namespace=entry.namespace, name=entry.name, uid=entry.uid)
-
-
-def _names_run(status: dict[str, Any], run_id: str) -> bool:
-    """Has a worker already reported ``run_id`` (running, finished or in the history)?"""
-    if any((status.get(key) or {}).get("id") == run_id for key in ("currentRun", "lastRun")):
-        return True
-    return any(run.get("id") == run_id for run in status.get("runs") or [])
-
-
-def _phase_of(status: dict[str, Any]) -> JobPhase | None:
-    try:
-        return JobPhase(status["phase"])
-    except (KeyError, ValueError):
-        return None
 
 
 class Ticker:
@@ -369,8 +355,7 @@ class Ticker:
                 return False  # deleted (or re-created) meanwhile
             entry = latest
             if from_watch and entry.resource_version:
-                reported, phase = entry.reported(run_id), entry.observed.phase
-                version = entry.resource_version
+                status, version = entry.observed, entry.resource_version
             else:
                 try:
                     current = await self.kube.get_job(entry.namespace, entry.name)
@@ -379,11 +364,9 @@ class Ticker:
                         self.metrics.api_errors.labels(operation="job.get").inc()
                         self.state.dirty[entry.key] = None
                     return False
-                status = current.get("status") or {}
-                reported, phase = _names_run(status, run_id), _phase_of(status)
-                version = str(current["metadata"]["resourceVersion"])
-            if reported:
-                entry.wanted = replace(entry.wanted, phase=phase)
+                status, version = status_of(current), str(current["metadata"]["resourceVersion"])
+            if reported(status, run_id):
+                entry.wanted = replace(entry.wanted, phase=status.phase)
             if await self._write_status(entry, force=True, resource_version=version):
                 return True
             if entry.key not in self.state.dirty:
