@@ -51,6 +51,12 @@ class OperatorMetrics:
             "Status writes the operator owes (new or changed jobs), worked off each tick.",
             registry=r,
         )
+        self.reports_pending = Gauge(
+            "tickwork_status_reports_pending",
+            "Jobs whose report of a published run (phase Queued, nextRunAt) is still to be "
+            "written; written in the background, merged per job while a backlog lasts.",
+            registry=r,
+        )
         self.index_size = Gauge(
             "tickwork_index_jobs", "ScheduledJobs in the watcher's bucket index.", registry=r
         )

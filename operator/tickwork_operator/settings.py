@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import os
 import socket
-from typing import Annotated
 
-from pydantic import Field, field_validator
-from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from tickwork.config import Namespaces
 
 
 def _default_identity() -> str:
@@ -19,7 +20,7 @@ class OperatorSettings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="TICKWORK_OPERATOR_", extra="ignore")
 
-    namespaces: Annotated[list[str], NoDecode] = Field(
+    namespaces: Namespaces = Field(
         default_factory=list,
         description="Namespaces to watch; empty means all (cluster-wide). Comma-separated "
         "in the environment.",
@@ -46,10 +47,3 @@ class OperatorSettings(BaseSettings):
     http_port: int = Field(default=8080, ge=0, le=65535, description="/metrics, /healthz, /readyz")
     log_format: str = Field(default="text", pattern="^(text|json)$")
     log_level: str = "INFO"
-
-    @field_validator("namespaces", mode="before")
-    @classmethod
-    def _split(cls, value: object) -> object:
-        if isinstance(value, str):
-            return [part.strip() for part in value.split(",") if part.strip()]
-        return value

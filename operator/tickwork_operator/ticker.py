@@ -16,7 +16,7 @@ import itertools
 import logging
 import time
 from collections.abc import Coroutine
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from tickwork.core.errors import QueueUnavailableError
@@ -46,10 +46,12 @@ STATUS_BACKLOG_MIN_SECONDS = 0.05
 #: Due entries published at once (each is a Redis call).
 CONCURRENCY = 64
 #: Status reports sent at once. Reports are bookkeeping, not on the path of a
-#: run: keeping them few leaves the API server to the workers, who re-read the
-#: jobs whose runs they are starting.
+#: run: they go out in the background, after the workers have claimed what fell
+#: due, so the API server serves the runs' own writes first.
 REPORT_CONCURRENCY = 16
-#: How long reports may wait for the workers to claim a burst of runs.
+#: How long each round of reports waits for the workers to claim what is queued.
+#: While a backlog lasts, reports trickle out one round per hold, and a job's
+#: reports merge into one (the latest run, the latest nextRunAt).
 REPORT_HOLD_SECONDS = 3.0
 #: Reads and conditional applies of one Queued report before it is left to the
 #: next tick (each retry means a worker wrote the object in between).
@@ -62,6 +64,18 @@ _RETRY_DELAY = 1.0
 
 def _ref(entry: JobEntry) -> JobRef:
     return JobRef(namespace=entry.namespace, name=entry.name, uid=entry.uid)
+
+
+@dataclass
+class _Report:
+    """What one job's status and Events still owe for the due runs handled so far.
+    Reports of one job merge: the status written is always the latest wanted one."""
+
+    run_id: str | None = None
+    """The latest run published, to report as Queued (unless a worker got there first)."""
+    force: bool = False
+    events: list[tuple[str, str, str]] = field(default_factory=list)
+    """(type, reason, message) of each Event to post, in order."""
 
 
 class Ticker:
@@ -87,6 +101,8 @@ class Ticker:
         self.queue_name = queue_name
         self.wakeup = asyncio.Event()
         self._last_reconcile = 0.0
+        self._reports: dict[tuple[str, str], _Report] = {}
+        self._reporter: asyncio.Task[None] | None = None
 
     # -- the loop -----------------------------------------------------------------
 
@@ -94,6 +110,7 @@ class Ticker:
         """Tick while ``leading`` is set, until ``stop`` is."""
         while not stop.is_set():
             if not leading.is_set():
+                self._stop_reporting()  # the new leader reports from its own view
                 # Only the leader reports the queue, so autoscalers see one value.
                 self.metrics.queue_depth.clear()
                 self.metrics.queue_backlog.clear()
@@ -107,6 +124,7 @@ class Ticker:
                 logger.exception("tick failed; the next tick retries")
             self.metrics.tick_seconds.observe(time.perf_counter() - started)
             await self._sleep_until_next_tick(stop)
+        self._stop_reporting()
 
     async def _sleep_until_next_tick(self, stop: asyncio.Event) -> None:
         now = time.time()
@@ -118,23 +136,18 @@ class Ticker:
     async def tick(self) -> None:
         now = dt.datetime.now(dt.UTC)
         work: list[Coroutine[Any, Any, Any]] = []
-        reports: list[Coroutine[Any, Any, Any]] = []
         for due in self.state.index.pop_due(now.timestamp()):
             kind, namespace, name = due.key
             entry = self.state.jobs.get((namespace, name))
             if entry is None:
                 continue
             if kind == "run":
-                work.append(self._run_due(entry, reports))
+                work.append(self._run_due(entry))
             elif kind == "ttl":
                 work.append(self._delete_finished(entry))
-        # Publish every due run first (Redis, milliseconds), then report them in
-        # status once the workers have picked them up: at the top of a busy
-        # minute the API server serves the workers' reads first.
+        # Publish every due run (Redis, milliseconds); their status reports go out
+        # in the background, so five thousand reports never hold up the next tick.
         await self._bounded(work)
-        if reports:
-            await self._until_claimed(REPORT_HOLD_SECONDS)
-        await self._bounded(reports, REPORT_CONCURRENCY)
         for key, token in list(self.state.triggers.items()):
             entry = self.state.jobs.get(key)
             self.state.triggers.pop(key, None)
@@ -144,7 +157,9 @@ class Ticker:
             self._last_reconcile = time.monotonic()
             await self.reconcile()
         await self._maintain_queue()
+        self._start_reporting()
         self.metrics.index_size.set(len(self.state.jobs))
+        self.metrics.reports_pending.set(len(self._reports))
         # Last: owed status writes fill the rest of this tick, never the next one.
         boundary = (time.time() // self.tick_seconds + 1) * self.tick_seconds
         budget = max(STATUS_BACKLOG_MIN_SECONDS, boundary - time.time() - STATUS_BACKLOG_MARGIN)
@@ -152,8 +167,8 @@ class Ticker:
 
     # -- due runs -----------------------------------------------------------------
 
-    async def _run_due(self, entry: JobEntry, reports: list[Coroutine[Any, Any, Any]]) -> None:
-        """Decide and publish; append the status report to ``reports`` for later."""
+    async def _run_due(self, entry: JobEntry) -> None:
+        """Decide and publish; the status report follows in the background."""
         if entry.pending is None or entry.spec is None or entry.suspended:
             return
         pending = entry.pending
@@ -166,9 +181,9 @@ class Ticker:
                 if not published:
                     self._reindex(entry, pending, retry=True)
                     return
-                reports.append(self._report_published(entry, decision))
+                self._report_published(entry, decision)
             else:
-                reports.append(self._not_published(entry, decision, now=now))
+                self._not_published(entry, decision, now=now)
             entry.pending = decision.following
             self._reindex(entry, decision.following)
         finally:
@@ -216,16 +231,16 @@ class Ticker:
         entry.wanted = self._count_missed(wanted, decision)
         return True
 
-    async def _report_published(self, entry: JobEntry, decision: Decision) -> None:
+    def _report_published(self, entry: JobEntry, decision: Decision) -> None:
         assert decision.scheduled_at is not None  # noqa: S101 - a publish names its run
         assert decision.run_id is not None  # noqa: S101
-        await self._write_queued(entry, decision.run_id)
+        report = self._report(entry, run_id=decision.run_id)
         if decision.missed:
-            await self.events.post(
-                _ref(entry), type_=WARNING, reason="MissedRuns",
-                message=f"{decision.missed} run(s) missed while no watcher ran; the latest due "
-                f"run ({decision.scheduled_at.isoformat()}) was published",
-            )  # fmt: skip
+            message = (
+                f"{decision.missed} run(s) missed while no watcher ran; the latest due "
+                f"run ({decision.scheduled_at.isoformat()}) was published"
+            )
+            report.events.append((WARNING, "MissedRuns", message))
 
     def _count_missed(self, wanted: OperatorStatus, decision: Decision) -> OperatorStatus:
         if not decision.missed:
@@ -237,10 +252,9 @@ class Ticker:
             last_missed_time=decision.latest_missed or wanted.last_missed_time,
         )
 
-    async def _not_published(
-        self, entry: JobEntry, decision: Decision, *, now: dt.datetime
-    ) -> None:
+    def _not_published(self, entry: JobEntry, decision: Decision, *, now: dt.datetime) -> None:
         wanted = entry.wanted
+        report = self._report(entry, force=decision.action is Action.MISS)
         following = decision.following.scheduled_at if decision.following else None
         if decision.action is Action.SKIP:
             self.metrics.runs_skipped.labels(reason="forbid").inc()
@@ -251,9 +265,7 @@ class Ticker:
                 missed_runs=wanted.missed_runs + 1 + decision.missed,
                 last_missed_time=decision.scheduled_at,
             )
-            await self.events.post(
-                _ref(entry), type_=NORMAL, reason="RunSkipped", message=decision.reason
-            )
+            report.events.append((NORMAL, "RunSkipped", decision.reason))
         else:  # MISS
             self.metrics.runs_skipped.labels(reason="missed").inc(decision.missed)
             wanted = replace(
@@ -268,11 +280,8 @@ class Ticker:
                     CONDITION_READY, status=False, reason="Missed", message=decision.reason,
                     now=now,
                 )  # fmt: skip
-            await self.events.post(
-                _ref(entry), type_=WARNING, reason="MissedRun", message=decision.reason
-            )
+            report.events.append((WARNING, "MissedRun", decision.reason))
         entry.wanted = wanted
-        await self._write_status(entry, force=decision.action is Action.MISS)
 
     async def _replace(self, entry: JobEntry, run_id: str) -> None:
         try:
@@ -330,13 +339,52 @@ class Ticker:
             last_trigger_token=token,
             queued_run=QueuedRunInfo(id=run_id, scheduled_at=now, queued_at=now, manual=True),
         )
-        await self._write_queued(entry, run_id)
-        await self.events.post(
-            _ref(entry),
-            type_=NORMAL,
-            reason="RunNow",
-            message=f"manual run {run_id} published (token {token!r})",
-        )
+        report = self._report(entry, run_id=run_id)
+        report.events.append((NORMAL, "RunNow", f"manual run {run_id} published (token {token!r})"))
+
+    # -- reports ------------------------------------------------------------------
+
+    def _report(
+        self, entry: JobEntry, *, run_id: str | None = None, force: bool = False
+    ) -> _Report:
+        """Owe ``entry`` a status report (merged with one still owed)."""
+        report = self._reports.setdefault(entry.key, _Report())
+        report.run_id = run_id or report.run_id
+        report.force = report.force or force
+        return report
+
+    def _start_reporting(self) -> None:
+        if self._reports and (self._reporter is None or self._reporter.done()):
+            self._reporter = asyncio.create_task(self._report_all(), name="status reports")
+
+    def _stop_reporting(self) -> None:
+        if self._reporter is not None:
+            self._reporter.cancel()
+            self._reporter = None
+        self._reports.clear()
+
+    async def _report_all(self) -> None:
+        """Send owed reports, a round at a time, each round once the workers have
+        claimed what is queued (or the hold is over): during a backlog the API
+        server serves the runs first, and reports of one job merge meanwhile."""
+        while self._reports:
+            await self._until_claimed(REPORT_HOLD_SECONDS)
+            keys = list(itertools.islice(self._reports, REPORT_CONCURRENCY))
+            batch = [(key, self._reports.pop(key)) for key in keys]
+            await self._bounded([self._send_report(key, report) for key, report in batch],
+                                REPORT_CONCURRENCY)  # fmt: skip
+            self.metrics.reports_pending.set(len(self._reports))
+
+    async def _send_report(self, key: tuple[str, str], report: _Report) -> None:
+        entry = self.state.jobs.get(key)
+        if entry is None:
+            return  # deleted meanwhile
+        if report.run_id is not None:
+            await self._write_queued(entry, report.run_id)
+        else:
+            await self._write_status(entry, force=report.force)
+        for type_, reason, message in report.events:
+            await self.events.post(_ref(entry), type_=type_, reason=reason, message=message)
 
     # -- status -------------------------------------------------------------------
 

@@ -146,12 +146,15 @@ def test_helm_install_creates_everything_with_least_privilege(
                      ("patch", "scheduledjobs.tickwork.dev", "-n", "any"),
                      ("get", "configmaps", "-n", "tickwork")):  # fmt: skip
         assert not _can_i(cluster, operator, *question), f"operator may {question}"
+    # Workers read jobs (list + watch for their job cache); they never change a spec.
     for question in (("get", "scheduledjobs.tickwork.dev", "-n", "any"),
+                     ("list", "scheduledjobs.tickwork.dev", everywhere),
+                     ("watch", "scheduledjobs.tickwork.dev", everywhere),
                      ("patch", "scheduledjobs.tickwork.dev", "--subresource=status", "-n", "any"),
                      ("create", "events", "-n", "any")):  # fmt: skip
         assert _can_i(cluster, worker, *question), f"worker may not {question}"
-    for question in (("list", "scheduledjobs.tickwork.dev", everywhere),
-                     ("watch", "scheduledjobs.tickwork.dev", everywhere),
+    for question in (("patch", "scheduledjobs.tickwork.dev", "-n", "any"),
+                     ("update", "scheduledjobs.tickwork.dev", "-n", "any"),
                      ("delete", "scheduledjobs.tickwork.dev", "-n", "any"),
                      ("get", "secrets", "-n", "tickwork"), ("list", "pods", everywhere),
                      ("get", "leases.coordination.k8s.io", "-n", "tickwork")):  # fmt: skip

@@ -5,6 +5,7 @@ letters, skips, timeouts, cancellation, draining and crashes."""
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import os
 import subprocess
 from collections.abc import Callable
@@ -251,6 +252,48 @@ def test_a_run_redelivered_after_it_finished_is_not_executed_again(
     wait_for(lambda: probe.locate(run_id) is RunLocation.DONE, timeout=30, what="the ack")
     assert worker.metric("tickwork_runs_skipped_by_worker_total", 'reason="already-finished"') == 1
     assert jobs.status("once")["lastRun"]["result"] == "done before"  # not executed again
+    # A redelivery is checked against the API server, never only against the watched copy.
+    assert (worker.metric("tickwork_worker_job_reads_total", 'source="api"') or 0) >= 1
+
+
+def test_runs_start_from_the_watched_copy_which_follows_spec_changes(
+    start_worker: Start, jobs: Jobs, probe: QueueProbe
+) -> None:
+    from tickwork.core.runs import scheduled_run_id  # noqa: PLC0415
+
+    job = jobs.create("cached", {"schedule": "@daily", "concurrencyPolicy": "Allow",
+                                 "task": {"echo": {"message": "v1"}}})  # fmt: skip
+    uid = job["metadata"]["uid"]
+    worker = start_worker()
+    wait_for(lambda: worker.metric("tickwork_worker_job_cache_synced") == 1.0,
+             timeout=30, what="the job cache to be listed")  # fmt: skip
+    assert (worker.metric("tickwork_worker_job_cache_objects") or 0) >= 1
+    done: list[str] = []
+
+    def run_once() -> str:
+        scheduled = dt.datetime(2026, 12, 1, 9, tzinfo=dt.UTC) + dt.timedelta(days=len(done))
+        run_id = scheduled_run_id(uid, scheduled)
+        probe.enqueue(RunMessage(run_id=run_id, namespace=jobs.namespace, name="cached",
+                                 uid=uid, scheduled_at=scheduled.isoformat()))  # fmt: skip
+        wait_for(lambda: (jobs.status("cached").get("lastRun") or {}).get("id") == run_id,
+                 timeout=30, what=f"run {run_id}")  # fmt: skip
+        done.append(run_id)
+        return str(jobs.status("cached")["lastRun"]["result"])
+
+    assert run_once() == "Executed: v1"
+    jobs.patch("cached", {"spec": {"task": {"echo": {"message": "v2"}}}})
+    # The copy follows the watch: within a few runs (milliseconds, really) the new spec runs.
+    results = [run_once() for _ in range(2)]
+    while results[-1] != "Executed: v2" and len(done) < 8:  # noqa: PLR2004 - a bound
+        results.append(run_once())
+    assert results[-1] == "Executed: v2", results
+    # Every run started and finished from memory: not one read of the API server ...
+    assert worker.metric("tickwork_worker_job_reads_total", 'source="api"') is None
+    assert (worker.metric("tickwork_worker_job_reads_total", 'source="cache"') or 0) >= len(done)
+    # ... and the history, re-sent whole each time, kept every run (the worker's own
+    # writes are in the copy before the watch brings them).
+    history = [r["id"] for r in jobs.status("cached")["runs"]]  # type: ignore[union-attr]
+    assert history == list(reversed(done))[:3], (history, done)
 
 
 def test_sigterm_lets_short_runs_finish_and_hands_long_ones_back(

@@ -3,8 +3,8 @@
 Credentials come from the official ``kubernetes`` package's loaders (a
 kubeconfig, with exec plugins and token refresh, or the in-cluster service
 account), the transport is ``httpx``. Only the calls the operator and the
-worker need exist: read a ScheduledJob, apply its status, delete it, post an
-Event, and read/write a Lease.
+worker need exist: read, list and watch ScheduledJobs, apply their status,
+delete one, post an Event, and read/write a Lease.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import ssl
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
@@ -47,6 +48,17 @@ class KubeApiError(Exception):
     @property
     def conflict(self) -> bool:
         return self.status == 409  # noqa: PLR2004 - HTTP status
+
+
+def _raise_for_status(response: httpx.Response) -> None:
+    if response.status_code < 400:  # noqa: PLR2004 - HTTP errors
+        return
+    try:
+        details = response.json()
+        reason, message = details.get("reason", ""), details.get("message", "")
+    except ValueError:
+        reason, message = response.reason_phrase, response.text[:500]
+    raise KubeApiError(response.status_code, reason, message)
 
 
 def load_configuration(kubeconfig: str | None = None) -> k8s_client.Configuration:
@@ -154,23 +166,41 @@ class KubeClient:
             except httpx.HTTPError as exc:
                 raise KubeApiError(0, "Unavailable", f"{type(exc).__name__}: {exc}") from None
         assert response is not None  # noqa: S101 - the loop either set it or raised
-        if response.status_code >= 400:  # noqa: PLR2004 - HTTP errors
-            try:
-                details = response.json()
-                reason, message = details.get("reason", ""), details.get("message", "")
-            except ValueError:
-                reason, message = response.reason_phrase, response.text[:500]
-            raise KubeApiError(response.status_code, reason, message)
+        _raise_for_status(response)
         result: dict[str, Any] = response.json() if response.content else {}
         return result
+
+    async def watch(
+        self, path: str, params: dict[str, str], *, idle_timeout: float
+    ) -> AsyncIterator[dict[str, Any]]:
+        """The events of one watch request, until the server ends it. ``idle_timeout``:
+        longest silence tolerated (ask for bookmarks to keep a quiet watch talking)."""
+        headers = {"Accept": "application/json", **self._authorization()}
+        timeout = httpx.Timeout(self._http.timeout.connect, read=idle_timeout)
+        try:
+            async with self._http.stream(
+                "GET", path, params={**params, "watch": "1"}, headers=headers, timeout=timeout
+            ) as response:
+                if response.status_code >= 400:  # noqa: PLR2004 - HTTP errors
+                    await response.aread()
+                    _raise_for_status(response)
+                async for line in response.aiter_lines():
+                    if line.strip():
+                        yield json.loads(line)
+        except httpx.HTTPError as exc:
+            raise KubeApiError(0, "Unavailable", f"{type(exc).__name__}: {exc}") from None
 
     # -- ScheduledJobs ----------------------------------------------------
 
     @staticmethod
     def _job_path(namespace: str, name: str) -> str:
-        return (
-            f"/apis/{models.GROUP}/{models.VERSION}/namespaces/{namespace}/{models.PLURAL}/{name}"
-        )
+        return f"{KubeClient.jobs_path(namespace)}/{name}"
+
+    @staticmethod
+    def jobs_path(namespace: str | None) -> str:
+        """The ScheduledJob collection of ``namespace``, or of all namespaces for None."""
+        where = f"/namespaces/{namespace}" if namespace else ""
+        return f"/apis/{models.GROUP}/{models.VERSION}{where}/{models.PLURAL}"
 
     async def get_job(self, namespace: str, name: str) -> dict[str, Any]:
         return await self.request("GET", self._job_path(namespace, name))

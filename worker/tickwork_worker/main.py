@@ -14,6 +14,7 @@ from collections.abc import Sequence
 import httpx
 
 from tickwork.core.errors import QueueUnavailableError
+from tickwork.kube.cache import JobCache, kept_current
 from tickwork.kube.client import KubeApiError, KubeClient, load_configuration
 from tickwork.kube.events import EventRecorder
 from tickwork.kube.http import start_http
@@ -56,6 +57,7 @@ async def run_worker(
     kube = KubeClient(load_configuration(settings.kubeconfig))
     metrics = WorkerMetrics()
     events = EventRecorder(kube, component="tickwork-worker", instance=settings.name)
+    jobs = _job_cache(settings, kube, metrics)
     async with httpx.AsyncClient() as http_client:
         kinds: dict[str, TaskKind] = {
             "echo": EchoTask(),
@@ -67,7 +69,7 @@ async def run_worker(
             queue=queue, kube=kube, events=events, metrics=metrics, kinds=kinds,
             worker_name=settings.name, lease_seconds=settings.lease_seconds,
             soft_timeout_ratio=settings.soft_timeout_ratio,
-            running_after_seconds=settings.running_after_seconds,
+            running_after_seconds=settings.running_after_seconds, jobs=jobs,
         )  # fmt: skip
         worker = Worker(
             queue=queue, runner=runner, name=settings.name, concurrency=settings.concurrency,
@@ -94,17 +96,30 @@ async def run_worker(
             liveness=liveness, readiness=readiness,
         )  # fmt: skip
         logger.info(
-            "tickwork-worker %s: %d slot(s), queue %s, command tasks %s", settings.name,
-            settings.concurrency, redis.safe_url() if redis else "in memory",
+            "tickwork-worker %s: %d slot(s), queue %s, command tasks %s, job cache %s",
+            settings.name, settings.concurrency, redis.safe_url() if redis else "in memory",
             "enabled" if settings.command_tasks else "disabled",
+            ", ".join(settings.namespaces) or "all namespaces" if jobs else "off",
         )  # fmt: skip
         try:
-            await worker.run(stop)
+            async with kept_current(jobs):
+                await worker.run(stop)
         finally:
             await http.cleanup()
             await queue.close()
             await kube.close()
             logger.info("tickwork-worker stopped")
+
+
+def _job_cache(
+    settings: WorkerSettings, kube: KubeClient, metrics: WorkerMetrics
+) -> JobCache | None:
+    if not settings.job_cache:
+        return None
+    jobs = JobCache(kube, settings.namespaces)
+    metrics.job_cache_synced.set_function(lambda: float(jobs.synced))
+    metrics.job_cache_objects.set_function(lambda: float(len(jobs)))
+    return jobs
 
 
 def check(port: int) -> int:

@@ -34,6 +34,22 @@ class WorkerMetrics:
         self.in_flight = Gauge(
             "tickwork_runs_in_flight", "Runs this worker is executing now.", registry=r
         )
+        self.job_reads = Counter(
+            "tickwork_worker_job_reads_total",
+            "Jobs read to start or finish a run, by source: the watched copy (cache) or "
+            "the API server (api).",
+            ["source"],
+            registry=r,
+        )
+        self.job_cache_synced = Gauge(
+            "tickwork_worker_job_cache_synced",
+            "1 while the watched copy of the jobs is listed and its watch runs (0: off or "
+            "catching up; runs then read their job from the API server).",
+            registry=r,
+        )
+        self.job_cache_objects = Gauge(
+            "tickwork_worker_job_cache_objects", "Jobs in the watched copy.", registry=r
+        )
         self.skipped = Counter(
             "tickwork_runs_skipped_by_worker_total",
             "Claimed runs not executed (job gone, replaced, suspended, already done).",

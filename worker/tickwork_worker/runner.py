@@ -1,7 +1,8 @@
 """One claimed run, from the queue to its outcome in status.
 
-The order matters and is what makes a killed worker harmless: re-read the
-job (the API server is the truth), skip what must not run, mark it Running,
+The order matters and is what makes a killed worker harmless: read the job
+(from the worker's watched copy, else the API server), skip what must not
+run, mark it Running,
 execute under a soft and a hard timeout while heartbeats keep the lease,
 write the outcome to status, and only then tell the queue (ack, retry or
 bury). A worker that dies anywhere before the last step leaves a lease that
@@ -27,6 +28,7 @@ from tickwork.core.errors import PermanentTaskError
 from tickwork.core.planning import ConcurrencyPolicy
 from tickwork.core.retry import GiveUp, after_failure
 from tickwork.core.states import FINAL_STATES, JobPhase, RunState, job_phase
+from tickwork.kube.cache import JobCache
 from tickwork.kube.client import KubeApiError, KubeClient
 from tickwork.kube.events import NORMAL, WARNING, EventRecorder, JobRef
 from tickwork.kube.status import WORKER_MANAGER, RunInfo, finished_body, running_body
@@ -140,6 +142,7 @@ class Runner:
         lease_seconds: float,
         soft_timeout_ratio: float,
         running_after_seconds: float = 0.0,
+        jobs: JobCache | None = None,
     ) -> None:
         self.queue = queue
         self.kube = kube
@@ -150,16 +153,28 @@ class Runner:
         self.lease_seconds = lease_seconds
         self.soft_timeout_ratio = soft_timeout_ratio
         self.running_after_seconds = running_after_seconds
+        self.jobs = jobs
         self._writes = asyncio.Semaphore(_STATUS_WRITES_IN_FLIGHT)
 
     async def _read(self, claim: Claim) -> ScheduledJob | None:
         message = claim.message
-        try:
-            body = await self.kube.get_job(message.namespace, message.name)
-        except KubeApiError as exc:
-            if exc.not_found:
-                return None
-            raise
+        body = None
+        # A redelivered or requeued run is checked against the API server itself: it
+        # may have finished moments ago, and only the truth may decide to run it again.
+        if self.jobs is not None and message.attempt == 1 and not message.requeued:
+            body = self.jobs.get(message.namespace, message.name, message.uid)
+        if body is not None:
+            self.metrics.job_reads.labels(source="cache").inc()
+        else:
+            self.metrics.job_reads.labels(source="api").inc()
+            try:
+                body = await self.kube.get_job(message.namespace, message.name)
+            except KubeApiError as exc:
+                if exc.not_found:
+                    return None
+                raise
+            if self.jobs is not None:
+                self.jobs.observe(body)
         try:
             return ScheduledJob.model_validate(body)
         except ValidationError:
@@ -374,11 +389,13 @@ class Runner:
     ) -> None:
         # The history is re-sent whole (server-side apply), so re-read it when
         # another run of the job may have finished meanwhile: the run took a
-        # while, or runs of this job may overlap. A quick run needs no extra read.
+        # while, or runs of this job may overlap. A quick run needs no extra read
+        # from the API server; the watched copy is always worth a look.
         elapsed = (dt.datetime.now(dt.UTC) - started_at).total_seconds() if started_at else 0.0
         may_overlap = job.spec.concurrency_policy is ConcurrencyPolicy.ALLOW
         stale = (
-            started_at is None
+            self.jobs is not None
+            or started_at is None
             or elapsed > _QUICK_RUN_SECONDS
             or (may_overlap and elapsed > _OVERLAP_WINDOW_SECONDS)
         )
@@ -418,7 +435,7 @@ class Runner:
         for attempt in range(1, _STATUS_ATTEMPTS + 1):
             try:
                 async with self._writes:
-                    await self.kube.apply_job_status(
+                    written = await self.kube.apply_job_status(
                         message.namespace, message.name, message.uid, body,
                         field_manager=WORKER_MANAGER,
                     )  # fmt: skip
@@ -434,6 +451,8 @@ class Runner:
                 await asyncio.sleep(delay)  # backoff while the API server is unavailable
                 delay = min(delay * 2, 8.0)
             else:
+                if self.jobs is not None:
+                    self.jobs.observe(written)  # the next run of the job builds on this write
                 return
 
 

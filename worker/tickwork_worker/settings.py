@@ -8,6 +8,8 @@ import socket
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from tickwork.config import Namespaces
+
 
 def _default_name() -> str:
     return os.environ.get("POD_NAME") or f"{socket.gethostname()}-{os.getpid()}"
@@ -43,6 +45,16 @@ class WorkerSettings(BaseSettings):
         default=False, description="Allow `command` tasks (they run in the worker's container)."
     )
     queue: str = Field(default="redis", pattern="^(redis|memory)$")
+    job_cache: bool = Field(
+        default=True,
+        description="Keep a watched copy of the ScheduledJobs and start runs from it, instead "
+        "of reading each run's job from the API server (needs list and watch).",
+    )
+    namespaces: Namespaces = Field(
+        default_factory=list,
+        description="Namespaces whose jobs the copy holds (the operator's); empty: all. "
+        "Comma-separated in the environment.",
+    )
     kubeconfig: str | None = None
     http_host: str = "0.0.0.0"  # noqa: S104 - a pod serves its probes and metrics on all interfaces
     http_port: int = Field(default=8081, ge=0, le=65535)
