@@ -69,14 +69,21 @@ class Collector:
     def watch(self, list_function: Callable[..., Any], handle: Callable[[Any, float], None],
               *args: Any) -> None:  # fmt: skip
         def loop() -> None:
+            # Each watch resumes where the last one ended: a fresh list would only show
+            # the latest status of each job, and a run reported in between would be lost.
+            version = None
             while not self._stop.is_set():
-                with contextlib.suppress(Exception):
-                    watcher = k8s_watch.Watch()  # type: ignore[no-untyped-call]
-                    stream = watcher.stream(list_function, *args, timeout_seconds=30)  # type: ignore[no-untyped-call]
+                watcher = k8s_watch.Watch()  # type: ignore[no-untyped-call]
+                try:
+                    stream = watcher.stream(list_function, *args, timeout_seconds=30,
+                                            resource_version=version)  # type: ignore[no-untyped-call]  # fmt: skip
                     for event in stream:
                         handle(event["object"], time.time())
                         if self._stop.is_set():
                             return
+                    version = watcher.resource_version
+                except Exception:  # noqa: BLE001 - 410 Gone and the like: start over
+                    version = None
 
         thread = threading.Thread(target=loop, daemon=True)
         thread.start()
@@ -154,7 +161,8 @@ def run_tickwork(workdir: Path, cluster: Cluster, api: k8s.ApiClient, n: int,
                     namespace, models.PLURAL)  # fmt: skip
     with RedisServer(workdir=workdir / f"redis-{n}", appendonly=True) as redis:
         env = {"KUBECONFIG": str(cluster.kubeconfig), "TICKWORK_REDIS_URL": redis.url,
-               "TICKWORK_OPERATOR_NAMESPACES": namespace, "TICKWORK_OPERATOR_LOG_LEVEL": "WARNING",
+               "TICKWORK_OPERATOR_NAMESPACES": namespace, "TICKWORK_WORKER_NAMESPACES": namespace,
+               "TICKWORK_OPERATOR_LOG_LEVEL": "WARNING",
                "TICKWORK_WORKER_LOG_LEVEL": "WARNING", "TICKWORK_WORKER_CONCURRENCY": "128",
                "TICKWORK_OPERATOR_RECONCILE_SECONDS": "60"}  # fmt: skip
         components = [

@@ -31,9 +31,11 @@ def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
 
 
 @kopf.on.event(models.GROUP, models.VERSION, models.PLURAL, registry=registry)
-def scheduled_job_event(
+async def scheduled_job_event(
     *, event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **_: Any
 ) -> None:
+    """Async on purpose: kopf runs sync handlers in a thread pool, and the state they
+    change is the ticker's, which runs on the event loop (and iterates it)."""
     state: WatchState = memo["state"]
     ticker: Ticker = memo["ticker"]
     meta = body.get("metadata", {})

@@ -176,10 +176,14 @@ class WatchState:
         if previous is not None and previous.uid != meta["uid"]:
             self.forget(*key)  # deleted and re-created under the same name
             previous = None
-        spec, schedule, invalid = _parse(body)
+        generation = int(meta.get("generation") or 0)
+        if previous is not None and previous.generation == generation:
+            # Most events are status writes: the spec (and its parsed schedule) is unchanged.
+            spec, schedule, invalid = previous.spec, previous.schedule, previous.invalid_reason
+        else:
+            spec, schedule, invalid = _parse(body)
         observed = status_of(body)
         written = OperatorStatus.observed(observed)
-        generation = int(meta.get("generation") or 0)
         entry = JobEntry(
             namespace=key[0],
             name=key[1],

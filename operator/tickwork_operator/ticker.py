@@ -478,8 +478,12 @@ class Ticker:
     async def _write_dirty(self, deadline: float) -> None:
         """Work off owed status writes until ``deadline`` (monotonic): ten thousand jobs
         applied at once must not hold back the next tick's due runs."""
-        while self.state.dirty and time.monotonic() < deadline:
-            keys = list(itertools.islice(self.state.dirty, REPORT_CONCURRENCY))
+        while time.monotonic() < deadline:
+            # A job with a report still to go gets its status written by that report.
+            owed = (key for key in self.state.dirty if key not in self._reports)
+            keys = list(itertools.islice(owed, REPORT_CONCURRENCY))
+            if not keys:
+                break
             await self._bounded([self._write_one_dirty(key) for key in keys], REPORT_CONCURRENCY)
         self.metrics.status_writes_pending.set(len(self.state.dirty))
 
