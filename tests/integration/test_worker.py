@@ -284,7 +284,7 @@ def test_runs_start_from_the_watched_copy_which_follows_spec_changes(
     jobs.patch("cached", {"spec": {"task": {"echo": {"message": "v2"}}}})
     # The copy follows the watch: within a few runs (milliseconds, really) the new spec runs.
     results = [run_once() for _ in range(2)]
-    while results[-1] != "Executed: v2" and len(done) < 8:  # noqa: PLR2004 - a bound
+    while results[-1] != "Executed: v2" and len(done) < 8:
         results.append(run_once())
     assert results[-1] == "Executed: v2", results
     # Every run started and finished from memory: not one read of the API server ...
