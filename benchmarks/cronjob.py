@@ -11,7 +11,13 @@ kube-controller-manager, default settings). Measured in the same run:
   minus the scheduled minute;
 * API writes per run: every mutating request the API server counted
   (``apiserver_request_total``: POST, PUT, PATCH, DELETE, from every client)
-  during the measured minutes, divided by the runs in them.
+  during the measured minutes, divided by the runs in them;
+* runs that will never happen: the CronJob controller starts only the latest
+  of the schedules it missed, so a minute older than a CronJob's
+  ``lastScheduleTime`` without a Job is skipped for good. Its lag is unbounded,
+  not merely late: a percentile that falls on such runs is reported as
+  unbounded (JSON ``null`` with ``..._unbounded: true``), next to the lower
+  bound the observation window alone would give.
 
 Prints JSON, writes benchmarks/results/cronjob.json and a plot of p99 lag
 against N. Compare ratios within one run: the machine is shared and noisy.
@@ -63,6 +69,8 @@ class Collector:
 
     def __init__(self) -> None:
         self.runs: dict[str, tuple[float, float]] = {}
+        self.skipped_for_good: list[float] = []
+        """Scheduled instants of runs that can no longer start (by the controller's rules)."""
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
 
@@ -134,7 +142,38 @@ def measure_window(cluster: Cluster, collector: Collector, minutes: int) -> dict
     lags = collector.lags(first, last)
     scheduled = collector.scheduled(first, last)
     return {"lags": lags, "writes": after - before, "window": (first, last),
-            "observed_until": observed_until, "scheduled": scheduled}  # fmt: skip
+            "observed_until": observed_until, "scheduled": scheduled,
+            "minutes": minutes}  # fmt: skip
+
+
+def skipped_by_cronjobs(
+    batch: k8s.BatchV1Api, namespace: str, window: dict[str, Any]
+) -> list[float]:
+    """Window minutes the CronJob controller has moved past without creating a Job.
+
+    With no ``startingDeadlineSeconds``, the controller creates a Job only for the
+    most recent schedule it missed; a scheduled minute at or before a CronJob's
+    ``lastScheduleTime`` that has no Job by now never gets one. Jobs are listed
+    afresh (they are never deleted here: their pods stay Pending, none finishes)."""
+    first = window["window"][0]
+    started: dict[str, set[float]] = {}
+    jobs: list[Any] = batch.list_namespaced_job(namespace).items
+    for job in jobs:
+        stamp = (job.metadata.annotations or {}).get(SCHEDULED_ANNOTATION)
+        for owner in job.metadata.owner_references or []:
+            if stamp and owner.kind == "CronJob":
+                started.setdefault(owner.name, set()).add(_parse(stamp))
+    skipped = []
+    cronjobs: list[Any] = batch.list_namespaced_cron_job(namespace).items
+    for cronjob in cronjobs:
+        latest = cronjob.status.last_schedule_time if cronjob.status else None
+        if latest is None:
+            continue
+        for minute in range(window["minutes"]):
+            start = first + 60 * minute
+            if start <= latest.timestamp() and start not in started.get(cronjob.metadata.name, ()):
+                skipped.append(start)
+    return skipped
 
 
 def run_tickwork(workdir: Path, cluster: Cluster, api: k8s.ApiClient, n: int,
@@ -202,10 +241,12 @@ def run_cronjobs(cluster: Cluster, api: k8s.ApiClient, n: int, minutes: int) -> 
         if stamp:
             collector.runs.setdefault(obj.metadata.uid, (_parse(stamp), seen))
 
-    collector.watch(k8s.BatchV1Api(api).list_namespaced_job, handle, namespace)
+    batch = k8s.BatchV1Api(api)
+    collector.watch(batch.list_namespaced_job, handle, namespace)
     try:
         _apply_in_batches(cluster, items)
         window = measure_window(cluster, collector, minutes)
+        window["skipped_for_good"] = skipped_by_cronjobs(batch, namespace, window)
     finally:
         collector.stop()
         # Stop the controller creating more Jobs; their pods stay Pending (no nodes).
@@ -215,28 +256,58 @@ def run_cronjobs(cluster: Cluster, api: k8s.ApiClient, n: int, minutes: int) -> 
 
 
 def summarize(window: dict[str, Any], n: int, minutes: int) -> dict[str, Any]:
-    """Percentiles over every expected run; a run never seen counts with the lag it
-    had at least (until observation ended), so a system that falls behind is not
+    """Percentiles over every expected run. A run not seen by the end counts with the
+    lag it had at least (until observation ended) — or, if it was skipped for good,
+    with an unbounded one — so a system that falls behind or drops runs is not
     flattered by leaving its slowest runs out."""
     observed = list(window["lags"])
     runs = len(observed)
     first, _ = window["window"]
-    lags = list(observed)
+    skipped = list(window.get("skipped_for_good", []))
+    bounded = list(observed)  # every missing run at its lower bound
+    lags = list(observed)  # the same, but runs skipped for good are unbounded
     for minute in range(minutes):
         start = first + 60 * minute
         seen = sum(1 for s in window["scheduled"] if s == start)
-        lags += [window["observed_until"] - start] * max(0, n - seen)
+        missing = max(0, n - seen)
+        never = min(missing, sum(1 for s in skipped if s == start))
+        bounded += [window["observed_until"] - start] * missing
+        lags += [math.inf] * never + [window["observed_until"] - start] * (missing - never)
+    p50, p99 = statistics.median(lags), percentile(lags, 0.99)
     return {
         "expected_runs": n * minutes,
         "runs": runs,
         "runs_not_started_in_time": n * minutes - runs,
-        "lag_p50_seconds": round(statistics.median(lags), 3) if lags else None,
-        "lag_p99_seconds": round(percentile(lags, 0.99), 3) if lags else None,
-        "lag_max_seconds": round(max(lags), 3) if lags else None,
+        "runs_skipped_for_good": len(skipped),
+        "lag_p50_seconds": _finite(p50),
+        "lag_p99_seconds": _finite(p99),
+        "lag_max_seconds": _finite(max(lags)) if lags else None,
+        "lag_p50_unbounded": math.isinf(p50),
+        "lag_p99_unbounded": math.isinf(p99),
+        "lag_p50_lower_bound_seconds": round(statistics.median(bounded), 3),
+        "lag_p99_lower_bound_seconds": round(percentile(bounded, 0.99), 3),
         "api_writes": int(window["writes"]),
         "api_writes_per_run": round(window["writes"] / runs, 2) if runs else None,
         "lag_percentiles_are_lower_bounds": runs < n * minutes,
     }
+
+
+def _finite(value: float) -> float | None:
+    return round(value, 3) if math.isfinite(value) else None
+
+
+def p99_ratio(tickwork: dict[str, Any], cronjob: dict[str, Any]) -> dict[str, Any]:
+    """CronJob's p99 over Tickwork's: measured, at least (lower bounds), or unbounded."""
+    ours = tickwork["lag_p99_seconds"]
+    if ours is None or tickwork["lag_percentiles_are_lower_bounds"]:
+        return {"p99_lag_ratio_cronjob_over_tickwork": None}
+    bound = cronjob["lag_p99_lower_bound_seconds"] / ours
+    return {
+        "p99_lag_ratio_cronjob_over_tickwork": None if cronjob["lag_p99_unbounded"]
+        else round(bound, 1),
+        "p99_lag_ratio_at_least": round(bound, 1),
+        "p99_lag_ratio_unbounded": cronjob["lag_p99_unbounded"],
+    }  # fmt: skip
 
 
 def plot(report: dict[str, Any], path: Path) -> None:
@@ -252,11 +323,16 @@ def plot(report: dict[str, Any], path: Path) -> None:
     figure, (lags, share) = plt.subplots(1, 2, figsize=(10, 4.2))
     for system, color in (("cronjob", "tab:blue"), ("tickwork", "tab:green")):
         for key, style in (("lag_p99_seconds", "-"), ("lag_p50_seconds", "--")):
-            values = [row[system][key] for row in rows]
+            values = [_plotted(row[system], key) for row in rows]
             label = f"{system} {key.split('_')[1]}"
             alpha = 0.9 if style == "-" else 0.6
             lags.plot(sizes, values, linestyle=style, color=color, alpha=alpha, label=label)
             for n, value, row in zip(sizes, values, rows, strict=True):
+                if row[system].get(key.replace("_seconds", "_unbounded")):
+                    lags.plot([n], [value], marker="^", markersize=9, color=color)
+                    lags.annotate("∞", (n, value), textcoords="offset points", xytext=(6, 4),
+                                  color=color)  # fmt: skip
+                    continue
                 bound = row[system]["lag_percentiles_are_lower_bounds"]
                 lags.plot([n], [value], marker="o", color=color,
                           markerfacecolor="white" if bound else color)  # fmt: skip
@@ -265,7 +341,7 @@ def plot(report: dict[str, Any], path: Path) -> None:
     lags.set_xscale("log")
     lags.set_yscale("log")
     lags.set_xlabel("schedules firing every minute (N)")
-    lags.set_ylabel("schedule lag (s); hollow = lower bound")
+    lags.set_ylabel("schedule lag (s); hollow: lower bound; ▲ ∞: runs skipped for good")
     lags.set_title("Schedule lag")
     share.set_xscale("log")
     share.set_ylim(0, 105)
@@ -277,6 +353,14 @@ def plot(report: dict[str, Any], path: Path) -> None:
         axis.legend(fontsize=8)
     figure.suptitle("Tickwork vs the CronJob controller, same control plane, 2 cores")
     save_figure(figure, path)
+
+
+def _plotted(summary: dict[str, Any], key: str) -> float:
+    """The value to draw: an unbounded percentile sits at its window's lower bound."""
+    value = summary[key]
+    if value is None:
+        value = summary[key.replace("_seconds", "_lower_bound_seconds")]
+    return float(value)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -297,11 +381,7 @@ def main(argv: list[str] | None = None) -> int:
                 tickwork = summarize(run_tickwork(workdir, cluster, api, n, args.minutes), n,
                                      args.minutes)  # fmt: skip
                 cronjob = summarize(run_cronjobs(cluster, api, n, args.minutes), n, args.minutes)
-        row = {"n": n, "tickwork": tickwork, "cronjob": cronjob}
-        if tickwork["lag_p99_seconds"] and cronjob["lag_p99_seconds"]:
-            row["p99_lag_ratio_cronjob_over_tickwork"] = round(
-                cronjob["lag_p99_seconds"] / tickwork["lag_p99_seconds"], 1
-            )
+        row = {"n": n, "tickwork": tickwork, "cronjob": cronjob, **p99_ratio(tickwork, cronjob)}
         print(json.dumps(row), flush=True)
         report["results"].append(row)
         # Written after every N: a long run that is interrupted keeps what it measured.
