@@ -514,6 +514,7 @@ class Ticker:
     async def reconcile(self) -> int:
         """Re-publish runs that status shows active but the queue has lost."""
         republished = 0
+        unheard: list[str] = []
         for entry in self.state.active_jobs():
             run_id = entry.active_run_id()
             if run_id is None:
@@ -525,7 +526,7 @@ class Ticker:
                     # it as active, or Forbid would skip every later run.
                     entry.settled_run_ids.add(run_id)
                     self.state.track_active(entry)
-                    logger.warning("run %s is done in the queue but not in status", run_id)
+                    unheard.append(run_id)
                     continue
                 if location is not None:
                     continue
@@ -547,6 +548,11 @@ class Ticker:
                 self.metrics.api_errors.labels(operation="queue.reconcile").inc()
                 logger.warning("reconcile postponed: %s", exc)
                 return republished
+        if unheard:
+            # Normal for a moment under load (the watch is behind the workers' writes);
+            # if it persists, status writes are failing: see the workers' logs.
+            logger.warning("%d run(s) done in the queue but not yet in status, e.g. %s",
+                           len(unheard), ", ".join(unheard[:3]))  # fmt: skip
         self.metrics.reconciliations.inc()
         return republished
 
