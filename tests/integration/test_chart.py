@@ -67,6 +67,22 @@ def test_the_values_schema_catches_typos_and_bad_choices(helm: str) -> None:
     assert "externalRedis" in external.stderr
 
 
+def test_the_worker_lists_and_watches_jobs_only_for_its_job_cache(helm: str) -> None:
+    def worker_view(*extra: str) -> tuple[list[str], str]:
+        objects = _objects(render(helm, "tickwork", *extra))
+        [role] = [o for o in objects if o["kind"] == "ClusterRole"
+                  and o["metadata"]["name"].endswith("-worker")]  # fmt: skip
+        [verbs] = [r["verbs"] for r in role["rules"] if r["resources"] == ["scheduledjobs"]]
+        [deployment] = [o for o in objects if o["kind"] == "Deployment"
+                        and o["metadata"]["name"].endswith("-worker")]  # fmt: skip
+        env = {e["name"]: e.get("value") for e in
+               deployment["spec"]["template"]["spec"]["containers"][0]["env"]}  # fmt: skip
+        return verbs, env["TICKWORK_WORKER_JOB_CACHE"]
+
+    assert worker_view() == (["get", "list", "watch"], "true")
+    assert worker_view("--set", "worker.jobCache.enabled=false") == (["get"], "false")
+
+
 @pytest.mark.parametrize("values", SCENARIOS, ids=[p.stem for p in SCENARIOS])
 def test_every_scenario_is_accepted_by_the_api_server(
     helm: str, cluster: Cluster, namespace: str, third_party_crds: None, values: Path
