@@ -144,7 +144,7 @@ class JobCache:
         while True:
             page = await self._kube.request("GET", KubeClient.jobs_path(scope), params=params)
             for item in page.get("items", []):
-                self._store(item)
+                self.observe(item)  # a status write answered meanwhile may be newer
                 metadata = item.get("metadata") or {}
                 seen.add((metadata.get("namespace", ""), metadata.get("name", "")))
             listed = page.get("metadata") or {}
