@@ -25,6 +25,8 @@ from tickwork.api import models
 
 APPLY_PATCH = "application/apply-patch+yaml"
 MERGE_PATCH = "application/merge-patch+json"
+#: Where the kubernetes client's config loaders put a bearer token.
+_TOKEN_KEY = "BearerToken"
 _TOKEN_REFRESH_SECONDS = 60.0
 
 
@@ -132,8 +134,13 @@ class KubeClient:
         if hook is not None and now - self._token_checked > _TOKEN_REFRESH_SECONDS:
             hook(configuration)  # re-reads a rotated service-account token or re-runs exec
             self._token_checked = now
-        token = configuration.get_api_key_with_prefix("authorization")
-        return {"Authorization": token} if token else {}
+        # The client's loaders file a bearer token (in-cluster service account, a
+        # kubeconfig token) under "BearerToken"; older releases used "authorization".
+        token = configuration.api_key.get(_TOKEN_KEY) or configuration.api_key.get("authorization")
+        if token:
+            prefix = configuration.api_key_prefix.get(_TOKEN_KEY)
+            return {"Authorization": f"{prefix} {token}" if prefix else token}
+        return {}
 
     async def request(
         self,
