@@ -29,6 +29,9 @@ mapfile -t modules < <(grep -oE '^\s*k8s\.io/[a-z0-9-]+ => \./staging' "$upstrea
     echo "tool ("
     echo "	k8s.io/kubernetes/cmd/kube-apiserver"
     echo "	k8s.io/kubernetes/cmd/kube-controller-manager"
+    echo "	k8s.io/kubernetes/cmd/kube-proxy"
+    echo "	k8s.io/kubernetes/cmd/kube-scheduler"
+    echo "	k8s.io/kubernetes/cmd/kubelet"
     echo ")"
     echo
     echo "require go.etcd.io/etcd/server/v3 $etcd"

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -22,9 +23,6 @@ from tickwork.devcluster.errors import BuildError
 
 #: Where the wrapper modules live, relative to the repository root.
 HACK_DIR = Path(__file__).resolve().parents[2] / "hack"
-
-#: Binaries each bundle produces.
-CONTROLPLANE_BINARIES = ("kube-apiserver", "kube-controller-manager", "etcd")
 
 _STAMP = ".complete"
 
@@ -48,19 +46,37 @@ def _required_version(gomod: str, module: str) -> str:
 
 
 @dataclass(frozen=True)
+class Target:
+    """One binary of a bundle: the package to build and how."""
+
+    binary: str
+    package: str
+    ldflags: str = "-s -w"
+    tags: tuple[str, ...] = ()
+    cgo: bool = False
+    """Link against C libraries (runc needs libseccomp); everything else is static Go."""
+
+
+@dataclass(frozen=True)
 class Bundle:
     """One wrapper module and the binaries it builds."""
 
     name: str
     module_dir: Path
-    binaries: tuple[str, ...]
     versions: dict[str, str]
+    targets: tuple[Target, ...]
+
+    @property
+    def binaries(self) -> tuple[str, ...]:
+        return tuple(target.binary for target in self.targets)
 
     @property
     def key(self) -> str:
         digest = hashlib.sha256()
         for name in ("go.mod", "go.sum"):
             digest.update((self.module_dir / name).read_bytes())
+        for target in self.targets:  # a changed flag or tag is another build
+            digest.update(repr(target).encode())
         pins = "-".join(f"{k}-{v}" for k, v in sorted(self.versions.items()))
         return f"{self.name}-{pins}-{digest.hexdigest()[:10]}"
 
@@ -68,39 +84,8 @@ class Bundle:
         return cache_root() / "bin" / self.key
 
 
-def controlplane_bundle() -> Bundle:
-    module_dir = HACK_DIR / "controlplane"
-    gomod = (module_dir / "go.mod").read_text()
-    return Bundle(
-        name="controlplane",
-        module_dir=module_dir,
-        binaries=CONTROLPLANE_BINARIES,
-        versions={
-            "kubernetes": _required_version(gomod, "k8s.io/kubernetes"),
-            "etcd": _required_version(gomod, "go.etcd.io/etcd/server/v3"),
-        },
-    )
-
-
-def _tool_bundle(name: str, module: str) -> Bundle:
-    """A wrapper module ``hack/<name>`` that builds the one binary ``name`` from ``module``."""
-    module_dir = HACK_DIR / name
-    gomod = (module_dir / "go.mod").read_text()
-    return Bundle(
-        name=name,
-        module_dir=module_dir,
-        binaries=(name,),
-        versions={name: _required_version(gomod, module)},
-    )
-
-
-def helm_bundle() -> Bundle:
-    return _tool_bundle("helm", "helm.sh/helm/v3")
-
-
-def actionlint_bundle() -> Bundle:
-    """actionlint, which the tests run on the GitHub Actions workflows shipped for users."""
-    return _tool_bundle("actionlint", "github.com/rhysd/actionlint")
+def _gomod(folder: str) -> str:
+    return (HACK_DIR / folder / "go.mod").read_text()
 
 
 def _kube_ldflags(version: str) -> str:
@@ -118,32 +103,122 @@ def _kube_ldflags(version: str) -> str:
     return " ".join(flags)
 
 
-def _helm_ldflags(version: str, gomod: str) -> str:
-    kube = _required_version(gomod, "k8s.io/client-go")  # v0.X.Y
-    minor = kube.split(".")[1]
+def _kubernetes(name: str, commands: tuple[str, ...], *, etcd: bool = False) -> Bundle:
+    """Kubernetes commands from ``hack/controlplane``; they share one pin and one go.sum."""
+    gomod = _gomod("controlplane")
+    kube = _required_version(gomod, "k8s.io/kubernetes")
+    flags = _kube_ldflags(kube)
+    targets = [Target(command, f"k8s.io/kubernetes/cmd/{command}", flags) for command in commands]
+    versions = {"kubernetes": kube}
+    if etcd:
+        targets.append(Target("etcd", "./cmd/etcd"))
+        versions["etcd"] = _required_version(gomod, "go.etcd.io/etcd/server/v3")
+    return Bundle(name, HACK_DIR / "controlplane", versions, tuple(targets))
+
+
+def controlplane_bundle() -> Bundle:
+    """kube-apiserver, kube-controller-manager and etcd."""
+    return _kubernetes("controlplane", ("kube-apiserver", "kube-controller-manager"), etcd=True)
+
+
+def node_bundle() -> Bundle:
+    """What a node adds to the control plane: the scheduler, the kubelet, kube-proxy."""
+    return _kubernetes("node", ("kube-scheduler", "kubelet", "kube-proxy"))
+
+
+def containerd_bundle() -> Bundle:
+    """containerd 2.x (the node's CRI runtime), its runc shim, and ctr to import images."""
+    version = _required_version(_gomod("containerd"), "github.com/containerd/containerd/v2")
+    flags = f"-s -w -X github.com/containerd/containerd/v2/version.Version={version}"
+    # Snapshotters for filesystems this node does not use need C libraries or kernels
+    # it does not have; overlayfs and native stay.
+    tags = ("no_btrfs", "no_devmapper", "no_zfs")
+    base = "github.com/containerd/containerd/v2/cmd"
+    return Bundle(
+        "containerd",
+        HACK_DIR / "containerd",
+        {"containerd": version},
+        tuple(
+            Target(binary, f"{base}/{binary}", flags, tags)
+            for binary in ("containerd", "containerd-shim-runc-v2", "ctr")
+        ),
+    )
+
+
+def runc_bundle() -> Bundle:
+    """runc with seccomp (cgo + libseccomp), which RuntimeDefault seccomp profiles need."""
+    version = _required_version(_gomod("runc"), "github.com/opencontainers/runc")
+    flags = f"-s -w -X main.version={version.lstrip('v')}"
+    target = Target("runc", "github.com/opencontainers/runc", flags, ("seccomp",), cgo=True)
+    return Bundle("runc", HACK_DIR / "runc", {"runc": version}, (target,))
+
+
+def coredns_bundle() -> Bundle:
+    """CoreDNS with the plugins a cluster's DNS needs (``hack/coredns/main.go``)."""
+    version = _required_version(_gomod("coredns"), "github.com/coredns/coredns")
+    return Bundle("coredns", HACK_DIR / "coredns", {"coredns": version},
+                  (Target("coredns", "."),))  # fmt: skip
+
+
+def kube_router_bundle() -> Bundle:
+    """kube-router, whose NetworkPolicy firewall (iptables + ipset) the node runs alone."""
+    module = "github.com/cloudnativelabs/kube-router/v2"
+    version = _required_version(_gomod("kube-router"), module)
+    flags = f"-s -w -X {module}/pkg/version.Version={version}"
+    target = Target("kube-router", f"{module}/cmd/kube-router", flags)
+    return Bundle("kube-router", HACK_DIR / "kube-router", {"kube-router": version}, (target,))
+
+
+def prometheus_bundle() -> Bundle:
+    """Prometheus with Kubernetes service discovery only (the others need cloud SDKs)."""
+    module = "github.com/prometheus/prometheus"
+    version = _required_version(_gomod("prometheus"), module)
+    minor, patch = version.lstrip("v").split(".")[1:3]  # module v0.316.0 is Prometheus 3.16.0
+    release = f"{int(minor) // 100}.{int(minor) % 100}.{patch}"
+    flags = f"-s -w -X github.com/prometheus/common/version.Version={release}"
+    tags = ("netgo", "remove_all_sd", "enable_kubernetes_sd")
+    target = Target("prometheus", f"{module}/cmd/prometheus", flags, tags)
+    return Bundle("prometheus", HACK_DIR / "prometheus", {"prometheus": release}, (target,))
+
+
+def prometheus_adapter_bundle() -> Bundle:
+    """prometheus-adapter: serves external.metrics.k8s.io from Prometheus queries."""
+    module = "sigs.k8s.io/prometheus-adapter"
+    version = _required_version(_gomod("prometheus-adapter"), module)
+    target = Target("prometheus-adapter", f"{module}/cmd/adapter")
+    return Bundle("prometheus-adapter", HACK_DIR / "prometheus-adapter",
+                  {"prometheus-adapter": version}, (target,))  # fmt: skip
+
+
+def keda_bundle() -> Bundle:
+    """KEDA's operator and its metrics API server (the admission webhooks are optional)."""
+    module = "github.com/kedacore/keda/v2"
+    version = _required_version(_gomod("keda"), module)
+    flags = (f"-s -w -X {module}/version.Version={version} "
+             f"-X {module}/version.GitCommit=go-module-proxy")  # fmt: skip
+    targets = (Target("keda", f"{module}/cmd/operator", flags),
+               Target("keda-adapter", f"{module}/cmd/adapter", flags))  # fmt: skip
+    return Bundle("keda", HACK_DIR / "keda", {"keda": version}, targets)
+
+
+def helm_bundle() -> Bundle:
+    gomod = _gomod("helm")
+    version = _required_version(gomod, "helm.sh/helm/v3")
+    minor = _required_version(gomod, "k8s.io/client-go").split(".")[1]  # v0.X.Y
     flags = ["-s", "-w", f"-X helm.sh/helm/v3/internal/version.version={version}"]
     flags += ["-X helm.sh/helm/v3/internal/version.gitTreeState=clean"]
     for package in ("helm.sh/helm/v3/pkg/lint/rules", "helm.sh/helm/v3/pkg/chartutil"):
         flags += [f"-X {package}.k8sVersionMajor=1", f"-X {package}.k8sVersionMinor={minor}"]
-    return " ".join(flags)
+    target = Target("helm", "helm.sh/helm/v3/cmd/helm", " ".join(flags))
+    return Bundle("helm", HACK_DIR / "helm", {"helm": version}, (target,))
 
 
-def _targets(bundle: Bundle) -> list[tuple[str, str, str]]:
-    """(binary name, package to build, ldflags) for each binary of a bundle."""
-    if bundle.name == "helm":
-        gomod = (bundle.module_dir / "go.mod").read_text()
-        flags = _helm_ldflags(bundle.versions["helm"], gomod)
-        return [("helm", "helm.sh/helm/v3/cmd/helm", flags)]
-    if bundle.name == "actionlint":
-        version = bundle.versions["actionlint"]
-        flags = f"-s -w -X github.com/rhysd/actionlint.version={version}"
-        return [("actionlint", "github.com/rhysd/actionlint/cmd/actionlint", flags)]
-    flags = _kube_ldflags(bundle.versions["kubernetes"])
-    return [
-        ("kube-apiserver", "k8s.io/kubernetes/cmd/kube-apiserver", flags),
-        ("kube-controller-manager", "k8s.io/kubernetes/cmd/kube-controller-manager", flags),
-        ("etcd", "./cmd/etcd", "-s -w"),
-    ]
+def actionlint_bundle() -> Bundle:
+    """actionlint, which the tests run on the GitHub Actions workflows shipped for users."""
+    version = _required_version(_gomod("actionlint"), "github.com/rhysd/actionlint")
+    flags = f"-s -w -X github.com/rhysd/actionlint.version={version}"
+    target = Target("actionlint", "github.com/rhysd/actionlint/cmd/actionlint", flags)
+    return Bundle("actionlint", HACK_DIR / "actionlint", {"actionlint": version}, (target,))
 
 
 def _go() -> str:
@@ -173,24 +248,22 @@ def ensure_built(bundle: Bundle, *, log: bool = True) -> Path:
 
 def _build_into(bundle: Bundle, target: Path, *, log: bool) -> None:
     go = _go()
-    env = {**os.environ, "CGO_ENABLED": "0", "GOFLAGS": "-mod=readonly -buildvcs=false"}
-    env.setdefault("GOTOOLCHAIN", "local")
     staging = Path(tempfile.mkdtemp(prefix=f".{bundle.key}.", dir=target.parent))
     try:
-        for binary, package, ldflags in _targets(bundle):
+        for item in bundle.targets:
             if log:
-                print(f"building {binary} ({package}) into {target} ...", flush=True)  # noqa: T201
+                print(f"building {item.binary} ({item.package}) into {target} ...", flush=True)  # noqa: T201
+            env = {
+                **os.environ,
+                "CGO_ENABLED": "1" if item.cgo else "0",
+                "GOFLAGS": "-mod=readonly -buildvcs=false",
+            }
+            env.setdefault("GOTOOLCHAIN", "local")
+            argv = [go, "build", "-trimpath", "-ldflags", item.ldflags]
+            if item.tags:
+                argv += ["-tags", ",".join(item.tags)]
             result = subprocess.run(
-                [
-                    go,
-                    "build",
-                    "-trimpath",
-                    "-ldflags",
-                    ldflags,
-                    "-o",
-                    str(staging / binary),
-                    package,
-                ],
+                [*argv, "-o", str(staging / item.binary), item.package],
                 cwd=bundle.module_dir,
                 env=env,
                 capture_output=True,
@@ -199,7 +272,9 @@ def _build_into(bundle: Bundle, target: Path, *, log: bool) -> None:
             )
             if result.returncode != 0:
                 tail = "\n".join((result.stdout + result.stderr).splitlines()[-40:])
-                raise BuildError(f"`go build {package}` failed (exit {result.returncode}):\n{tail}")
+                raise BuildError(
+                    f"`go build {item.package}` failed (exit {result.returncode}):\n{tail}"
+                )
         (staging / _STAMP).write_text(" ".join(f"{k}={v}" for k, v in bundle.versions.items()))
         if target.exists():
             shutil.rmtree(target)
@@ -221,20 +296,30 @@ THIRD_PARTY_CRDS = (
 )  # fmt: skip
 
 
+def module_dir(module: str, version: str) -> Path:
+    """The read-only copy of ``module@version`` in the Go module cache (downloaded once)."""
+    result = subprocess.run(
+        [_go(), "mod", "download", "-json", f"{module}@{version}"],
+        capture_output=True, text=True, check=False, cwd=HACK_DIR,
+        env={**os.environ, "GOFLAGS": "-mod=mod", "GOTOOLCHAIN": "local"},
+    )  # fmt: skip
+    if result.returncode != 0:
+        raise BuildError(f"go mod download {module}@{version} failed:\n{result.stderr}")
+    return Path(json.loads(result.stdout)["Dir"])
+
+
+def module_file(module: str, version: str, name: str) -> Path:
+    """One file of a module, e.g. Kubernetes' pause.c or KEDA's CRDs."""
+    path = module_dir(module, version) / name
+    if not path.exists():
+        raise BuildError(f"{module}@{version} has no {name}")
+    return path
+
+
 def third_party_crds() -> list[Path]:
     """Paths of the pinned third-party CRDs, downloaded once into the Go module cache."""
-    import json  # noqa: PLC0415 - only this helper parses go's output
-
-    go = _go()
-    paths: list[Path] = []
-    for module, version, files in THIRD_PARTY_CRDS:
-        result = subprocess.run(
-            [go, "mod", "download", "-json", f"{module}@{version}"],
-            capture_output=True, text=True, check=False, cwd=HACK_DIR,
-            env={**os.environ, "GOFLAGS": "-mod=mod", "GOTOOLCHAIN": "local"},
-        )  # fmt: skip
-        if result.returncode != 0:
-            raise BuildError(f"go mod download {module}@{version} failed:\n{result.stderr}")
-        directory = Path(json.loads(result.stdout)["Dir"])
-        paths += [directory / name for name in files]
-    return paths
+    return [
+        module_file(module, version, name)
+        for module, version, files in THIRD_PARTY_CRDS
+        for name in files
+    ]
