@@ -2,6 +2,11 @@
 # One image, two entry points: tickwork-operator (default) and tickwork-worker.
 # Build:  docker build -t tickwork:dev .
 # Runs as a non-root user and works with a read-only root filesystem.
+#
+# PYTHON_IMAGE is any Debian-family image with python3 (and python3-venv on
+# Debian's own python3): the public default below for users; `make image`
+# passes a base built from Debian's packages, because no registry is reachable
+# there. Tickwork lives in a virtualenv, so both kinds of base work alike.
 
 ARG PYTHON_IMAGE=python:3.11.14-slim-bookworm
 # Must equal project.version in pyproject.toml (a test checks it).
@@ -11,27 +16,36 @@ FROM ${PYTHON_IMAGE} AS build
 WORKDIR /src
 ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 COPY pyproject.toml constraints.txt README.md ./
+# Wheels of every dependency, at the versions CI tested, in a layer of their own:
+# a change to Tickwork's sources does not download them again.
+RUN python3 -m venv /opt/build \
+ && /opt/build/bin/python -c "import tomllib; print(*tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies'], sep='\n')" > requirements.txt \
+ && /opt/build/bin/pip wheel --wheel-dir /wheels --constraint constraints.txt --requirement requirements.txt
 COPY tickwork ./tickwork
 COPY operator ./operator
 COPY worker ./worker
-# Wheels of Tickwork and of every dependency, at the versions CI tested.
-RUN pip wheel --wheel-dir /wheels --constraint constraints.txt .
+RUN /opt/build/bin/pip wheel --no-deps --wheel-dir /wheels .
 
 FROM ${PYTHON_IMAGE} AS runtime
 ARG TICKWORK_VERSION
 LABEL org.opencontainers.image.title="tickwork" \
       org.opencontainers.image.description="Scheduled jobs for Kubernetes: operator and worker" \
-      org.opencontainers.image.licenses="Apache-2.0"
+      org.opencontainers.image.licenses="Apache-2.0" \
+      org.opencontainers.image.version="${TICKWORK_VERSION}"
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
-    HOME=/tmp
+    HOME=/tmp \
+    PATH=/opt/tickwork/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 RUN groupadd --gid 10001 tickwork \
  && useradd --uid 10001 --gid tickwork --no-create-home --shell /usr/sbin/nologin tickwork
 COPY --from=build /wheels /wheels
-# Install only from the wheels built above (no index), then drop them.
-RUN pip install --no-index --find-links /wheels "tickwork==${TICKWORK_VERSION}" \
+# Install only from the wheels built above (no index), then drop them and pip:
+# nothing in the running image installs packages.
+RUN python3 -m venv /opt/tickwork \
+ && /opt/tickwork/bin/pip install --no-index --find-links /wheels "tickwork==${TICKWORK_VERSION}" \
+ && /opt/tickwork/bin/pip uninstall --yes pip \
  && rm -rf /wheels
 USER 10001:10001
 EXPOSE 8080 8081
