@@ -11,10 +11,14 @@ DEMO_ARGS ?=
 
 .DEFAULT_GOAL := help
 .PHONY: help install test test-unit test-integration lint typecheck check \
-	controlplane controlplane-down controlplane-bin demo bench bench-watcher bench-worker drills bench-cronjob crd manifests chart-docs generate clean
+	controlplane controlplane-down controlplane-bin image e2e-pods demo bench bench-watcher \
+	bench-worker bench-autoscaling drills bench-cronjob crd manifests chart-docs generate clean
+
+# `make controlplane NODE=1` adds a node (kubelet, containerd, pod network, DNS; needs root).
+NODE ?=
 
 help: ## show this help
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-20s %s\n", $$1, $$2}'
+	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-20s %s\n", $$1, $$2}'
 
 $(VENV)/.installed: pyproject.toml constraints.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -24,15 +28,21 @@ $(VENV)/.installed: pyproject.toml constraints.txt
 
 install: $(VENV)/.installed ## create .venv and install Tickwork with its test and dev tools
 
-controlplane-bin: install ## build (or find cached) kube-apiserver, controller-manager, etcd, helm
-	@$(BIN)/tickwork-devcluster build --helm --actionlint
+controlplane-bin: install ## build (or find cached) the control plane, a node's parts, helm, the autoscalers
+	@$(BIN)/tickwork-devcluster build --helm --actionlint --node --autoscaling
 
-test: install controlplane-bin ## run the whole test suite (real control plane and Redis)
+image: install ## build Tickwork's image with podman on a Debian base (no registry needed)
+	@$(BIN)/tickwork-devcluster image
+
+test: install controlplane-bin ## run the whole test suite (real control plane, Redis, Pods on a local node)
 	@# pytest's own exit status is kept for .ci/run (5 means nothing was collected).
 	@$(BIN)/pytest $(PYTEST_ARGS); status=$$?; echo $$status > .pytest-exit-status; exit $$status
 
 test-unit: install ## run only the pure unit tests
 	$(BIN)/pytest -m unit $(PYTEST_ARGS)
+
+e2e-pods: install controlplane-bin ## only the chart in real Pods (any cluster: TICKWORK_TEST_KUBECONFIG)
+	$(BIN)/pytest tests/pods $(PYTEST_ARGS)
 
 lint: install ## ruff, the import layers, hadolint, shellcheck, actionlint
 	$(BIN)/ruff check .
@@ -48,7 +58,7 @@ typecheck: install ## mypy --strict
 check: lint typecheck test ## everything CI runs
 
 controlplane: install ## start the local control plane (idempotent); last line: kubeconfig
-	@$(BIN)/tickwork-devcluster up --with-controller-manager --redis
+	@$(BIN)/tickwork-devcluster up --with-controller-manager --redis $(if $(NODE),--node)
 
 controlplane-down: install ## stop the local control plane
 	@$(BIN)/tickwork-devcluster down
@@ -67,6 +77,9 @@ bench-worker: install controlplane-bin ## workers: end-to-end runs/s vs the API 
 
 drills: install controlplane-bin ## resilience drills at full scale (benchmarks/results/drills.json)
 	$(BIN)/python benchmarks/drills.py
+
+bench-autoscaling: install controlplane-bin ## the worker HPA and KEDA absorbing a burst, in Pods
+	$(BIN)/python benchmarks/autoscaling.py
 
 bench-cronjob: install controlplane-bin ## Tickwork vs the CronJob controller (benchmarks/results/cronjob.*)
 	$(BIN)/python benchmarks/cronjob.py

@@ -3,6 +3,8 @@
 ``up`` is idempotent: when a control plane from an earlier ``up`` still
 answers, it prints that one's kubeconfig. The kubeconfig path is always the
 last line of ``up``'s output, so scripts can take it with ``tail -n1``.
+``up --node`` adds a node (kubelet, containerd, pod network, DNS) and loads
+Tickwork's image into it; ``image`` builds that image.
 """
 
 from __future__ import annotations
@@ -80,6 +82,12 @@ def cmd_build(args: argparse.Namespace) -> int:
         bundles.append(build.helm_bundle())
     if args.actionlint:
         bundles.append(build.actionlint_bundle())
+    if args.node:
+        bundles += [build.node_bundle(), build.containerd_bundle(), build.runc_bundle(),
+                    build.coredns_bundle()]  # fmt: skip
+    if args.autoscaling:
+        bundles += [build.prometheus_bundle(), build.prometheus_adapter_bundle(),
+                    build.keda_bundle()]  # fmt: skip
     for bundle in bundles:
         started = time.monotonic()
         path = build.ensure_built(bundle)
@@ -94,6 +102,19 @@ def cmd_tool_path(args: argparse.Namespace) -> int:
     """Print the path of a Go-built tool, building it first if the cache lacks it."""
     directory = build.ensure_built(TOOLS[args.tool](), log=False)
     print(directory / args.tool)  # noqa: T201
+    return 0
+
+
+def cmd_image(_args: argparse.Namespace) -> int:
+    """Build Tickwork's image (and its Debian base) with podman; print what was built."""
+    from tickwork.devcluster import images  # noqa: PLC0415 - podman only when asked
+
+    report = images.tickwork_image()
+    how = "cached" if report.cached else "built"
+    size = report.size_bytes / 2**20
+    print(f"{how} {report.image.ref} in {report.seconds:.1f}s, {size:.0f} MiB uncompressed")  # noqa: T201
+    print(f"archive: {report.image.archive}")  # noqa: T201
+    print(report.image.ref)  # noqa: T201
     return 0
 
 
@@ -115,6 +136,8 @@ def cmd_up(args: argparse.Namespace) -> int:
             argv.append("--with-controller-manager")
         if args.redis:
             argv.append("--redis")
+        if args.node:
+            argv.append("--node")
         log = directory / "supervisor.log"
         # The supervisor outlives this command; its servers die with it.
         proc = process.spawn(argv, log_path=log, die_with_parent=False)
@@ -130,6 +153,8 @@ def cmd_up(args: argparse.Namespace) -> int:
             time.sleep(0.2)
     if state.get("redis_url"):
         print(f"redis: {state['redis_url']}")  # noqa: T201
+    if state.get("image"):
+        print(f"node: {state['node']}, image loaded: {state['image']}")  # noqa: T201
     print(f"server: {state['server']}")  # noqa: T201
     print(state["kubeconfig"])  # noqa: T201
     return 0
@@ -167,12 +192,22 @@ def cmd_serve(args: argparse.Namespace) -> int:
     stopping = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stopping.set())
-    plane = ControlPlane(
-        workdir=directory / "controlplane", with_controller_manager=args.with_controller_manager
-    )
     redis = RedisServer(workdir=directory / "redis") if args.redis else None
     with contextlib.ExitStack() as stack:
-        stack.enter_context(plane)
+        image, node_name = None, None
+        if args.node:
+            from tickwork.devcluster import images, node  # noqa: PLC0415 - root and podman
+
+            image = images.tickwork_image().image
+            cluster = stack.enter_context(node.local_cluster(directory))
+            if cluster.plane is None or cluster.node is None:
+                raise DevClusterError("the local cluster came up without its node")
+            cluster.node.load_image(image)
+            plane, node_name = cluster.plane, cluster.node.name
+        else:
+            plane = ControlPlane(workdir=directory / "controlplane",
+                                 with_controller_manager=args.with_controller_manager)  # fmt: skip
+            stack.enter_context(plane)
         if redis is not None:
             stack.enter_context(redis)
         state = {
@@ -183,6 +218,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
             "kubeconfig": str(plane.kubeconfig),
             "version": plane.version().get("gitVersion"),
             "redis_url": redis.url if redis else None,
+            "node": node_name,
+            "image": image.ref if image is not None else None,
         }
         tmp = _state_file().with_suffix(".tmp")
         tmp.write_text(json.dumps(state, indent=2))
@@ -198,6 +235,16 @@ def main(argv: list[str] | None = None) -> int:
     p_build = sub.add_parser("build", help="build (or find cached) control-plane binaries")
     p_build.add_argument("--helm", action="store_true", help="build helm too")
     p_build.add_argument("--actionlint", action="store_true", help="build actionlint too")
+    p_build.add_argument(
+        "--node",
+        action="store_true",
+        help="build a node's parts too (kubelet, containerd, runc, CoreDNS)",
+    )
+    p_build.add_argument(
+        "--autoscaling",
+        action="store_true",
+        help="build Prometheus, prometheus-adapter and KEDA too",
+    )
     p_build.set_defaults(func=cmd_build)
     p_tool = sub.add_parser("tool-path", help="print the path of a Go-built tool (built if needed)")
     p_tool.add_argument("tool", choices=sorted(TOOLS))
@@ -209,11 +256,17 @@ def main(argv: list[str] | None = None) -> int:
         p = sub.add_parser(name, help=text)
         p.add_argument("--with-controller-manager", action="store_true")
         p.add_argument("--redis", action="store_true", help="also start a redis-server")
+        p.add_argument(
+            "--node",
+            action="store_true",
+            help="add a node (needs root) and load Tickwork's image into it",
+        )
         p.set_defaults(func=func)
     sub.add_parser("down", help="stop the background control plane").set_defaults(func=cmd_down)
     sub.add_parser(
         "manifests", help="render manifests/tickwork.yaml from the Helm chart"
     ).set_defaults(func=cmd_manifests)
+    sub.add_parser("image", help="build Tickwork's image with podman").set_defaults(func=cmd_image)
     sub.add_parser("status", help="show the running control plane").set_defaults(func=cmd_status)
     args = parser.parse_args(argv)
     try:

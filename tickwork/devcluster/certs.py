@@ -1,5 +1,10 @@
 """The PKI of a local control plane: a CA, the serving certificate, client certificates
-and the service-account signing key, written as PEM files into one directory."""
+and the service-account signing key, written as PEM files into one directory.
+
+It also holds what a node needs (client certificates of the kubelet, the scheduler
+and kube-proxy) and a separate front-proxy CA for aggregated APIs (the metrics
+adapters the autoscaler reads), as kubeadm lays them out. EC keys are cheap, so
+every control plane gets the whole set."""
 
 from __future__ import annotations
 
@@ -17,6 +22,12 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 SERVICE_CLUSTER_IP_RANGE = "10.0.0.0/24"
 _KUBERNETES_SERVICE_IP = "10.0.0.1"
 _VALIDITY = dt.timedelta(days=365)
+#: The one node of a local cluster.
+NODE_NAME = "tickwork-node"
+#: Name of the front-proxy client certificate, which aggregated API servers trust.
+FRONT_PROXY_CLIENT = "front-proxy-client"
+#: Identity of the NetworkPolicy agent; the node bootstrap grants it read access.
+NETWORK_POLICY_AGENT = "tickwork:network-policy-agent"
 
 
 @dataclass(frozen=True)
@@ -36,6 +47,16 @@ class Pki:
     controller_manager: ClientCert
     service_account_key: Path
     service_account_pub: Path
+    scheduler: ClientCert
+    kube_proxy: ClientCert
+    kubelet: ClientCert
+    """The node's identity: ``system:node:<NODE_NAME>`` in ``system:nodes``."""
+    apiserver_kubelet_client: ClientCert
+    """What the API server presents to kubelets (logs, exec)."""
+    network_policy_agent: ClientCert
+    front_proxy_ca_cert: Path
+    front_proxy_client: ClientCert
+    """What the API server presents to aggregated API servers."""
 
 
 def _key() -> ec.EllipticCurvePrivateKey:
@@ -119,27 +140,43 @@ def _write_cert(path: Path, cert: x509.Certificate) -> None:
     path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
 
 
-def generate_pki(directory: Path, *, now: dt.datetime | None = None) -> Pki:
-    """Create a fresh PKI in ``directory`` (created if missing) and return its paths."""
+def _authority(
+    directory: Path, stem: str, common_name: str, now: dt.datetime
+) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
+    key = _key()
+    cert = _issue(subject=_name(common_name), key=key, ca_cert=None, ca_key=key, now=now)
+    _write_key(directory / f"{stem}.key", key)
+    _write_cert(directory / f"{stem}.crt", cert)
+    return cert, key
+
+
+def generate_pki(
+    directory: Path, *, now: dt.datetime | None = None, server_ips: tuple[str, ...] = ()
+) -> Pki:
+    """Create a fresh PKI in ``directory`` (created if missing) and return its paths.
+
+    ``server_ips`` are extra addresses the API server is reached at (a node's
+    address, where Pods reach it), added to its serving certificate.
+    """
     directory.mkdir(parents=True, exist_ok=True)
     now = now or dt.datetime.now(dt.UTC)
-
-    ca_key = _key()
-    ca_cert = _issue(
-        subject=_name("tickwork-local-ca"), key=ca_key, ca_cert=None, ca_key=ca_key, now=now
-    )
-    _write_key(directory / "ca.key", ca_key)
-    _write_cert(directory / "ca.crt", ca_cert)
+    ca_cert, ca_key = _authority(directory, "ca", "tickwork-local-ca", now)
+    proxy_ca_cert, proxy_ca_key = _authority(directory, "front-proxy-ca", "front-proxy-ca", now)
 
     def leaf(
-        stem: str, subject: x509.Name, *, names: list[str] | None = None, client: bool = False
+        stem: str,
+        subject: x509.Name,
+        *,
+        names: list[str] | None = None,
+        client: bool = False,
+        front_proxy: bool = False,
     ) -> ClientCert:
         key = _key()
         cert = _issue(
             subject=subject,
             key=key,
-            ca_cert=ca_cert,
-            ca_key=ca_key,
+            ca_cert=proxy_ca_cert if front_proxy else ca_cert,
+            ca_key=proxy_ca_key if front_proxy else ca_key,
             now=now,
             server_names=names,
             client=client,
@@ -159,6 +196,7 @@ def generate_pki(directory: Path, *, now: dt.datetime | None = None) -> Pki:
             "kubernetes.default",
             "kubernetes.default.svc",
             "kubernetes.default.svc.cluster.local",
+            *server_ips,
         ],
     )
     # system:masters is the bootstrap superuser group; only the local admin gets it.
@@ -173,6 +211,8 @@ def generate_pki(directory: Path, *, now: dt.datetime | None = None) -> Pki:
             serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
         )
     )
+    # Identities the bootstrap RBAC policy binds (system:kube-scheduler,
+    # system:node-proxier) or the Node authorizer recognises (system:nodes).
     return Pki(
         ca_cert=directory / "ca.crt",
         ca_key=directory / "ca.key",
@@ -181,4 +221,17 @@ def generate_pki(directory: Path, *, now: dt.datetime | None = None) -> Pki:
         controller_manager=kcm,
         service_account_key=directory / "sa.key",
         service_account_pub=directory / "sa.pub",
+        scheduler=leaf("scheduler", _name("system:kube-scheduler"), client=True),
+        kube_proxy=leaf("kube-proxy", _name("system:kube-proxy"), client=True),
+        kubelet=leaf("kubelet", _name(f"system:node:{NODE_NAME}", "system:nodes"), client=True),
+        apiserver_kubelet_client=leaf(
+            "apiserver-kubelet-client",
+            _name("kube-apiserver-kubelet-client", "system:masters"),
+            client=True,
+        ),
+        network_policy_agent=leaf("network-policy-agent", _name(NETWORK_POLICY_AGENT), client=True),
+        front_proxy_ca_cert=directory / "front-proxy-ca.crt",
+        front_proxy_client=leaf(
+            "front-proxy-client", _name(FRONT_PROXY_CLIENT), client=True, front_proxy=True
+        ),
     )

@@ -15,9 +15,13 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tickwork.devcluster.controlplane import ControlPlane
 from tickwork.devcluster.errors import StartError
+
+if TYPE_CHECKING:
+    from tickwork.devcluster.node import Node
 
 EXISTING_CLUSTER_ENV = "TICKWORK_TEST_KUBECONFIG"
 
@@ -35,10 +39,12 @@ def kubectl_binary() -> str:
 
 @dataclass
 class Cluster:
-    """What tests need of a cluster; ``plane`` is None for an existing cluster."""
+    """What tests need of a cluster; ``plane`` is None for an existing cluster, ``node``
+    is the local node when the control plane has one."""
 
     kubeconfig: Path
     plane: ControlPlane | None = None
+    node: Node | None = None
 
     @property
     def is_local(self) -> bool:

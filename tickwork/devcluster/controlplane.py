@@ -1,5 +1,9 @@
 """A real Kubernetes control plane on loopback: etcd, kube-apiserver and, on demand,
-kube-controller-manager, with RBAC on and a generated PKI.
+kube-controller-manager and kube-scheduler, with RBAC on and a generated PKI.
+
+With a node (:mod:`.node`) the API server listens on the node's address
+instead of loopback, so that Pods reach it through the ``kubernetes`` Service;
+aggregated APIs (the metrics adapters the autoscaler reads) are set up either way.
 
 Binaries come from, in order: ``TICKWORK_CONTROLPLANE_BIN`` or
 ``KUBEBUILDER_ASSETS`` (a directory holding ``kube-apiserver`` and ``etcd``,
@@ -76,6 +80,21 @@ def _kubeconfig(
     }
 
 
+def _healthy_insecure(port: int) -> bool:
+    """/healthz of a controller-manager or scheduler on loopback.
+
+    It is open to anonymous requests by their default
+    --authorization-always-allow-paths and served with a self-signed
+    certificate, which is all it can be checked against.
+    """
+    insecure = ssl.create_default_context()
+    insecure.check_hostname = False
+    insecure.verify_mode = ssl.CERT_NONE
+    url = f"https://127.0.0.1:{port}/healthz"
+    with urllib.request.urlopen(url, timeout=5, context=insecure) as response:
+        return bool(response.status == 200)  # noqa: PLR2004 - HTTP OK
+
+
 @dataclass
 class ControlPlane:
     """etcd + kube-apiserver (+ kube-controller-manager) in ``workdir``.
@@ -88,6 +107,9 @@ class ControlPlane:
     bin_dir: Path | None = None
     etcd_port: int = 0
     apiserver_port: int = 0
+    address: str = "127.0.0.1"
+    """Where the API server listens and what it advertises (a node's address for Pods)."""
+    controller_manager_args: tuple[str, ...] = ()
     _procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
     _pki: certs.Pki | None = None
 
@@ -97,7 +119,12 @@ class ControlPlane:
 
     @property
     def server(self) -> str:
-        return f"https://127.0.0.1:{self.apiserver_port}"
+        return f"https://{self.address}:{self.apiserver_port}"
+
+    @property
+    def pki(self) -> certs.Pki:
+        assert self._pki is not None  # noqa: S101 - set in start()
+        return self._pki
 
     def log_path(self, component: str) -> Path:
         return self.workdir / "logs" / f"{component}.log"
@@ -120,7 +147,8 @@ class ControlPlane:
         self.workdir.mkdir(parents=True, exist_ok=True)
         if self.bin_dir is None:
             self.bin_dir = resolve_binaries(need_controller_manager=self.with_controller_manager)
-        self._pki = certs.generate_pki(self.workdir / "pki")
+        extra_ips = () if self.address == "127.0.0.1" else (self.address,)
+        self._pki = certs.generate_pki(self.workdir / "pki", server_ips=extra_ips)
         try:
             self.start_etcd()
             self.start_apiserver()
@@ -138,7 +166,7 @@ class ControlPlane:
 
     def stop(self) -> None:
         """Stop every server, the API server first and etcd last."""
-        for name in ("kube-controller-manager", "kube-apiserver", "etcd"):
+        for name in ("kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd"):
             proc = self._procs.pop(name, None)
             if proc is not None:
                 process.stop(proc)
@@ -205,13 +233,31 @@ class ControlPlane:
             self._binary("kube-apiserver"),
             f"--etcd-servers=http://127.0.0.1:{self.etcd_port}",
             f"--secure-port={self.apiserver_port}",
-            "--bind-address=127.0.0.1",
-            "--advertise-address=127.0.0.1",
+            f"--bind-address={self.address}",
+            f"--advertise-address={self.address}",
             f"--tls-cert-file={pki.serving.cert}",
             f"--tls-private-key-file={pki.serving.key}",
             f"--client-ca-file={pki.ca_cert}",
-            "--authorization-mode=RBAC",
+            # Kubelets are authorised by the Node authorizer, everyone else by RBAC.
+            "--authorization-mode=Node,RBAC",
+            "--enable-admission-plugins=NodeRestriction",
             "--anonymous-auth=false",
+            # Reach kubelets (logs, exec) at their address: resolving a node's name
+            # would ask a resolver off this machine.
+            "--kubelet-preferred-address-types=InternalIP",
+            f"--kubelet-client-certificate={pki.apiserver_kubelet_client.cert}",
+            f"--kubelet-client-key={pki.apiserver_kubelet_client.key}",
+            # Aggregated APIs (external.metrics.k8s.io from prometheus-adapter or KEDA):
+            # the API server proxies to them as the front-proxy client, straight to the
+            # endpoint's Pod address rather than through a Service address.
+            f"--requestheader-client-ca-file={pki.front_proxy_ca_cert}",
+            f"--requestheader-allowed-names={certs.FRONT_PROXY_CLIENT}",
+            "--requestheader-extra-headers-prefix=X-Remote-Extra-",
+            "--requestheader-group-headers=X-Remote-Group",
+            "--requestheader-username-headers=X-Remote-User",
+            f"--proxy-client-cert-file={pki.front_proxy_client.cert}",
+            f"--proxy-client-key-file={pki.front_proxy_client.key}",
+            "--enable-aggregator-routing=true",
             "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
             f"--service-account-key-file={pki.service_account_pub}",
             f"--service-account-signing-key-file={pki.service_account_key}",
@@ -247,13 +293,8 @@ class ControlPlane:
             return
         pki = self._pki
         port = process.free_port()
-        kcm_config = self.workdir / "controller-manager.kubeconfig"
-        kcm_config.write_text(
-            json.dumps(
-                _kubeconfig(
-                    self.server, pki, pki.controller_manager, "system:kube-controller-manager"
-                )
-            )
+        kcm_config = self.write_kubeconfig(
+            "controller-manager", pki.controller_manager, "system:kube-controller-manager"
         )
         proc = self._spawn(
             "kube-controller-manager",
@@ -270,29 +311,68 @@ class ControlPlane:
                 f"--root-ca-file={pki.ca_cert}",
                 f"--cert-dir={self.workdir / 'kcm-certs'}",
                 "--v=1",
+                *self.controller_manager_args,
             ],
         )
         self.with_controller_manager = True
-
-        # /healthz is open to anonymous requests by the controller-manager's
-        # default --authorization-always-allow-paths; it serves a self-signed
-        # certificate, which is all we can check it against.
-        insecure = ssl.create_default_context()
-        insecure.check_hostname = False
-        insecure.verify_mode = ssl.CERT_NONE
-
-        def healthy() -> bool:
-            url = f"https://127.0.0.1:{port}/healthz"
-            with urllib.request.urlopen(url, timeout=5, context=insecure) as response:
-                return bool(response.status == 200)  # noqa: PLR2004 - HTTP OK
-
         process.wait_until(
-            healthy,
+            lambda: _healthy_insecure(port),
             what="kube-controller-manager",
             timeout=READY_TIMEOUT_SECONDS,
             proc=proc,
             log_path=self.log_path("kube-controller-manager"),
         )
+
+    def start_scheduler(self) -> None:
+        """Start kube-scheduler (a node's Pods need one); its binary comes with the node's."""
+        if "kube-scheduler" in self._procs:
+            return
+        config = self.write_kubeconfig("scheduler", self.pki.scheduler, "system:kube-scheduler")
+        port = process.free_port()
+        binary = build.ensure_built(build.node_bundle()) / "kube-scheduler"
+        proc = self._spawn(
+            "kube-scheduler",
+            [
+                str(binary),
+                f"--kubeconfig={config}",
+                f"--authentication-kubeconfig={config}",
+                f"--authorization-kubeconfig={config}",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={port}",
+                "--leader-elect=false",
+                "--v=1",
+            ],
+        )
+        process.wait_until(
+            lambda: _healthy_insecure(port),
+            what="kube-scheduler",
+            timeout=READY_TIMEOUT_SECONDS,
+            proc=proc,
+            log_path=self.log_path("kube-scheduler"),
+        )
+
+    def write_kubeconfig(self, stem: str, client: certs.ClientCert, user: str) -> Path:
+        """A kubeconfig for one component's client certificate, next to the PKI."""
+        path = self.workdir / f"{stem}.kubeconfig"
+        path.write_text(json.dumps(_kubeconfig(self.server, self.pki, client, user)))
+        path.chmod(0o600)
+        return path
+
+    def apply(self, objects: list[dict[str, object]]) -> None:
+        """Create or update cluster-scoped objects (RBAC for a node's agents) as the
+        cluster admin, with server-side apply; no kubectl needed."""
+        for body in objects:
+            api_version = str(body["apiVersion"])
+            kind = str(body["kind"]).lower() + "s"
+            name = body["metadata"]["name"]  # type: ignore[index]
+            prefix = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
+            url = f"{self.server}{prefix}/{kind}/{name}?fieldManager=tickwork-devcluster&force=true"
+            request = urllib.request.Request(  # noqa: S310 - the URL we built
+                url, data=json.dumps(body).encode(), method="PATCH",
+                headers={"Content-Type": "application/apply-patch+yaml"},
+            )  # fmt: skip
+            with urllib.request.urlopen(request, timeout=10, context=self.ssl_context()):  # noqa: S310
+                pass
 
     def restart_apiserver(self) -> None:
         """Stop and start kube-apiserver on the same port; etcd keeps its data."""

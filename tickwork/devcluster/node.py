@@ -1,0 +1,443 @@
+"""One Kubernetes node on this machine, registered with the local control plane.
+
+containerd 2.x with runc (both built from the Go module proxy) is the CRI
+runtime; the kubelet and kube-proxy (nftables mode) come from the control
+plane's own Kubernetes module; Pods sit on a CNI bridge (Debian's
+``containernetworking-plugins``) fenced in by :mod:`.hostnet`; a NetworkPolicy
+agent enforces policies; CoreDNS runs as a Pod behind the cluster DNS
+Service. Images are imported from archives (:mod:`.images`): no registry.
+
+Two settings this machine requires (``../shared/notes/local-node.md``):
+the kubelet runs on cgroup v1 with the cgroupfs driver (``failCgroupV1:
+false``), and containerd restricts OOM score adjustments, because processes
+here lack CAP_SYS_RESOURCE.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import subprocess
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tickwork.devcluster import addons, build, certs, hostnet, images, process
+from tickwork.devcluster.cluster import Cluster
+from tickwork.devcluster.controlplane import ControlPlane
+from tickwork.devcluster.errors import StartError
+
+READY_TIMEOUT_SECONDS = 180.0
+#: Short, fixed paths: unix socket paths are limited to 108 bytes.
+RUN_DIR = Path("/run/tickwork-node")
+CNI_BIN_DIR = Path("/usr/lib/cni")
+CLUSTER_DNS = "10.0.0.10"
+CLUSTER_DOMAIN = "cluster.local"
+#: The controller-manager settings a node's autoscaling tests want: the HPA
+#: looks every 5 s instead of 15 s (the behaviour policies still bound it).
+CONTROLLER_MANAGER_ARGS = ("--horizontal-pod-autoscaler-sync-period=5s",)
+
+
+def _containerd_config(*, root: Path, state: Path, socket: Path, runc: Path, cni_conf: Path,
+                       sandbox: str) -> str:  # fmt: skip
+    return f"""\
+version = 3
+root = "{root}"
+state = "{state}"
+
+[grpc]
+  address = "{socket}"
+
+[plugins]
+  [plugins.'io.containerd.cri.v1.images']
+    snapshotter = "overlayfs"
+    [plugins.'io.containerd.cri.v1.images'.pinned_images]
+      sandbox = "{sandbox}"
+
+  [plugins.'io.containerd.cri.v1.runtime']
+    # Processes here lack CAP_SYS_RESOURCE: lowering oom_score_adj fails every sandbox.
+    restrict_oom_score_adj = true
+    # Network namespaces under our own state directory, so clean-up finds them all.
+    netns_mounts_under_state_dir = true
+    [plugins.'io.containerd.cri.v1.runtime'.containerd]
+      default_runtime_name = "runc"
+      [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc]
+        runtime_type = "io.containerd.runc.v2"
+        [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]
+          BinaryName = "{runc}"
+          SystemdCgroup = false
+    [plugins.'io.containerd.cri.v1.runtime'.cni]
+      bin_dirs = ["{CNI_BIN_DIR}"]
+      conf_dir = "{cni_conf}"
+"""
+
+
+def _cni_config(ipam_dir: Path) -> dict[str, object]:
+    return {
+        "cniVersion": "1.0.0",
+        "name": "tickwork",
+        "plugins": [
+            {
+                "type": "bridge",
+                "bridge": hostnet.BRIDGE,
+                "isGateway": True,
+                "ipMasq": False,  # nothing leaves the node, so nothing to masquerade
+                "hairpinMode": True,  # a Pod reaches itself through its own Service
+                "ipam": {
+                    "type": "host-local",
+                    "ranges": [[{"subnet": hostnet.POD_SUBNET, "gateway": hostnet.NODE_ADDRESS}]],
+                    "routes": [{"dst": "0.0.0.0/0"}],
+                    "dataDir": str(ipam_dir),
+                },
+            },
+            {"type": "portmap", "capabilities": {"portMappings": True}},
+        ],
+    }
+
+
+def _kubelet_config(
+    *, workdir: Path, ca: Path, socket: Path, healthz_port: int
+) -> dict[str, object]:
+    resolv = workdir / "resolv.conf"
+    # Pods with dnsPolicy Default get this file: no resolver off the node.
+    resolv.write_text(f"nameserver {hostnet.NODE_ADDRESS}\n")
+    return {
+        "apiVersion": "kubelet.config.k8s.io/v1beta1",
+        "kind": "KubeletConfiguration",
+        "address": hostnet.NODE_ADDRESS,
+        "port": 10250,
+        "readOnlyPort": 0,
+        "healthzBindAddress": "127.0.0.1",
+        "healthzPort": healthz_port,
+        "containerRuntimeEndpoint": f"unix://{socket}",
+        # This machine: cgroup v1 controllers next to cgroup2 ("hybrid"), no systemd.
+        "cgroupDriver": "cgroupfs",
+        "failCgroupV1": False,
+        "failSwapOn": False,
+        "authentication": {
+            "anonymous": {"enabled": False},
+            "webhook": {"enabled": True},
+            "x509": {"clientCAFile": str(ca)},
+        },
+        "authorization": {"mode": "Webhook"},
+        "clusterDNS": [CLUSTER_DNS],
+        "clusterDomain": CLUSTER_DOMAIN,
+        "resolvConf": str(resolv),
+        "podLogsDir": str(workdir / "pod-logs"),
+        # A shared test machine's disk and memory are not this node's to guard.
+        "evictionHard": {
+            "memory.available": "100Mi",
+            "nodefs.available": "1%",
+            "imagefs.available": "1%",
+            "nodefs.inodesFree": "1%",
+        },
+        "imageGCHighThresholdPercent": 100,
+        "imageGCLowThresholdPercent": 99,
+        "serializeImagePulls": False,
+        "maxPods": 110,
+        "rotateCertificates": False,
+        "syncFrequency": "10s",
+        "fileCheckFrequency": "10s",
+    }
+
+
+@dataclass
+class Node:
+    """The node's processes, in ``workdir``; the control plane must be started with
+    ``address=hostnet.NODE_ADDRESS`` (see :func:`local_cluster`)."""
+
+    workdir: Path
+    plane: ControlPlane
+    _procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+    _containerd_dir: Path | None = None
+    _runc: Path | None = None
+    _imported: set[str] = field(default_factory=set)
+
+    @property
+    def name(self) -> str:
+        return certs.NODE_NAME
+
+    @property
+    def socket(self) -> Path:
+        return RUN_DIR / "containerd.sock"
+
+    def log_path(self, component: str) -> Path:
+        return self.workdir / "logs" / f"{component}.log"
+
+    # -- lifecycle ---------------------------------------------------------------
+
+    def start(self) -> None:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        bin_dir = build.ensure_built(build.node_bundle())
+        self._containerd_dir = build.ensure_built(build.containerd_bundle())
+        self._runc = build.ensure_built(build.runc_bundle()) / "runc"
+        kube_router = build.ensure_built(build.kube_router_bundle()) / "kube-router"
+        pause = images.pause_image()
+        try:
+            self._start_containerd(pause.ref)
+            self.load_image(pause)
+            self._start_kubelet(bin_dir / "kubelet")
+            self.plane.start_scheduler()
+            self._start_kube_proxy(bin_dir / "kube-proxy")
+            self._start_network_policy_agent(kube_router)
+        except BaseException:
+            self.stop()
+            raise
+
+    def stop(self) -> None:
+        """Stop every component and leave nothing behind on the host (idempotent)."""
+        for name in ("network-policy-agent", "kube-proxy", "kubelet"):
+            proc = self._procs.pop(name, None)
+            if proc is not None:
+                process.stop(proc)
+        self._remove_containers()
+        proc = self._procs.pop("containerd", None)
+        if proc is not None:
+            process.stop(proc)
+        if self._containerd_dir is not None:
+            hostnet.kill_processes_of(self._containerd_dir / "containerd-shim-runc-v2")
+        state = RUN_DIR / "state"
+        hostnet.unmount_under(state, self.workdir)
+        hostnet.down(netns_dir=state / "netns")
+        hostnet.unmount_under(state, self.workdir)
+
+    def _spawn(self, name: str, argv: list[str]) -> subprocess.Popen[bytes]:
+        proc = process.spawn(argv, log_path=self.log_path(name))
+        self._procs[name] = proc
+        return proc
+
+    # -- containerd -------------------------------------------------------------------
+
+    def _start_containerd(self, sandbox: str) -> None:
+        assert self._containerd_dir is not None  # noqa: S101 - set in start()
+        assert self._runc is not None  # noqa: S101 - set in start()
+        RUN_DIR.mkdir(parents=True, exist_ok=True)
+        cni_conf = self.workdir / "cni" / "net.d"
+        cni_conf.mkdir(parents=True, exist_ok=True)
+        (cni_conf / "10-tickwork.conflist").write_text(
+            json.dumps(_cni_config(self.workdir / "cni" / "ipam"), indent=2)
+        )
+        config = self.workdir / "containerd.toml"
+        config.write_text(
+            _containerd_config(
+                root=self.workdir / "containerd", state=RUN_DIR / "state", socket=self.socket,
+                runc=self._runc, cni_conf=cni_conf, sandbox=sandbox,
+            )
+        )  # fmt: skip
+        proc = self._spawn(
+            "containerd", [str(self._containerd_dir / "containerd"), "--config", str(config)]
+        )
+        process.wait_until(
+            lambda: self.ctr("version", check=False).returncode == 0,
+            what="containerd", timeout=READY_TIMEOUT_SECONDS, proc=proc,
+            log_path=self.log_path("containerd"),
+        )  # fmt: skip
+
+    def ctr(
+        self, *args: str, check: bool = True, timeout: float = 600
+    ) -> subprocess.CompletedProcess[str]:
+        assert self._containerd_dir is not None  # noqa: S101 - set in start()
+        argv = [str(self._containerd_dir / "ctr"), "--address", str(self.socket), "--namespace",
+                "k8s.io", *args]  # fmt: skip
+        result = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
+        if check and result.returncode != 0:
+            raise StartError(f"ctr {' '.join(args)} failed: {result.stderr.strip()}")
+        return result
+
+    def load_image(self, image: images.Image) -> None:
+        """Import an image archive into the node's runtime (what `kind load` does)."""
+        if image.ref in self._imported:
+            return
+        self.ctr("images", "import", "--local", str(image.archive))
+        names = self.ctr("images", "list", "--quiet").stdout.split()
+        if image.ref not in names:
+            raise StartError(f"importing {image.archive} did not provide {image.ref}: {names}")
+        self._imported.add(image.ref)
+
+    def _remove_containers(self) -> None:
+        if "containerd" not in self._procs:
+            return
+        for task in self.ctr("tasks", "list", "--quiet", check=False).stdout.split():
+            self.ctr("tasks", "kill", "--signal", "SIGKILL", task, check=False)
+            self.ctr("tasks", "delete", "--force", task, check=False)
+        for container in self.ctr("containers", "list", "--quiet", check=False).stdout.split():
+            self.ctr("containers", "delete", container, check=False)
+
+    # -- kubelet and kube-proxy -------------------------------------------------------
+
+    def _start_kubelet(self, binary: Path) -> None:
+        pki = self.plane.pki
+        kubeconfig = self.plane.write_kubeconfig("kubelet", pki.kubelet, f"system:node:{self.name}")
+        healthz = process.free_port()
+        config = self.workdir / "kubelet.json"
+        config.write_text(json.dumps(
+            _kubelet_config(workdir=self.workdir, ca=pki.ca_cert, socket=self.socket,
+                            healthz_port=healthz), indent=2))  # fmt: skip
+        proc = self._spawn(
+            "kubelet",
+            [
+                str(binary),
+                f"--config={config}",
+                f"--kubeconfig={kubeconfig}",
+                f"--hostname-override={self.name}",
+                f"--node-ip={hostnet.NODE_ADDRESS}",
+                f"--root-dir={self.workdir / 'kubelet'}",
+                f"--cert-dir={self.workdir / 'kubelet-pki'}",
+                "--v=1",
+            ],
+        )
+        process.wait_until(
+            lambda: _http_ok(f"http://127.0.0.1:{healthz}/healthz"),
+            what="kubelet", timeout=READY_TIMEOUT_SECONDS, proc=proc,
+            log_path=self.log_path("kubelet"),
+        )  # fmt: skip
+
+    def _start_kube_proxy(self, binary: Path) -> None:
+        kubeconfig = self.plane.write_kubeconfig(
+            "kube-proxy", self.plane.pki.kube_proxy, "system:kube-proxy"
+        )
+        healthz = process.free_port()
+        proc = self._spawn(
+            "kube-proxy",
+            [
+                str(binary),
+                f"--kubeconfig={kubeconfig}",
+                f"--hostname-override={self.name}",
+                "--proxy-mode=nftables",
+                f"--cluster-cidr={hostnet.POD_SUBNET}",
+                f"--healthz-bind-address=127.0.0.1:{healthz}",
+                f"--metrics-bind-address=127.0.0.1:{process.free_port()}",
+                "--v=1",
+            ],
+        )
+        process.wait_until(
+            lambda: _http_ok(f"http://127.0.0.1:{healthz}/healthz"),
+            what="kube-proxy", timeout=READY_TIMEOUT_SECONDS, proc=proc,
+            log_path=self.log_path("kube-proxy"),
+        )  # fmt: skip
+
+    def _start_network_policy_agent(self, binary: Path) -> None:
+        """kube-router's firewall alone: NetworkPolicy as iptables rules and ipsets.
+
+        (kube-network-policies, SIG Network's agent, needs nft_queue, which this
+        kernel lacks; kube-router uses only what it has.)
+        """
+        self.plane.apply(_network_policy_agent_rbac())
+        kubeconfig = self.plane.write_kubeconfig(
+            "network-policy-agent", self.plane.pki.network_policy_agent,
+            certs.NETWORK_POLICY_AGENT,
+        )  # fmt: skip
+        health = process.free_port()
+        proc = self._spawn(
+            "network-policy-agent",
+            [
+                str(binary),
+                f"--kubeconfig={kubeconfig}",
+                f"--hostname-override={self.name}",
+                "--run-firewall=true",
+                "--run-router=false",
+                "--run-service-proxy=false",
+                f"--service-cluster-ip-range={certs.SERVICE_CLUSTER_IP_RANGE}",
+                f"--health-port={health}",
+                "--iptables-sync-period=30s",
+                "--v=1",
+            ],
+        )
+        process.wait_until(
+            lambda: _http_ok(f"http://127.0.0.1:{health}/healthz"),
+            what="kube-router (NetworkPolicy)", timeout=READY_TIMEOUT_SECONDS, proc=proc,
+            log_path=self.log_path("network-policy-agent"),
+        )  # fmt: skip
+
+
+def _network_policy_agent_rbac() -> list[dict[str, object]]:
+    """What the NetworkPolicy agent reads: Pods, Namespaces, policies and its Node."""
+    name = "tickwork:network-policy-agent"
+    rules = [
+        {"apiGroups": [""], "resources": ["pods", "namespaces", "nodes", "services", "endpoints"],
+         "verbs": ["get", "list", "watch"]},
+        {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"],
+         "verbs": ["get", "list", "watch"]},
+        {"apiGroups": ["networking.k8s.io"], "resources": ["networkpolicies"],
+         "verbs": ["get", "list", "watch"]},
+        {"apiGroups": ["", "events.k8s.io"], "resources": ["events"],
+         "verbs": ["create", "patch"]},
+    ]  # fmt: skip
+    return [
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+         "metadata": {"name": name}, "rules": rules},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+         "metadata": {"name": name},
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+         "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User",
+                       "name": certs.NETWORK_POLICY_AGENT}]},
+    ]  # fmt: skip
+
+
+def _http_ok(url: str) -> bool:
+    with urllib.request.urlopen(url, timeout=3) as response:  # noqa: S310 - loopback URL we built
+        return bool(response.status == 200)  # noqa: PLR2004 - HTTP OK
+
+
+@contextlib.contextmanager
+def _exclusive() -> Iterator[None]:
+    """Hold the machine's one node lock; a second node would fight over the bridge."""
+    RUN_DIR.mkdir(parents=True, exist_ok=True)
+    with (RUN_DIR / "lock").open("a+") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            lock.seek(0)
+            raise StartError(
+                f"another local node is running (pid {lock.read().strip() or '?'}); "
+                "stop it first (tickwork-devcluster down)"
+            ) from None
+        lock.seek(0)
+        lock.truncate()
+        lock.write(str(os.getpid()))
+        lock.flush()
+        yield
+
+
+def _clean_stale() -> None:
+    """Remove what a node that died without cleaning up (SIGKILL) left behind."""
+    binaries = [
+        build.containerd_bundle().cached_dir() / name
+        for name in ("containerd", "containerd-shim-runc-v2")
+    ]
+    binaries += [build.node_bundle().cached_dir() / name for name in ("kubelet", "kube-proxy")]
+    hostnet.kill_processes_of(*binaries)
+    state = RUN_DIR / "state"
+    hostnet.unmount_under(state)
+    hostnet.down(netns_dir=state / "netns")
+
+
+@contextlib.contextmanager
+def local_cluster(workdir: Path) -> Iterator[Cluster]:
+    """A control plane with one node, cluster DNS and NetworkPolicy, for as long as
+    the context lasts; everything is removed from the host afterwards."""
+    hostnet.require_root()
+    with _exclusive():
+        _clean_stale()
+        plane = ControlPlane(
+            workdir=workdir / "controlplane",
+            with_controller_manager=True,
+            address=hostnet.NODE_ADDRESS,
+            controller_manager_args=CONTROLLER_MANAGER_ARGS,
+        )
+        node = Node(workdir=workdir / "node", plane=plane)
+        try:
+            hostnet.up()
+            with plane:
+                node.start()
+                cluster = Cluster(kubeconfig=plane.kubeconfig, plane=plane, node=node)
+                coredns = addons.coredns_image()
+                node.load_image(coredns)
+                addons.install_coredns(cluster, coredns.ref, cluster_dns=CLUSTER_DNS,
+                                       domain=CLUSTER_DOMAIN)  # fmt: skip
+                yield cluster
+        finally:
+            node.stop()
