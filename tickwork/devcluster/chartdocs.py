@@ -72,7 +72,10 @@ def parse(values_text: str) -> tuple[list[Value], list[str]]:  # noqa: C901 - on
             stack.pop()
         path = [key for _, key in stack] + [match.group("key")]
         value = _lookup(data, path)
-        nested = isinstance(value, dict) and bool(value)
+        # A mapping, or a list of mappings (NetworkPolicy peers), is documented as a whole.
+        nested = (isinstance(value, dict) and bool(value)) or (
+            isinstance(value, list) and any(isinstance(item, dict) for item in value)
+        )
         if pending is not None:
             default = json.dumps(value, separators=(",", ":"))
             documented.append(Value(".".join(path), _type(value), default, " ".join(pending)))

@@ -61,6 +61,34 @@ app.kubernetes.io/component: {{ .component }}
 {{- end }}
 {{- end }}
 
+{{/*
+The generated Redis password, base64: the existing Secret's on upgrades, else a new
+one. Computed once per render and kept in a scratch key, so that the Secret and the
+pods' checksum annotations see the same value (a second randAlphaNum would differ
+and restart every pod on the first upgrade).
+*/}}
+{{- define "tickwork.redisPassword" -}}
+{{- $scratch := .Values.redis.auth }}
+{{- if not (hasKey $scratch "__password") }}
+{{- $existing := lookup "v1" "Secret" .Release.Namespace (include "tickwork.redisName" .) }}
+{{- if and $existing (index ($existing.data | default dict) .Values.redis.auth.passwordKey) }}
+{{- $_ := set $scratch "__password" (index $existing.data .Values.redis.auth.passwordKey) }}
+{{- else }}
+{{- $_ := set $scratch "__password" (randAlphaNum 32 | b64enc) }}
+{{- end }}
+{{- end }}
+{{- index $scratch "__password" }}
+{{- end }}
+
+{{/* Rolls the pods when the Redis password changes: a digest, never the password. */}}
+{{- define "tickwork.redisChecksum" -}}
+{{- if and .Values.redis.enabled (not .Values.redis.auth.existingSecret) }}
+{{- include "tickwork.redisPassword" . | sha256sum }}
+{{- else }}
+{{- printf "%s/%s" (include "tickwork.redisSecretName" .) (include "tickwork.redisPasswordKey" .) | sha256sum }}
+{{- end }}
+{{- end }}
+
 {{- define "tickwork.redisPasswordKey" -}}
 {{- if .Values.redis.enabled }}{{ .Values.redis.auth.passwordKey }}{{ else }}{{ .Values.externalRedis.passwordKey }}{{ end }}
 {{- end }}
