@@ -26,7 +26,7 @@ from tickwork.devcluster.redis import RedisServer
 
 _TESTS = Path(__file__).parent
 _CRDS = _TESTS.parent / "manifests" / "crds"
-_MARK_BY_FOLDER = {"unit": "unit", "integration": "integration", "e2e": "e2e"}
+_MARK_BY_FOLDER = {"unit": "unit", "integration": "integration", "e2e": "e2e", "pods": "pods"}
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

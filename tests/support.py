@@ -13,6 +13,7 @@ from typing import Any
 from kubernetes import client as k8s
 
 from tickwork.api import models
+from tickwork.devcluster.cluster import Cluster
 from tickwork.devcluster.components import TickworkProcess, wait_for
 from tickwork.queue import RedisRunQueue, RedisSettings
 from tickwork.queue.connection import create_client
@@ -189,3 +190,17 @@ class ScriptedServer(ThreadingHTTPServer):
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.server_address[1]}/hook"
+
+
+def row(cluster: Cluster, namespace: str, name: str) -> dict[str, str]:
+    """One line of `kubectl get scheduledjobs`, by column."""
+    lines = cluster.kubectl("get", "scheduledjobs", "-n", namespace).stdout.splitlines()
+    header = lines[0]
+    titles = ("NAME", "SCHEDULE", "RUN AT", "SUSPEND", "PHASE", "LAST RUN", "NEXT RUN", "AGE")
+    starts = [header.index(title) for title in titles]
+    for line in lines[1:]:
+        if line.split()[0] == name:
+            cells = [line[a:b].strip() for a, b in zip(starts, [*starts[1:], None], strict=True)]
+            return dict(zip(["name", "schedule", "runAt", "suspend", "phase", "lastRun",
+                             "nextRun", "age"], cells, strict=True))  # fmt: skip
+    raise AssertionError(f"{name} not in kubectl get output")

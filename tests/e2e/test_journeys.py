@@ -14,7 +14,15 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.support import Jobs, ScriptedServer, last_outcome, lead, rfc3339, whole_seconds_from_now
+from tests.support import (
+    Jobs,
+    ScriptedServer,
+    last_outcome,
+    lead,
+    rfc3339,
+    row,
+    whole_seconds_from_now,
+)
 from tickwork.devcluster.cluster import Cluster
 from tickwork.devcluster.components import TickworkProcess, console_script, wait_for
 
@@ -28,20 +36,6 @@ def tickwork(start_operator: Start, start_worker: Start) -> tuple[TickworkProces
     operator = start_operator()
     lead(operator)
     return operator, start_worker()
-
-
-def row(cluster: Cluster, namespace: str, name: str) -> dict[str, str]:
-    """One line of `kubectl get scheduledjobs`, by column."""
-    lines = cluster.kubectl("get", "scheduledjobs", "-n", namespace).stdout.splitlines()
-    header = lines[0]
-    titles = ("NAME", "SCHEDULE", "RUN AT", "SUSPEND", "PHASE", "LAST RUN", "NEXT RUN", "AGE")
-    starts = [header.index(title) for title in titles]
-    for line in lines[1:]:
-        if line.split()[0] == name:
-            cells = [line[a:b].strip() for a, b in zip(starts, [*starts[1:], None], strict=True)]
-            return dict(zip(["name", "schedule", "runAt", "suspend", "phase", "lastRun",
-                             "nextRun", "age"], cells, strict=True))  # fmt: skip
-    raise AssertionError(f"{name} not in kubectl get output")
 
 
 def test_apply_the_job_example_and_it_succeeds_with_its_result(

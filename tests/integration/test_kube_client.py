@@ -55,5 +55,5 @@ def test_a_service_account_token_authenticates_every_request(
     # Anonymous requests are off: /version answers only an authenticated client,
     # and the refusal names the service account, not system:anonymous.
     assert version["gitVersion"]
-    assert denied.status == 403  # noqa: PLR2004 - Forbidden, not 401 Unauthorized
+    assert denied.status == 403  # Forbidden, not 401 Unauthorized
     assert f"system:serviceaccount:{namespace}:runner" in str(denied)

@@ -26,7 +26,7 @@ from tickwork.api import models
 APPLY_PATCH = "application/apply-patch+yaml"
 MERGE_PATCH = "application/merge-patch+json"
 #: Where the kubernetes client's config loaders put a bearer token.
-_TOKEN_KEY = "BearerToken"
+_TOKEN_KEY = "BearerToken"  # noqa: S105 - a key name, not a secret
 _TOKEN_REFRESH_SECONDS = 60.0
 
 

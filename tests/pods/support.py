@@ -1,0 +1,78 @@
+"""Helpers of the tests in real Pods: the images a cluster holds, ScheduledJobs by kubectl."""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from tickwork.devcluster import addons
+from tickwork.devcluster.cluster import Cluster
+from tickwork.devcluster.components import wait_for
+from tickwork.devcluster.release import image_values, merge, redis_image_values
+
+
+@dataclass(frozen=True)
+class PodImages:
+    """Image references the cluster under test already holds."""
+
+    tickwork: str
+    upgrade: str
+    """A different build of the same sources, for `helm upgrade` while runs are in flight."""
+    redis: str | None
+    """Redis for the chart; None keeps the chart's default (a cluster that can pull)."""
+    addons: addons.AddonImages
+
+    def values(self) -> dict[str, object]:
+        repository, tag = self.tickwork.rsplit(":", 1)
+        layers = [image_values(repository, tag)]
+        if self.redis is not None:
+            layers.append(redis_image_values(*self.redis.rsplit(":", 1)))
+        return merge(*layers)
+
+
+# -- ScheduledJobs ----------------------------------------------------------------------
+
+
+def one_shot(name: str, url: str, *, run_at: str, timeout: int = 60) -> dict[str, Any]:
+    """A one-shot ScheduledJob that calls ``url`` once at ``run_at``."""
+    return {
+        "apiVersion": "tickwork.dev/v1alpha1",
+        "kind": "ScheduledJob",
+        "metadata": {"name": name},
+        "spec": {
+            "runAt": run_at,
+            "timeoutSeconds": timeout,
+            "retry": {"maxAttempts": 3, "backoffSeconds": 1, "maxBackoffSeconds": 5},
+            "task": {"http": {"url": url, "method": "POST"}},
+        },
+    }
+
+
+def apply_jobs(cluster: Cluster, namespace: str, jobs: list[dict[str, Any]]) -> None:
+    body = json.dumps({"apiVersion": "v1", "kind": "List", "items": jobs})
+    cluster.kubectl("apply", "-n", namespace, "-f", "-", input_text=body, timeout=300)
+
+
+def job_list(cluster: Cluster, namespace: str) -> list[dict[str, Any]]:
+    result = cluster.kubectl("get", "scheduledjobs", "-n", namespace, "-o", "json", timeout=120)
+    items: list[dict[str, Any]] = json.loads(result.stdout)["items"]
+    return items
+
+
+def wait_phases(cluster: Cluster, namespace: str, names: set[str], phase: str, *,
+                timeout: float) -> None:  # fmt: skip
+    """Until every job named has reached ``phase`` (polling the API server, which is the
+    only way to observe it from outside)."""
+
+    def done() -> bool:
+        current = {job["metadata"]["name"]: job.get("status", {}).get("phase")
+                   for job in job_list(cluster, namespace)}  # fmt: skip
+        return all(current.get(name) == phase for name in names)
+
+    wait_for(done, timeout=timeout, interval=2, what=f"{len(names)} jobs {phase}")
+
+
+def seconds_from_now(seconds: int) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + seconds))

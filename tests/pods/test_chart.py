@@ -1,0 +1,330 @@
+"""The chart installed for real: `helm install` on a cluster with a node, and the
+journeys users go through, with the operator, the workers and Redis in Pods.
+
+One release serves the whole module, in the order a user meets it: install,
+a first job, a cron job (created first, checked last, so its three minutes
+overlap the rest), leader hand-over, workers deleted during a burst, the
+autoscaler absorbing a burst, NetworkPolicy, an upgrade while runs are in
+flight, and uninstall. Executions are counted at the recorder Pod (the far
+end of each HTTP task), never inferred from Tickwork's own status.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import itertools
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.pods.support import (
+    PodImages,
+    apply_jobs,
+    job_list,
+    one_shot,
+    seconds_from_now,
+    wait_phases,
+)
+from tests.support import row
+from tickwork.devcluster.cluster import Cluster
+from tickwork.devcluster.components import wait_for
+from tickwork.devcluster.recorder import Recorder
+from tickwork.devcluster.release import Release, merge
+from tickwork.devcluster.scaling import run_burst
+
+ROOT = Path(__file__).resolve().parents[2]
+NAMESPACE = "tickwork-e2e"
+MIN_WORKERS = 1
+pytestmark = pytest.mark.timeout(600)
+
+
+def release_values(images: PodImages, monitoring: str) -> dict[str, object]:
+    """The chart's defaults, except for the images and what makes scaling observable
+    in minutes: a short scale-down window and few workers."""
+    return merge(
+        images.values(),
+        {
+            "operator": {"replicas": 2},
+            "autoscaling": {
+                "enabled": True,
+                "mode": "hpa",
+                "minReplicas": MIN_WORKERS,
+                "maxReplicas": 5,
+                "behavior": {"scaleDownStabilizationSeconds": 15, "scaleDownPercent": 100},
+            },
+            "networkPolicy": {"metricsFrom": [
+                {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": monitoring}}},
+            ]},
+        },
+    )  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def release(pods_cluster: Cluster, test_images: PodImages, monitoring: str) -> Iterator[Release]:
+    installed = Release(pods_cluster, NAMESPACE, values=release_values(test_images, monitoring))
+    installed.install()
+    yield installed
+    if installed.helm("list", "--short").strip():
+        installed.uninstall()
+
+
+@pytest.fixture(scope="module")
+def cron_job(release: Release, recorder: Recorder) -> str:
+    """A job on `* * * * *`, created before the other journeys so that its three
+    minutes pass while they run; checked by the test at the end of the module."""
+    name = "every-minute"
+    job = {
+        "apiVersion": "tickwork.dev/v1alpha1",
+        "kind": "ScheduledJob",
+        "metadata": {"name": name},
+        "spec": {"schedule": "* * * * *", "task": {"http": {"url": recorder.url(name)}}},
+    }
+    apply_jobs(release.cluster, release.namespace, [job])
+    return name
+
+
+def test_the_release_runs_every_component_in_pods(release: Release, cron_job: str) -> None:
+    del cron_job  # created now, checked at the end
+    operators = release.pods("operator")
+    assert len(operators) == 2
+    assert all(pod["status"]["phase"] == "Running" for pod in operators)  # type: ignore[index]
+    wait_for(lambda: release.leader() in {p["metadata"]["name"] for p in operators},  # type: ignore[index]
+             timeout=30, what="a leader")  # fmt: skip
+    [redis] = release.pods("redis")
+    assert redis["status"]["phase"] == "Running"  # type: ignore[index]
+    workers = release.deployment("worker")
+    assert workers["status"]["readyReplicas"] >= MIN_WORKERS  # type: ignore[index,operator]
+    claim = release.cluster.kubectl("-n", release.namespace, "get", "pvc",
+                                    f"data-{release.fullname}-redis-0", "-o", "json")  # fmt: skip
+    assert json.loads(claim.stdout)["status"]["phase"] == "Bound"
+
+
+def test_an_upgrade_that_changes_no_pod_restarts_none(release: Release) -> None:
+    before = {c: {p["metadata"]["name"] for p in release.pods(c)} for c in ("operator", "redis")}  # type: ignore[index]
+    release.upgrade({})
+    after = {c: {p["metadata"]["name"] for p in release.pods(c)} for c in ("operator", "redis")}  # type: ignore[index]
+    assert after == before
+
+
+def test_pods_run_as_non_root_with_a_read_only_root_filesystem(release: Release) -> None:
+    for component in ("operator", "worker"):
+        pod = release.pods(component)[0]["metadata"]["name"]  # type: ignore[index]
+        exec_ = ("-n", release.namespace, "exec", str(pod), "--")
+        uid = release.cluster.kubectl(*exec_, "id", "-u").stdout.strip()
+        assert uid == "10001", f"{component} runs as {uid}"
+        write = release.cluster.kubectl(*exec_, "touch", "/probe", check=False)
+        assert write.returncode != 0
+        assert "Read-only file system" in write.stderr
+        command = release.cluster.kubectl(*exec_, "cat", "/proc/1/cmdline").stdout
+        assert f"tickwork-{component}" in command
+
+
+def test_the_job_example_succeeds_and_kubectl_get_shows_it(release: Release) -> None:
+    cluster, namespace = release.cluster, release.namespace
+    example = yaml.safe_load((ROOT / "manifests/examples/job.yaml").read_text())
+    example["spec"]["runAt"] = seconds_from_now(5)
+    cluster.kubectl("apply", "-n", namespace, "-f", "-", input_text=json.dumps(example))
+    name = example["metadata"]["name"]
+    wait_phases(cluster, namespace, {name}, "Succeeded", timeout=90)
+    [job] = [j for j in job_list(cluster, namespace) if j["metadata"]["name"] == name]
+    assert job["status"]["lastRun"]["result"] == "Executed: hello from Tickwork"
+    wait_for(lambda: row(cluster, namespace, name)["nextRun"] == "", timeout=30,
+             what="Next Run cleared")  # fmt: skip
+    shown = row(cluster, namespace, name)
+    assert shown["phase"] == "Succeeded"
+    assert shown["runAt"] == example["spec"]["runAt"]
+    assert shown["lastRun"] != ""
+
+
+def _one_shots(recorder: Recorder, prefix: str, count: int, *, first_due: int, spread: int,
+               delay: float = 0) -> list[dict[str, object]]:  # fmt: skip
+    """``count`` one-shots due from ``first_due`` seconds on, spread over ``spread`` seconds."""
+    return [
+        one_shot(f"{prefix}-{i:03d}", recorder.url(f"{prefix}-{i:03d}", delay=delay),
+                 run_at=seconds_from_now(first_due + (i * spread) // max(1, count)))
+        for i in range(count)
+    ]  # fmt: skip
+
+
+def _assert_each_ran_once(recorder: Recorder, release: Release, names: set[str]) -> None:
+    counts = recorder.counts()
+    lost = sorted(name for name in names if counts.get(name, 0) == 0)
+    assert not lost, f"runs lost: {lost}"
+    jobs = {j["metadata"]["name"]: j for j in job_list(release.cluster, release.namespace)}
+    over = {name: counts[name] for name in names
+            if counts[name] > jobs[name]["status"]["lastRun"]["attempts"]}  # fmt: skip
+    assert not over, f"executed more often than attempted: {over}"
+
+
+def test_deleting_the_leading_operator_hands_over_within_15_s_and_loses_no_run(
+    release: Release, recorder: Recorder
+) -> None:
+    cluster, namespace = release.cluster, release.namespace
+    jobs = _one_shots(recorder, "handover", 30, first_due=8, spread=30)
+    apply_jobs(cluster, namespace, jobs)
+    leader = release.leader()
+    assert leader is not None
+    # The hand-over happens in the middle of the sequence: once its first run executed.
+    wait_for(lambda: recorder.counts().get("handover-000", 0) > 0, timeout=60, interval=0.2,
+             what="the first run")  # fmt: skip
+    started = time.monotonic()
+    cluster.kubectl("-n", namespace, "delete", "pod", leader, "--wait=false")
+
+    def new_leader() -> bool:
+        holder = release.leader()
+        return holder is not None and holder != leader
+
+    wait_for(new_leader, timeout=30, interval=0.2, what="a new leader")
+    assert time.monotonic() - started <= 15
+    names = {str(job["metadata"]["name"]) for job in jobs}  # type: ignore[index]
+    wait_phases(cluster, namespace, names, "Succeeded", timeout=180)
+    _assert_each_ran_once(recorder, release, names)
+    wait_for(lambda: len(release.pods("operator")) == 2, timeout=120,
+             what="the Deployment replacing the deleted operator")  # fmt: skip
+
+
+def test_deleting_worker_pods_during_a_burst_loses_no_run(
+    release: Release, recorder: Recorder
+) -> None:
+    cluster, namespace = release.cluster, release.namespace
+    jobs = _one_shots(recorder, "evicted", 40, first_due=8, spread=4, delay=3)
+    apply_jobs(cluster, namespace, jobs)
+    wait_for(lambda: recorder.inflight() > 0, timeout=60, interval=0.2, what="runs executing")
+    workers = [str(p["metadata"]["name"]) for p in release.pods("worker")]  # type: ignore[index]
+    cluster.kubectl("-n", namespace, "delete", "pod", *workers, "--wait=false")
+    names = {str(job["metadata"]["name"]) for job in jobs}  # type: ignore[index]
+    wait_phases(cluster, namespace, names, "Succeeded", timeout=240)
+    _assert_each_ran_once(recorder, release, names)
+
+
+def test_the_hpa_scales_the_workers_with_the_backlog_and_back_without_losing_a_run(
+    release: Release, recorder: Recorder
+) -> None:
+    wait_for(lambda: release.deployment("worker")["status"].get("replicas") == MIN_WORKERS,  # type: ignore[union-attr]
+             timeout=180, what="workers at the minimum before the burst")  # fmt: skip
+    burst = run_burst(release, recorder, jobs=120, task_seconds=20, min_replicas=MIN_WORKERS)
+    assert burst.peak_replicas >= 3, burst.summary()
+    assert burst.first_extra_ready is not None
+    assert burst.drained is not None, burst.summary()
+    assert burst.back_to_min is not None, burst.summary()
+    assert not burst.lost, burst.lost
+    assert not burst.executed_more_than_attempts, burst.executed_more_than_attempts
+    assert set(burst.phases.values()) == {"Succeeded"}
+
+
+CONNECT = """
+import socket, sys
+try:
+    socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=3).close()
+    print("open")
+except OSError as exc:
+    print("closed", type(exc).__name__)
+"""
+
+
+def _prober(release: Release, namespace: str, image: str) -> str:
+    """A Pod with none of Tickwork's labels, in ``namespace``, to connect from."""
+    name = f"prober-{namespace}"[:63]
+    pod = {
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": namespace},
+        "spec": {"containers": [{"name": "prober", "image": image, "command": ["sleep", "3600"],
+                                 "imagePullPolicy": "IfNotPresent"}],
+                 "securityContext": {"runAsNonRoot": True}, "terminationGracePeriodSeconds": 0},
+    }  # fmt: skip
+    release.cluster.kubectl("apply", "-f", "-", input_text=json.dumps(pod))
+    release.cluster.kubectl("-n", namespace, "wait", "--for=condition=Ready", f"pod/{name}",
+                            "--timeout=60s", timeout=90)  # fmt: skip
+    return name
+
+
+def _connect(release: Release, namespace: str, pod: str, host: str, port: int) -> str:
+    result = release.cluster.kubectl("-n", namespace, "exec", pod, "--", "python3", "-c",
+                                     CONNECT, host, str(port))  # fmt: skip
+    return result.stdout.strip()
+
+
+def test_network_policy_admits_only_tickwork_to_redis_and_the_scraper_to_metrics(
+    release: Release, monitoring: str, test_images: PodImages
+) -> None:
+    cluster, namespace = release.cluster, release.namespace
+    redis = f"{release.fullname}-redis.{namespace}.svc.cluster.local"
+    operator_ip = str(release.pods("operator")[0]["status"]["podIP"])  # type: ignore[index]
+    worker = str(release.pods("worker")[0]["metadata"]["name"])  # type: ignore[index]
+    insider = _prober(release, monitoring, test_images.tickwork)  # the admitted scraper's namespace
+    outsider = _prober(release, namespace, test_images.tickwork)  # same namespace, no labels
+    try:
+        # Admitted: a worker to Redis, the monitoring namespace to the metrics port. (The
+        # agent learns new Pods' addresses within moments: wait until it has.)
+        wait_for(lambda: _connect(release, namespace, worker, redis, 6379) == "open",
+                 timeout=30, what="a worker reaching Redis")  # fmt: skip
+        wait_for(lambda: _connect(release, monitoring, insider, operator_ip, 8080) == "open",
+                 timeout=30, what="the scraper's namespace reaching the metrics")  # fmt: skip
+        # Refused, every time: a Pod without Tickwork's labels, even in its namespace.
+        for _ in range(3):
+            assert _connect(release, namespace, outsider, redis, 6379).startswith("closed")
+            assert _connect(release, namespace, outsider, operator_ip, 8080).startswith("closed")
+            # ... and the admitted scraper still only reaches the metrics port, not Redis.
+            assert _connect(release, monitoring, insider, redis, 6379).startswith("closed")
+        # The kubelet's probes come from the node: still admitted (the pods stay Ready).
+        assert all(c["ready"] for p in release.pods("operator")
+                   for c in p["status"]["containerStatuses"])  # type: ignore[index]  # fmt: skip
+    finally:
+        cluster.kubectl("-n", namespace, "delete", "pod", outsider, "--wait=false")
+        cluster.kubectl("-n", monitoring, "delete", "pod", insider, "--wait=false")
+
+
+def test_helm_upgrade_to_a_rebuilt_image_while_runs_are_in_flight_loses_no_run(
+    release: Release, recorder: Recorder, test_images: PodImages
+) -> None:
+    cluster, namespace = release.cluster, release.namespace
+    jobs = _one_shots(recorder, "upgrade", 40, first_due=5, spread=40, delay=4)
+    apply_jobs(cluster, namespace, jobs)
+    wait_for(lambda: recorder.inflight() > 0, timeout=60, interval=0.2, what="runs executing")
+    repository, tag = test_images.upgrade.rsplit(":", 1)
+    release.upgrade({"image": {"repository": repository, "tag": tag}})
+    for component in ("operator", "worker"):
+        images = {pod["spec"]["containers"][0]["image"] for pod in release.pods(component)}  # type: ignore[index]
+        assert images == {test_images.upgrade}, f"{component} still runs {images}"
+    names = {str(job["metadata"]["name"]) for job in jobs}  # type: ignore[index]
+    wait_phases(cluster, namespace, names, "Succeeded", timeout=240)
+    _assert_each_ran_once(recorder, release, names)
+
+
+@pytest.mark.timeout(420)
+def test_the_cron_job_ran_three_times_once_a_minute(
+    release: Release, recorder: Recorder, cron_job: str
+) -> None:
+    cluster, namespace = release.cluster, release.namespace
+
+    def runs() -> list[dict[str, str]]:
+        [job] = [j for j in job_list(cluster, namespace) if j["metadata"]["name"] == cron_job]
+        found: list[dict[str, str]] = job.get("status", {}).get("runs") or []
+        return found
+
+    wait_for(lambda: sum(r["outcome"] == "Succeeded" for r in runs()) >= 3, timeout=300,
+             interval=2, what="three runs")  # fmt: skip
+    scheduled = sorted(dt.datetime.fromisoformat(r["scheduledAt"]) for r in runs())
+    assert all(b - a == dt.timedelta(minutes=1) for a, b in itertools.pairwise(scheduled))
+    shown = row(cluster, namespace, cron_job)
+    assert shown["schedule"] == "* * * * *"
+    assert shown["lastRun"] != ""
+    assert shown["nextRun"] != ""
+    # Executions at the far end: one per recorded run, none more.
+    executions = recorder.counts().get(cron_job, 0)
+    succeeded = sum(r["outcome"] == "Succeeded" for r in runs())
+    assert succeeded <= executions <= succeeded + 1  # + a run executing right now
+
+
+def test_helm_uninstall_keeps_the_crd_and_the_scheduledjobs(release: Release) -> None:
+    cluster, namespace = release.cluster, release.namespace
+    before = {j["metadata"]["name"] for j in job_list(cluster, namespace)}
+    assert before
+    release.uninstall()
+    assert release.pods("operator") == []
+    cluster.kubectl("get", "crd", "scheduledjobs.tickwork.dev")
+    after = {j["metadata"]["name"] for j in job_list(cluster, namespace)}
+    assert after == before

@@ -1,0 +1,65 @@
+"""Tickwork's image, built here from the Dockerfile on a Debian base: as a Pod with
+nothing but a read-only root filesystem set, it runs as its own non-root user and
+both entry points start."""
+
+from __future__ import annotations
+
+import json
+import secrets
+
+import pytest
+
+from tests.pods.support import PodImages
+from tickwork.devcluster.cluster import Cluster
+from tickwork.devcluster.components import wait_for
+
+pytestmark = pytest.mark.timeout(300)
+
+SCRIPT = """
+set -u
+echo "uid=$(id -u) gid=$(id -g)"
+tickwork-operator --help >/dev/null && echo "operator=ok"
+tickwork-worker --help >/dev/null && echo "worker=ok"
+if touch /usr/probe 2>/dev/null; then echo "root=writable"; else echo "root=read-only"; fi
+if python3 -m pip --version >/dev/null 2>&1; then echo "pip=present"; else echo "pip=absent"; fi
+"""
+
+
+def test_the_image_runs_both_entry_points_as_non_root_on_a_read_only_root(
+    pods_cluster: Cluster, test_images: PodImages
+) -> None:
+    namespace = f"image-{secrets.token_hex(3)}"
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "image-check", "namespace": namespace},
+        "spec": {
+            "restartPolicy": "Never",
+            # No runAsUser: the user is the image's own (USER in the Dockerfile).
+            "securityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
+            "containers": [{
+                "name": "check",
+                "image": test_images.tickwork,
+                "imagePullPolicy": "IfNotPresent",
+                "command": ["sh", "-c", SCRIPT],
+                "securityContext": {"readOnlyRootFilesystem": True,
+                                    "allowPrivilegeEscalation": False,
+                                    "capabilities": {"drop": ["ALL"]}},
+            }],
+        },
+    }  # fmt: skip
+    pods_cluster.kubectl("create", "namespace", namespace)
+    try:
+        pods_cluster.kubectl("apply", "-f", "-", input_text=json.dumps(pod))
+
+        def finished() -> bool:
+            phase = pods_cluster.kubectl("-n", namespace, "get", "pod", "image-check",
+                                         "-o", "jsonpath={.status.phase}").stdout  # fmt: skip
+            return phase in {"Succeeded", "Failed"}
+
+        wait_for(finished, timeout=120, interval=1, what="the image check Pod")
+        output = pods_cluster.kubectl("-n", namespace, "logs", "image-check").stdout.split()
+        assert output == ["uid=10001", "gid=10001", "operator=ok", "worker=ok",
+                          "root=read-only", "pip=absent"], output  # fmt: skip
+    finally:
+        pods_cluster.kubectl("delete", "namespace", namespace, "--wait=false")
