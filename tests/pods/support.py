@@ -1,36 +1,13 @@
-"""Helpers of the tests in real Pods: the images a cluster holds, ScheduledJobs by kubectl."""
+"""Helpers of the tests in real Pods: ScheduledJobs through kubectl."""
 
 from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass
 from typing import Any
 
-from tickwork.devcluster import addons
 from tickwork.devcluster.cluster import Cluster
 from tickwork.devcluster.components import wait_for
-from tickwork.devcluster.release import image_values, merge, redis_image_values
-
-
-@dataclass(frozen=True)
-class PodImages:
-    """Image references the cluster under test already holds."""
-
-    tickwork: str
-    upgrade: str
-    """A different build of the same sources, for `helm upgrade` while runs are in flight."""
-    redis: str | None
-    """Redis for the chart; None keeps the chart's default (a cluster that can pull)."""
-    addons: addons.AddonImages
-
-    def values(self) -> dict[str, object]:
-        repository, tag = self.tickwork.rsplit(":", 1)
-        layers = [image_values(repository, tag)]
-        if self.redis is not None:
-            layers.append(redis_image_values(*self.redis.rsplit(":", 1)))
-        return merge(*layers)
-
 
 # -- ScheduledJobs ----------------------------------------------------------------------
 

@@ -22,7 +22,6 @@ import pytest
 import yaml
 
 from tests.pods.support import (
-    PodImages,
     apply_jobs,
     job_list,
     one_shot,
@@ -33,16 +32,17 @@ from tests.support import row
 from tickwork.devcluster.cluster import Cluster
 from tickwork.devcluster.components import wait_for
 from tickwork.devcluster.recorder import Recorder
-from tickwork.devcluster.release import Release, merge
+from tickwork.devcluster.release import ClusterImages, Release, merge
 from tickwork.devcluster.scaling import run_burst
 
 ROOT = Path(__file__).resolve().parents[2]
 NAMESPACE = "tickwork-e2e"
 MIN_WORKERS = 1
+CONCURRENCY = 8  # the chart's worker.concurrency
 pytestmark = pytest.mark.timeout(600)
 
 
-def release_values(images: PodImages, monitoring: str) -> dict[str, object]:
+def release_values(images: ClusterImages, monitoring: str) -> dict[str, object]:
     """The chart's defaults, except for the images and what makes scaling observable
     in minutes: a short scale-down window and few workers."""
     return merge(
@@ -64,7 +64,9 @@ def release_values(images: PodImages, monitoring: str) -> dict[str, object]:
 
 
 @pytest.fixture(scope="module")
-def release(pods_cluster: Cluster, test_images: PodImages, monitoring: str) -> Iterator[Release]:
+def release(
+    pods_cluster: Cluster, test_images: ClusterImages, monitoring: str
+) -> Iterator[Release]:
     installed = Release(pods_cluster, NAMESPACE, values=release_values(test_images, monitoring))
     installed.install()
     yield installed
@@ -91,28 +93,28 @@ def test_the_release_runs_every_component_in_pods(release: Release, cron_job: st
     del cron_job  # created now, checked at the end
     operators = release.pods("operator")
     assert len(operators) == 2
-    assert all(pod["status"]["phase"] == "Running" for pod in operators)  # type: ignore[index]
-    wait_for(lambda: release.leader() in {p["metadata"]["name"] for p in operators},  # type: ignore[index]
+    assert all(pod["status"]["phase"] == "Running" for pod in operators)
+    wait_for(lambda: release.leader() in {p["metadata"]["name"] for p in operators},
              timeout=30, what="a leader")  # fmt: skip
     [redis] = release.pods("redis")
-    assert redis["status"]["phase"] == "Running"  # type: ignore[index]
+    assert redis["status"]["phase"] == "Running"
     workers = release.deployment("worker")
-    assert workers["status"]["readyReplicas"] >= MIN_WORKERS  # type: ignore[index,operator]
+    assert workers["status"]["readyReplicas"] >= MIN_WORKERS
     claim = release.cluster.kubectl("-n", release.namespace, "get", "pvc",
                                     f"data-{release.fullname}-redis-0", "-o", "json")  # fmt: skip
     assert json.loads(claim.stdout)["status"]["phase"] == "Bound"
 
 
 def test_an_upgrade_that_changes_no_pod_restarts_none(release: Release) -> None:
-    before = {c: {p["metadata"]["name"] for p in release.pods(c)} for c in ("operator", "redis")}  # type: ignore[index]
+    before = {c: {p["metadata"]["name"] for p in release.pods(c)} for c in ("operator", "redis")}
     release.upgrade({})
-    after = {c: {p["metadata"]["name"] for p in release.pods(c)} for c in ("operator", "redis")}  # type: ignore[index]
+    after = {c: {p["metadata"]["name"] for p in release.pods(c)} for c in ("operator", "redis")}
     assert after == before
 
 
 def test_pods_run_as_non_root_with_a_read_only_root_filesystem(release: Release) -> None:
     for component in ("operator", "worker"):
-        pod = release.pods(component)[0]["metadata"]["name"]  # type: ignore[index]
+        pod = release.pods(component)[0]["metadata"]["name"]
         exec_ = ("-n", release.namespace, "exec", str(pod), "--")
         uid = release.cluster.kubectl(*exec_, "id", "-u").stdout.strip()
         assert uid == "10001", f"{component} runs as {uid}"
@@ -180,7 +182,7 @@ def test_deleting_the_leading_operator_hands_over_within_15_s_and_loses_no_run(
 
     wait_for(new_leader, timeout=30, interval=0.2, what="a new leader")
     assert time.monotonic() - started <= 15
-    names = {str(job["metadata"]["name"]) for job in jobs}  # type: ignore[index]
+    names = {str(job["metadata"]["name"]) for job in jobs}
     wait_phases(cluster, namespace, names, "Succeeded", timeout=180)
     _assert_each_ran_once(recorder, release, names)
     wait_for(lambda: len(release.pods("operator")) == 2, timeout=120,
@@ -194,9 +196,9 @@ def test_deleting_worker_pods_during_a_burst_loses_no_run(
     jobs = _one_shots(recorder, "evicted", 40, first_due=8, spread=4, delay=3)
     apply_jobs(cluster, namespace, jobs)
     wait_for(lambda: recorder.inflight() > 0, timeout=60, interval=0.2, what="runs executing")
-    workers = [str(p["metadata"]["name"]) for p in release.pods("worker")]  # type: ignore[index]
+    workers = [str(p["metadata"]["name"]) for p in release.pods("worker")]
     cluster.kubectl("-n", namespace, "delete", "pod", *workers, "--wait=false")
-    names = {str(job["metadata"]["name"]) for job in jobs}  # type: ignore[index]
+    names = {str(job["metadata"]["name"]) for job in jobs}
     wait_phases(cluster, namespace, names, "Succeeded", timeout=240)
     _assert_each_ran_once(recorder, release, names)
 
@@ -204,7 +206,7 @@ def test_deleting_worker_pods_during_a_burst_loses_no_run(
 def test_the_hpa_scales_the_workers_with_the_backlog_and_back_without_losing_a_run(
     release: Release, recorder: Recorder
 ) -> None:
-    wait_for(lambda: release.deployment("worker")["status"].get("replicas") == MIN_WORKERS,  # type: ignore[union-attr]
+    wait_for(lambda: release.deployment("worker")["status"].get("replicas") == MIN_WORKERS,
              timeout=180, what="workers at the minimum before the burst")  # fmt: skip
     burst = run_burst(release, recorder, jobs=120, task_seconds=20, min_replicas=MIN_WORKERS)
     assert burst.peak_replicas >= 3, burst.summary()
@@ -214,6 +216,10 @@ def test_the_hpa_scales_the_workers_with_the_backlog_and_back_without_losing_a_r
     assert not burst.lost, burst.lost
     assert not burst.executed_more_than_attempts, burst.executed_more_than_attempts
     assert set(burst.phases.values()) == {"Succeeded"}
+    # The backlog counts in-flight runs: busy workers are not scaled away.
+    crowded = [s for s in burst.samples if s.executing > MIN_WORKERS * CONCURRENCY]
+    assert crowded
+    assert all(s.replicas > MIN_WORKERS for s in crowded), burst.summary()
 
 
 CONNECT = """
@@ -248,12 +254,12 @@ def _connect(release: Release, namespace: str, pod: str, host: str, port: int) -
 
 
 def test_network_policy_admits_only_tickwork_to_redis_and_the_scraper_to_metrics(
-    release: Release, monitoring: str, test_images: PodImages
+    release: Release, monitoring: str, test_images: ClusterImages
 ) -> None:
     cluster, namespace = release.cluster, release.namespace
     redis = f"{release.fullname}-redis.{namespace}.svc.cluster.local"
-    operator_ip = str(release.pods("operator")[0]["status"]["podIP"])  # type: ignore[index]
-    worker = str(release.pods("worker")[0]["metadata"]["name"])  # type: ignore[index]
+    operator_ip = str(release.pods("operator")[0]["status"]["podIP"])
+    worker = str(release.pods("worker")[0]["metadata"]["name"])
     insider = _prober(release, monitoring, test_images.tickwork)  # the admitted scraper's namespace
     outsider = _prober(release, namespace, test_images.tickwork)  # same namespace, no labels
     try:
@@ -271,14 +277,14 @@ def test_network_policy_admits_only_tickwork_to_redis_and_the_scraper_to_metrics
             assert _connect(release, monitoring, insider, redis, 6379).startswith("closed")
         # The kubelet's probes come from the node: still admitted (the pods stay Ready).
         assert all(c["ready"] for p in release.pods("operator")
-                   for c in p["status"]["containerStatuses"])  # type: ignore[index]  # fmt: skip
+                   for c in p["status"]["containerStatuses"])  # fmt: skip
     finally:
         cluster.kubectl("-n", namespace, "delete", "pod", outsider, "--wait=false")
         cluster.kubectl("-n", monitoring, "delete", "pod", insider, "--wait=false")
 
 
 def test_helm_upgrade_to_a_rebuilt_image_while_runs_are_in_flight_loses_no_run(
-    release: Release, recorder: Recorder, test_images: PodImages
+    release: Release, recorder: Recorder, test_images: ClusterImages
 ) -> None:
     cluster, namespace = release.cluster, release.namespace
     jobs = _one_shots(recorder, "upgrade", 40, first_due=5, spread=40, delay=4)
@@ -286,10 +292,15 @@ def test_helm_upgrade_to_a_rebuilt_image_while_runs_are_in_flight_loses_no_run(
     wait_for(lambda: recorder.inflight() > 0, timeout=60, interval=0.2, what="runs executing")
     repository, tag = test_images.upgrade.rsplit(":", 1)
     release.upgrade({"image": {"repository": repository, "tag": tag}})
-    for component in ("operator", "worker"):
-        images = {pod["spec"]["containers"][0]["image"] for pod in release.pods(component)}  # type: ignore[index]
-        assert images == {test_images.upgrade}, f"{component} still runs {images}"
-    names = {str(job["metadata"]["name"]) for job in jobs}  # type: ignore[index]
+
+    def rolled() -> bool:
+        pods = [*release.pods("operator", terminating=True),
+                *release.pods("worker", terminating=True)]  # fmt: skip
+        return {pod["spec"]["containers"][0]["image"] for pod in pods} == {test_images.upgrade}
+
+    # helm --wait returns when the new Pods are ready; the old ones finish their runs.
+    wait_for(rolled, timeout=120, interval=1, what="every Pod on the new image")
+    names = {str(job["metadata"]["name"]) for job in jobs}
     wait_phases(cluster, namespace, names, "Succeeded", timeout=240)
     _assert_each_ran_once(recorder, release, names)
 
@@ -324,7 +335,8 @@ def test_helm_uninstall_keeps_the_crd_and_the_scheduledjobs(release: Release) ->
     before = {j["metadata"]["name"] for j in job_list(cluster, namespace)}
     assert before
     release.uninstall()
-    assert release.pods("operator") == []
+    wait_for(lambda: release.pods("operator", terminating=True) == [], timeout=60,
+             what="the operator's Pods gone")  # fmt: skip
     cluster.kubectl("get", "crd", "scheduledjobs.tickwork.dev")
     after = {j["metadata"]["name"] for j in job_list(cluster, namespace)}
     assert after == before

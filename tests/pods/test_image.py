@@ -9,9 +9,9 @@ import secrets
 
 import pytest
 
-from tests.pods.support import PodImages
 from tickwork.devcluster.cluster import Cluster
 from tickwork.devcluster.components import wait_for
+from tickwork.devcluster.release import ClusterImages
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -26,7 +26,7 @@ if python3 -m pip --version >/dev/null 2>&1; then echo "pip=present"; else echo 
 
 
 def test_the_image_runs_both_entry_points_as_non_root_on_a_read_only_root(
-    pods_cluster: Cluster, test_images: PodImages
+    pods_cluster: Cluster, test_images: ClusterImages
 ) -> None:
     namespace = f"image-{secrets.token_hex(3)}"
     pod = {

@@ -2,7 +2,8 @@
 
 The local node has no registry and no storage provisioner, so a release there
 takes the images built here (pulled never) and a pre-bound hostPath volume
-for Redis; on any other cluster (kind) only the images change.
+for Redis; on any other cluster (kind) ``TICKWORK_TEST_IMAGE`` names Tickwork's
+image, loaded there beforehand, and everything else comes from public images.
 """
 
 from __future__ import annotations
@@ -13,14 +14,17 @@ import subprocess
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import yaml
 
-from tickwork.devcluster import build
+from tickwork.devcluster import addons, build, images
 from tickwork.devcluster.cluster import Cluster
 from tickwork.devcluster.errors import StartError
 
 CHART = build.HACK_DIR.parent / "charts" / "tickwork"
+IMAGE_ENV = "TICKWORK_TEST_IMAGE"
+UPGRADE_IMAGE_ENV = "TICKWORK_TEST_UPGRADE_IMAGE"
 #: The Redis StatefulSet's data volume (volumeClaimTemplates `data`, replica 0).
 _REDIS_UID = 999
 
@@ -49,6 +53,58 @@ def merge(*layers: dict[str, object]) -> dict[str, object]:
             else:
                 result[key] = value
     return result
+
+
+@dataclass
+class ClusterImages:
+    """Image references the cluster under test holds (or can pull)."""
+
+    cluster: Cluster
+    tickwork: str
+    upgrade: str
+    """A different build of the same sources, for `helm upgrade` while runs are in flight."""
+    redis: str | None
+    """Redis for the chart; None keeps the chart's default (a cluster that can pull)."""
+    prometheus: str
+    prometheus_adapter: str
+
+    def values(self) -> dict[str, object]:
+        """Chart values that run this Tickwork image (and Redis image)."""
+        layers = [image_values(*self.tickwork.rsplit(":", 1))]
+        if self.redis is not None:
+            layers.append(redis_image_values(*self.redis.rsplit(":", 1)))
+        return merge(*layers)
+
+    def keda(self) -> tuple[str, str]:
+        """KEDA's operator and metrics-server images: built and loaded on first use
+        (KEDA is the largest build of all)."""
+        node = self.cluster.node
+        if node is None:
+            public = addons.public_images()
+            return public.keda, public.keda_adapter
+        operator, adapter = addons.keda_images()
+        node.load_image(operator)
+        node.load_image(adapter)
+        return operator.ref, adapter.ref
+
+
+def cluster_images(cluster: Cluster) -> ClusterImages:
+    """Tickwork's image (and a rebuild of it), Redis and the monitoring add-on's images:
+    built here and loaded into the local node, or named by the environment elsewhere."""
+    node = cluster.node
+    if node is None:
+        image = os.environ.get(IMAGE_ENV)
+        if not image:
+            raise StartError(f"{IMAGE_ENV} must name Tickwork's image, loaded into the cluster")
+        public = addons.public_images()
+        return ClusterImages(cluster, image, os.environ.get(UPGRADE_IMAGE_ENV, image), None,
+                             public.prometheus, public.prometheus_adapter)  # fmt: skip
+    built = [images.tickwork_image().image, images.tickwork_image(tag_suffix="upgrade").image,
+             images.redis_image(), *addons.monitoring_images()]  # fmt: skip
+    for built_image in built:
+        node.load_image(built_image)
+    tickwork, upgrade, redis, prometheus, adapter = (built_image.ref for built_image in built)
+    return ClusterImages(cluster, tickwork, upgrade, redis, prometheus, adapter)
 
 
 @dataclass
@@ -130,18 +186,19 @@ class Release:
 
     # -- what the release made -------------------------------------------------------
 
-    def pods(self, component: str) -> list[dict[str, object]]:
+    def pods(self, component: str, *, terminating: bool = False) -> list[dict[str, Any]]:
+        """The component's Pods; those shutting down only with ``terminating``."""
         selector = (f"app.kubernetes.io/instance={self.name},"
                     f"app.kubernetes.io/component={component}")  # fmt: skip
         result = self.cluster.kubectl("-n", self.namespace, "get", "pods", "-l", selector,
                                       "-o", "json")  # fmt: skip
-        items: list[dict[str, object]] = json.loads(result.stdout)["items"]
-        return items
+        items: list[dict[str, Any]] = json.loads(result.stdout)["items"]
+        return [pod for pod in items if terminating or "deletionTimestamp" not in pod["metadata"]]
 
-    def deployment(self, component: str) -> dict[str, object]:
+    def deployment(self, component: str) -> dict[str, Any]:
         result = self.cluster.kubectl("-n", self.namespace, "get", "deployment",
                                       f"{self.fullname}-{component}", "-o", "json")  # fmt: skip
-        found: dict[str, object] = json.loads(result.stdout)
+        found: dict[str, Any] = json.loads(result.stdout)
         return found
 
     def leader(self) -> str | None:
