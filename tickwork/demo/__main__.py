@@ -180,6 +180,17 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--queue", choices=["redis", "memory"], default="redis")
     parser.add_argument(
+        "--pods",
+        action="store_true",
+        help="run the Helm chart in Pods on a local node (root) and watch the HPA absorb a burst",
+    )
+    parser.add_argument("--burst", type=int, default=100, help="with --pods: jobs in the burst")
+    parser.add_argument(
+        "--until-scaled",
+        action="store_true",
+        help="with --pods: exit 0 once the workers scaled up and back down (for scripts)",
+    )
+    parser.add_argument(
         "--workdir", default=os.environ.get("TICKWORK_DEMO_DIR", ".devcluster/demo")
     )
     parser.add_argument("--duration", type=float, default=0, help="stop after this many seconds")
@@ -192,6 +203,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.mode == "local":
         return run_local()
     try:
+        if args.pods:
+            from tickwork.demo.pods import run_pods_demo  # noqa: PLC0415 - root, podman
+
+            return run_pods_demo(args)
         return run_demo(args)
     except subprocess.CalledProcessError as exc:
         _say(f"error: {exc}")

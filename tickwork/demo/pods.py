@@ -1,0 +1,118 @@
+"""``make demo DEMO_ARGS=--pods``: Tickwork as users run it, in Pods on a local node.
+
+Starts the local control plane with a node (root), builds Tickwork's image here,
+installs Prometheus + prometheus-adapter and the Helm chart (the default HPA
+mode), applies ``manifests/examples/`` and a burst of one-shot jobs that each
+sleep, and prints ``kubectl get scheduledjobs`` with the worker replica count as
+the autoscaler absorbs the burst. Ctrl-C stops and removes everything.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import datetime as dt
+import json
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+from tickwork.devcluster import addons, node
+from tickwork.devcluster.cluster import Cluster
+from tickwork.devcluster.release import Release, cluster_images, merge
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = "demo"
+BURST = "burst"
+REFRESH_SECONDS = 3.0
+MIN_WORKERS, MAX_WORKERS = 1, 6
+
+
+def _say(text: str) -> None:
+    print(text, flush=True)  # noqa: T201 - the demo talks to its user
+
+
+def _burst(count: int, seconds: int, lead: int) -> list[dict[str, Any]]:
+    run_at = (dt.datetime.now(dt.UTC) + dt.timedelta(seconds=lead)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return [
+        {
+            "apiVersion": "tickwork.dev/v1alpha1",
+            "kind": "ScheduledJob",
+            "metadata": {"name": f"nap-{index:03d}", "namespace": BURST},
+            "spec": {
+                "runAt": run_at,
+                "description": f"one of {count} runs due at once, {seconds} s each",
+                "task": {"python": {"name": "tickwork.sleep", "args": [str(seconds)]}},
+            },
+        }
+        for index in range(count)
+    ]
+
+
+def _phases(cluster: Cluster) -> collections.Counter[str]:
+    found = cluster.kubectl("get", "sj", "-n", BURST, "-o", "json", check=False)
+    if found.returncode != 0:
+        return collections.Counter()
+    items = json.loads(found.stdout)["items"]
+    return collections.Counter((i.get("status") or {}).get("phase") or "New" for i in items)
+
+
+def _workers(release: Release) -> tuple[int, int]:
+    status = release.deployment("worker").get("status") or {}
+    return int(status.get("replicas") or 0), int(status.get("readyReplicas") or 0)
+
+
+def run_pods_demo(args: argparse.Namespace) -> int:
+    workdir = Path(args.workdir).resolve()
+    shutil.rmtree(workdir, ignore_errors=True)
+    _say("Starting a local Kubernetes node (control plane, kubelet, containerd, DNS) ...")
+    with node.local_cluster(workdir) as cluster:
+        _say(f"  export KUBECONFIG={cluster.kubeconfig}   # to use kubectl meanwhile")
+        _say("Building Tickwork's image and the add-ons' images (cached after the first time) ...")
+        images = cluster_images(cluster)
+        addons.install_monitoring(cluster, prometheus=images.prometheus,
+                                  adapter=images.prometheus_adapter)  # fmt: skip
+        values = merge(images.values(), {
+            "autoscaling": {"minReplicas": MIN_WORKERS, "maxReplicas": MAX_WORKERS,
+                            "behavior": {"scaleDownStabilizationSeconds": 30}},
+            "networkPolicy": {"metricsFrom": [{"namespaceSelector": {"matchLabels": {
+                "kubernetes.io/metadata.name": addons.MONITORING_NAMESPACE}}}]},
+        })  # fmt: skip
+        release = Release(cluster, "tickwork", values=values)
+        _say("helm install tickwork charts/tickwork -n tickwork ...")
+        release.install()
+        for namespace in (EXAMPLES, BURST):
+            cluster.kubectl("create", "namespace", namespace)
+        cluster.kubectl("apply", "-n", EXAMPLES, "-f", str(ROOT / "manifests" / "examples"))
+        items = _burst(args.burst, 20, lead=30)
+        cluster.kubectl("apply", "-f", "-", input_text=json.dumps({"apiVersion": "v1",
+                        "kind": "List", "items": items}))  # fmt: skip
+        _say(f"Applied manifests/examples to {EXAMPLES!r} and {args.burst} jobs of 20 s each, "
+             f"all due in 30 s, to {BURST!r}. Ctrl-C stops everything.\n")  # fmt: skip
+        return _watch(cluster, release, args)
+
+
+def _watch(cluster: Cluster, release: Release, args: argparse.Namespace) -> int:
+    deadline = time.monotonic() + args.duration if args.duration else None
+    scaled_up = False
+    try:
+        while True:
+            table = cluster.kubectl("get", "scheduledjobs", "-n", EXAMPLES, check=False).stdout
+            replicas, ready = _workers(release)
+            phases = _phases(cluster)
+            burst = ", ".join(f"{count} {phase}" for phase, count in sorted(phases.items()))
+            _say(f"--- {dt.datetime.now().astimezone():%H:%M:%S}  workers: {replicas} "
+                 f"({ready} ready)  burst: {burst}\n{table}")  # fmt: skip
+            scaled_up = scaled_up or replicas > MIN_WORKERS
+            drained = phases.get("Succeeded", 0) == args.burst
+            if args.until_scaled and scaled_up and drained and replicas == MIN_WORKERS:
+                _say("The workers scaled up, absorbed the burst and scaled back down.")
+                return 0
+            if deadline is not None and time.monotonic() > deadline:
+                _say("Time is up.")
+                return 1 if args.until_scaled else 0
+            time.sleep(REFRESH_SECONDS)  # a refresh interval for a human watching
+    except KeyboardInterrupt:
+        _say("\nStopping ...")
+        return 0
