@@ -69,28 +69,36 @@ def run_pods_demo(args: argparse.Namespace) -> int:
     _say("Starting a local Kubernetes node (control plane, kubelet, containerd, DNS) ...")
     with node.local_cluster(workdir) as cluster:
         _say(f"  export KUBECONFIG={cluster.kubeconfig}   # to use kubectl meanwhile")
-        _say("Building Tickwork's image and the add-ons' images (cached after the first time) ...")
-        images = cluster_images(cluster)
-        addons.install_monitoring(cluster, prometheus=images.prometheus,
-                                  adapter=images.prometheus_adapter)  # fmt: skip
-        values = merge(images.values(), {
-            "autoscaling": {"minReplicas": MIN_WORKERS, "maxReplicas": MAX_WORKERS,
-                            "behavior": {"scaleDownStabilizationSeconds": 30}},
-            "networkPolicy": {"metricsFrom": [{"namespaceSelector": {"matchLabels": {
-                "kubernetes.io/metadata.name": addons.MONITORING_NAMESPACE}}}]},
-        })  # fmt: skip
-        release = Release(cluster, "tickwork", values=values)
-        _say("helm install tickwork charts/tickwork -n tickwork ...")
-        release.install()
-        for namespace in (EXAMPLES, BURST):
-            cluster.kubectl("create", "namespace", namespace)
-        cluster.kubectl("apply", "-n", EXAMPLES, "-f", str(ROOT / "manifests" / "examples"))
-        items = _burst(args.burst, 20, lead=30)
-        cluster.kubectl("apply", "-f", "-", input_text=json.dumps({"apiVersion": "v1",
-                        "kind": "List", "items": items}))  # fmt: skip
-        _say(f"Applied manifests/examples to {EXAMPLES!r} and {args.burst} jobs of 20 s each, "
-             f"all due in 30 s, to {BURST!r}. Ctrl-C stops everything.\n")  # fmt: skip
-        return _watch(cluster, release, args)
+        return show(cluster, args)
+
+
+def show(cluster: Cluster, args: argparse.Namespace) -> int:
+    """Install everything into ``cluster``, queue the burst and watch it absorbed."""
+    _say("Building Tickwork's image and the add-ons' images (cached after the first time) ...")
+    images = cluster_images(cluster)
+    addons.install_monitoring(cluster, prometheus=images.prometheus,
+                              adapter=images.prometheus_adapter)  # fmt: skip
+    # A CRD that another release installed (and kept) stays that release's.
+    crd = cluster.kubectl("get", "crd", "scheduledjobs.tickwork.dev", check=False)
+    values = merge(images.values(), {
+        "crds": {"install": crd.returncode != 0},
+        "autoscaling": {"minReplicas": MIN_WORKERS, "maxReplicas": MAX_WORKERS,
+                        "behavior": {"scaleDownStabilizationSeconds": 30}},
+        "networkPolicy": {"metricsFrom": [{"namespaceSelector": {"matchLabels": {
+            "kubernetes.io/metadata.name": addons.MONITORING_NAMESPACE}}}]},
+    })  # fmt: skip
+    release = Release(cluster, "tickwork", values=values)
+    _say("helm install tickwork charts/tickwork -n tickwork ...")
+    release.install()
+    for namespace in (EXAMPLES, BURST):
+        cluster.kubectl("create", "namespace", namespace)
+    cluster.kubectl("apply", "-n", EXAMPLES, "-f", str(ROOT / "manifests" / "examples"))
+    items = _burst(args.burst, 20, lead=30)
+    cluster.kubectl("apply", "-f", "-", input_text=json.dumps({"apiVersion": "v1",
+                    "kind": "List", "items": items}))  # fmt: skip
+    _say(f"Applied manifests/examples to {EXAMPLES!r} and {args.burst} jobs of 20 s each, "
+         f"all due in 30 s, to {BURST!r}. Ctrl-C stops everything.\n")  # fmt: skip
+    return _watch(cluster, release, args)
 
 
 def _watch(cluster: Cluster, release: Release, args: argparse.Namespace) -> int:

@@ -32,6 +32,8 @@ FIREWALL_TABLE = "tickwork-node"
 _FOREIGN_TABLES = (("ip", "kube-proxy"), ("ip6", "kube-proxy"))
 #: containerd puts every shim's socket here, whatever its own state directory.
 SHIM_SOCKETS = Path("/run/containerd/s")
+#: Debian's containernetworking-plugins.
+CNI_BIN_DIR = Path("/usr/lib/cni")
 #: cgroup v1 controllers are mounted one per directory here (cgroupfs driver).
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 
@@ -49,10 +51,14 @@ def require_root() -> None:
             "a local node needs root (network namespaces, mounts, cgroups); run as root, "
             "or point the suite at a cluster with TICKWORK_TEST_KUBECONFIG"
         )
-    for tool, package in (("ip", "iproute2"), ("nft", "nftables"), ("iptables", "iptables"),
-                          ("mount", "mount")):  # fmt: skip
+    needed = (("ip", "iproute2"), ("nft", "nftables"), ("iptables", "iptables"),
+              ("ipset", "ipset"), ("conntrack", "conntrack"), ("mount", "mount"))  # fmt: skip
+    for tool, package in needed:
         if shutil.which(tool) is None:
             raise StartError(f"{tool} is not installed; on Debian: apt-get install {package}")
+    if not (CNI_BIN_DIR / "bridge").exists():
+        package = "containernetworking-plugins"
+        raise StartError(f"no CNI plugins in {CNI_BIN_DIR}; on Debian: apt-get install {package}")
 
 
 def _sysctl(name: str, value: str) -> None:

@@ -33,7 +33,6 @@ from tickwork.devcluster.errors import StartError
 READY_TIMEOUT_SECONDS = 180.0
 #: Short, fixed paths: unix socket paths are limited to 108 bytes.
 RUN_DIR = Path("/run/tickwork-node")
-CNI_BIN_DIR = Path("/usr/lib/cni")
 CLUSTER_DNS = "10.0.0.10"
 CLUSTER_DOMAIN = "cluster.local"
 #: The controller-manager settings a node's autoscaling tests want: the HPA
@@ -70,7 +69,7 @@ state = "{state}"
           BinaryName = "{runc}"
           SystemdCgroup = false
     [plugins.'io.containerd.cri.v1.runtime'.cni]
-      bin_dirs = ["{CNI_BIN_DIR}"]
+      bin_dirs = ["{hostnet.CNI_BIN_DIR}"]
       conf_dir = "{cni_conf}"
 """
 
