@@ -59,10 +59,13 @@ def public_images() -> AddonImages:
     )
 
 
-def _go_image(bundle: build.Bundle, binary: str, name: str, tag: str) -> images.Image:
+def _go_image(
+    bundle: build.Bundle, binary: str, name: str, tag: str, *, inside: str | None = None
+) -> images.Image:
+    """``binary`` alone in an image, at ``inside`` (where the public image has it)."""
     path = build.ensure_built(bundle) / binary
-    spec = images.BinaryImage(name, tag, {f"/usr/local/bin/{binary}": path},
-                              (f"/usr/local/bin/{binary}",))  # fmt: skip
+    inside = inside or f"/usr/local/bin/{binary}"
+    spec = images.BinaryImage(name, tag, {inside: path}, (inside,))
     return images.binary_image(spec)
 
 
@@ -84,10 +87,12 @@ def monitoring_images() -> tuple[images.Image, images.Image]:
 def keda_images() -> tuple[images.Image, images.Image]:
     bundle = build.keda_bundle()
     version = bundle.versions["keda"]
+    # KEDA's manifests run /keda and /keda-adapter, as its public images have them.
     return (
-        _go_image(bundle, "keda", "keda", version),
-        _go_image(bundle, "keda-adapter", "keda-metrics-apiserver", version),
-    )
+        _go_image(bundle, "keda", "keda", version, inside="/keda"),
+        _go_image(bundle, "keda-adapter", "keda-metrics-apiserver", version,
+                  inside="/keda-adapter"),
+    )  # fmt: skip
 
 
 def _render(name: str, **values: str) -> str:
@@ -146,7 +151,11 @@ def install_keda(cluster: Cluster, *, operator: str, adapter: str) -> None:
         # kustomize takes only relative resources: point at KEDA's tree by a link.
         (Path(scratch) / "upstream").symlink_to(source)
         (Path(scratch) / "kustomization.yaml").write_text(
-            string.Template(overlay).substitute(KEDA_IMAGE=operator, KEDA_ADAPTER_IMAGE=adapter)
+            string.Template(overlay).substitute(
+                KEDA_IMAGE=operator.rsplit(":", 1)[0], KEDA_TAG=operator.rsplit(":", 1)[1],
+                KEDA_ADAPTER_IMAGE=adapter.rsplit(":", 1)[0],
+                KEDA_ADAPTER_TAG=adapter.rsplit(":", 1)[1],
+            )
         )
         rendered = cluster.kubectl("kustomize", scratch, timeout=120).stdout
     _apply(cluster, rendered)
