@@ -106,6 +106,44 @@ def test_server_errors_are_retried_with_backoff_then_dead_lettered(
     assert worker.metric("tickwork_runs_dead_lettered_total") == 1.0
 
 
+def test_a_result_longer_than_status_holds_is_cut_and_the_run_succeeds_once(
+    start_worker: Start, jobs: Jobs, probe: QueueProbe
+) -> None:
+    worker = start_worker()
+    # The echo result is "Executed: " + the message: 1,034 characters, over the 1,024
+    # that status keeps. It once failed validation after the run had succeeded, and
+    # the run was executed again until its attempts ran out.
+    _, run_id = publish(jobs, probe, "long", {"task": {"echo": {"message": "x" * 1024}}})
+    last = finished(jobs, "long")["lastRun"]
+    assert isinstance(last, dict)
+    assert (last["outcome"], last["attempts"]) == ("Succeeded", 1)
+    assert len(last["result"]) == 1024
+    assert last["result"].startswith("Executed: xxx")
+    assert last["result"].endswith("… [truncated]")
+    assert probe.locate(run_id) is RunLocation.DONE
+    assert worker.metric("tickwork_runs_total", 'outcome="Succeeded"') == 1.0
+
+
+def test_any_exception_from_a_task_is_a_failed_attempt_under_the_retry_policy(
+    start_worker: Start, jobs: Jobs, probe: QueueProbe, endpoint: ScriptedServer
+) -> None:
+    worker = start_worker()
+    # httpx cannot encode a non-ASCII header value: UnicodeEncodeError, which is no
+    # HTTP error. It used to escape and leave the run to wait out its lease.
+    task = {"http": {"url": endpoint.url, "headers": [{"name": "X-Team", "value": "café"}]}}
+    spec = {"retry": {"maxAttempts": 2, "backoffSeconds": 1, "maxBackoffSeconds": 1},
+            "task": task}  # fmt: skip
+    publish(jobs, probe, "accented", spec)
+    last = finished(jobs, "accented", timeout=30)["lastRun"]
+    assert isinstance(last, dict)
+    assert (last["outcome"], last["attempts"]) == ("Failed", 2)
+    assert last["error"].startswith("UnicodeEncodeError")
+    assert "all 2 attempts failed" in last["error"]
+    assert endpoint.requests == []
+    assert worker.metric("tickwork_run_retries_total") == 1.0
+    assert worker.metric("tickwork_worker_internal_errors_total") == 0.0
+
+
 def test_a_client_error_fails_at_once(
     start_worker: Start, jobs: Jobs, probe: QueueProbe, endpoint: ScriptedServer
 ) -> None:

@@ -16,8 +16,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from tickwork.api import models
+from tickwork.core.text import cap
 from tickwork.kube.client import KubeApiError, KubeClient
-from tickwork.kube.status import timestamp, truncate
+from tickwork.kube.status import timestamp
 
 logger = logging.getLogger(__name__)
 
@@ -61,7 +62,7 @@ def build_event(
         },
         "type": type_,
         "reason": reason,
-        "message": truncate(message, 1024),
+        "message": cap(message),
         "source": {"component": component},
         "reportingComponent": f"tickwork.dev/{component}",
         "reportingInstance": instance[:128],

@@ -34,12 +34,10 @@ from typing import Any
 
 from tickwork.api.models import RunRecord, ScheduledJobStatus
 from tickwork.core.states import JobPhase, RunState
+from tickwork.core.text import cap_optional
 
 OPERATOR_MANAGER = "tickwork-operator"
 WORKER_MANAGER = "tickwork-worker"
-
-#: The longest result or error text kept in status.
-TEXT_LIMIT = 1024
 
 CONDITION_READY = "Ready"
 CONDITION_SUSPENDED = "Suspended"
@@ -52,13 +50,6 @@ def timestamp(moment: dt.datetime | None) -> str | None:
     utc = moment.astimezone(dt.UTC)
     text = utc.isoformat(timespec="microseconds" if utc.microsecond else "seconds")
     return text.replace("+00:00", "Z")
-
-
-def truncate(text: str | None, limit: int = TEXT_LIMIT) -> str | None:
-    if text is None or len(text) <= limit:
-        return text
-    marker = "… [truncated]"
-    return text[: limit - len(marker)] + marker
 
 
 @dataclass(frozen=True)
@@ -74,7 +65,7 @@ class Condition:
             "type": self.type,
             "status": "True" if self.status else "False",
             "reason": self.reason,
-            "message": truncate(self.message, 2048) or "",
+            "message": cap_optional(self.message, 2048) or "",
             "lastTransitionTime": timestamp(self.last_transition_time),
         }
         if generation is not None:
@@ -272,5 +263,5 @@ def finished_body(
 
 def replace_record_texts(record: RunRecord) -> RunRecord:
     return record.model_copy(
-        update={"result": truncate(record.result), "error": truncate(record.error)}
+        update={"result": cap_optional(record.result), "error": cap_optional(record.error)}
     )

@@ -14,6 +14,7 @@ from collections import OrderedDict, deque
 from collections.abc import Callable
 from dataclasses import replace
 
+from tickwork.core.text import cap
 from tickwork.queue.messages import (
     Claim,
     DeadLetter,
@@ -146,7 +147,7 @@ class MemoryRunQueue:
         if not self._holds(claim):
             return False
         self._drop_lease(claim.run_id)
-        self._dead[claim.run_id] = (self._clock(), error[:2048])
+        self._dead[claim.run_id] = (self._clock(), cap(error))
         return True
 
     async def release(self, claim: Claim) -> bool:

@@ -13,6 +13,7 @@ from redis.exceptions import AuthenticationError, ResponseError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from tickwork.core.text import cap
 from tickwork.queue import keys as scripts
 from tickwork.queue.connection import explain
 from tickwork.queue.keys import QueueKeys
@@ -193,7 +194,7 @@ class RedisRunQueue:
         done = await self._call(
             self._bury,
             [k.inflight, k.leases, k.dead, k.dead_errors],
-            [claim.run_id, claim.token, error[:2048]],
+            [claim.run_id, claim.token, cap(error)],
         )
         return bool(done)
 

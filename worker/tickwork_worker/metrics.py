@@ -56,3 +56,9 @@ class WorkerMetrics:
             ["reason"],
             registry=r,
         )
+        self.internal_errors = Counter(
+            "tickwork_worker_internal_errors_total",
+            "Runs a bug in Tickwork itself (not the task) interrupted; each is logged with"
+            " its run ID and redelivered when its lease expires.",
+            registry=r,
+        )

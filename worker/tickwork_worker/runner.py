@@ -28,6 +28,7 @@ from tickwork.core.errors import PermanentTaskError
 from tickwork.core.planning import ConcurrencyPolicy
 from tickwork.core.retry import GiveUp, after_failure
 from tickwork.core.states import FINAL_STATES, JobPhase, RunState, job_phase
+from tickwork.core.text import cap_optional
 from tickwork.kube.cache import JobCache
 from tickwork.kube.client import KubeApiError, KubeClient
 from tickwork.kube.events import NORMAL, WARNING, EventRecorder, JobRef
@@ -122,11 +123,18 @@ class _RunningMarker:
 
 @dataclass(frozen=True)
 class Outcome:
+    """How an attempt ended. Texts are capped here, once, before they reach status,
+    Events, logs or the dead-letter queue."""
+
     state: RunState
     result: str | None = None
     error: str | None = None
     retry_delay: float | None = None
     next_attempt: int | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "result", cap_optional(self.result))
+        object.__setattr__(self, "error", cap_optional(self.error))
 
 
 class Runner:
@@ -204,6 +212,11 @@ class Runner:
             # The API server is unreachable: leave the lease to expire and the run
             # to be redelivered, rather than run it blind.
             logger.warning("cannot read the job (%s); the run will be redelivered", exc, extra=log)
+        except Exception:
+            # Tickwork's own fault, not the task's: say so loudly, count it, and let
+            # the lease expire so that the run is redelivered.
+            self.metrics.internal_errors.inc()
+            logger.exception("internal error while handling a run", extra=log)
         finally:
             heartbeat.cancel()
 
@@ -301,6 +314,11 @@ class Runner:
             return self._failure(claim, job, str(exc), permanent=True)
         except RetryableTaskError as exc:
             return self._failure(claim, job, str(exc), permanent=False)
+        except Exception as exc:  # noqa: BLE001 - whatever a task raises is its failure
+            # (a header httpx cannot encode, an invalid URL, a NUL in a command's
+            # arguments, a bug in a Python task): a failed attempt under the retry
+            # policy, not a run left to wait out its lease.
+            return self._failure(claim, job, f"{type(exc).__name__}: {exc}", permanent=False)
         finally:
             watch.cancel()
             if not task.done():
