@@ -152,7 +152,8 @@ def install_keda(cluster: Cluster, *, operator: str, adapter: str) -> None:
         (Path(scratch) / "upstream").symlink_to(source)
         (Path(scratch) / "kustomization.yaml").write_text(
             string.Template(overlay).substitute(
-                KEDA_IMAGE=operator.rsplit(":", 1)[0], KEDA_TAG=operator.rsplit(":", 1)[1],
+                KEDA_IMAGE=operator.rsplit(":", 1)[0],
+                KEDA_TAG=operator.rsplit(":", 1)[1],
                 KEDA_ADAPTER_IMAGE=adapter.rsplit(":", 1)[0],
                 KEDA_ADAPTER_TAG=adapter.rsplit(":", 1)[1],
             )
