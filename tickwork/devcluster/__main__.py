@@ -84,7 +84,7 @@ def cmd_build(args: argparse.Namespace) -> int:
         bundles.append(build.actionlint_bundle())
     if args.node:
         bundles += [build.node_bundle(), build.containerd_bundle(), build.runc_bundle(),
-                    build.coredns_bundle()]  # fmt: skip
+                    build.kube_router_bundle(), build.coredns_bundle()]  # fmt: skip
     if args.autoscaling:
         bundles += [build.prometheus_bundle(), build.prometheus_adapter_bundle(),
                     build.keda_bundle()]  # fmt: skip
@@ -238,7 +238,7 @@ def main(argv: list[str] | None = None) -> int:
     p_build.add_argument(
         "--node",
         action="store_true",
-        help="build a node's parts too (kubelet, containerd, runc, CoreDNS)",
+        help="build a node's parts too (kubelet, containerd, runc, kube-router, CoreDNS)",
     )
     p_build.add_argument(
         "--autoscaling",

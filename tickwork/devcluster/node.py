@@ -431,12 +431,15 @@ def local_cluster(workdir: Path) -> Iterator[Cluster]:
         try:
             hostnet.up()
             with plane:
-                node.start()
-                cluster = Cluster(kubeconfig=plane.kubeconfig, plane=plane, node=node)
-                coredns = addons.coredns_image()
-                node.load_image(coredns)
-                addons.install_coredns(cluster, coredns.ref, cluster_dns=CLUSTER_DNS,
-                                       domain=CLUSTER_DOMAIN)  # fmt: skip
-                yield cluster
+                try:
+                    node.start()
+                    cluster = Cluster(kubeconfig=plane.kubeconfig, plane=plane, node=node)
+                    coredns = addons.coredns_image()
+                    node.load_image(coredns)
+                    addons.install_coredns(cluster, coredns.ref, cluster_dns=CLUSTER_DNS,
+                                           domain=CLUSTER_DOMAIN)  # fmt: skip
+                    yield cluster
+                finally:
+                    node.stop()  # while the API server still answers its components
         finally:
-            node.stop()
+            node.stop()  # idempotent: also when the bridge or the control plane failed
