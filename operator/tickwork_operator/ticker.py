@@ -34,7 +34,7 @@ from tickwork.kube.status import (
 from tickwork.queue.messages import EnqueueOutcome, RunLocation, RunMessage
 from tickwork.queue.protocol import RunQueue
 from tickwork_operator.metrics import OperatorMetrics
-from tickwork_operator.state import JobEntry, WatchState, reported, status_of
+from tickwork_operator.state import IndexKey, JobEntry, WatchState, reported, status_of
 
 logger = logging.getLogger(__name__)
 
@@ -142,17 +142,22 @@ class Ticker:
             if entry is None:
                 continue
             if kind == "run":
-                work.append(self._run_due(entry))
+                work.append(self._or_again(due.key, self._run_due(entry)))
             elif kind == "ttl":
-                work.append(self._delete_finished(entry))
+                work.append(self._or_again(due.key, self._delete_finished(entry)))
         # Publish every due run (Redis, milliseconds); their status reports go out
         # in the background, so five thousand reports never hold up the next tick.
         await self._bounded(work)
         for key, token in list(self.state.triggers.items()):
             entry = self.state.jobs.get(key)
             self.state.triggers.pop(key, None)
-            if entry is not None:
+            if entry is None:
+                continue
+            try:
                 await self._run_now(entry, token)
+            except Exception:
+                self.state.triggers.setdefault(key, token)  # a newer token wins
+                raise
         if time.monotonic() - self._last_reconcile >= self.reconcile_seconds:
             self._last_reconcile = time.monotonic()
             await self.reconcile()
@@ -188,6 +193,19 @@ class Ticker:
             self._reindex(entry, decision.following)
         finally:
             self.state.busy.discard(entry.key)
+
+    async def _or_again(self, key: IndexKey, work: Coroutine[Any, Any, Any]) -> None:
+        """Handle a due entry; on any failure put it back to be tried again shortly.
+
+        The entry left the index when it fell due: an error no handler expected (a
+        Redis script error, a bug) must not drop it until the job changes. A retry
+        that publishes a run twice is harmless: run IDs are deduplicated.
+        """
+        try:
+            await work
+        except Exception:
+            self.state.index.put(key, time.time() + _RETRY_DELAY)
+            raise
 
     def _reindex(self, entry: JobEntry, pending: PendingRun | None, *, retry: bool = False) -> None:
         key = ("run", entry.namespace, entry.name)

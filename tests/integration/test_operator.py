@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 
 import pytest
+import redis as redis_lib
 
 from tests.support import ECHO, Jobs, QueueProbe, lead, rfc3339, whole_seconds_from_now
 from tickwork.core.runs import manual_run_id, scheduled_run_id
@@ -306,6 +307,34 @@ def test_a_run_the_queue_lost_is_published_again(
         raw.delete(*raw.keys(f"tickwork:{{{namespace}}}:*"))
     assert probe.locate(run_id) is None
     wait_for(lambda: probe.locate(run_id) is RunLocation.READY, timeout=30, what="re-publish")
+
+
+def test_a_run_redis_refuses_to_take_is_published_once_it_takes_writes_again(
+    start_operator: Callable[..., TickworkProcess],
+    jobs: Jobs,
+    probe: QueueProbe,
+    redis_url: str,
+) -> None:
+    operator = start_operator()
+    lead(operator)
+    admin = redis_lib.Redis.from_url(redis_url)
+    try:
+        # Out of memory (maxmemory far below what is used, no eviction): every write
+        # is refused with an OOM error, which is no connection error.
+        admin.config_set("maxmemory", "1")
+        run_at = whole_seconds_from_now(2)
+        job = jobs.create("refused", {"runAt": rfc3339(run_at), "task": ECHO})
+        run_id = scheduled_run_id(job["metadata"]["uid"], run_at)
+        wait_for(lambda: (operator.metric("tickwork_api_errors_total",
+                                          'operation="queue.enqueue"') or 0) >= 2,
+                 timeout=30, what="refused publishes")  # fmt: skip
+        assert probe.locate(run_id) is None
+        assert operator.log_matches(r"could not publish .* refuses writes .*maxmemory")
+    finally:
+        admin.config_set("maxmemory", "0")
+        admin.close()
+    # The due entry stayed in the index: published as soon as Redis takes it.
+    wait_for(lambda: probe.locate(run_id) is RunLocation.READY, timeout=15, what="the run")
 
 
 def test_a_status_apply_with_a_stale_resource_version_is_refused(

@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialWithJitterBackoff
-from redis.exceptions import AuthenticationError, ResponseError
+from redis.exceptions import AuthenticationError, OutOfMemoryError, ReadOnlyError, ResponseError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
@@ -80,6 +80,27 @@ def create_client(settings: RedisSettings) -> aioredis.Redis:
     return client
 
 
+#: Replies with which a running Redis refuses a command it would otherwise run.
+_REFUSALS = ("OOM ", "READONLY", "MISCONF", "NOREPLICAS", "BUSY", "MASTERDOWN", "LOADING")
+
+
+def refuses_writes(error: ResponseError) -> bool:
+    """Whether Redis answered but refused (memory, replica, persistence): a passing
+    condition of the server, not a bug in the call, so the caller retries later.
+    (redis-py turns some refusals into classes and drops their code.)"""
+    if isinstance(error, OutOfMemoryError | ReadOnlyError):
+        return True
+    text = str(error)
+    return any(code in text for code in _REFUSALS)
+
+
+def unavailable(error: Exception) -> bool:
+    """Whether ``error`` means the queue cannot be used right now (vs. a bug)."""
+    if isinstance(error, RedisConnectionError | RedisTimeoutError | AuthenticationError):
+        return True
+    return isinstance(error, ResponseError) and ("NOAUTH" in str(error) or refuses_writes(error))
+
+
 def explain(error: Exception, settings: RedisSettings) -> QueueUnavailableError:
     """Turn a redis-py exception into one line that says what to check."""
     where = settings.safe_url()
@@ -89,6 +110,12 @@ def explain(error: Exception, settings: RedisSettings) -> QueueUnavailableError:
         return QueueUnavailableError(
             f"Redis at {where} refused the credentials: check TICKWORK_REDIS_PASSWORD "
             "(and TICKWORK_REDIS_USERNAME) or the Secret it comes from"
+        )
+    if isinstance(error, ResponseError) and refuses_writes(error):
+        reason = str(error).split("\n", 1)[0]
+        return QueueUnavailableError(
+            f"Redis at {where} refuses writes ({reason}): is it out of memory (maxmemory), "
+            "a read-only replica, or failing to persist (MISCONF)?"
         )
     if isinstance(error, RedisTimeoutError):
         return QueueUnavailableError(

@@ -3,19 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, Generic, TypeVar, cast
 
 import redis.asyncio as aioredis
-from redis.exceptions import AuthenticationError, ResponseError
-from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import TimeoutError as RedisTimeoutError
+from redis.exceptions import RedisError
 
 from tickwork.core.text import cap
 from tickwork.queue import keys as scripts
-from tickwork.queue.connection import explain
+from tickwork.queue.connection import explain, unavailable
 from tickwork.queue.keys import QueueKeys
 from tickwork.queue.messages import (
     Claim,
@@ -30,7 +29,6 @@ from tickwork.queue.settings import RedisSettings
 _BATCH = 1000
 #: The most runs one coalesced enqueue or ack script call carries.
 _COALESCE_LIMIT = 500
-_REDIS_ERRORS = (RedisConnectionError, RedisTimeoutError, AuthenticationError)
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -113,12 +111,18 @@ class RedisRunQueue:
     async def _call(
         self, script: Callable[..., Awaitable[Any]], keys: list[str], args: list[Any]
     ) -> Any:
-        try:
+        with self._translated():
             return await script(keys=keys, args=args)
-        except _REDIS_ERRORS as exc:
-            raise explain(exc, self._settings) from None
-        except ResponseError as exc:
-            if "NOAUTH" in str(exc):
+
+    @contextlib.contextmanager
+    def _translated(self) -> Iterator[None]:
+        """Redis being away or refusing (out of memory, read-only, not persisting) is
+        QueueUnavailableError, which every caller handles by trying again later;
+        anything else (a script bug) stays what it is."""
+        try:
+            yield
+        except RedisError as exc:
+            if unavailable(exc):
                 raise explain(exc, self._settings) from None
             raise
 
@@ -157,10 +161,8 @@ class RedisRunQueue:
                 return []
             # Sleep in Redis until an enqueue (or a reaped/promoted run) wakes us.
             timeout = min(remaining, self._settings.poll_seconds)
-            try:
+            with self._translated():
                 await self._client.blpop([k.notify], timeout=timeout)
-            except _REDIS_ERRORS as exc:
-                raise explain(exc, self._settings) from None
 
     async def heartbeat(self, claim: Claim, *, lease_seconds: float) -> bool:
         k = self.keys
@@ -237,7 +239,7 @@ class RedisRunQueue:
 
     async def depth(self) -> Depth:
         k = self.keys
-        try:
+        with self._translated():
             async with self._client.pipeline(transaction=True) as pipe:
                 pipe.llen(k.ready)
                 pipe.scard(k.cancelled)
@@ -245,8 +247,6 @@ class RedisRunQueue:
                 pipe.zcard(k.delayed)
                 pipe.zcard(k.dead)
                 ready, cancelled, in_flight, delayed, dead = await pipe.execute()
-        except _REDIS_ERRORS as exc:
-            raise explain(exc, self._settings) from None
         return Depth(
             ready=max(0, ready - cancelled), in_flight=in_flight, delayed=delayed, dead=dead
         )
@@ -256,8 +256,9 @@ class RedisRunQueue:
             return []
         ids = [run_id for run_id, _ in pairs]
         k = self.keys
-        messages = cast("list[str | None]", await self._client.hmget(k.messages, ids))
-        errors = cast("list[str | None]", await self._client.hmget(k.dead_errors, ids))
+        with self._translated():
+            messages = cast("list[str | None]", await self._client.hmget(k.messages, ids))
+            errors = cast("list[str | None]", await self._client.hmget(k.dead_errors, ids))
         return [
             DeadLetter(message=RunMessage.from_json(raw), error=error or "", failed_at=score)
             for (_, score), raw, error in zip(pairs, messages, errors, strict=True)
@@ -265,14 +266,16 @@ class RedisRunQueue:
         ]
 
     async def dead_letters(self, *, limit: int = 100) -> list[DeadLetter]:
-        pairs = cast(
-            "list[tuple[str, float]]",
-            await self._client.zrevrange(self.keys.dead, 0, limit - 1, withscores=True),
-        )
+        with self._translated():
+            pairs = cast(
+                "list[tuple[str, float]]",
+                await self._client.zrevrange(self.keys.dead, 0, limit - 1, withscores=True),
+            )
         return await self._dead_letters([(str(run_id), float(score)) for run_id, score in pairs])
 
     async def inspect_dead(self, run_id: str) -> DeadLetter | None:
-        score = await self._client.zscore(self.keys.dead, run_id)
+        with self._translated():
+            score = await self._client.zscore(self.keys.dead, run_id)
         if score is None:
             return None
         found = await self._dead_letters([(run_id, float(score))])
