@@ -21,6 +21,7 @@ from pydantic import ValidationError
 from tickwork.api.models import ScheduledJob, ScheduledJobSpec, ScheduledJobStatus
 from tickwork.core.buckets import BucketIndex
 from tickwork.core.planning import JobFacts, PendingRun, pending_for, pending_run
+from tickwork.core.runs import belongs_to
 from tickwork.core.schedule import OneShotSchedule, Schedule, cron_schedule
 from tickwork.core.states import ACTIVE_STATES, FINAL_STATES, JobPhase, RunState
 from tickwork.kube.status import (
@@ -69,10 +70,15 @@ class JobEntry:
         return bool(self.spec and self.spec.suspend)
 
     def active_run_id(self) -> str | None:
-        """The run that is queued, running or waiting for a retry, if any."""
+        """The run that is queued, running or waiting for a retry, if any.
+
+        Only run IDs of this very object count: status is writable by whoever may
+        patch it, and a foreign run ID re-published from here would make another
+        job's real run look done (the queue deduplicates by run ID).
+        """
         current = self.observed.current_run
         if current is not None and current.state in ACTIVE_STATES:
-            return current.id
+            return current.id if belongs_to(current.id, self.uid) else None
         finished = {r.id for r in self.observed.runs} | self.settled_run_ids
         if self.observed.last_run is not None:
             finished.add(self.observed.last_run.id)
@@ -81,7 +87,7 @@ class JobEntry:
         if self.published_run_id is not None:
             candidates.append(self.published_run_id)
         for run_id in candidates:
-            if run_id not in finished:
+            if run_id not in finished and belongs_to(run_id, self.uid):
                 return run_id
         return None
 

@@ -337,6 +337,29 @@ def test_a_run_redis_refuses_to_take_is_published_once_it_takes_writes_again(
     wait_for(lambda: probe.locate(run_id) is RunLocation.READY, timeout=15, what="the run")
 
 
+def test_a_run_id_of_another_job_forged_into_status_is_never_published(
+    start_operator: Callable[..., TickworkProcess], jobs: Jobs, probe: QueueProbe
+) -> None:
+    lead(start_operator("op-a", TICKWORK_OPERATOR_RECONCILE_SECONDS="1"))
+    run_at = whole_seconds_from_now(8)
+    victim = jobs.create("victim", {"runAt": rfc3339(run_at), "task": ECHO})
+    victim_run = scheduled_run_id(victim["metadata"]["uid"], run_at)
+    jobs.create("forger", {"runAt": rfc3339(whole_seconds_from_now(3600)), "task": ECHO})
+    # Whoever may patch the forger's status names the victim's coming run as its
+    # own current run; the reconciler used to re-publish it under the forger, and
+    # the victim's real run then deduplicated against it.
+    jobs.api.patch_namespaced_custom_object_status(
+        *jobs._args, "forger",
+        {"status": {"currentRun": {"id": victim_run, "scheduledAt": rfc3339(run_at),
+                                   "state": "Queued", "attempt": 1}}},
+    )  # fmt: skip
+    wait_for(lambda: probe.locate(victim_run) is RunLocation.READY, timeout=30,
+             what="the victim's run")  # fmt: skip
+    [message] = probe.drain()
+    assert message.run_id == victim_run
+    assert (message.name, message.uid) == ("victim", victim["metadata"]["uid"])
+
+
 def test_a_status_apply_with_a_stale_resource_version_is_refused(
     cluster: Cluster, jobs: Jobs
 ) -> None:

@@ -264,6 +264,15 @@ def test_runs_that_must_not_execute_are_skipped(
     assert last["outcome"] == "Skipped"
     assert jobs.status("paused")["phase"] == "Suspended"
     assert worker.metric("tickwork_runs_skipped_by_worker_total", 'reason="gone"') == 1.0
+    # A run ID of another object, under this job's identity: never executed.
+    real = jobs.create("real", {"runAt": rfc3339(whole_seconds_from_now(0)), "task": {"echo": {}}})
+    foreign_run = "some-other-uid.20261201T090000Z"
+    probe.enqueue(RunMessage(run_id=foreign_run, namespace=jobs.namespace, name="real",
+                             uid=real["metadata"]["uid"]))  # fmt: skip
+    wait_for(lambda: probe.locate(foreign_run) is RunLocation.DONE, timeout=30,
+             what="ack of the foreign run")  # fmt: skip
+    assert "lastRun" not in jobs.status("real")
+    assert worker.metric("tickwork_runs_skipped_by_worker_total", 'reason="foreign"') == 1.0
 
 
 def test_a_run_redelivered_after_it_finished_is_not_executed_again(

@@ -11,6 +11,7 @@ from tickwork.core.catchup import catch_up
 from tickwork.core.cron import CronExpression
 from tickwork.core.errors import IllegalTransitionError, InvalidSpecError
 from tickwork.core.runs import (
+    belongs_to,
     jitter_seconds,
     manual_run_id,
     parse_run_id,
@@ -81,6 +82,21 @@ def test_empty_manual_tokens_are_refused() -> None:
 def test_foreign_strings_are_not_run_ids(bad: str) -> None:
     with pytest.raises(ValueError, match="not a Tickwork run ID"):
         parse_run_id(bad)
+
+
+@pytest.mark.parametrize(
+    ("run_id", "owner"),
+    [
+        (scheduled_run_id(UID, dt.datetime(2026, 1, 1, tzinfo=dt.UTC)), True),
+        (manual_run_id(UID, "now-1"), True),
+        (scheduled_run_id("other-uid", dt.datetime(2026, 1, 1, tzinfo=dt.UTC)), False),
+        (manual_run_id("other-uid", "now-1"), False),
+        (f"{UID}.notatime", False),  # looks like ours, is no run ID
+        ("", False),
+    ],
+)
+def test_a_run_id_belongs_only_to_the_object_whose_uid_it_carries(run_id: str, owner: bool) -> None:
+    assert belongs_to(run_id, UID) is owner
 
 
 def test_jitter_is_deterministic_bounded_and_spread() -> None:

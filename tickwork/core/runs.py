@@ -72,6 +72,19 @@ def parse_run_id(run_id: str) -> RunIdParts:
     return RunIdParts(uid=uid, scheduled_at=moment, token=None)
 
 
+def belongs_to(run_id: str, uid: str) -> bool:
+    """Whether ``run_id`` names a run of the resource ``uid``.
+
+    Status can be written by anyone allowed to patch it: a run ID read from
+    there that names another resource is a forgery (it would make that
+    resource's real run look done) and must be ignored.
+    """
+    try:
+        return parse_run_id(run_id).uid == uid
+    except ValueError:
+        return False
+
+
 def jitter_seconds(run_id: str, max_seconds: int) -> int:
     """A delay in ``[0, max_seconds]`` that depends only on the run ID.
 

@@ -27,13 +27,14 @@ from tickwork.api.models import RunRecord, ScheduledJob
 from tickwork.core.errors import PermanentTaskError
 from tickwork.core.planning import ConcurrencyPolicy
 from tickwork.core.retry import GiveUp, after_failure
+from tickwork.core.runs import belongs_to
 from tickwork.core.states import FINAL_STATES, JobPhase, RunState, job_phase
 from tickwork.core.text import cap_optional
 from tickwork.kube.cache import JobCache
 from tickwork.kube.client import KubeApiError, KubeClient
 from tickwork.kube.events import NORMAL, WARNING, EventRecorder, JobRef
 from tickwork.kube.status import WORKER_MANAGER, RunInfo, finished_body, running_body
-from tickwork.queue.messages import Claim
+from tickwork.queue.messages import Claim, RunMessage
 from tickwork.queue.protocol import RunQueue
 from tickwork_worker.metrics import WorkerMetrics
 from tickwork_worker.tasks.base import RetryableTaskError, RunContext, TaskKind
@@ -59,13 +60,24 @@ class LeaseLostError(Exception):
     """The lease expired and the run went to another worker: stop, write nothing."""
 
 
-def why_skip(job: ScheduledJob | None, claim: Claim) -> str | None:
-    """Why a claimed run must not execute, or None if it may."""
-    message = claim.message
+def _not_this_job(job: ScheduledJob | None, message: RunMessage) -> str | None:
+    """Why ``job`` is not the object the run belongs to, or None if it is."""
     if job is None:
         return "gone"
     if job.metadata.get("uid") != message.uid:
         return "replaced"
+    if not belongs_to(message.run_id, message.uid):
+        return "foreign"  # a run ID of another object: never execute under it
+    return None
+
+
+def why_skip(job: ScheduledJob | None, claim: Claim) -> str | None:
+    """Why a claimed run must not execute, or None if it may."""
+    message = claim.message
+    mismatch = _not_this_job(job, message)
+    if mismatch is not None:
+        return mismatch
+    assert job is not None  # noqa: S101 - _not_this_job said it is the run's object
     if job.spec.suspend:
         return "suspended"
     status = job.status
