@@ -21,7 +21,7 @@ from pydantic import ValidationError
 from tickwork.api.models import ScheduledJob, ScheduledJobSpec, ScheduledJobStatus
 from tickwork.core.buckets import BucketIndex
 from tickwork.core.planning import JobFacts, PendingRun, pending_for, pending_run
-from tickwork.core.runs import belongs_to
+from tickwork.core.runs import belongs_to, same_trigger, trigger_key
 from tickwork.core.schedule import OneShotSchedule, Schedule, cron_schedule
 from tickwork.core.states import ACTIVE_STATES, FINAL_STATES, JobPhase, RunState
 from tickwork.kube.status import (
@@ -311,7 +311,12 @@ class WatchState:
 
     def _track_trigger(self, entry: JobEntry) -> None:
         token = entry.run_now
-        if token and token != entry.wanted.last_trigger_token and entry.spec is not None:
+        if (
+            token
+            and trigger_key(token) is not None  # a blank token asks for nothing
+            and not same_trigger(token, entry.wanted.last_trigger_token)
+            and entry.spec is not None
+        ):
             self.triggers[entry.key] = token
         else:
             self.triggers.pop(entry.key, None)

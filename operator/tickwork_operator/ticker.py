@@ -21,7 +21,7 @@ from typing import Any
 
 from tickwork.core.errors import QueueUnavailableError
 from tickwork.core.planning import Action, Decision, PendingRun, decide
-from tickwork.core.runs import manual_run_id
+from tickwork.core.runs import manual_run_id, same_trigger, trigger_key
 from tickwork.core.states import JobPhase
 from tickwork.kube.client import KubeApiError, KubeClient
 from tickwork.kube.events import NORMAL, WARNING, EventRecorder, JobRef
@@ -325,11 +325,12 @@ class Ticker:
     # -- manual runs --------------------------------------------------------------
 
     async def _run_now(self, entry: JobEntry, token: str) -> None:
-        if token == entry.wanted.last_trigger_token:
+        key = trigger_key(token)
+        if key is None or same_trigger(token, entry.wanted.last_trigger_token):
             return
         if entry.spec is None or entry.suspended:
             why = "the job is suspended" if entry.suspended else "the spec is invalid"
-            entry.wanted = replace(entry.wanted, last_trigger_token=token)
+            entry.wanted = replace(entry.wanted, last_trigger_token=key)
             await self.events.post(
                 _ref(entry),
                 type_=WARNING,
@@ -354,7 +355,7 @@ class Ticker:
         entry.wanted = replace(
             entry.wanted,
             phase=JobPhase.QUEUED,
-            last_trigger_token=token,
+            last_trigger_token=key,  # fits status whatever the annotation holds
             queued_run=QueuedRunInfo(id=run_id, scheduled_at=now, queued_at=now, manual=True),
         )
         report = self._report(entry, run_id=run_id)

@@ -186,6 +186,32 @@ def test_run_now_publishes_exactly_one_run_per_distinct_token(
     )
 
 
+def test_a_run_now_token_longer_than_status_holds_runs_once_and_status_follows(
+    start_operator: Callable[..., TickworkProcess], jobs: Jobs, probe: QueueProbe
+) -> None:
+    lead(start_operator())
+    job = jobs.create("long-token", {"schedule": "0 0 1 1 *", "task": ECHO})
+    uid = job["metadata"]["uid"]
+    token = "release-" + "x" * 400  # an annotation may hold this; lastTriggerToken may not
+    annotate = {"metadata": {"annotations": {"tickwork.dev/run-now": token}}}
+    jobs.patch("long-token", annotate)
+    run_id = manual_run_id(uid, token)
+    wait_for(lambda: probe.locate(run_id) is not None, timeout=30, what="manual run")
+    # Status records the token's key; before, every write of this job's status was
+    # refused (422) from then on.
+    wait_for(lambda: jobs.status("long-token").get("phase") == "Queued", timeout=30,
+             what="status written")  # fmt: skip
+    recorded = jobs.status("long-token")["lastTriggerToken"]
+    assert len(recorded) <= 33
+    assert run_id.endswith(recorded)
+    jobs.patch("long-token", {"metadata": {"labels": {"touched": "yes"}}})
+    jobs.patch("long-token", annotate)  # the same token again: nothing more
+    jobs.patch("long-token", {"metadata": {"annotations": {"tickwork.dev/run-now": "next"}}})
+    wait_for(lambda: probe.locate(manual_run_id(uid, "next")) is not None, timeout=30,
+             what="the next manual run")  # fmt: skip
+    assert sorted(m.run_id for m in probe.drain()) == sorted([run_id, manual_run_id(uid, "next")])
+
+
 def test_a_one_shot_run_past_its_deadline_is_missed_and_reported(
     start_operator: Callable[..., TickworkProcess], jobs: Jobs, probe: QueueProbe
 ) -> None:

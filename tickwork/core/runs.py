@@ -45,6 +45,26 @@ def manual_token_key(token: str) -> str:
     return "h" + hashlib.sha256(token.encode()).hexdigest()[:32]
 
 
+def same_trigger(token: str, recorded: str | None) -> bool:
+    """Whether ``recorded`` (status.lastTriggerToken) already stands for ``token``.
+
+    Status records the token's key (a short digest for a long or odd token, so
+    that any annotation value fits the field); the token itself was recorded
+    before, and still counts.
+    """
+    if recorded is None:
+        return False
+    return recorded == token or recorded == trigger_key(token)
+
+
+def trigger_key(token: str) -> str | None:
+    """The key status records for ``token``; None for a blank token (no trigger)."""
+    try:
+        return manual_token_key(token)
+    except InvalidSpecError:
+        return None
+
+
 def manual_run_id(uid: str, token: str) -> str:
     """The ID of the manual run that annotation token ``token`` requests."""
     _check_uid(uid)
