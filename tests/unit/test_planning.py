@@ -157,3 +157,13 @@ def test_a_one_shot_job_has_nothing_after_its_run() -> None:
     assert pending is not None
     decision = decide(one, pending, now=at(9, 5, 1))
     assert (decision.action, decision.following) == (Action.PUBLISH, None)
+
+
+def test_a_run_at_the_end_of_time_with_jitter_is_due_at_the_last_instant() -> None:
+    end = dt.datetime(9999, 12, 31, 23, 59, 59, tzinfo=dt.UTC)
+    one = facts(jitter_seconds=3600, one_shot=True)
+    one = JobFacts(**{**one.__dict__, "schedule": OneShotSchedule(end)})
+    pending = pending_run(one, now=at(9, 30), fresh_start=True)
+    assert pending is not None  # once: OverflowError, and the watcher's tick died on it
+    assert pending.scheduled_at == end
+    assert pending.due_at == dt.datetime.max.replace(tzinfo=dt.UTC)

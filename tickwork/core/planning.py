@@ -65,7 +65,16 @@ def pending_for(facts: JobFacts, scheduled_at: dt.datetime | None) -> PendingRun
         return None
     run_id = scheduled_run_id(facts.uid, scheduled_at)
     jitter = dt.timedelta(seconds=jitter_seconds(run_id, facts.jitter_seconds))
-    return PendingRun(scheduled_at=scheduled_at, due_at=scheduled_at + jitter, run_id=run_id)
+    return PendingRun(scheduled_at=scheduled_at, due_at=_later(scheduled_at, jitter), run_id=run_id)
+
+
+def _later(moment: dt.datetime, delay: dt.timedelta) -> dt.datetime:
+    """``moment + delay``, or the last representable instant: a ``runAt`` in 9999
+    plus its jitter must not crash the watcher."""
+    try:
+        return moment + delay
+    except OverflowError:
+        return dt.datetime.max.replace(tzinfo=dt.UTC)
 
 
 def pending_run(facts: JobFacts, *, now: dt.datetime, fresh_start: bool) -> PendingRun | None:
