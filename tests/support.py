@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import json
 import math
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 from kubernetes import client as k8s
@@ -204,3 +206,27 @@ def row(cluster: Cluster, namespace: str, name: str) -> dict[str, str]:
             return dict(zip(["name", "schedule", "runAt", "suspend", "phase", "lastRun",
                              "nextRun", "age"], cells, strict=True))  # fmt: skip
     raise AssertionError(f"{name} not in kubectl get output")
+
+
+def service_account_kubeconfig(
+    cluster: Cluster, api_client: k8s.ApiClient, namespace: str, name: str, path: Path
+) -> Path:
+    """A kubeconfig that authenticates as a new ServiceAccount ``name`` with a bearer
+    token from the TokenRequest API, as a Pod's is (no RBAC is granted)."""
+    core = k8s.CoreV1Api(api_client)
+    core.create_namespaced_service_account(
+        namespace, k8s.V1ServiceAccount(metadata=k8s.V1ObjectMeta(name=name))
+    )
+    request = k8s.AuthenticationV1TokenRequest(
+        spec=k8s.V1TokenRequestSpec(audiences=[], expiration_seconds=600)
+    )
+    token = core.create_namespaced_service_account_token(name, namespace, request).status.token
+    admin = json.loads(cluster.kubeconfig.read_text())
+    path.write_text(json.dumps({
+        "apiVersion": "v1", "kind": "Config",
+        "clusters": [{"name": "c", "cluster": admin["clusters"][0]["cluster"]}],
+        "users": [{"name": name, "user": {"token": token}}],
+        "contexts": [{"name": "c", "context": {"cluster": "c", "user": name}}],
+        "current-context": "c",
+    }))  # fmt: skip
+    return path

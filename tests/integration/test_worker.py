@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from kubernetes import client as k8s
 
 from tests.support import (
     Jobs,
@@ -20,6 +21,7 @@ from tests.support import (
     last_outcome,
     publish,
     rfc3339,
+    service_account_kubeconfig,
     whole_seconds_from_now,
 )
 from tickwork.devcluster.cluster import Cluster
@@ -142,6 +144,29 @@ def test_any_exception_from_a_task_is_a_failed_attempt_under_the_retry_policy(
     assert endpoint.requests == []
     assert worker.metric("tickwork_run_retries_total") == 1.0
     assert worker.metric("tickwork_worker_internal_errors_total") == 0.0
+
+
+def test_a_job_the_worker_may_not_read_is_dead_lettered_not_redelivered(
+    start_worker: Start,
+    jobs: Jobs,
+    probe: QueueProbe,
+    cluster: Cluster,
+    api_client: k8s.ApiClient,
+    namespace: str,
+    tmp_path: Path,
+) -> None:
+    # A worker whose RBAC does not cover the namespace (a token without any grant).
+    kubeconfig = service_account_kubeconfig(cluster, api_client, namespace, "no-rbac",
+                                            tmp_path / "kubeconfig")  # fmt: skip
+    start_worker(KUBECONFIG=str(kubeconfig), TICKWORK_WORKER_JOB_CACHE="false")
+    _, run_id = publish(jobs, probe, "unreadable", {"task": {"echo": {}}})
+    # Before: a 403 was treated like an unreachable API server, and the run was
+    # redelivered after every lease, forever.
+    wait_for(lambda: probe.locate(run_id) is RunLocation.DEAD, timeout=5, what="dead letter")
+    [dead] = probe.dead()
+    assert dead.message.run_id == run_id
+    assert "403" in dead.error
+    assert "RBAC" in dead.error
 
 
 def test_a_client_error_fails_at_once(

@@ -221,9 +221,15 @@ class Runner:
         except LeaseLostError:
             logger.warning("lease lost; another worker has the run", extra=log)
         except KubeApiError as exc:
-            # The API server is unreachable: leave the lease to expire and the run
-            # to be redelivered, rather than run it blind.
-            logger.warning("cannot read the job (%s); the run will be redelivered", exc, extra=log)
+            if exc.unavailable:
+                # The API server is unreachable: leave the lease to expire and the run
+                # to be redelivered, rather than run it blind.
+                logger.warning("cannot read the job (%s); the run will be redelivered", exc,
+                               extra=log)  # fmt: skip
+            else:
+                # Refused (403: the worker's RBAC does not cover the namespace; 401;
+                # 400): asking again cannot help. Dead-letter the run, saying why.
+                await self._refused(claim, exc)
         except Exception:
             # Tickwork's own fault, not the task's: say so loudly, count it, and let
             # the lease expire so that the run is redelivered.
@@ -231,6 +237,14 @@ class Runner:
             logger.exception("internal error while handling a run", extra=log)
         finally:
             heartbeat.cancel()
+
+    async def _refused(self, claim: Claim, error: KubeApiError) -> None:
+        reason = (f"the API server refused to let this worker read "
+                  f"{claim.message.namespace}/{claim.message.name} ({error}): "
+                  "check the worker's RBAC and watchNamespaces")  # fmt: skip
+        logger.error("%s", reason, extra={"run_id": claim.run_id})
+        self.metrics.dead_lettered.inc()
+        await self.queue.bury(claim, error=reason)
 
     async def _heartbeat(self, claim: Claim) -> None:
         interval = self.lease_seconds / 3
