@@ -38,3 +38,12 @@ def test_killing_the_leader_loses_no_run(tmp_path: Path) -> None:
 def test_restarting_the_api_server_loses_no_run(tmp_path: Path) -> None:
     result = drills.apiserver_restart(tmp_path, runs=60)
     assert result.lost == 0, result
+
+
+def test_an_api_server_outage_longer_than_status_retries_loses_no_record(tmp_path: Path) -> None:
+    # Runs that end while the API server is away keep their outcome until it is back;
+    # they used to be acknowledged after ~15 s of retries, their record never written.
+    result = drills.apiserver_outage(tmp_path, runs=40, down_seconds=25)
+    assert result.lost == 0, result
+    assert result.notes["outcomes"] == {"Succeeded": 40}
+    assert result.duplicates == 0, result  # nor executed again for want of a record

@@ -374,11 +374,15 @@ class ControlPlane:
             with urllib.request.urlopen(request, timeout=10, context=self.ssl_context()):  # noqa: S310
                 pass
 
-    def restart_apiserver(self) -> None:
-        """Stop and start kube-apiserver on the same port; etcd keeps its data."""
+    def stop_apiserver(self) -> None:
+        """Stop kube-apiserver (an outage); :meth:`start_apiserver` brings it back."""
         proc = self._procs.pop("kube-apiserver", None)
         if proc is not None:
             process.stop(proc)
+
+    def restart_apiserver(self) -> None:
+        """Stop and start kube-apiserver on the same port; etcd keeps its data."""
+        self.stop_apiserver()
         self.start_apiserver()
 
     def ssl_context(self) -> ssl.SSLContext:

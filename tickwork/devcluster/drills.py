@@ -196,13 +196,14 @@ def worker_kills(workdir: Path, *, runs: int = 1000, kills: int = 100,
 
 
 def _disruption_mid_stream(workdir: Path, drill: str, runs: int, timeout: float,
-                           disrupt: Callable[[Stage], dict[str, Any]]) -> DrillResult:  # fmt: skip
+                           disrupt: Callable[[Stage], dict[str, Any]], *,
+                           sleep: float = 0.1) -> DrillResult:  # fmt: skip
     """One operator and one worker; a third of the runs succeed, then ``disrupt``."""
     with stage(workdir) as s:
         s.start_operator("op-a")
         s.start_worker("w-0").wait_ready()
         started = time.monotonic()
-        s.create_runs(runs, start_in=5, spread=30, sleep=0.1)
+        s.create_runs(runs, start_in=5, spread=30, sleep=sleep)
         wait_for(lambda: s.outcomes()["Succeeded"] >= runs // 3, timeout=120, what="a third")
         baseline = s.outcomes()["Succeeded"]
         disrupted = time.monotonic()
@@ -251,6 +252,22 @@ def apiserver_restart(workdir: Path, *, runs: int = 200, timeout: float = 300) -
     return _disruption_mid_stream(workdir, "API server restart (etcd kept)", runs, timeout, restart)
 
 
+def apiserver_outage(workdir: Path, *, runs: int = 200, down_seconds: float = 25,
+                     timeout: float = 300) -> DrillResult:  # fmt: skip
+    """kube-apiserver is away for longer than a progress mark's retries (about 15 s):
+    runs that end meanwhile must keep their record until it can be written."""
+
+    def outage(s: Stage) -> dict[str, Any]:
+        stopped = time.monotonic()
+        s.plane.stop_apiserver()
+        time.sleep(down_seconds)  # the outage itself, on purpose
+        s.plane.start_apiserver()
+        return {"apiserver_down_seconds": round(time.monotonic() - stopped, 1)}
+
+    return _disruption_mid_stream(workdir, "API server outage (etcd kept)", runs, timeout,
+                                  outage, sleep=2.0)  # fmt: skip
+
+
 def _progress_after(s: Stage, moment: float, baseline: int) -> float:
     """Seconds from ``moment`` until more runs have succeeded than ``baseline``."""
     wait_for(lambda: s.outcomes()["Succeeded"] > baseline, timeout=120, interval=0.2,
@@ -263,4 +280,5 @@ DRILLS: dict[str, Callable[..., DrillResult]] = {
     "redis-restart": redis_restart,
     "leader-kill": leader_kill,
     "apiserver-restart": apiserver_restart,
+    "apiserver-outage": apiserver_outage,
 }

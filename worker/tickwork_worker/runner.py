@@ -107,7 +107,7 @@ class _RunningMarker:
     outcome, one status write fewer when thousands of short runs start together.
     The final write never overtakes the Running one (``settle`` waits for it)."""
 
-    def __init__(self, write: Callable[[], Awaitable[None]], delay: float) -> None:
+    def __init__(self, write: Callable[[], Awaitable[object]], delay: float) -> None:
         self._write = write
         self._delay = delay
         self._writing = False
@@ -408,9 +408,15 @@ class Runner:
             ):
                 raise LeaseLostError
             return
-        await self._finish(claim, job, outcome, started_at=started_at)
+        recorded = await self._finish(claim, job, outcome, started_at=started_at)
         self.metrics.runs.labels(outcome=outcome.state.value).inc()
-        if outcome.state is RunState.FAILED:
+        if not recorded and outcome.state is not RunState.FAILED:
+            # Status refused the record: keep the outcome where an operator sees it.
+            self.metrics.dead_lettered.inc()
+            error = f"{outcome.state.value}, but status refused its record (see the worker's log)"
+            if not await self.queue.bury(claim, error=error):
+                raise LeaseLostError
+        elif outcome.state is RunState.FAILED:
             self.metrics.dead_lettered.inc()
             await self.events.post(
                 ref,
@@ -430,11 +436,14 @@ class Runner:
         outcome: Outcome,
         *,
         started_at: dt.datetime | None,
-    ) -> None:
-        # The history is re-sent whole (server-side apply), so re-read it when
-        # another run of the job may have finished meanwhile: the run took a
-        # while, or runs of this job may overlap. A quick run needs no extra read
-        # from the API server; the watched copy is always worth a look.
+    ) -> bool:
+        """Write the run's record into status; False if the API server refused it.
+
+        The history is re-sent whole (server-side apply), so it is re-read
+        when another run of the job may have finished meanwhile: the run took a
+        while, or runs of this job may overlap. A quick run needs no extra read from
+        the API server; the watched copy is always worth a look.
+        """
         elapsed = (dt.datetime.now(dt.UTC) - started_at).total_seconds() if started_at else 0.0
         may_overlap = job.spec.concurrency_policy is ConcurrencyPolicy.ALLOW
         stale = (
@@ -443,7 +452,15 @@ class Runner:
             or elapsed > _QUICK_RUN_SECONDS
             or (may_overlap and elapsed > _OVERLAP_WINDOW_SECONDS)
         )
-        fresh = (await self._read(claim) or job) if stale else job
+        fresh = job
+        if stale:
+            try:
+                fresh = await self._read(claim) or job
+            except KubeApiError as exc:
+                # Away or refusing: record on the copy at hand rather than leave the
+                # run to be redelivered and executed again.
+                logger.warning("recording on the job as read before (%s)", exc,
+                               extra={"run_id": claim.run_id})  # fmt: skip
         record = RunRecord(
             id=claim.run_id,
             scheduled_at=_scheduled_at(claim, started_at or dt.datetime.now(dt.UTC)),
@@ -470,13 +487,22 @@ class Runner:
             successful_history=fresh.spec.history.successful_runs,
             failed_history=fresh.spec.history.failed_runs,
         )
-        await self._write(claim, body)
+        return await self._write(claim, body, record=True)
 
-    async def _write(self, claim: Claim, body: dict[str, Any]) -> None:
-        """Apply the worker's share of status, retrying while the API server is away."""
+    async def _write(self, claim: Claim, body: dict[str, Any], *, record: bool = False) -> bool:
+        """Apply the worker's share of status; False if the API server refused it.
+
+        While the API server is away, a progress mark (Running, Retrying) is given
+        up after a few tries. The run's record is not: acknowledging a run whose
+        outcome status never heard of would lose it, so the worker keeps trying
+        (its heartbeat keeps the lease) until the write lands, the job is gone, or
+        the worker shuts down and hands the run back.
+        """
         message = claim.message
         delay = 0.5
-        for attempt in range(1, _STATUS_ATTEMPTS + 1):
+        attempt = 0
+        while True:
+            attempt += 1
             try:
                 async with self._writes:
                     written = await self.kube.apply_job_status(
@@ -485,19 +511,24 @@ class Runner:
                     )  # fmt: skip
             except KubeApiError as exc:
                 if exc.not_found or exc.conflict:
-                    return  # gone or replaced meanwhile: nothing left to report to
-                if attempt == _STATUS_ATTEMPTS:
+                    return True  # gone or replaced meanwhile: nothing left to report to
+                if not exc.unavailable or (not record and attempt == _STATUS_ATTEMPTS):
                     logger.error(  # noqa: TRY400 - the API error says it all; no traceback
-                        "status not written after %d attempts: %s", attempt, exc,
+                        "status not written (attempt %d): %s", attempt, exc,
                         extra={"run_id": message.run_id},
                     )  # fmt: skip
-                    return
+                    return False
+                if attempt % _STATUS_ATTEMPTS == 0:
+                    logger.warning(
+                        "the run's record is not written yet (%d attempts): %s", attempt, exc,
+                        extra={"run_id": message.run_id},
+                    )  # fmt: skip
                 await asyncio.sleep(delay)  # backoff while the API server is unavailable
                 delay = min(delay * 2, 8.0)
             else:
                 if self.jobs is not None:
                     self.jobs.observe(written)  # the next run of the job builds on this write
-                return
+                return True
 
 
 def _scheduled_at(claim: Claim, default: dt.datetime | None) -> Any:
