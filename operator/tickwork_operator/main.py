@@ -67,7 +67,9 @@ async def run_operator(settings: OperatorSettings, *, queue: RunQueue | None = N
     kopf_ready = asyncio.Event()
 
     async def liveness() -> str | None:
-        return None  # the event loop answered: that is what liveness can tell
+        # The event loop answered; the ticker must be going round too.
+        return ticker.stuck(elector.leading_event.is_set(), now=time.monotonic(),
+                            limit=settings.stuck_seconds)  # fmt: skip
 
     async def readiness() -> str | None:
         if not kopf_ready.is_set():

@@ -34,6 +34,10 @@ class OperatorSettings(BaseSettings):
         default=None, description="Kubeconfig path; unset: in-cluster, else the default."
     )
     tick_seconds: float = Field(default=1.0, gt=0, le=60)
+    stuck_seconds: float = Field(
+        default=120.0, gt=0,
+        description="Liveness fails when the leader has not finished a tick this long.",
+    )  # fmt: skip
     bucket_seconds: float = Field(default=1.0, gt=0, le=3600)
     reconcile_seconds: float = Field(
         default=30.0, gt=0, description="How often queued/running runs are checked in Redis."

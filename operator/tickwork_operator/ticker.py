@@ -103,18 +103,22 @@ class Ticker:
         self._last_reconcile = 0.0
         self._reports: dict[tuple[str, str], _Report] = {}
         self._reporter: asyncio.Task[None] | None = None
+        self.last_round = time.monotonic()
+        """When the loop last finished a tick or found itself not leading (liveness)."""
 
     # -- the loop -----------------------------------------------------------------
 
     async def run(self, leading: asyncio.Event, stop: asyncio.Event) -> None:
         """Tick while ``leading`` is set, until ``stop`` is."""
         while not stop.is_set():
+            self.last_round = time.monotonic()
             if not leading.is_set():
                 self._stop_reporting()  # the new leader reports from its own view
                 # Only the leader reports the queue, so autoscalers see one value.
                 self.metrics.queue_depth.clear()
                 self.metrics.queue_backlog.clear()
                 await _wait_any(leading, stop)
+                self.last_round = time.monotonic()
                 self._last_reconcile = 0.0  # a new leader reconciles at once
                 continue
             started = time.perf_counter()
@@ -125,6 +129,14 @@ class Ticker:
             self.metrics.tick_seconds.observe(time.perf_counter() - started)
             await self._sleep_until_next_tick(stop)
         self._stop_reporting()
+
+    def stuck(self, leading: bool, *, now: float, limit: float) -> str | None:  # noqa: FBT001 - reads as a sentence
+        """Why the loop looks stuck, or None: a leader must finish a tick now and then;
+        a standby only waits."""
+        idle = now - self.last_round
+        if leading and idle > limit:
+            return f"no tick finished for {idle:.0f}s"
+        return None
 
     async def _sleep_until_next_tick(self, stop: asyncio.Event) -> None:
         now = time.time()

@@ -34,10 +34,6 @@ from tickwork_worker.worker import Worker
 
 logger = logging.getLogger("tickwork_worker")
 
-#: The claim loop goes round at least every claim wait; this long without
-#: a round means it is stuck.
-_STUCK_SECONDS = 120.0
-
 
 async def run_worker(
     settings: WorkerSettings, *, queue: RunQueue | None = None, stop: asyncio.Event | None = None
@@ -78,8 +74,11 @@ async def run_worker(
         )  # fmt: skip
 
         async def liveness() -> str | None:
+            # The claim loop goes round at least every claim wait, busy or idle.
             stuck = time.monotonic() - worker.last_loop
-            return f"the claim loop is stuck ({stuck:.0f}s)" if stuck > _STUCK_SECONDS else None
+            if stuck > settings.stuck_seconds:
+                return f"the claim loop is stuck ({stuck:.0f}s)"
+            return None
 
         async def readiness() -> str | None:
             try:

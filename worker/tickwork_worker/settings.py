@@ -26,6 +26,10 @@ class WorkerSettings(BaseSettings):
         default=30.0, ge=3, description="A run's lease; heartbeats renew it every third."
     )
     claim_wait_seconds: float = Field(default=1.0, gt=0, le=30)
+    stuck_seconds: float = Field(
+        default=120.0, gt=0,
+        description="Liveness fails when the claim loop has not gone round this long.",
+    )  # fmt: skip
     maintain_seconds: float = Field(
         default=1.0, gt=0, description="How often expired leases and due retries are moved."
     )

@@ -58,7 +58,10 @@ class Worker:
             self.last_loop = time.monotonic()
             free = self.concurrency - len(self.in_flight)
             if free <= 0:
-                await asyncio.wait(self.in_flight, return_when=asyncio.FIRST_COMPLETED)
+                # Every slot busy (long runs): wait for one, but go round regularly,
+                # or liveness would take a busy worker for a stuck one and kill it.
+                await asyncio.wait(self.in_flight, timeout=self.claim_wait_seconds,
+                                   return_when=asyncio.FIRST_COMPLETED)  # fmt: skip
                 continue
             try:
                 claims = await self.queue.claim(
