@@ -68,7 +68,7 @@ async def run_operator(settings: OperatorSettings, *, queue: RunQueue | None = N
 
     async def liveness() -> str | None:
         # The event loop answered; the ticker must be going round too.
-        return ticker.stuck(elector.leading_event.is_set(), now=time.monotonic(),
+        return ticker.stuck(leading=elector.leading_event.is_set(), now=time.monotonic(),
                             limit=settings.stuck_seconds)  # fmt: skip
 
     async def readiness() -> str | None:

@@ -130,7 +130,7 @@ class Ticker:
             await self._sleep_until_next_tick(stop)
         self._stop_reporting()
 
-    def stuck(self, leading: bool, *, now: float, limit: float) -> str | None:  # noqa: FBT001 - reads as a sentence
+    def stuck(self, *, leading: bool, now: float, limit: float) -> str | None:
         """Why the loop looks stuck, or None: a leader must finish a tick now and then;
         a standby only waits."""
         idle = now - self.last_round

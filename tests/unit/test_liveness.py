@@ -46,8 +46,11 @@ async def test_a_ticking_leader_and_a_waiting_standby_are_alive(leading: bool) -
     if leading:
         lead.set()
     loop = asyncio.create_task(ticker.run(lead, stop))
-    seen = await _watch(lambda: ticker.stuck(lead.is_set(), now=time.monotonic(), limit=LIMIT),
-                        3 * LIMIT)  # fmt: skip
+
+    def check() -> str | None:
+        return ticker.stuck(leading=lead.is_set(), now=time.monotonic(), limit=LIMIT)
+
+    seen = await _watch(check, 3 * LIMIT)
     stop.set()
     await loop
     assert seen == [None] * len(seen)
@@ -59,7 +62,11 @@ async def test_a_leader_whose_tick_hangs_is_stuck() -> None:
     never = asyncio.Event()
     ticker.tick = never.wait  # type: ignore[method-assign]  # a tick that never returns
     loop = asyncio.create_task(ticker.run(lead, stop))
-    seen = await _watch(lambda: ticker.stuck(True, now=time.monotonic(), limit=LIMIT), 3 * LIMIT)
+
+    def check() -> str | None:
+        return ticker.stuck(leading=True, now=time.monotonic(), limit=LIMIT)
+
+    seen = await _watch(check, 3 * LIMIT)
     loop.cancel()
     assert seen[0] is None
     assert seen[-1] is not None
