@@ -4,9 +4,12 @@ namespace's ScheduledJobs through the real API, and time helpers."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 import json
 import math
+import socket
+import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -230,3 +233,68 @@ def service_account_kubeconfig(
         "current-context": "c",
     }))  # fmt: skip
     return path
+
+
+class PausableProxy:
+    """A TCP relay on loopback in front of ``target``; :meth:`pause` stops relaying
+    (connections stay open and hang, like a stopped API server or a partition)."""
+
+    def __init__(self, target: tuple[str, int]) -> None:
+        self.target = target
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.port: int = self._listener.getsockname()[1]
+        self._flowing = threading.Event()
+        self._flowing.set()
+        self._closed = False
+        self._sockets: list[socket.socket] = []
+        self._lock = threading.Lock()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def pause(self) -> None:
+        self._flowing.clear()
+
+    def resume(self) -> None:
+        self._flowing.set()
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            self._flowing.set()
+            self._listener.close()
+            for sock in self._sockets:
+                sock.close()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return
+            with self._lock:
+                if self._closed:
+                    client.close()
+                    return
+                try:
+                    upstream = socket.create_connection(self.target, timeout=5)
+                except OSError:
+                    client.close()
+                    continue
+                upstream.settimeout(None)
+                self._sockets += [client, upstream]
+            for src, dst in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pump, args=(src, dst), daemon=True).start()
+
+    def _pump(self, src: socket.socket, dst: socket.socket) -> None:
+        try:
+            while not self._closed:
+                self._flowing.wait()
+                data = src.recv(65536)
+                if not data:
+                    break
+                self._flowing.wait()  # what arrived while paused waits too
+                dst.sendall(data)
+        except OSError:
+            pass
+        finally:
+            with contextlib.suppress(OSError):
+                dst.shutdown(socket.SHUT_WR)

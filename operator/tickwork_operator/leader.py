@@ -80,6 +80,10 @@ class LeaderElector:
     async def try_acquire_or_renew(self) -> bool:
         """One round of the election; returns whether we lead afterwards."""
         now = dt.datetime.now(dt.UTC)
+        # Leadership counts from when this attempt began (the renewTime it writes),
+        # not from when the API server answered: an answer that took long must not
+        # stretch the lease beyond what a standby measures.
+        started = time.monotonic()
         lease = await self._client.get_lease(self._namespace, self._name)
         if lease is None:
             body = {
@@ -95,7 +99,7 @@ class LeaderElector:
                 if exc.conflict:  # someone created it first
                     return False
                 raise
-            self._renewed()
+            self._renewed(started)
             return True
 
         spec = lease.get("spec", {})
@@ -121,11 +125,11 @@ class LeaderElector:
             if exc.conflict:  # another candidate wrote first
                 return False
             raise
-        self._renewed()
+        self._renewed(started)
         return True
 
-    def _renewed(self) -> None:
-        self._last_renewed = time.monotonic()
+    def _renewed(self, started: float) -> None:
+        self._last_renewed = started
         self._observed = None
 
     async def run(self, stop: asyncio.Event) -> None:
@@ -133,9 +137,14 @@ class LeaderElector:
         try:
             while not stop.is_set():
                 try:
-                    leading = await self.try_acquire_or_renew()
-                except KubeApiError as exc:
-                    logger.warning("lease %s/%s: %s", self._namespace, self._name, exc)
+                    # A round that hangs (an API server that stopped answering) must
+                    # not outlast the lease: give up on it well before.
+                    leading = await asyncio.wait_for(
+                        self.try_acquire_or_renew(), timeout=self._duration / 2
+                    )
+                except (KubeApiError, TimeoutError) as exc:
+                    reason = str(exc) or "no answer in time"
+                    logger.warning("lease %s/%s: %s", self._namespace, self._name, reason)
                     leading = self.leading  # keep leading until the lease would expire
                 self._set_leading(leading=leading and self._renewed_recently())
                 interval = self._renew if self._leading else min(self._renew, self._duration / 2)

@@ -49,11 +49,6 @@ async def run_operator(settings: OperatorSettings, *, queue: RunQueue | None = N
     metrics = OperatorMetrics()
     state = WatchState(index=BucketIndex(start=time.time(), width=settings.bucket_seconds))
     events = EventRecorder(kube, component="tickwork-operator", instance=settings.identity)
-    ticker = Ticker(
-        state=state, queue=queue, kube=kube, events=events, metrics=metrics,
-        tick_seconds=settings.tick_seconds, reconcile_seconds=settings.reconcile_seconds,
-        queue_name=redis.queue if redis else "memory",
-    )  # fmt: skip
     elector = LeaderElector(
         kube,
         namespace=settings.lease_namespace,
@@ -63,6 +58,12 @@ async def run_operator(settings: OperatorSettings, *, queue: RunQueue | None = N
         renew_seconds=settings.lease_renew_seconds,
         on_change=lambda leading: metrics.leader.set(1 if leading else 0),
     )
+    ticker = Ticker(
+        state=state, queue=queue, kube=kube, events=events, metrics=metrics,
+        tick_seconds=settings.tick_seconds, reconcile_seconds=settings.reconcile_seconds,
+        queue_name=redis.queue if redis else "memory",
+        holds_lease=lambda: elector.leading,
+    )  # fmt: skip
     stop = asyncio.Event()
     kopf_ready = asyncio.Event()
 

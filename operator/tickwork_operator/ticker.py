@@ -15,7 +15,7 @@ import datetime as dt
 import itertools
 import logging
 import time
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -90,6 +90,7 @@ class Ticker:
         tick_seconds: float,
         reconcile_seconds: float,
         queue_name: str = "default",
+        holds_lease: Callable[[], bool] = lambda: True,
     ) -> None:
         self.state = state
         self.queue = queue
@@ -99,6 +100,9 @@ class Ticker:
         self.tick_seconds = tick_seconds
         self.reconcile_seconds = reconcile_seconds
         self.queue_name = queue_name
+        self.holds_lease = holds_lease
+        """Whether the Lease is provably still ours (renewed within its duration): checked
+        before every publish, not only when the leadership event changes."""
         self.wakeup = asyncio.Event()
         self._last_reconcile = 0.0
         self._reports: dict[tuple[str, str], _Report] = {}
@@ -189,6 +193,11 @@ class Ticker:
         if entry.pending is None or entry.spec is None or entry.suspended:
             return
         pending = entry.pending
+        if not self.holds_lease():
+            # The Lease may be someone else's by now: publish nothing, keep the entry
+            # (a leader again, or the new leader from its own index, publishes it).
+            self._reindex(entry, pending, retry=True)
+            return
         self.state.busy.add(entry.key)
         try:
             now = dt.datetime.now(dt.UTC)
@@ -339,6 +348,9 @@ class Ticker:
     async def _run_now(self, entry: JobEntry, token: str) -> None:
         key = trigger_key(token)
         if key is None or same_trigger(token, entry.wanted.last_trigger_token):
+            return
+        if not self.holds_lease():
+            self.state.triggers.setdefault(entry.key, token)
             return
         if entry.spec is None or entry.suspended:
             why = "the job is suspended" if entry.suspended else "the spec is invalid"

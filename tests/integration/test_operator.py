@@ -12,12 +12,22 @@ import asyncio
 import datetime as dt
 import json
 import time
+import urllib.parse
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 import redis as redis_lib
 
-from tests.support import ECHO, Jobs, QueueProbe, lead, rfc3339, whole_seconds_from_now
+from tests.support import (
+    ECHO,
+    Jobs,
+    PausableProxy,
+    QueueProbe,
+    lead,
+    rfc3339,
+    whole_seconds_from_now,
+)
 from tickwork.core.runs import manual_run_id, scheduled_run_id
 from tickwork.devcluster.cluster import Cluster
 from tickwork.devcluster.components import TickworkProcess, wait_for
@@ -285,6 +295,50 @@ def test_two_operators_one_publishes_and_a_standby_takes_over_within_15_seconds(
              what="every run")  # fmt: skip
     published = {m.run_id for m in probe.drain()}
     assert published == expected  # none lost, none twice (the queue would hold a duplicate)
+
+
+@pytest.mark.timeout(180)
+def test_a_leader_cut_off_from_the_api_server_stops_publishing_before_its_lease_may_end(
+    start_operator: Callable[..., TickworkProcess],
+    jobs: Jobs,
+    probe: QueueProbe,
+    cluster: Cluster,
+    tmp_path: Path,
+) -> None:
+    config = json.loads(cluster.kubeconfig.read_text())
+    server = urllib.parse.urlparse(config["clusters"][0]["cluster"]["server"])
+    proxy = PausableProxy((str(server.hostname), int(server.port or 443)))
+    config["clusters"][0]["cluster"]["server"] = f"https://127.0.0.1:{proxy.port}"
+    through_proxy = tmp_path / "through-proxy.kubeconfig"
+    through_proxy.write_text(json.dumps(config))
+    lease = {"TICKWORK_OPERATOR_LEASE_DURATION_SECONDS": "6"}
+    try:
+        leader = start_operator("op-a", KUBECONFIG=str(through_proxy), **lease)
+        lead(leader)
+        first = whole_seconds_from_now(5)
+        due = {first + dt.timedelta(seconds=n): f"tick-{n:02d}" for n in range(24)}
+        runs = {}
+        for at, name in due.items():
+            job = jobs.create(name, {"runAt": rfc3339(at), "task": ECHO})
+            runs[at] = scheduled_run_id(job["metadata"]["uid"], at)
+        wait_for(lambda: probe.locate(runs[first]) is RunLocation.READY, timeout=30,
+                 what="the first run")  # fmt: skip
+        # The leader's renewals now hang, as under a paused API server. Its lease may
+        # end 6 s after its last renewal began: from then on it must publish nothing.
+        proxy.pause()
+        paused = dt.datetime.now(dt.UTC)
+        wait_for(lambda: dt.datetime.now(dt.UTC) > paused + dt.timedelta(seconds=13),
+                 timeout=20, what="runs falling due while cut off")  # fmt: skip
+        window = (paused + dt.timedelta(seconds=7), paused + dt.timedelta(seconds=12))
+        cut_off = [run for at, run in runs.items() if window[0] < at < window[1]]
+        assert len(cut_off) >= 3
+        assert [probe.locate(run) for run in cut_off] == [None] * len(cut_off)
+        # A standby takes over and publishes them: no run lost.
+        lead(start_operator("op-b", **lease))
+        wait_for(lambda: all(probe.locate(run) is not None for run in runs.values()),
+                 timeout=60, what="every run published")  # fmt: skip
+    finally:
+        proxy.close()
 
 
 def test_a_restarted_operator_duplicates_nothing_and_takes_over_at_once(
