@@ -82,8 +82,10 @@ def show(cluster: Cluster, args: argparse.Namespace) -> int:
     crd = cluster.kubectl("get", "crd", "scheduledjobs.tickwork.dev", check=False)
     values = merge(images.values(), {
         "crds": {"install": crd.returncode != 0},
+        # Scale down 30 s after the burst, all at once: a demo need not wait minutes.
         "autoscaling": {"minReplicas": MIN_WORKERS, "maxReplicas": MAX_WORKERS,
-                        "behavior": {"scaleDownStabilizationSeconds": 30}},
+                        "behavior": {"scaleDownStabilizationSeconds": 30,
+                                     "scaleDownPercent": 100}},
         "networkPolicy": {"metricsFrom": [{"namespaceSelector": {"matchLabels": {
             "kubernetes.io/metadata.name": addons.MONITORING_NAMESPACE}}}]},
     })  # fmt: skip
