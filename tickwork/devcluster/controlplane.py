@@ -315,13 +315,7 @@ class ControlPlane:
             ],
         )
         self.with_controller_manager = True
-        process.wait_until(
-            lambda: _healthy_insecure(port),
-            what="kube-controller-manager",
-            timeout=READY_TIMEOUT_SECONDS,
-            proc=proc,
-            log_path=self.log_path("kube-controller-manager"),
-        )
+        self._wait_healthy("kube-controller-manager", proc, port)
 
     def start_scheduler(self) -> None:
         """Start kube-scheduler (a node's Pods need one); its binary comes with the node's."""
@@ -343,13 +337,12 @@ class ControlPlane:
                 "--v=1",
             ],
         )
-        process.wait_until(
-            lambda: _healthy_insecure(port),
-            what="kube-scheduler",
-            timeout=READY_TIMEOUT_SECONDS,
-            proc=proc,
-            log_path=self.log_path("kube-scheduler"),
-        )
+        self._wait_healthy("kube-scheduler", proc, port)
+
+    def _wait_healthy(self, name: str, proc: subprocess.Popen[bytes], port: int) -> None:
+        process.wait_until(lambda: _healthy_insecure(port), what=name,
+                           timeout=READY_TIMEOUT_SECONDS, proc=proc,
+                           log_path=self.log_path(name))  # fmt: skip
 
     def write_kubeconfig(self, stem: str, client: certs.ClientCert, user: str) -> Path:
         """A kubeconfig for one component's client certificate, next to the PKI."""

@@ -208,6 +208,12 @@ class Node:
         self._procs[name] = proc
         return proc
 
+    def _start(self, name: str, argv: list[str], *, healthz: str, what: str) -> None:
+        """Start a component and wait until its (loopback) health endpoint answers."""
+        proc = self._spawn(name, argv)
+        process.wait_until(lambda: _http_ok(healthz), what=what, timeout=READY_TIMEOUT_SECONDS,
+                           proc=proc, log_path=self.log_path(name))  # fmt: skip
+
     # -- containerd -------------------------------------------------------------------
 
     def _start_containerd(self, sandbox: str) -> None:
@@ -275,7 +281,7 @@ class Node:
         config.write_text(json.dumps(
             _kubelet_config(workdir=self.workdir, ca=pki.ca_cert, socket=self.socket,
                             healthz_port=healthz), indent=2))  # fmt: skip
-        proc = self._spawn(
+        self._start(
             "kubelet",
             [
                 str(binary),
@@ -287,19 +293,16 @@ class Node:
                 f"--cert-dir={self.workdir / 'kubelet-pki'}",
                 "--v=1",
             ],
+            healthz=f"http://127.0.0.1:{healthz}/healthz",
+            what="kubelet",
         )
-        process.wait_until(
-            lambda: _http_ok(f"http://127.0.0.1:{healthz}/healthz"),
-            what="kubelet", timeout=READY_TIMEOUT_SECONDS, proc=proc,
-            log_path=self.log_path("kubelet"),
-        )  # fmt: skip
 
     def _start_kube_proxy(self, binary: Path) -> None:
         kubeconfig = self.plane.write_kubeconfig(
             "kube-proxy", self.plane.pki.kube_proxy, "system:kube-proxy"
         )
         healthz = process.free_port()
-        proc = self._spawn(
+        self._start(
             "kube-proxy",
             [
                 str(binary),
@@ -311,12 +314,9 @@ class Node:
                 f"--metrics-bind-address=127.0.0.1:{process.free_port()}",
                 "--v=1",
             ],
+            healthz=f"http://127.0.0.1:{healthz}/healthz",
+            what="kube-proxy",
         )
-        process.wait_until(
-            lambda: _http_ok(f"http://127.0.0.1:{healthz}/healthz"),
-            what="kube-proxy", timeout=READY_TIMEOUT_SECONDS, proc=proc,
-            log_path=self.log_path("kube-proxy"),
-        )  # fmt: skip
 
     def _start_network_policy_agent(self, binary: Path) -> None:
         """kube-router's firewall alone: NetworkPolicy as iptables rules and ipsets.
@@ -330,7 +330,7 @@ class Node:
             certs.NETWORK_POLICY_AGENT,
         )  # fmt: skip
         health = process.free_port()
-        proc = self._spawn(
+        self._start(
             "network-policy-agent",
             [
                 str(binary),
@@ -344,12 +344,9 @@ class Node:
                 "--iptables-sync-period=30s",
                 "--v=1",
             ],
+            healthz=f"http://127.0.0.1:{health}/healthz",
+            what="kube-router (NetworkPolicy)",
         )
-        process.wait_until(
-            lambda: _http_ok(f"http://127.0.0.1:{health}/healthz"),
-            what="kube-router (NetworkPolicy)", timeout=READY_TIMEOUT_SECONDS, proc=proc,
-            log_path=self.log_path("network-policy-agent"),
-        )  # fmt: skip
 
 
 def _network_policy_agent_rbac() -> list[dict[str, object]]:
