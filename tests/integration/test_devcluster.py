@@ -61,14 +61,14 @@ def _children_pids(parent: int) -> list[int]:
     return pids
 
 
-def _devcluster(state: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def _devcluster(state: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "TICKWORK_DEVCLUSTER_DIR": str(state)}
     return subprocess.run(
         [sys.executable, "-m", "tickwork.devcluster", *args],
         env=env,
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=timeout,
         check=False,
     )
 
@@ -121,3 +121,40 @@ def test_servers_die_with_the_process_that_started_them(tmp_path: Path) -> None:
         owner.send_signal(signal.SIGKILL)  # an interrupted test run, at its harshest
         owner.wait()
     assert _wait_for_exit(servers, timeout=30) == []
+
+
+@pytest.mark.timeout(600)
+def test_up_with_a_node_runs_pods_with_tickworks_image_and_down_removes_it(
+    tmp_path: Path,
+) -> None:
+    from tickwork.devcluster import hostnet  # noqa: PLC0415 - only this test needs it
+
+    up = _devcluster(tmp_path, "up", "--node", timeout=540)  # the image may be built first
+    try:
+        assert up.returncode == 0, up.stderr
+        kubeconfig = Path(up.stdout.splitlines()[-1])
+        assert "image loaded: localhost/tickwork:dev-" in up.stdout
+        kubectl = [str(Path(sys.executable).parent / "kubectl"), f"--kubeconfig={kubeconfig}"]
+        listed = subprocess.run([*kubectl, "get", "nodes", "-o", "json"],
+                                capture_output=True, text=True, check=True)  # fmt: skip
+        nodes = json.loads(listed.stdout)
+        [node] = nodes["items"]
+        ready = {c["type"]: c["status"] for c in node["status"]["conditions"]}["Ready"]
+        assert ready == "True"
+        # The image loaded into the node runs as a Pod (it is never pulled: no registry).
+        image = up.stdout.split("image loaded: ")[1].split()[0]
+        subprocess.run([*kubectl, "run", "probe", f"--image={image}", "--restart=Never",
+                        "--image-pull-policy=Never", "--command", "--",
+                        "tickwork-worker", "--help"], check=True, capture_output=True)  # fmt: skip
+        succeeded = "--for=jsonpath={.status.phase}=Succeeded"
+        subprocess.run([*kubectl, "wait", succeeded, "pod/probe", "--timeout=120s"],
+                       check=True, capture_output=True)  # fmt: skip
+        dns = subprocess.run([*kubectl, "-n", "kube-system", "get", "pods", "-l",
+                              "k8s-app=kube-dns", "-o", "jsonpath={.items[0].status.phase}"],
+                             capture_output=True, text=True, check=True)  # fmt: skip
+        assert dns.stdout == "Running"
+        assert hostnet.bridge_exists()
+    finally:
+        down = _devcluster(tmp_path, "down")
+    assert down.returncode == 0, down.stderr
+    assert not hostnet.bridge_exists()
