@@ -28,6 +28,9 @@ MERGE_PATCH = "application/merge-patch+json"
 #: Where the kubernetes client's config loaders put a bearer token.
 _TOKEN_KEY = "BearerToken"  # noqa: S105 - a key name, not a secret
 _TOKEN_REFRESH_SECONDS = 60.0
+#: Statuses that mean "not now" rather than "no": no answer, timeout, throttled.
+_RETRYABLE = frozenset({0, 408, 429})
+_UNAUTHORIZED = 401
 
 
 class KubeApiError(Exception):
@@ -44,8 +47,9 @@ class KubeApiError(Exception):
 
     @property
     def unavailable(self) -> bool:
-        """No answer at all (connection refused, timeout): worth retrying later."""
-        return self.status == 0 or self.status >= 500  # noqa: PLR2004 - HTTP status
+        """No answer, an overloaded or throttling server (0, 5xx, 408, 429): worth
+        retrying later. Anything else (400, 403, 422) asking again cannot fix."""
+        return self.status in _RETRYABLE or self.status >= 500  # noqa: PLR2004 - HTTP status
 
     @property
     def conflict(self) -> bool:
@@ -164,6 +168,11 @@ class KubeClient:
                 response = await self._http.request(
                     method, path, content=content, params=params, headers=headers
                 )
+                if response.status_code == _UNAUTHORIZED and attempt == 1:
+                    # A rotated service-account token: read it again, once.
+                    self._token_checked = 0.0
+                    headers = {**headers, **self._authorization()}
+                    continue
                 break
             except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError) as exc:
                 # A kept-alive connection the server closed meanwhile: once more,
