@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import datetime as dt
 import logging
+import math
 import time
 from collections.abc import Callable
 from typing import Any
@@ -50,7 +51,10 @@ class LeaderElector:
         self.leading_event = asyncio.Event()
 
     def _renewed_recently(self) -> bool:
-        return time.monotonic() - self._last_renewed < self._duration
+        # A margin under the duration: a standby's clock may run a little fast, and
+        # a publish that starts just before the bound should end before it.
+        margin = min(2.0, self._duration / 5)
+        return time.monotonic() - self._last_renewed < self._duration - margin
 
     @property
     def leading(self) -> bool:
@@ -70,7 +74,7 @@ class LeaderElector:
     def _spec(self, now: dt.datetime, *, acquire: bool, holder: str | None) -> dict[str, Any]:
         spec: dict[str, Any] = {
             "holderIdentity": holder,
-            "leaseDurationSeconds": max(1, round(self._duration)),
+            "leaseDurationSeconds": max(1, math.ceil(self._duration)),
             "renewTime": _micro(now),
         }
         if acquire:

@@ -172,8 +172,10 @@ class Ticker:
             try:
                 await self._run_now(entry, token)
             except Exception:
+                # Tried again next tick; the rest of this tick (reports, reconciling,
+                # owed status writes) must not wait on one trigger that keeps failing.
                 self.state.triggers.setdefault(key, token)  # a newer token wins
-                raise
+                logger.exception("run-now %s/%s failed; it is retried", *key)
         if time.monotonic() - self._last_reconcile >= self.reconcile_seconds:
             self._last_reconcile = time.monotonic()
             await self.reconcile()
@@ -514,7 +516,7 @@ class Ticker:
                 try:
                     await job
                 except Exception:
-                    logger.exception("handling a due entry failed; it is retried")
+                    logger.exception("handling a due entry failed")
 
         await asyncio.gather(*(one(job) for job in work))
 
@@ -556,6 +558,8 @@ class Ticker:
 
     async def reconcile(self) -> int:
         """Re-publish runs that status shows active but the queue has lost."""
+        if not self.holds_lease():
+            return 0
         republished = 0
         unheard: list[str] = []
         for entry in self.state.active_jobs():
