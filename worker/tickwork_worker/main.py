@@ -1,4 +1,5 @@
-"""``tickwork-worker``: run the executor, or ``tickwork-worker check`` for a liveness probe."""
+"""``tickwork-worker``: run the executor; ``tickwork-worker check`` asks a running
+worker's /healthz (for an exec probe; the chart probes /healthz over HTTP)."""
 
 from __future__ import annotations
 

@@ -24,7 +24,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from tickwork.api.models import RunRecord, ScheduledJob
-from tickwork.core.errors import PermanentTaskError
+from tickwork.core.errors import PermanentTaskError, QueueUnavailableError
 from tickwork.core.planning import ConcurrencyPolicy
 from tickwork.core.retry import GiveUp, after_failure
 from tickwork.core.runs import belongs_to
@@ -42,6 +42,9 @@ from tickwork_worker.tasks.base import RetryableTaskError, RunContext, TaskKind
 logger = logging.getLogger(__name__)
 
 _STATUS_ATTEMPTS = 6
+#: How long a run's record is retried while the API server is away; past this it
+#: is dead-lettered with its outcome (an outage this long wants a person anyway).
+_RECORD_PATIENCE_SECONDS = 600.0
 #: Status writes in flight at once per worker. Reads of jobs whose runs are
 #: starting are not limited, so at the top of a busy minute they go first.
 _STATUS_WRITES_IN_FLIGHT = 16
@@ -227,9 +230,15 @@ class Runner:
                 logger.warning("cannot read the job (%s); the run will be redelivered", exc,
                                extra=log)  # fmt: skip
             else:
-                # Refused (403: the worker's RBAC does not cover the namespace; 401;
-                # 400): asking again cannot help. Dead-letter the run, saying why.
+                # Refused (403: the worker's RBAC does not cover the namespace; 400):
+                # asking again cannot help. Dead-letter the run, saying why.
                 await self._refused(claim, exc)
+        except QueueUnavailableError as exc:
+            # Redis went away while the run ended (ack, retry, bury): the lease
+            # expires and the run is redelivered; its record in status, if written,
+            # keeps it from running again.
+            logger.warning("the queue is unavailable (%s); the run will be redelivered", exc,
+                           extra=log)  # fmt: skip
         except Exception:
             # Tickwork's own fault, not the task's: say so loudly, count it, and let
             # the lease expire so that the run is redelivered.
@@ -238,13 +247,23 @@ class Runner:
         finally:
             heartbeat.cancel()
 
+    async def _fresh(self, claim: Claim, job: ScheduledJob) -> ScheduledJob:
+        """The job re-read after an attempt; the copy at hand if the API server is away
+        or refuses: an attempt that ran must be recorded, not redelivered and run again."""
+        try:
+            return await self._read(claim) or job
+        except KubeApiError as exc:
+            logger.warning("recording on the job as read before (%s)", exc,
+                           extra={"run_id": claim.run_id})  # fmt: skip
+            return job
+
     async def _refused(self, claim: Claim, error: KubeApiError) -> None:
         reason = (f"the API server refused to let this worker read "
                   f"{claim.message.namespace}/{claim.message.name} ({error}): "
                   "check the worker's RBAC and watchNamespaces")  # fmt: skip
         logger.error("%s", reason, extra={"run_id": claim.run_id})
-        self.metrics.dead_lettered.inc()
-        await self.queue.bury(claim, error=reason)
+        if await self.queue.bury(claim, error=reason):
+            self.metrics.dead_lettered.inc()
 
     async def _heartbeat(self, claim: Claim) -> None:
         interval = self.lease_seconds / 3
@@ -394,7 +413,7 @@ class Runner:
         if outcome.state is RunState.RETRYING:
             assert outcome.retry_delay is not None  # noqa: S101 - set with RETRYING
             assert outcome.next_attempt is not None  # noqa: S101
-            fresh = await self._read(claim) or job
+            fresh = await self._fresh(claim, job)
             info = self._run_info(claim, started_at)
             await self._write(claim, running_body(fresh.status, info, state=RunState.RETRYING))
             self.metrics.retries.inc()
@@ -452,15 +471,7 @@ class Runner:
             or elapsed > _QUICK_RUN_SECONDS
             or (may_overlap and elapsed > _OVERLAP_WINDOW_SECONDS)
         )
-        fresh = job
-        if stale:
-            try:
-                fresh = await self._read(claim) or job
-            except KubeApiError as exc:
-                # Away or refusing: record on the copy at hand rather than leave the
-                # run to be redelivered and executed again.
-                logger.warning("recording on the job as read before (%s)", exc,
-                               extra={"run_id": claim.run_id})  # fmt: skip
+        fresh = await self._fresh(claim, job) if stale else job
         record = RunRecord(
             id=claim.run_id,
             scheduled_at=_scheduled_at(claim, started_at or dt.datetime.now(dt.UTC)),
@@ -495,12 +506,14 @@ class Runner:
         While the API server is away, a progress mark (Running, Retrying) is given
         up after a few tries. The run's record is not: acknowledging a run whose
         outcome status never heard of would lose it, so the worker keeps trying
-        (its heartbeat keeps the lease) until the write lands, the job is gone, or
-        the worker shuts down and hands the run back.
+        (its heartbeat keeps the lease) until the write lands, the job is gone, the
+        worker shuts down and hands the run back, or ten minutes have passed (the
+        caller then dead-letters the run with its outcome).
         """
         message = claim.message
         delay = 0.5
         attempt = 0
+        give_up = time.monotonic() + _RECORD_PATIENCE_SECONDS
         while True:
             attempt += 1
             try:
@@ -512,7 +525,8 @@ class Runner:
             except KubeApiError as exc:
                 if exc.not_found or exc.conflict:
                     return True  # gone or replaced meanwhile: nothing left to report to
-                if not exc.unavailable or (not record and attempt == _STATUS_ATTEMPTS):
+                tired = attempt == _STATUS_ATTEMPTS if not record else time.monotonic() > give_up
+                if not exc.unavailable or tired:
                     logger.error(  # noqa: TRY400 - the API error says it all; no traceback
                         "status not written (attempt %d): %s", attempt, exc,
                         extra={"run_id": message.run_id},
