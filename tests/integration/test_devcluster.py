@@ -61,6 +61,16 @@ def _children_pids(parent: int) -> list[int]:
     return pids
 
 
+def _command_lines() -> list[str]:
+    lines = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            lines.append(cmdline.read_bytes().replace(b"\0", b" ").decode(errors="replace"))
+        except OSError:
+            continue
+    return lines
+
+
 def _devcluster(state: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "TICKWORK_DEVCLUSTER_DIR": str(state)}
     return subprocess.run(
@@ -157,4 +167,13 @@ def test_up_with_a_node_runs_pods_with_tickworks_image_and_down_removes_it(
     finally:
         down = _devcluster(tmp_path, "down")
     assert down.returncode == 0, down.stderr
+    # Nothing of the node is left on the host: bridge, firewall, mounts, processes.
     assert not hostnet.bridge_exists()
+    tables = subprocess.run(["nft", "list", "tables"], capture_output=True, text=True,
+                            check=True).stdout  # fmt: skip
+    assert hostnet.FIREWALL_TABLE not in tables
+    assert "kube-proxy" not in tables
+    assert "/run/tickwork-node" not in Path("/proc/self/mounts").read_text()
+    leftovers = [cmd for cmd in _command_lines() if any(name in cmd for name in (
+        "containerd-shim-runc-v2", "kubelet --config", "kube-router --kubeconfig"))]  # fmt: skip
+    assert leftovers == []

@@ -160,14 +160,24 @@ def cmd_up(args: argparse.Namespace) -> int:
     return 0
 
 
+def _is_supervisor(pid: int) -> bool:
+    """Whether ``pid`` still is our supervisor (a stale state file may name a reused pid)."""
+    try:
+        command = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    return b"tickwork.devcluster" in command and b"serve" in command
+
+
 def cmd_down(_args: argparse.Namespace) -> int:
     state = _read_state()
     if state is None:
         return 0
     pid = int(str(state["pid"]))
-    if _alive(pid):
+    if _alive(pid) and _is_supervisor(pid):
         os.kill(pid, signal.SIGTERM)
-        deadline = time.monotonic() + 30
+        # A node's clean-up (containers, mounts, network) takes a while.
+        deadline = time.monotonic() + 120
         while _alive(pid) and time.monotonic() < deadline:
             time.sleep(0.1)
         if _alive(pid):

@@ -3,20 +3,26 @@
 Pods live on one Linux bridge (``tickwork0``) whose address is the node's
 address; the API server listens there too, so Pods reach it through the
 ``kubernetes`` Service. Nothing leaves the machine: a firewall table of our
-own drops anything a Pod sends to another interface, and CoreDNS answers
-only for the cluster's own names.
+own drops anything a Pod sends to another interface, and anything it sends to
+the host but the API server's port; CoreDNS answers only for the cluster's
+own names.
 
-Everything here needs root, and there is one node per machine: the bridge,
-the firewall table and containerd's shim sockets have fixed names.
+Everything here needs root, and there is one node per machine. :func:`up`
+records what it found (the sysctls it changes) in the node's run directory;
+:func:`down` cleans up, restores them and removes the record, and cleans only
+where such a record says the state is ours. A machine that already carries
+Kubernetes networking state (a real node) is refused.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import signal
 import subprocess
+import time
 from pathlib import Path
 
 from tickwork.devcluster.errors import StartError
@@ -30,8 +36,10 @@ _PREFIX = 24
 FIREWALL_TABLE = "tickwork-node"
 #: Tables that kube-proxy (nftables mode) creates.
 _FOREIGN_TABLES = (("ip", "kube-proxy"), ("ip6", "kube-proxy"))
-#: containerd puts every shim's socket here, whatever its own state directory.
-SHIM_SOCKETS = Path("/run/containerd/s")
+#: What :func:`up` changes, restored by :func:`down`.
+_SYSCTLS = ("net.ipv4.ip_forward", "net.bridge.bridge-nf-call-iptables",
+            "net.bridge.bridge-nf-call-ip6tables")  # fmt: skip
+_RECORD = "host.json"
 #: Debian's containernetworking-plugins.
 CNI_BIN_DIR = Path("/usr/lib/cni")
 #: cgroup v1 controllers are mounted one per directory here (cgroupfs driver).
@@ -61,28 +69,62 @@ def require_root() -> None:
         raise StartError(f"no CNI plugins in {CNI_BIN_DIR}; on Debian: apt-get install {package}")
 
 
-def _sysctl(name: str, value: str) -> None:
+def _sysctl_path(name: str) -> Path:
     path = Path("/proc/sys") / name.replace(".", "/")
     if not path.exists():
         raise StartError(f"the kernel lacks {name} (needed by the local node)")
-    path.write_text(value)
+    return path
 
 
-def up() -> None:
-    """Create the bridge with the node's address and fence it in."""
+def _foreign_state() -> str | None:
+    """Kubernetes networking state on this machine that no local node of ours made."""
+    if bridge_exists():
+        return f"a {BRIDGE} bridge"
+    if any(hierarchy.joinpath("kubepods").is_dir() for hierarchy in CGROUP_ROOT.iterdir()):
+        return "kubepods cgroups (a kubelet runs here)"
+    for family, table in _FOREIGN_TABLES:
+        if _run("nft", "list", "table", family, table, check=False).returncode == 0:
+            return f"the nftables table {family} {table} (kube-proxy)"
+    if "KUBE-" in _run("iptables-save", check=False).stdout:
+        return "KUBE- iptables chains (kube-proxy, a kubelet or kube-router)"
+    return None
+
+
+def up(run_dir: Path) -> None:
+    """Create the bridge with the node's address and fence it in.
+
+    Refuses a machine with Kubernetes networking state it did not make: clean-up
+    would remove it.
+    """
+    foreign = _foreign_state()
+    if foreign is not None:
+        raise StartError(
+            f"this machine has {foreign} that no local node of Tickwork made; the local "
+            "node's clean-up would remove it, so it does not start here"
+        )
+    saved = {name: _sysctl_path(name).read_text().strip() for name in _SYSCTLS}
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / _RECORD).write_text(json.dumps({"sysctls": saved}))
     _run("ip", "link", "add", BRIDGE, "type", "bridge")
     _run("ip", "addr", "add", f"{NODE_ADDRESS}/{_PREFIX}", "dev", BRIDGE)
     _run("ip", "link", "set", BRIDGE, "up")
-    _sysctl("net.ipv4.ip_forward", "1")
-    # Traffic between Pods on the bridge must pass netfilter, or a Service's
-    # reply would skip the un-DNAT (kube-proxy) and policies would not apply.
-    _sysctl("net.bridge.bridge-nf-call-iptables", "1")
-    _sysctl("net.bridge.bridge-nf-call-ip6tables", "1")
+    # Forwarding on the bridge; and traffic between Pods on it must pass netfilter,
+    # or a Service's reply would skip the un-DNAT (kube-proxy) and policies would
+    # not apply.
+    for name in _SYSCTLS:
+        _sysctl_path(name).write_text("1")
     rules = f"""
 table inet {FIREWALL_TABLE} {{
+  set host_ports {{ type inet_service; }}
   chain forward {{
     type filter hook forward priority filter - 10; policy accept;
     iifname "{BRIDGE}" oifname != "{BRIDGE}" counter drop comment "Pods reach nothing off this node"
+  }}
+  chain input {{
+    type filter hook input priority filter - 10; policy accept;
+    iifname "{BRIDGE}" ct state established,related accept
+    iifname "{BRIDGE}" tcp dport @host_ports accept
+    iifname "{BRIDGE}" counter drop comment "Pods reach only the API server on the host"
   }}
 }}
 """
@@ -90,6 +132,11 @@ table inet {FIREWALL_TABLE} {{
                             check=False, timeout=30)  # fmt: skip
     if result.returncode != 0:
         raise StartError(f"nft could not load the node's firewall: {result.stderr.strip()}")
+
+
+def admit(port: int) -> None:
+    """Let Pods reach ``port`` on the host (the API server's)."""
+    _run("nft", "add", "element", "inet", FIREWALL_TABLE, "host_ports", f"{{ {port} }}")
 
 
 def _mounts_under(prefixes: tuple[Path, ...]) -> list[str]:
@@ -119,16 +166,26 @@ def kill_processes_of(*binaries: Path) -> None:
 
 
 def _remove_cgroups(name: str) -> None:
-    """Remove the kubelet's cgroup tree ``name`` in every v1 hierarchy, leaves first."""
-    for hierarchy in CGROUP_ROOT.iterdir():
-        top = hierarchy / name
-        if not top.is_dir():
-            continue
+    """Kill what still runs in the kubelet's cgroup tree ``name`` (containers whose
+    shims died with a crashed node), then remove the tree in every hierarchy."""
+    tops = [hierarchy / name for hierarchy in CGROUP_ROOT.iterdir() if (hierarchy / name).is_dir()]
+    for top in tops:
+        for procs in top.rglob("cgroup.procs"):
+            with contextlib.suppress(OSError, ValueError):
+                for pid in procs.read_text().split():
+                    os.kill(int(pid), signal.SIGKILL)
+    for top in tops:
         directories = sorted((p for p in top.rglob("*") if p.is_dir()),
                              key=lambda p: len(p.parts), reverse=True)  # fmt: skip
         for directory in [*directories, top]:
-            with contextlib.suppress(OSError):
-                directory.rmdir()
+            for _ in range(50):  # a killed process leaves its cgroup a moment later
+                try:
+                    directory.rmdir()
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError:
+                    time.sleep(0.1)  # the kernel's own pace of reaping
 
 
 def _remove_kube_rules() -> None:
@@ -150,23 +207,27 @@ def _remove_kube_rules() -> None:
                 _run("ipset", "destroy", name, check=False)
 
 
-def down(*, netns_dir: Path | None = None) -> None:
-    """Remove what :func:`up` and the node's components left on the host; idempotent."""
+def down(run_dir: Path, *, netns_dir: Path | None = None) -> None:
+    """Remove what :func:`up` and the node's components left on the host, and restore
+    the sysctls; only where :func:`up`'s record says the state is ours. Idempotent."""
+    record = run_dir / _RECORD
+    if not record.exists():
+        return
     if netns_dir is not None and netns_dir.is_dir():
         for netns in netns_dir.iterdir():
             _run("umount", "--lazy", str(netns), check=False)
             with contextlib.suppress(OSError):
                 netns.unlink()
+    _remove_cgroups("kubepods")
     # Pod interfaces (veth) vanish with their namespaces; the bridge is ours.
     _run("ip", "link", "delete", BRIDGE, check=False)
     for family, table in (("inet", FIREWALL_TABLE), *_FOREIGN_TABLES):
         _run("nft", "delete", "table", family, table, check=False)
     _remove_kube_rules()
-    _remove_cgroups("kubepods")
-    if SHIM_SOCKETS.is_dir():
-        for socket in SHIM_SOCKETS.iterdir():
-            with contextlib.suppress(OSError):
-                socket.unlink()
+    with contextlib.suppress(OSError, ValueError, KeyError):
+        for name, value in json.loads(record.read_text())["sysctls"].items():
+            _sysctl_path(name).write_text(value)
+    record.unlink(missing_ok=True)
 
 
 def bridge_exists() -> bool:

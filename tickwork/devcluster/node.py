@@ -200,7 +200,7 @@ class Node:
             hostnet.kill_processes_of(self._containerd_dir / "containerd-shim-runc-v2")
         state = RUN_DIR / "state"
         hostnet.unmount_under(state, self.workdir)
-        hostnet.down(netns_dir=state / "netns")
+        hostnet.down(RUN_DIR, netns_dir=state / "netns")
         hostnet.unmount_under(state, self.workdir)
 
     def _spawn(self, name: str, argv: list[str]) -> subprocess.Popen[bytes]:
@@ -408,7 +408,7 @@ def _clean_stale() -> None:
     hostnet.kill_processes_of(*binaries)
     state = RUN_DIR / "state"
     hostnet.unmount_under(state)
-    hostnet.down(netns_dir=state / "netns")
+    hostnet.down(RUN_DIR, netns_dir=state / "netns")
 
 
 @contextlib.contextmanager
@@ -426,9 +426,10 @@ def local_cluster(workdir: Path) -> Iterator[Cluster]:
         )
         node = Node(workdir=workdir / "node", plane=plane)
         try:
-            hostnet.up()
+            hostnet.up(RUN_DIR)
             with plane:
                 try:
+                    hostnet.admit(plane.apiserver_port)
                     node.start()
                     cluster = Cluster(kubeconfig=plane.kubeconfig, plane=plane, node=node)
                     coredns = addons.coredns_image()
