@@ -8,6 +8,7 @@ import contextlib
 import datetime as dt
 import json
 import math
+import select
 import socket
 import threading
 import time
@@ -195,6 +196,64 @@ class ScriptedServer(ThreadingHTTPServer):
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.server_address[1]}/hook"
+
+
+class _Holding(BaseHTTPRequestHandler):
+    server: HoldingServer
+
+    def do_POST(self) -> None:
+        number = self.server.arrived()
+        while not self.server.released.is_set():
+            readable, _, _ = select.select([self.connection], [], [], 0.05)
+            if readable and not self.connection.recv(1, socket.MSG_PEEK):
+                self.server.log(("hangup", number))  # the client gave the request up
+                return
+        self.send_response(200)
+        self.send_header("Content-Length", "2")
+        self.end_headers()
+        self.wfile.write(b"ok")
+        self.server.log(("done", number))
+
+    def log_message(self, *_args: object) -> None:
+        return
+
+
+class HoldingServer(ThreadingHTTPServer):
+    """An HTTP endpoint that holds every request until :attr:`released` is set, and
+    notes when each arrives, is answered, or is given up by its client: an execution
+    counted at the task, and whether it was stopped."""
+
+    daemon_threads = True
+
+    def __init__(self) -> None:
+        super().__init__(("127.0.0.1", 0), _Holding)
+        self.released = threading.Event()
+        self.events: list[tuple[str, int]] = []
+        self._lock = threading.Lock()
+        threading.Thread(target=self.serve_forever, daemon=True).start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}/hold"
+
+    def arrived(self) -> int:
+        with self._lock:
+            number = sum(1 for kind, _ in self.events if kind == "start") + 1
+            self.events.append(("start", number))
+            return number
+
+    def log(self, event: tuple[str, int]) -> None:
+        with self._lock:
+            self.events.append(event)
+
+    def saw(self, event: tuple[str, int]) -> bool:
+        with self._lock:
+            return event in self.events
+
+    def close(self) -> None:
+        self.released.set()
+        self.shutdown()
+        self.server_close()
 
 
 def row(cluster: Cluster, namespace: str, name: str) -> dict[str, str]:

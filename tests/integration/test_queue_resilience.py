@@ -134,6 +134,51 @@ async def test_a_crashed_redis_with_aof_keeps_what_was_flushed(tmp_path: Path) -
         server.stop()
 
 
+@pytest.mark.timeout(60)
+async def test_after_a_restart_expired_leases_are_left_to_their_workers_for_a_grace(
+    tmp_path: Path,
+) -> None:
+    """Renewals made just before Redis crashed can be lost with it, so after a restart
+    leases look expired that a live worker holds. The reaper leaves them alone for the
+    grace: the live worker renews its lease, and only the one nobody renews is
+    redelivered."""
+    server = RedisServer(workdir=tmp_path / "redis", appendonly=True)
+    server.start()
+    settings = RedisSettings(url=server.url, poll_seconds=0.2, reap_grace_seconds=3)
+    reaper = RedisRunQueue(create_client(settings), settings)
+    worker = RedisRunQueue(create_client(settings), settings)
+    try:
+        for n in (1, 2):
+            await worker.enqueue(message(n))
+        alive, dead = await worker.claim(consumer="w", lease_seconds=0.2, count=2)
+        assert await worker.heartbeat(alive, lease_seconds=0.2)
+        assert await reaper.reap_expired() == 0  # the reaper knows this Redis; none expired
+        assert _wait_for(lambda: _aof_contains(tmp_path / "redis", dead.run_id.encode()), 10)
+        server.kill()
+        server.start()
+
+        client = reaper._client  # Redis's own clock decides expiry
+        while True:  # both deadlines pass by Redis's clock (the grace starts at the reap)
+            seconds, micros = await client.time()
+            if await client.zcount(reaper.keys.inflight, "-inf", seconds + micros / 1e6) == 2:
+                break
+            await asyncio.sleep(0.05)
+        assert await reaper.reap_expired() == 0  # within the grace: workers renew first
+        assert await worker.heartbeat(alive, lease_seconds=600)
+        assert await worker.locate(alive.run_id) is RunLocation.IN_FLIGHT
+        deadline = time.monotonic() + 15
+        while await reaper.reap_expired() == 0:  # the grace ends: the dead lease goes
+            assert time.monotonic() < deadline, "the grace never ended"
+            await asyncio.sleep(0.1)
+        assert await worker.locate(dead.run_id) is RunLocation.READY
+        assert await worker.locate(alive.run_id) is RunLocation.IN_FLIGHT
+        assert not await worker.heartbeat(dead, lease_seconds=60)
+    finally:
+        await reaper.close()
+        await worker.close()
+        server.stop()
+
+
 @pytest.mark.timeout(120)
 async def test_concurrent_consumers_never_hold_the_same_run(redis_url: str) -> None:
     runs = 300

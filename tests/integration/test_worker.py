@@ -7,7 +7,9 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import os
+import signal
 import subprocess
+import urllib.parse
 from collections.abc import Callable
 from pathlib import Path
 
@@ -15,7 +17,9 @@ import pytest
 from kubernetes import client as k8s
 
 from tests.support import (
+    HoldingServer,
     Jobs,
+    PausableProxy,
     QueueProbe,
     ScriptedServer,
     last_outcome,
@@ -431,3 +435,49 @@ def test_the_check_command_reports_liveness(start_worker: Start) -> None:
     dead = subprocess.run(check, env=env, capture_output=True, text=True, check=False)
     assert dead.returncode == 1
     assert "unhealthy" in dead.stderr
+
+
+@pytest.mark.parametrize("fault", ["redis-unreachable", "worker-paused"])
+def test_a_worker_that_loses_its_lease_stops_the_attempt_and_writes_nothing(
+    fault: str, start_worker: Start, jobs: Jobs, probe: QueueProbe, redis_url: str
+) -> None:
+    """Worker A cannot renew its lease — Redis is cut off from it alone (a partition),
+    or A is frozen (SIGSTOP) — so the run goes to worker B as attempt 2. A must have
+    stopped its attempt (the endpoint sees A's request given up) before B's arrives,
+    and must write nothing: the history holds B's record alone."""
+    parts = urllib.parse.urlsplit(redis_url)
+    relay = PausableProxy((parts.hostname or "127.0.0.1", parts.port or 6379))
+    through_relay = parts._replace(netloc=f"{parts.netloc.rsplit(':', 1)[0]}:{relay.port}")
+    endpoint = HoldingServer()
+    try:
+        a = start_worker("worker-a", TICKWORK_REDIS_URL=urllib.parse.urlunsplit(through_relay),
+                         TICKWORK_WORKER_LEASE_SECONDS="3")  # fmt: skip
+        _, run_id = publish(jobs, probe, "held", {"timeoutSeconds": 120, "task": {"http": {
+            "url": endpoint.url, "method": "POST"}}})  # fmt: skip
+        wait_for(lambda: endpoint.saw(("start", 1)), timeout=30, what="A's request")
+        if fault == "redis-unreachable":
+            relay.pause()
+            wait_for(lambda: endpoint.saw(("hangup", 1)), timeout=15, what="A to give up")
+        else:
+            os.kill(a.pid, signal.SIGSTOP)
+        start_worker("worker-b", TICKWORK_WORKER_LEASE_SECONDS="3")
+        wait_for(lambda: endpoint.saw(("start", 2)), timeout=30, what="B's request")
+        if fault == "worker-paused":
+            os.kill(a.pid, signal.SIGCONT)
+            wait_for(lambda: endpoint.saw(("hangup", 1)), timeout=10, what="A to give up")
+        assert endpoint.events.index(("hangup", 1)) < len(endpoint.events)
+        if fault == "redis-unreachable":  # never two executions of the run at once
+            assert endpoint.events.index(("hangup", 1)) < endpoint.events.index(("start", 2))
+        endpoint.released.set()
+        relay.resume()
+        last = finished(jobs, "held")["lastRun"]
+        assert isinstance(last, dict)
+        assert (last["id"], last["outcome"], last["attempts"]) == (run_id, "Succeeded", 2)
+        wait_for(lambda: a.metric("tickwork_worker_leases_lost_total") == 1.0, timeout=10,
+                 what="A to count the lost lease")  # fmt: skip
+        assert [(r["id"], r["attempts"]) for r in jobs.status("held")["runs"]] == [(run_id, 2)]
+        assert [e for e in endpoint.events if e[0] == "start"] == [("start", 1), ("start", 2)]
+        assert probe.locate(run_id) is RunLocation.DONE
+    finally:
+        relay.close()
+        endpoint.close()

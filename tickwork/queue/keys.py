@@ -17,6 +17,8 @@ Layout, for prefix ``tickwork`` and queue ``default``::
     tickwork:{default}:done         ZSET  run ID -> when it was acknowledged (dedup window)
     tickwork:{default}:cancelled    SET   run IDs withdrawn while ready (dropped at claim)
     tickwork:{default}:notify       LIST  wake-up tokens for consumers blocked in BLPOP
+    tickwork:{default}:server       HASH  run_id of the Redis process the reaper last saw,
+                                          and since when (the grace after a restart)
 """
 
 from __future__ import annotations
@@ -75,10 +77,14 @@ class QueueKeys:
     def notify(self) -> str:
         return self._key("notify")
 
+    @property
+    def server(self) -> str:
+        return self._key("server")
+
     def all(self) -> list[str]:
         return [
             self.messages, self.ready, self.inflight, self.leases, self.delayed,
-            self.dead, self.dead_errors, self.done, self.cancelled, self.notify,
+            self.dead, self.dead_errors, self.done, self.cancelled, self.notify, self.server,
         ]  # fmt: skip
 
 
@@ -250,9 +256,20 @@ return 1
 REAP = (
     _PRELUDE
     + """
--- KEYS: inflight leases messages ready notify
--- ARGV: limit
-local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now(), 'LIMIT', 0, tonumber(ARGV[1]))
+-- KEYS: inflight leases messages ready notify server
+-- ARGV: limit grace_seconds
+-- A restarted Redis reloads leases as they were when last written to disk: renewals
+-- of the last moments may be lost with it, so deadlines look older than they are.
+-- After a restart (a new run_id), nothing is reaped for grace_seconds: live workers
+-- renew first. A queue seen for the first time has no leases to protect.
+local t = now()
+local running = string.match(redis.call('INFO', 'server'), 'run_id:(%x+)')
+local known = redis.call('HGET', KEYS[6], 'run_id')
+if known ~= running then
+  redis.call('HSET', KEYS[6], 'run_id', running, 'since', known and t or 0)
+end
+if t - tonumber(redis.call('HGET', KEYS[6], 'since')) < tonumber(ARGV[2]) then return 0 end
+local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', t, 'LIMIT', 0, tonumber(ARGV[1]))
 for _, id in ipairs(ids) do
   redis.call('ZREM', KEYS[1], id)
   redis.call('HDEL', KEYS[2], id)

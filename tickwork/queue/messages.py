@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import enum
 import json
-from dataclasses import dataclass, replace
+import time
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 
@@ -64,10 +65,15 @@ class RunLocation(enum.StrEnum):
 
 @dataclass(frozen=True)
 class Claim:
-    """A run held under a lease by one consumer; ``token`` proves who holds it."""
+    """A run held under a lease by one consumer; ``token`` proves who holds it.
+
+    ``sent_at`` is when (``time.monotonic()``) the claim was asked for: the lease
+    cannot have begun earlier, so the holder can bound it without the queue's clock.
+    """
 
     message: RunMessage
     token: str
+    sent_at: float = field(default_factory=time.monotonic, compare=False)
 
     @property
     def run_id(self) -> str:

@@ -146,6 +146,7 @@ class RedisRunQueue:
         deadline = time.monotonic() + wait_seconds
         while True:
             prefix = f"{consumer}:{uuid.uuid4().hex[:12]}"
+            sent_at = time.monotonic()
             raw = await self._call(
                 self._claim,
                 [k.ready, k.inflight, k.leases, k.messages, k.cancelled, k.done, k.notify],
@@ -153,7 +154,7 @@ class RedisRunQueue:
             )
             if raw:
                 return [
-                    Claim(message=RunMessage.from_json(raw[i]), token=raw[i + 1])
+                    Claim(message=RunMessage.from_json(raw[i]), token=raw[i + 1], sent_at=sent_at)
                     for i in range(0, len(raw), 2)
                 ]
             remaining = deadline - time.monotonic()
@@ -210,7 +211,9 @@ class RedisRunQueue:
     async def reap_expired(self, *, limit: int = _BATCH) -> int:
         k = self.keys
         count = await self._call(
-            self._reap, [k.inflight, k.leases, k.messages, k.ready, k.notify], [limit]
+            self._reap,
+            [k.inflight, k.leases, k.messages, k.ready, k.notify, k.server],
+            [limit, self._settings.reap_grace_seconds],
         )
         return int(count)
 

@@ -38,6 +38,13 @@ class RedisSettings(BaseSettings):
         description="How long an acknowledged run ID is remembered, so re-publishing it is a "
         "no-op.",
     )
+    reap_grace_seconds: float = Field(
+        default=30.0,
+        ge=0,
+        description="After Redis restarts, how long expired leases are left to their workers "
+        "before their runs are redelivered (renewals just before a restart can be lost with "
+        "it); set it to at least the workers' lease.",
+    )
     poll_seconds: float = Field(
         default=1.0, gt=0, description="Longest a waiting consumer blocks before looking again."
     )

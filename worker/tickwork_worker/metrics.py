@@ -62,3 +62,11 @@ class WorkerMetrics:
             " its run ID and redelivered when its lease expires.",
             registry=r,
         )
+        self.leases_lost = Counter(
+            "tickwork_worker_leases_lost_total",
+            "Attempts this worker stopped because it could no longer prove it held the run's"
+            " lease (Redis unreachable until the lease ran out, or the run given to another"
+            " worker after a pause); nothing is written for them and the run is redelivered as"
+            " a new attempt.",
+            registry=r,
+        )

@@ -8,6 +8,11 @@ write the outcome to status, and only then tell the queue (ack, retry or
 bury). A worker that dies anywhere before the last step leaves a lease that
 expires; the run is redelivered, and the status check makes sure a finished
 run is not executed twice.
+
+A worker that can no longer prove it holds the lease (Redis unreachable until
+the lease ran out, or the run taken by another worker after this one was
+paused) cancels the attempt and writes nothing more: the run belongs to
+whoever is redelivered it, as a new attempt.
 """
 
 from __future__ import annotations
@@ -53,6 +58,8 @@ _STATUS_WRITES_IN_FLIGHT = 16
 #: concurrencyPolicy Allow, where manual runs may overlap within the window.
 _QUICK_RUN_SECONDS = 1.0
 _OVERLAP_WINDOW_SECONDS = 0.2
+#: How long a task cancelled for a lost lease gets to end before its slot is reused.
+_STOP_SECONDS = 5.0
 
 
 class RunCancelledError(Exception):
@@ -61,6 +68,38 @@ class RunCancelledError(Exception):
 
 class LeaseLostError(Exception):
     """The lease expired and the run went to another worker: stop, write nothing."""
+
+
+class _Lease:
+    """A claim's lease as far as this worker can prove it holds it.
+
+    Held until ``until`` (``time.monotonic()``): when the claim or the last renewal
+    that Redis confirmed was *sent*, plus the lease, less a margin. Redis set its
+    deadline later than that, so no one else can have claimed the run before. Past
+    it, or once Redis says the token is gone, the lease is lost for good.
+    """
+
+    def __init__(self, sent_at: float, seconds: float) -> None:
+        self.seconds = seconds
+        self.margin = min(2.0, seconds / 5)
+        self.until = sent_at + seconds - self.margin
+        self.lost = asyncio.Event()
+        self.why = ""
+
+    def renewed(self, sent_at: float) -> None:
+        self.until = max(self.until, sent_at + self.seconds - self.margin)
+
+    def lose(self, why: str) -> None:
+        if not self.lost.is_set():
+            self.why = why
+            self.lost.set()
+
+    def check(self) -> None:
+        """Raise LeaseLostError unless the lease is provably still held."""
+        if time.monotonic() >= self.until:
+            self.lose(f"not renewed within its {self.seconds:g}s")
+        if self.lost.is_set():
+            raise LeaseLostError(self.why)
 
 
 def _not_this_job(job: ScheduledJob | None, message: RunMessage) -> str | None:
@@ -178,6 +217,8 @@ class Runner:
         self.running_after_seconds = running_after_seconds
         self.jobs = jobs
         self._writes = asyncio.Semaphore(_STATUS_WRITES_IN_FLIGHT)
+        self._leases: dict[str, _Lease] = {}
+        """The lease of every claim in hand, by token."""
 
     async def _read(self, claim: Claim) -> ScheduledJob | None:
         message = claim.message
@@ -207,7 +248,8 @@ class Runner:
         """Handle one claim to the end. Cancellation (shutdown) hands the run back."""
         message = claim.message
         log = {"run_id": message.run_id, "attempt": message.attempt}
-        heartbeat = asyncio.create_task(self._heartbeat(claim))
+        lease = self._leases[claim.token] = _Lease(claim.sent_at, self.lease_seconds)
+        heartbeat = asyncio.create_task(self._heartbeat(claim, lease))
         try:
             job = await self._read(claim)
             reason = why_skip(job, claim)
@@ -221,8 +263,13 @@ class Runner:
                 await asyncio.shield(self.queue.release(claim))
             logger.info("handed run back on shutdown", extra=log)
             raise
-        except LeaseLostError:
-            logger.warning("lease lost; another worker has the run", extra=log)
+        except LeaseLostError as exc:
+            # Nothing more is written for this attempt: the run is redelivered (or
+            # already was) as a new attempt, and its record is that attempt's to write.
+            self.metrics.leases_lost.inc()
+            why = str(exc) or lease.why or "Redis gave the run to another worker"
+            logger.warning("lease lost (%s): the attempt was stopped, nothing written", why,
+                           extra=log)  # fmt: skip
         except KubeApiError as exc:
             if exc.unavailable:
                 # The API server is unreachable: leave the lease to expire and the run
@@ -246,6 +293,7 @@ class Runner:
             logger.exception("internal error while handling a run", extra=log)
         finally:
             heartbeat.cancel()
+            del self._leases[claim.token]
 
     async def _fresh(self, claim: Claim, job: ScheduledJob) -> ScheduledJob:
         """The job re-read after an attempt; the copy at hand if the API server is away
@@ -265,13 +313,33 @@ class Runner:
         if await self.queue.bury(claim, error=reason):
             self.metrics.dead_lettered.inc()
 
-    async def _heartbeat(self, claim: Claim) -> None:
+    async def _heartbeat(self, claim: Claim, lease: _Lease) -> None:
+        """Renew the lease every third of it; after a failed renewal try again every
+        second. A renewal that has not landed when the lease runs out, or that Redis
+        refuses (the token is gone), loses the lease."""
         interval = self.lease_seconds / 3
+        pause = interval
         while True:
-            await asyncio.sleep(interval)  # the renewal period of the lease
-            with contextlib.suppress(Exception):
-                if not await self.queue.heartbeat(claim, lease_seconds=self.lease_seconds):
-                    return
+            # The renewal period, but never past the moment the lease runs out.
+            await asyncio.sleep(max(0.0, min(pause, lease.until - time.monotonic())))
+            sent_at = time.monotonic()
+            if sent_at >= lease.until:
+                lease.lose(f"Redis did not confirm a renewal within {self.lease_seconds:g}s")
+                return
+            try:
+                held = await asyncio.wait_for(
+                    self.queue.heartbeat(claim, lease_seconds=self.lease_seconds),
+                    timeout=lease.until - sent_at,
+                )
+            except Exception as exc:  # noqa: BLE001 - unreachable or slow Redis: try again
+                logger.debug("lease not renewed yet: %r", exc, extra={"run_id": claim.run_id})
+                pause = min(1.0, interval)
+                continue
+            if not held:
+                lease.lose("Redis gave the run to another worker")
+                return
+            lease.renewed(sent_at)
+            pause = interval
 
     async def _skip(self, claim: Claim, job: ScheduledJob | None, reason: str) -> None:
         self.metrics.skipped.labels(reason=reason).inc()
@@ -337,19 +405,22 @@ class Runner:
             name=message.name, scheduled_at=_scheduled_at(claim, None),
         )  # fmt: skip
         kind = self.kinds[spec.task.kind]
+        lease = self._leases[claim.token]
+        lease.check()  # a run that waited for its Running mark may have lost it meanwhile
         task = asyncio.create_task(kind.execute(spec, context))
         watch = asyncio.create_task(self._watch_for_replacement(claim, job, task))
         soft = spec.timeout_seconds * self.soft_timeout_ratio
         try:
-            done, _ = await asyncio.wait({task}, timeout=soft)
-            if not done:
+            if not await self._under_lease(task, lease, soft):
                 task.cancel()
-                done, _ = await asyncio.wait({task}, timeout=spec.timeout_seconds - soft)
+                ended = await self._under_lease(task, lease, spec.timeout_seconds - soft)
                 error = f"timed out after {spec.timeout_seconds}s" + (
-                    "" if done else " (abandoned: it ignored cancellation)"
+                    "" if ended else " (abandoned: it ignored cancellation)"
                 )
                 return self._failure(claim, job, error, permanent=False)
             return Outcome(state=RunState.SUCCEEDED, result=task.result().summary)
+        except LeaseLostError:
+            raise  # not the task's failure: the attempt belongs to nobody now
         except asyncio.CancelledError:
             if watch.done() and watch.exception() is None and watch.result():
                 return Outcome(state=RunState.CANCELLED, error="cancelled: a newer run replaced "
@@ -368,6 +439,22 @@ class Runner:
             watch.cancel()
             if not task.done():
                 task.cancel()
+
+    @staticmethod
+    async def _under_lease(task: asyncio.Task[Any], lease: _Lease, seconds: float) -> bool:
+        """Wait up to ``seconds`` for ``task``; True once it has ended. If the lease is
+        lost first, cancel the task, give it a moment to end (a command's process group
+        is killed, an HTTP request closed), and raise LeaseLostError."""
+        lost = asyncio.create_task(lease.lost.wait())
+        try:
+            await asyncio.wait({task, lost}, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            lost.cancel()
+        if lease.lost.is_set():
+            task.cancel()
+            await asyncio.wait({task}, timeout=_STOP_SECONDS)
+            raise LeaseLostError(lease.why)
+        return task.done()
 
     async def _watch_for_replacement(
         self, claim: Claim, job: ScheduledJob, task: asyncio.Task[Any]
@@ -514,8 +601,10 @@ class Runner:
         delay = 0.5
         attempt = 0
         give_up = time.monotonic() + _RECORD_PATIENCE_SECONDS
+        lease = self._leases[claim.token]
         while True:
             attempt += 1
+            lease.check()  # status is written only under a lease this worker still holds
             try:
                 async with self._writes:
                     written = await self.kube.apply_job_status(

@@ -120,6 +120,8 @@ and restart every pod on the first upgrade).
       key: {{ include "tickwork.redisPasswordKey" . }}
 - name: TICKWORK_REDIS_QUEUE
   value: {{ .Values.queueName | quote }}
+- name: TICKWORK_REDIS_REAP_GRACE_SECONDS
+  value: {{ .Values.worker.leaseSeconds | quote }}
 - name: PYTHONDONTWRITEBYTECODE
   value: "1"
 {{- end }}
