@@ -166,6 +166,9 @@ class WatchState:
     jobs: dict[JobKey, JobEntry] = field(default_factory=dict)
     dirty: dict[JobKey, None] = field(default_factory=dict)  # ordered set
     triggers: dict[JobKey, str] = field(default_factory=dict)
+    withdrawn: dict[str, None] = field(default_factory=dict)  # ordered set
+    """Queued runs of jobs just suspended or deleted: the leader takes them out of the
+    queue, so that no worker (whatever its copy of the job says) starts them."""
     busy: set[JobKey] = field(default_factory=set)
     """Jobs the leader is acting on right now; the watch must not re-index them."""
     active: dict[JobKey, None] = field(default_factory=dict)  # ordered set
@@ -212,6 +215,8 @@ class WatchState:
             entry.published_run_id = None  # it finished
         self.track_active(entry)
         spec_changed = previous is None or previous.generation != generation
+        if entry.suspended and (previous is None or not previous.suspended):
+            self._withdraw(entry)
         self.jobs[key] = entry
         self._plan(entry, previous, spec_changed=spec_changed, now=now)
         self._track_trigger(entry)
@@ -221,12 +226,24 @@ class WatchState:
     def forget(self, namespace: str, name: str) -> None:
         """The object was deleted: drop it everywhere, so it is never published."""
         key = (namespace, name)
-        self.jobs.pop(key, None)
+        entry = self.jobs.pop(key, None)
+        if entry is not None:
+            self._withdraw(entry)
         self.dirty.pop(key, None)
         self.active.pop(key, None)
         self.triggers.pop(key, None)
         self.index.remove(("run", namespace, name))
         self.index.remove(("ttl", namespace, name))
+
+    def _withdraw(self, entry: JobEntry) -> None:
+        """Mark the job's run for withdrawal if it has not started (a running one is
+        the worker's to finish; its record is written as usual)."""
+        current = entry.observed.current_run
+        if current is not None and current.state in (RunState.RUNNING, RunState.RETRYING):
+            return
+        run_id = entry.active_run_id()
+        if run_id is not None:
+            self.withdrawn[run_id] = None
 
     # -- planning ---------------------------------------------------------------
 

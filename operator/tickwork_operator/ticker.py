@@ -176,6 +176,7 @@ class Ticker:
                 # owed status writes) must not wait on one trigger that keeps failing.
                 self.state.triggers.setdefault(key, token)  # a newer token wins
                 logger.exception("run-now %s/%s failed; it is retried", *key)
+        await self._withdraw()
         if time.monotonic() - self._last_reconcile >= self.reconcile_seconds:
             self._last_reconcile = time.monotonic()
             await self.reconcile()
@@ -187,6 +188,20 @@ class Ticker:
         boundary = (time.time() // self.tick_seconds + 1) * self.tick_seconds
         budget = max(STATUS_BACKLOG_MIN_SECONDS, boundary - time.time() - STATUS_BACKLOG_MARGIN)
         await self._write_dirty(time.monotonic() + budget)
+
+    async def _withdraw(self) -> None:
+        """Take queued runs of suspended or deleted jobs out of the queue (a run
+        already claimed is not touched: its worker sees the suspend or the delete)."""
+        for run_id in list(self.state.withdrawn):
+            try:
+                withdrawn = await self.queue.cancel(run_id)
+            except QueueUnavailableError as exc:
+                self.metrics.api_errors.labels(operation="queue.cancel").inc()
+                logger.warning("withdrawal of %s postponed: %s", run_id, exc)
+                return
+            self.state.withdrawn.pop(run_id, None)
+            if withdrawn:
+                logger.info("withdrew %s: its job was suspended or deleted", run_id)
 
     # -- due runs -----------------------------------------------------------------
 
@@ -250,6 +265,7 @@ class Ticker:
             name=entry.name,
             uid=entry.uid,
             scheduled_at=decision.scheduled_at.isoformat(),
+            generation=entry.generation,
         )
         outcome = await self._enqueue(message)
         if outcome is None:
@@ -368,8 +384,9 @@ class Ticker:
         now = dt.datetime.now(dt.UTC)
         run_id = manual_run_id(entry.uid, token)
         message = RunMessage(
-            run_id=run_id, namespace=entry.namespace, name=entry.name, uid=entry.uid
-        )
+            run_id=run_id, namespace=entry.namespace, name=entry.name, uid=entry.uid,
+            generation=entry.generation,
+        )  # fmt: skip
         outcome = await self._enqueue(message)
         if outcome is None:
             self.state.triggers[entry.key] = token  # try again next tick
@@ -586,6 +603,7 @@ class Ticker:
                 message = RunMessage(
                     run_id=run_id, namespace=entry.namespace, name=entry.name, uid=entry.uid,
                     attempt=attempt, scheduled_at=scheduled.isoformat() if scheduled else None,
+                    generation=entry.generation,
                 )  # fmt: skip
                 if await self.queue.enqueue(message) is EnqueueOutcome.ENQUEUED:
                     republished += 1

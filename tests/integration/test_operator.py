@@ -126,6 +126,30 @@ def test_a_job_deleted_before_its_time_is_never_published(
     assert probe.depth().ready == 1
 
 
+def test_queued_runs_of_a_job_suspended_or_deleted_are_withdrawn(
+    start_operator: Callable[..., TickworkProcess], jobs: Jobs, probe: QueueProbe
+) -> None:
+    """A run published moments before its job is suspended or deleted is taken out of
+    the queue, so no worker starts it, whatever its own copy of the job says."""
+    lead(start_operator())
+    run_at = whole_seconds_from_now(2)
+    runs = {}
+    for name in ("held", "gone"):
+        job = jobs.create(name, {"runAt": rfc3339(run_at), "task": ECHO})
+        runs[name] = scheduled_run_id(job["metadata"]["uid"], run_at)
+    for name, run_id in runs.items():
+        wait_for(lambda run_id=run_id: probe.locate(run_id) is RunLocation.READY, timeout=30,
+                 what="the run queued")  # fmt: skip
+        wait_for(lambda name=name: jobs.status(name).get("phase") == "Queued", timeout=10,
+                 what="Queued")  # fmt: skip
+    jobs.patch("held", {"spec": {"suspend": True}})
+    jobs.delete("gone")
+    for run_id in runs.values():
+        wait_for(lambda run_id=run_id: probe.locate(run_id) is RunLocation.CANCELLED,
+                 timeout=15, what=f"{run_id} withdrawn")  # fmt: skip
+    assert probe.drain() == []  # nothing left for a worker to claim
+
+
 def test_editing_the_schedule_moves_the_pending_run(
     start_operator: Callable[..., TickworkProcess], jobs: Jobs, probe: QueueProbe
 ) -> None:

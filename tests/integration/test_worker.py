@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import json
 import os
 import signal
 import subprocess
@@ -481,3 +482,47 @@ def test_a_worker_that_loses_its_lease_stops_the_attempt_and_writes_nothing(
     finally:
         relay.close()
         endpoint.close()
+
+
+def test_a_run_never_starts_from_a_copy_older_than_the_one_it_was_published_from(
+    start_worker: Start, jobs: Jobs, probe: QueueProbe, cluster: Cluster, tmp_path: Path
+) -> None:
+    """The worker's watch is held back (its connection to the API server stalls) while
+    the job is edited and a run is published from the edited spec, as the operator
+    does. A warm worker must not start the run from its older copy: each run executes
+    the spec it was published from, every time."""
+    from tickwork.core.runs import scheduled_run_id  # noqa: PLC0415
+
+    config = json.loads(cluster.kubeconfig.read_text())
+    server = urllib.parse.urlparse(config["clusters"][0]["cluster"]["server"])
+    relay = PausableProxy((str(server.hostname), int(server.port or 443)))
+    config["clusters"][0]["cluster"]["server"] = f"https://127.0.0.1:{relay.port}"
+    through_relay = tmp_path / "through-relay.kubeconfig"
+    through_relay.write_text(json.dumps(config))
+    job = jobs.create("edited", {"schedule": "@daily", "concurrencyPolicy": "Allow",
+                                 "task": {"echo": {"message": "v1"}}})  # fmt: skip
+    uid = job["metadata"]["uid"]
+    try:
+        worker = start_worker(KUBECONFIG=str(through_relay))
+        wait_for(lambda: worker.metric("tickwork_worker_job_cache_synced") == 1.0,
+                 timeout=30, what="the job cache to be listed")  # fmt: skip
+        results = []
+        for version in range(2, 7):
+            relay.pause()  # the worker's watch (and anything else it asks) stalls here
+            edited = jobs.patch("edited", {"spec": {"task": {"echo": {
+                "message": f"v{version}"}}}})  # fmt: skip
+            scheduled = dt.datetime(2026, 12, 1, 9, tzinfo=dt.UTC) + dt.timedelta(days=version)
+            run_id = scheduled_run_id(uid, scheduled)
+            probe.enqueue(RunMessage(run_id=run_id, namespace=jobs.namespace, name="edited",
+                                     uid=uid, scheduled_at=scheduled.isoformat(),
+                                     generation=edited["metadata"]["generation"]))  # fmt: skip
+            wait_for(lambda run_id=run_id: probe.locate(run_id) is RunLocation.IN_FLIGHT,
+                     timeout=30, what="the worker to claim the run")  # fmt: skip
+            relay.resume()
+            wait_for(lambda run_id=run_id: (jobs.status("edited").get("lastRun") or {}).get(
+                "id") == run_id, timeout=30, what=f"run {run_id}")  # fmt: skip
+            results.append(jobs.status("edited")["lastRun"]["result"])
+        assert results == [f"Executed: v{version}" for version in range(2, 7)]
+        assert (worker.metric("tickwork_worker_job_reads_total", 'source="api"') or 0) >= 5
+    finally:
+        relay.close()

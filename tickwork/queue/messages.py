@@ -27,6 +27,9 @@ class RunMessage:
     enqueued_at: float | None = None  # set by the queue, seconds since the epoch
     redeliveries: int = 0  # how often a lease expired on this run
     requeued: bool = False  # taken out of the dead-letter queue by hand: run it again
+    generation: int | None = None
+    """The job's metadata.generation when the operator published the run: a worker
+    never starts it from a copy of the job older than that."""
 
     def to_json(self) -> str:
         return json.dumps(

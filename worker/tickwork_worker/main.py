@@ -10,7 +10,7 @@ import signal
 import sys
 import time
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
 import httpx
 
@@ -81,15 +81,7 @@ async def run_worker(
                 return f"the claim loop is stuck ({stuck:.0f}s)"
             return None
 
-        async def readiness() -> str | None:
-            try:
-                await queue.depth()
-                await kube.request("GET", "/version")
-            except QueueUnavailableError as exc:
-                return str(exc)
-            except KubeApiError as exc:
-                return f"the API server does not answer: {exc}"
-            return None
+        readiness = _readiness(queue, kube, jobs)
 
         http = await start_http(
             host=settings.http_host, port=settings.http_port, registry=metrics.registry,
@@ -109,6 +101,26 @@ async def run_worker(
             await queue.close()
             await kube.close()
             logger.info("tickwork-worker stopped")
+
+
+def _readiness(
+    queue: RunQueue, kube: KubeClient, jobs: JobCache | None
+) -> Callable[[], Awaitable[str | None]]:
+    async def readiness() -> str | None:
+        if jobs is not None and not jobs.synced:
+            # Runs still start (from the API server), but a worker whose copy
+            # cannot vouch for anything is not one to count on yet.
+            return "the job cache is not synced (listing the ScheduledJobs again)"
+        try:
+            await queue.depth()
+            await kube.request("GET", "/version")
+        except QueueUnavailableError as exc:
+            return str(exc)
+        except KubeApiError as exc:
+            return f"the API server does not answer: {exc}"
+        return None
+
+    return readiness
 
 
 def _job_cache(

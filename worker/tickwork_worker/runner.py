@@ -226,7 +226,8 @@ class Runner:
         # A redelivered or requeued run is checked against the API server itself: it
         # may have finished moments ago, and only the truth may decide to run it again.
         if self.jobs is not None and message.attempt == 1 and not message.requeued:
-            body = self.jobs.get(message.namespace, message.name, message.uid)
+            body = self.jobs.get(message.namespace, message.name, message.uid,
+                                 message.generation)  # fmt: skip
         if body is not None:
             self.metrics.job_reads.labels(source="cache").inc()
         else:
@@ -630,7 +631,7 @@ class Runner:
                 delay = min(delay * 2, 8.0)
             else:
                 if self.jobs is not None:
-                    self.jobs.observe(written)  # the next run of the job builds on this write
+                    self.jobs.observe(written)  # taken in if provably newer (its generation)
                 return True
 
 
