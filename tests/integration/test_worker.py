@@ -526,3 +526,49 @@ def test_a_run_never_starts_from_a_copy_older_than_the_one_it_was_published_from
         assert (worker.metric("tickwork_worker_job_reads_total", 'source="api"') or 0) >= 5
     finally:
         relay.close()
+
+
+def test_runs_of_one_job_ending_together_keep_every_record(
+    start_worker: Start, jobs: Jobs, probe: QueueProbe
+) -> None:
+    """Two runs of an Allow job (and a manual one next to them) execute at once and
+    end in the same moment, three times over: every record stays in the history and
+    no run clears the other's current run (each write builds on what is there)."""
+    from tickwork.core.runs import manual_run_id, scheduled_run_id  # noqa: PLC0415
+
+    endpoint = HoldingServer()
+    job = jobs.create("overlapping", {
+        "schedule": "@daily", "concurrencyPolicy": "Allow",
+        "history": {"successfulRuns": 20},
+        "task": {"http": {"url": endpoint.url, "method": "POST"}},
+    })  # fmt: skip
+    uid = job["metadata"]["uid"]
+    start_worker(TICKWORK_WORKER_RUNNING_AFTER_SECONDS="0")
+    expected: list[str] = []
+    try:
+        for round_ in range(3):
+            endpoint.released.clear()
+            base = dt.datetime(2026, 12, 1, 9, tzinfo=dt.UTC) + dt.timedelta(days=2 * round_)
+            ids = [scheduled_run_id(uid, base), scheduled_run_id(uid, base + dt.timedelta(days=1)),
+                   manual_run_id(uid, f"by-hand-{round_}")]  # fmt: skip
+            for run_id in ids:
+                scheduled = None if "by-hand" in run_id else run_id.split(".")[1]
+                probe.enqueue(RunMessage(
+                    run_id=run_id, namespace=jobs.namespace, name="overlapping", uid=uid,
+                    scheduled_at=dt.datetime.strptime(scheduled, "%Y%m%dT%H%M%SZ").replace(
+                        tzinfo=dt.UTC).isoformat() if scheduled else None,
+                ))  # fmt: skip
+            arrived = 3 * (round_ + 1)
+            wait_for(lambda arrived=arrived: endpoint.saw(("start", arrived)), timeout=30,
+                     what="all three requests held at once")  # fmt: skip
+            wait_for(lambda ids=ids: (jobs.status("overlapping").get("currentRun") or {}).get(
+                "id") in ids, timeout=10, what="a current run")  # fmt: skip
+            endpoint.released.set()  # all three end together
+            expected += ids
+            wait_for(lambda ids=ids: all(probe.locate(r) is RunLocation.DONE for r in ids),
+                     timeout=30, what="the three runs acknowledged")  # fmt: skip
+            history = {r["id"] for r in jobs.status("overlapping").get("runs", [])}
+            assert set(expected) <= history, sorted(set(expected) - history)
+            assert "currentRun" not in jobs.status("overlapping")
+    finally:
+        endpoint.close()

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from tickwork.api.models import RunRecord, ScheduledJobStatus
-from tickwork.core.states import JobPhase, RunState
+from tickwork.core.states import ACTIVE_STATES, JobPhase, RunState
 from tickwork.core.text import cap_optional
 
 OPERATOR_MANAGER = "tickwork-operator"
@@ -243,7 +243,8 @@ def finished_body(
     successful_history: int,
     failed_history: int,
 ) -> dict[str, Any]:
-    """The worker's apply when a run ended: no ``currentRun`` (so it is removed)."""
+    """The worker's apply when a run ended: no ``currentRun`` of this run (so it is
+    removed), but another run's current one is sent again (runs of a job may overlap)."""
     record = replace_record_texts(record)
     runs = keep_history(
         list(observed.runs), record, successful=successful_history, failed=failed_history
@@ -253,6 +254,15 @@ def finished_body(
         "lastRun": record.to_wire(),
         "runs": [r.to_wire() for r in runs],
     }
+    other = observed.current_run
+    if other is not None and other.id != record.id and other.state in ACTIVE_STATES:
+        body["currentRun"] = {
+            "id": other.id, "scheduledAt": timestamp(other.scheduled_at),
+            "state": other.state.value, "attempt": other.attempt,
+            "queuedAt": timestamp(other.queued_at), "startedAt": timestamp(other.started_at),
+            "worker": other.worker, "manual": other.manual,
+        }  # fmt: skip
+        body["currentRun"] = {k: v for k, v in body["currentRun"].items() if v is not None}
     last_success = observed.last_successful_time
     if record.outcome is RunState.SUCCEEDED:
         last_success = record.finished_at or last_success

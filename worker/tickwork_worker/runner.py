@@ -58,6 +58,9 @@ _STATUS_WRITES_IN_FLIGHT = 16
 #: concurrencyPolicy Allow, where manual runs may overlap within the window.
 _QUICK_RUN_SECONDS = 1.0
 _OVERLAP_WINDOW_SECONDS = 0.2
+#: Conditional status writes overtaken by another writer, built anew each time,
+#: before the write is given up (it takes a burst of writes to one job).
+_OVERTAKEN_ATTEMPTS = 20
 #: How long a task cancelled for a lost lease gets to end before its slot is reused.
 _STOP_SECONDS = 5.0
 
@@ -296,6 +299,24 @@ class Runner:
             heartbeat.cancel()
             del self._leases[claim.token]
 
+    async def _reread(self, claim: Claim) -> ScheduledJob | None:
+        """The job from the API server itself; None if it is gone or another object."""
+        message = claim.message
+        try:
+            body = await self.kube.get_job(message.namespace, message.name)
+        except KubeApiError as exc:
+            if exc.not_found:
+                return None
+            raise
+        if self.jobs is not None:
+            self.jobs.observe(body)
+        if (body.get("metadata") or {}).get("uid") != message.uid:
+            return None
+        try:
+            return ScheduledJob.model_validate(body)
+        except ValidationError:
+            return None
+
     async def _fresh(self, claim: Claim, job: ScheduledJob) -> ScheduledJob:
         """The job re-read after an attempt; the copy at hand if the API server is away
         or refuses: an attempt that ran must be recorded, not redelivered and run again."""
@@ -371,8 +392,12 @@ class Runner:
             )
             await self._conclude(claim, job, outcome, started_at=started_at)
             return
-        body = running_body(job.status, self._run_info(claim, started_at), state=RunState.RUNNING)
-        marker = _RunningMarker(lambda: self._write(claim, body), self.running_after_seconds)
+        info = self._run_info(claim, started_at)
+        marker = _RunningMarker(
+            lambda: self._write(claim, job, lambda j: running_body(j.status, info,
+                                                                 state=RunState.RUNNING)),
+            self.running_after_seconds,
+        )  # fmt: skip
         await marker.start()
         self.metrics.in_flight.inc()
         begun = time.perf_counter()
@@ -503,7 +528,8 @@ class Runner:
             assert outcome.next_attempt is not None  # noqa: S101
             fresh = await self._fresh(claim, job)
             info = self._run_info(claim, started_at)
-            await self._write(claim, running_body(fresh.status, info, state=RunState.RETRYING))
+            retrying = RunState.RETRYING
+            await self._write(claim, fresh, lambda j: running_body(j.status, info, state=retrying))
             self.metrics.retries.inc()
             await self.events.post(
                 ref, type_=NORMAL, reason="RunRetrying",
@@ -570,26 +596,46 @@ class Runner:
             result=outcome.result,
             error=outcome.error,
         )
-        phase = job_phase(
-            suspended=fresh.spec.suspend,
-            valid=True,
-            one_shot=fresh.spec.one_shot,
-            current_run=None,
-            last_outcome=outcome.state,
-        )
-        if outcome.state is RunState.SKIPPED and phase is JobPhase.CANCELLED:
-            phase = JobPhase.SUSPENDED
-        body = finished_body(
-            fresh.status,
-            record,
-            phase=phase,
-            successful_history=fresh.spec.history.successful_runs,
-            failed_history=fresh.spec.history.failed_runs,
-        )
-        return await self._write(claim, body, record=True)
 
-    async def _write(self, claim: Claim, body: dict[str, Any], *, record: bool = False) -> bool:
-        """Apply the worker's share of status; False if the API server refused it.
+        def build(current: ScheduledJob) -> dict[str, Any]:
+            other = current.status.current_run
+            if other is not None and other.id == claim.run_id:
+                other = None  # this run's own mark: removed with the record
+            phase = job_phase(
+                suspended=current.spec.suspend,
+                valid=True,
+                one_shot=current.spec.one_shot,
+                current_run=other.state if other is not None else None,
+                last_outcome=outcome.state,
+            )
+            if outcome.state is RunState.SKIPPED and phase is JobPhase.CANCELLED:
+                phase = JobPhase.SUSPENDED
+            return finished_body(
+                current.status,
+                record,
+                phase=phase,
+                successful_history=current.spec.history.successful_runs,
+                failed_history=current.spec.history.failed_runs,
+            )
+
+        return await self._write(claim, fresh, build, record=True)
+
+    async def _write(
+        self,
+        claim: Claim,
+        job: ScheduledJob,
+        build: Callable[[ScheduledJob], dict[str, Any]],
+        *,
+        record: bool = False,
+    ) -> bool:
+        """Apply the worker's share of status, built on ``job``; False if the API
+        server refused it.
+
+        The share includes the whole history, so the apply is conditional on the
+        resourceVersion it was built on: if another writer got in first (another run
+        of the job finished, the operator reported), the job is read again from the
+        API server and the share built anew. Runs of one job that end together
+        therefore never drop each other's records or clear each other's current run.
 
         While the API server is away, a progress mark (Running, Retrying) is given
         up after a few tries. The run's record is not: acknowledging a run whose
@@ -603,18 +649,20 @@ class Runner:
         attempt = 0
         give_up = time.monotonic() + _RECORD_PATIENCE_SECONDS
         lease = self._leases[claim.token]
+        overtaken = 0
+        current: ScheduledJob | None = job
         while True:
             attempt += 1
             lease.check()  # status is written only under a lease this worker still holds
             try:
-                async with self._writes:
-                    written = await self.kube.apply_job_status(
-                        message.namespace, message.name, message.uid, body,
-                        field_manager=WORKER_MANAGER,
-                    )  # fmt: skip
+                written = await self._apply_on(claim, current, build)
             except KubeApiError as exc:
-                if exc.not_found or exc.conflict:
-                    return True  # gone or replaced meanwhile: nothing left to report to
+                if exc.not_found:
+                    return True  # gone meanwhile: nothing left to report to
+                if exc.conflict and overtaken < _OVERTAKEN_ATTEMPTS:
+                    overtaken += 1  # another writer first (or the job was replaced)
+                    current = None
+                    continue
                 tired = attempt == _STATUS_ATTEMPTS if not record else time.monotonic() > give_up
                 if not exc.unavailable or tired:
                     logger.error(  # noqa: TRY400 - the API error says it all; no traceback
@@ -630,9 +678,29 @@ class Runner:
                 await asyncio.sleep(delay)  # backoff while the API server is unavailable
                 delay = min(delay * 2, 8.0)
             else:
-                if self.jobs is not None:
-                    self.jobs.observe(written)  # taken in if provably newer (its generation)
-                return True
+                if written is not None and self.jobs is not None:
+                    self.jobs.observe(written)  # unless the watch brought it already
+                return True  # written, or the job is gone or replaced: nothing to report to
+
+    async def _apply_on(
+        self,
+        claim: Claim,
+        current: ScheduledJob | None,
+        build: Callable[[ScheduledJob], dict[str, Any]],
+    ) -> dict[str, Any] | None:
+        """One apply built on ``current`` (read from the API server first if None) and
+        conditional on its resourceVersion; None if the job is gone or replaced."""
+        if current is None:
+            current = await self._reread(claim)
+            if current is None:
+                return None
+        message = claim.message
+        async with self._writes:
+            return await self.kube.apply_job_status(
+                message.namespace, message.name, message.uid, build(current),
+                field_manager=WORKER_MANAGER,
+                resource_version=current.metadata.get("resourceVersion"),
+            )  # fmt: skip
 
 
 def _scheduled_at(claim: Claim, default: dt.datetime | None) -> Any:
