@@ -1,14 +1,19 @@
 """The worker's copy of the jobs takes changes in the order the API server made them,
-comparing resourceVersions only for equality: a copy read or written meanwhile wins
-until the watch reaches it, a deleted job stays deleted, a copy older than the run's
-generation vouches for nothing, and a watch task that fails stops vouching."""
+comparing resourceVersions only for equality: an answer sent before the watch brought
+a change is dropped, the worker's own write wins until the watch reaches it, a deleted
+job stays deleted, a copy older than the run's generation vouches for nothing, and a
+watch task that fails stops vouching. A property test drives random interleavings of
+changes, watch deliveries, late answers and lists."""
 
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass, field
 from typing import Any, cast
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tickwork.kube.cache import JobCache
 from tickwork.kube.client import KubeClient
@@ -27,8 +32,7 @@ def job(version: str, message: str, *, generation: int = 1, uid: str = UID) -> d
 
 def listed(*objects: dict[str, Any]) -> JobCache:
     cache = JobCache(cast("KubeClient", None))
-    for obj in objects:
-        cache._store(obj, seen=(obj["metadata"]["resourceVersion"],))
+    cache._relist(None, list(objects))
     cache._live.add(None)  # listed, watch running
     return cache
 
@@ -38,17 +42,19 @@ def message(cache: JobCache, generation: int | None = None, uid: str = UID) -> s
     return None if body is None else str(body["spec"]["task"]["echo"]["message"])
 
 
-def test_a_copy_the_watch_brought_already_never_replaces_a_newer_one() -> None:
+def test_an_answer_sent_before_the_watch_brought_a_change_may_be_older_and_is_dropped() -> None:
     # Opaque versions: only the watch's order says which came first.
     cache = listed(job("rv-b", "first"))
+    since = cache.mark()
     cache._watched(job("rv-a", "second"))
-    cache.observe(job("rv-b", "first"))  # a read answered late, with the first version
+    cache.observe(job("rv-b", "first"), since=since)  # a read answered late
     assert message(cache) == "second"
 
 
 def test_the_workers_own_write_wins_until_the_watch_reaches_it() -> None:
     cache = listed(job("17", "listed"))
-    cache.observe(job("19", "own write"))  # not brought by the watch yet: newer
+    since = cache.mark()
+    cache.observe(job("19", "own write"), since=since)  # nothing watched since: newer
     cache._watched(job("18", "someone else's earlier write"))
     assert message(cache) == "own write"
     cache._watched(job("19", "own write"))
@@ -57,13 +63,22 @@ def test_the_workers_own_write_wins_until_the_watch_reaches_it() -> None:
     assert "managedFields" not in cast("dict[str, Any]", cache.get(NS, NAME, UID))["metadata"]
 
 
+def test_a_read_sent_before_a_list_is_dropped() -> None:
+    cache = listed(job("5", "old"))
+    since = cache.mark()
+    cache._relist(None, [job("9", "listed later")])
+    cache.observe(job("7", "read before the list"), since=since)
+    assert message(cache) == "listed later"
+
+
 def test_a_deleted_job_is_not_put_back_by_a_read_that_raced_the_delete() -> None:
     cache = listed(job("5", "alive"))
+    since = cache.mark()
     cache._deleted(job("6", "alive"))
-    cache.observe(job("5", "alive"))
+    cache.observe(job("5", "alive"), since=since)
     assert message(cache) is None
     assert len(cache) == 0
-    cache.observe(job("7", "recreated", uid="uid-2"))  # a new object under the name
+    cache.observe(job("7", "recreated", uid="uid-2"), since=cache.mark())  # a new object
     assert message(cache, uid="uid-2") == "recreated"
 
 
@@ -95,3 +110,84 @@ async def test_a_failing_watch_task_stops_vouching_and_is_restarted() -> None:
     with pytest.raises(asyncio.CancelledError):
         await task
     assert not vouching(cache)
+
+
+# -- random interleavings ---------------------------------------------------------
+
+
+@dataclass
+class World:
+    """The job's true history at the API server, and what is on its way to the cache."""
+
+    history: list[dict[str, Any] | None] = field(default_factory=list)
+    """Every state in order; None where the object was deleted."""
+    uids: int = 0
+    pending: list[int] = field(default_factory=list)
+    """Indexes of history the watch has yet to deliver, in order."""
+    reads: list[tuple[int, int]] = field(default_factory=list)
+    """Requests in flight: (cache.mark() when sent, history index when sent)."""
+    floor: int = -1
+    """The newest history index the list or the watch brought."""
+
+    def commit(self, state: dict[str, Any] | None) -> None:
+        self.history.append(state)
+        self.pending.append(len(self.history) - 1)
+
+    def current(self) -> dict[str, Any] | None:
+        return self.history[-1] if self.history else None
+
+
+OPERATIONS = ["create", "edit", "status", "delete", "deliver", "deliver", "send", "answer",
+              "list"]  # fmt: skip
+
+
+def step(world: World, cache: JobCache, operation: str, data: st.DataObject) -> None:
+    now = world.current()
+    version = str(len(world.history) + 100)
+    if operation == "create" and now is None:
+        world.uids += 1
+        world.commit(job(version, "created", uid=f"uid-{world.uids}"))
+    elif operation in ("edit", "status") and now is not None:
+        generation = now["metadata"]["generation"] + (operation == "edit")
+        world.commit(job(version, operation, generation=generation, uid=now["metadata"]["uid"]))
+    elif operation == "delete" and now is not None:
+        world.commit(None)
+    elif operation == "deliver" and world.pending:
+        index = world.pending.pop(0)
+        state = world.history[index]
+        if state is None:
+            cache._deleted(cast("dict[str, Any]", world.history[index - 1]))
+        else:
+            cache._watched(state)
+        world.floor = index
+    elif operation == "send":
+        world.reads.append((cache.mark(), len(world.history) - 1))
+    elif operation == "answer" and world.reads and world.history:
+        since, sent_at = world.reads.pop(data.draw(st.integers(0, len(world.reads) - 1)))
+        # The answer shows the job at some moment between sending and now.
+        state = world.history[data.draw(st.integers(max(sent_at, 0), len(world.history) - 1))]
+        if state is not None:  # else the answer was 404
+            cache.observe(state, since=since)
+    elif operation == "list":
+        cache._relist(None, [now] if now is not None else [])
+        world.pending.clear()  # the watch starts again from the list
+        world.floor = len(world.history) - 1
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(OPERATIONS), min_size=1, max_size=60), st.data())
+def test_the_copy_never_goes_back_in_time(operations: list[str], data: st.DataObject) -> None:
+    world = World()
+    cache = listed()
+    shown = -1  # the history index of the copy last shown
+    for operation in operations:
+        step(world, cache, operation, data)
+        copy = cache._jobs.get((NS, NAME))
+        if copy is None:  # only ever because the watch or a list said it is gone
+            assert world.floor < 0 or world.history[world.floor] is None
+            continue
+        index = int(copy.resource_version) - 100
+        assert index >= shown, "the copy went back in time"
+        assert index >= world.floor, "the copy is older than what the watch brought"
+        assert world.history[index] is not None, "a deleted job came back"
+        shown = index

@@ -14,15 +14,18 @@ copy cannot vouch for the job:
 * when the copy is older than the job the operator saw when it published the run
   (its ``metadata.generation``, which only grows, is in the run's message).
 
-resourceVersions are compared only for equality, as the API conventions require.
-The watch brings every change of a job in order, so a copy read from the API
-server or answered to the worker's own status write is newer than the cached
-one exactly when the watch has not brought its resourceVersion yet (the last
-few it brought are remembered): it is taken in, and the watch's older events
-of that job are skipped until it reaches that resourceVersion. The worker's next
-run of the job therefore builds on its own last write. Objects are kept as
-compact JSON without ``managedFields`` (1 to 2 KB a job) and parsed when a run
-asks for one.
+resourceVersions are compared only for equality, as the API conventions require;
+order comes from the watch, which brings every change of a job in order. A copy
+read from the API server, or answered to the worker's own status write, shows
+the job at some moment after the request was sent. If neither the watch (for
+that job) nor a list brought anything since the request was sent, the cached
+copy is from before it, so the answer is as new or newer: it is taken in, and
+the watch's events of the job are skipped until they reach its resourceVersion.
+Otherwise the answer may be older than the copy and is dropped (the watch brings
+it in order). The caller notes :meth:`JobCache.mark` before sending. The
+worker's next run of a job therefore builds on its own last write. Objects are
+kept as compact JSON without ``managedFields`` (1 to 2 KB a job) and parsed when
+a run asks for one.
 """
 
 from __future__ import annotations
@@ -51,9 +54,6 @@ IDLE_SECONDS = 150.0
 #: How long a deleted job's uid is remembered (a read that raced the delete is
 #: answered long before).
 TOMBSTONE_SECONDS = 600.0
-#: resourceVersions of a job's last watch events remembered (a read or write
-#: answered moments ago is among them if the watch brought it already).
-SEEN_VERSIONS = 8
 _RETRY_SECONDS = (0.5, 1.0, 2.0, 5.0)
 _GONE = 410
 
@@ -68,8 +68,8 @@ class _Cached:
     resource_version: str
     generation: int
     body: bytes
-    seen: tuple[str, ...] = ()
-    """The resourceVersions of the job that the list and the watch brought last."""
+    delivered: int = 0
+    """:meth:`JobCache.mark` when the list or the watch last brought the job."""
     awaiting: str | None = None
     """A copy read or written meanwhile that the watch has not brought yet: its
     resourceVersion. The watch's events of the job before it are older: skipped."""
@@ -92,6 +92,15 @@ class JobCache:
         self._live: set[str | None] = set()
         self._tombstones: dict[str, float] = {}
         """uids of deleted jobs -> when the delete was seen (monotonic)."""
+        self._sequence = 0
+        """Counts what the list and the watch brought (see :meth:`mark`)."""
+        self._listed = 0
+        """:meth:`mark` when a list last completed."""
+
+    def mark(self) -> int:
+        """Note this before asking the API server for a job or writing one; pass it to
+        :meth:`observe` with the answer."""
+        return self._sequence
 
     @property
     def synced(self) -> bool:
@@ -114,33 +123,34 @@ class JobCache:
         body: dict[str, Any] = json.loads(cached.body)
         return body
 
-    def observe(self, obj: dict[str, Any]) -> None:
-        """Take in a copy read from the API server or answered to a write unless the
-        watch brought it already (then the cached copy is as new or newer) or the job
-        was deleted."""
+    def observe(self, obj: dict[str, Any], *, since: int) -> None:
+        """Take in a copy read from the API server or answered to a write, sent when
+        :meth:`mark` was ``since``, if it is provably as new as the cached one: nothing
+        was listed, and nothing of the job watched, since; and it was not deleted."""
         key, uid, version, _ = _identity(obj)
-        if not version or uid in self._tombstones:
+        if not version or uid in self._tombstones or self._listed > since:
             return
         cached = self._jobs.get(key)
-        if cached is None or cached.uid != uid:
-            self._store(obj, awaiting=version)
-        elif version not in cached.seen and version != cached.awaiting:
-            self._store(obj, seen=cached.seen, awaiting=version)
+        if cached is None:
+            self._store(obj, delivered=since, awaiting=version)
+        elif cached.delivered <= since and version != cached.resource_version:
+            self._store(obj, delivered=cached.delivered, awaiting=version)
 
     def _watched(self, obj: dict[str, Any]) -> None:
         """Apply an ADDED or MODIFIED event (events of one watch arrive in order)."""
-        key, uid, version, _ = _identity(obj)
+        key, _, version, _ = _identity(obj)
+        self._sequence += 1
         cached = self._jobs.get(key)
-        same = cached is not None and cached.uid == uid
-        seen = ((cached.seen if same and cached else ()) + (version,))[-SEEN_VERSIONS:]
-        if same and cached and cached.awaiting not in (None, version):
-            # Older than the copy read or written meanwhile: note it, keep the copy.
-            self._jobs[key] = dataclasses.replace(cached, seen=seen)
+        if cached is not None and cached.awaiting not in (None, version):
+            # Older than the copy read or written meanwhile (of this object or, for
+            # another uid, of the one that replaced it): keep the copy.
+            self._jobs[key] = dataclasses.replace(cached, delivered=self._sequence)
             return
-        self._store(obj, seen=seen)
+        self._store(obj, delivered=self._sequence)
 
     def _deleted(self, obj: dict[str, Any]) -> None:
         key, uid, _, _ = _identity(obj)
+        self._sequence += 1
         now = time.monotonic()
         self._tombstones[uid] = now
         for old in [u for u, seen in self._tombstones.items() if now - seen > TOMBSTONE_SECONDS]:
@@ -148,10 +158,10 @@ class JobCache:
         cached = self._jobs.get(key)
         if cached is not None and cached.uid == uid:
             del self._jobs[key]
+        elif cached is not None:
+            self._jobs[key] = dataclasses.replace(cached, delivered=self._sequence)
 
-    def _store(
-        self, obj: dict[str, Any], *, seen: tuple[str, ...] = (), awaiting: str | None = None
-    ) -> None:
+    def _store(self, obj: dict[str, Any], *, delivered: int, awaiting: str | None = None) -> None:
         metadata = dict(obj.get("metadata") or {})
         metadata.pop("managedFields", None)
         key, uid, version, generation = _identity(obj)
@@ -162,7 +172,7 @@ class JobCache:
             resource_version=version,
             generation=generation,
             body=json.dumps(compact, separators=(",", ":")).encode(),
-            seen=seen,
+            delivered=delivered,
             awaiting=awaiting,
         )
 
@@ -202,21 +212,28 @@ class JobCache:
 
     async def _list(self, scope: str | None) -> str:
         """Replace the scope's objects with a fresh list; its resourceVersion."""
-        seen: set[tuple[str, str]] = set()
+        items: list[dict[str, Any]] = []
         params = {"limit": str(LIST_PAGE)}
         while True:
             page = await self._kube.request("GET", KubeClient.jobs_path(scope), params=params)
-            for item in page.get("items", []):
-                # A consistent snapshot: the watch goes on from it.
-                self._store(item, seen=(_identity(item)[2],))
-                seen.add(_identity(item)[0])
+            items += page.get("items", [])
             listed = page.get("metadata") or {}
             if not listed.get("continue"):
                 break
             params = {"limit": str(LIST_PAGE), "continue": listed["continue"]}
+        self._relist(scope, items)
+        return str(listed.get("resourceVersion") or "")
+
+    def _relist(self, scope: str | None, items: list[dict[str, Any]]) -> None:
+        """Take a consistent snapshot of the scope: the watch goes on from it."""
+        self._sequence += 1
+        seen = set()
+        for item in items:
+            self._store(item, delivered=self._sequence)
+            seen.add(_identity(item)[0])
         for key in [k for k in self._jobs if (scope is None or k[0] == scope) and k not in seen]:
             del self._jobs[key]  # deleted while nobody watched
-        return str(listed.get("resourceVersion") or "")
+        self._listed = self._sequence
 
     async def _watch(self, scope: str | None, version: str) -> str:
         """Apply the watch's events from ``version`` on; the version to resume from."""

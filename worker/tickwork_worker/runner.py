@@ -235,6 +235,7 @@ class Runner:
             self.metrics.job_reads.labels(source="cache").inc()
         else:
             self.metrics.job_reads.labels(source="api").inc()
+            since = self.jobs.mark() if self.jobs is not None else 0
             try:
                 body = await self.kube.get_job(message.namespace, message.name)
             except KubeApiError as exc:
@@ -242,7 +243,7 @@ class Runner:
                     return None
                 raise
             if self.jobs is not None:
-                self.jobs.observe(body)
+                self.jobs.observe(body, since=since)
         try:
             return ScheduledJob.model_validate(body)
         except ValidationError:
@@ -302,6 +303,7 @@ class Runner:
     async def _reread(self, claim: Claim) -> ScheduledJob | None:
         """The job from the API server itself; None if it is gone or another object."""
         message = claim.message
+        since = self.jobs.mark() if self.jobs is not None else 0
         try:
             body = await self.kube.get_job(message.namespace, message.name)
         except KubeApiError as exc:
@@ -309,7 +311,7 @@ class Runner:
                 return None
             raise
         if self.jobs is not None:
-            self.jobs.observe(body)
+            self.jobs.observe(body, since=since)
         if (body.get("metadata") or {}).get("uid") != message.uid:
             return None
         try:
@@ -655,7 +657,7 @@ class Runner:
             attempt += 1
             lease.check()  # status is written only under a lease this worker still holds
             try:
-                written = await self._apply_on(claim, current, build)
+                await self._apply_on(claim, current, build)
             except KubeApiError as exc:
                 if exc.not_found:
                     return True  # gone meanwhile: nothing left to report to
@@ -678,8 +680,6 @@ class Runner:
                 await asyncio.sleep(delay)  # backoff while the API server is unavailable
                 delay = min(delay * 2, 8.0)
             else:
-                if written is not None and self.jobs is not None:
-                    self.jobs.observe(written)  # unless the watch brought it already
                 return True  # written, or the job is gone or replaced: nothing to report to
 
     async def _apply_on(
@@ -696,11 +696,15 @@ class Runner:
                 return None
         message = claim.message
         async with self._writes:
-            return await self.kube.apply_job_status(
+            since = self.jobs.mark() if self.jobs is not None else 0
+            written = await self.kube.apply_job_status(
                 message.namespace, message.name, message.uid, build(current),
                 field_manager=WORKER_MANAGER,
                 resource_version=current.metadata.get("resourceVersion"),
             )  # fmt: skip
+        if self.jobs is not None:
+            self.jobs.observe(written, since=since)  # the next run of the job builds on it
+        return written
 
 
 def _scheduled_at(claim: Claim, default: dt.datetime | None) -> Any:
