@@ -156,6 +156,12 @@ def publish(jobs: Jobs, probe: QueueProbe, name: str, spec: dict[str, Any]) -> t
     return uid, run_id
 
 
+def finished(jobs: Jobs, name: str, timeout: float = 60) -> dict[str, object]:
+    """The job's status once its last run has ended."""
+    wait_for(lambda: last_outcome(jobs, name) is not None, timeout=timeout, what=f"{name} to end")
+    return jobs.status(name)
+
+
 def last_outcome(jobs: Jobs, name: str) -> str | None:
     outcome: str | None = (jobs.status(name).get("lastRun") or {}).get("outcome")
     return outcome
@@ -175,7 +181,7 @@ class Endpoint(BaseHTTPRequestHandler):
         status, delay = self.server.script.pop(0) if self.server.script else (200, 0.0)
         if delay:
             time.sleep(delay)  # a slow endpoint, on the server's own thread
-        payload = f"status {status}".encode()
+        payload = self.server.body or f"status {status}".encode()
         self.send_response(status)
         self.send_header("Content-Length", str(len(payload)))
         self.end_headers()
@@ -192,6 +198,8 @@ class ScriptedServer(ThreadingHTTPServer):
         super().__init__(("127.0.0.1", 0), Endpoint)
         self.requests: list[dict[str, object]] = []
         self.script: list[tuple[int, float]] = []
+        self.body: bytes | None = None
+        """Answer with this instead of ``status <code>``."""
 
     @property
     def url(self) -> str:

@@ -6,27 +6,21 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
-import json
 import os
-import signal
 import subprocess
-import urllib.parse
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from kubernetes import client as k8s
 
 from tests.support import (
-    HoldingServer,
     Jobs,
-    PausableProxy,
     QueueProbe,
     ScriptedServer,
+    finished,
     last_outcome,
     publish,
     rfc3339,
-    service_account_kubeconfig,
     whole_seconds_from_now,
 )
 from tickwork.devcluster.cluster import Cluster
@@ -37,11 +31,6 @@ from tickwork.queue.messages import RunLocation, RunMessage
 
 pytestmark = pytest.mark.timeout(180)
 Start = Callable[..., TickworkProcess]
-
-
-def finished(jobs: Jobs, name: str, timeout: float = 60) -> dict[str, object]:
-    wait_for(lambda: last_outcome(jobs, name) is not None, timeout=timeout, what=f"{name} to end")
-    return jobs.status(name)
 
 
 def test_an_echo_run_succeeds_and_status_tells_the_story(
@@ -111,67 +100,6 @@ def test_server_errors_are_retried_with_backoff_then_dead_lettered(
     assert "RunFailed" in reasons
     assert worker.metric("tickwork_run_retries_total") == 2.0
     assert worker.metric("tickwork_runs_dead_lettered_total") == 1.0
-
-
-def test_a_result_longer_than_status_holds_is_cut_and_the_run_succeeds_once(
-    start_worker: Start, jobs: Jobs, probe: QueueProbe
-) -> None:
-    worker = start_worker()
-    # The echo result is "Executed: " + the message: 1,034 characters, over the 1,024
-    # that status keeps. It once failed validation after the run had succeeded, and
-    # the run was executed again until its attempts ran out.
-    _, run_id = publish(jobs, probe, "long", {"task": {"echo": {"message": "x" * 1024}}})
-    last = finished(jobs, "long")["lastRun"]
-    assert isinstance(last, dict)
-    assert (last["outcome"], last["attempts"]) == ("Succeeded", 1)
-    assert len(last["result"]) == 1024
-    assert last["result"].startswith("Executed: xxx")
-    assert last["result"].endswith("… [truncated]")
-    assert probe.locate(run_id) is RunLocation.DONE
-    assert worker.metric("tickwork_runs_total", 'outcome="Succeeded"') == 1.0
-
-
-def test_any_exception_from_a_task_is_a_failed_attempt_under_the_retry_policy(
-    start_worker: Start, jobs: Jobs, probe: QueueProbe, endpoint: ScriptedServer
-) -> None:
-    worker = start_worker()
-    # httpx cannot encode a non-ASCII header value: UnicodeEncodeError, which is no
-    # HTTP error. It used to escape and leave the run to wait out its lease.
-    task = {"http": {"url": endpoint.url, "headers": [{"name": "X-Team", "value": "café"}]}}
-    spec = {"retry": {"maxAttempts": 2, "backoffSeconds": 1, "maxBackoffSeconds": 1},
-            "task": task}  # fmt: skip
-    publish(jobs, probe, "accented", spec)
-    last = finished(jobs, "accented", timeout=30)["lastRun"]
-    assert isinstance(last, dict)
-    assert (last["outcome"], last["attempts"]) == ("Failed", 2)
-    assert last["error"].startswith("UnicodeEncodeError")
-    assert "all 2 attempts failed" in last["error"]
-    assert endpoint.requests == []
-    assert worker.metric("tickwork_run_retries_total") == 1.0
-    assert worker.metric("tickwork_worker_internal_errors_total") == 0.0
-
-
-def test_a_job_the_worker_may_not_read_is_dead_lettered_not_redelivered(
-    start_worker: Start,
-    jobs: Jobs,
-    probe: QueueProbe,
-    cluster: Cluster,
-    api_client: k8s.ApiClient,
-    namespace: str,
-    tmp_path: Path,
-) -> None:
-    # A worker whose RBAC does not cover the namespace (a token without any grant).
-    kubeconfig = service_account_kubeconfig(cluster, api_client, namespace, "no-rbac",
-                                            tmp_path / "kubeconfig")  # fmt: skip
-    start_worker(KUBECONFIG=str(kubeconfig), TICKWORK_WORKER_JOB_CACHE="false")
-    _, run_id = publish(jobs, probe, "unreadable", {"task": {"echo": {}}})
-    # Before: a 403 was treated like an unreachable API server, and the run was
-    # redelivered after every lease, forever.
-    wait_for(lambda: probe.locate(run_id) is RunLocation.DEAD, timeout=5, what="dead letter")
-    [dead] = probe.dead()
-    assert dead.message.run_id == run_id
-    assert "403" in dead.error
-    assert "RBAC" in dead.error
 
 
 def test_a_client_error_fails_at_once(
@@ -436,139 +364,3 @@ def test_the_check_command_reports_liveness(start_worker: Start) -> None:
     dead = subprocess.run(check, env=env, capture_output=True, text=True, check=False)
     assert dead.returncode == 1
     assert "unhealthy" in dead.stderr
-
-
-@pytest.mark.parametrize("fault", ["redis-unreachable", "worker-paused"])
-def test_a_worker_that_loses_its_lease_stops_the_attempt_and_writes_nothing(
-    fault: str, start_worker: Start, jobs: Jobs, probe: QueueProbe, redis_url: str
-) -> None:
-    """Worker A cannot renew its lease — Redis is cut off from it alone (a partition),
-    or A is frozen (SIGSTOP) — so the run goes to worker B as attempt 2. A must have
-    stopped its attempt (the endpoint sees A's request given up) before B's arrives,
-    and must write nothing: the history holds B's record alone."""
-    parts = urllib.parse.urlsplit(redis_url)
-    relay = PausableProxy((parts.hostname or "127.0.0.1", parts.port or 6379))
-    through_relay = parts._replace(netloc=f"{parts.netloc.rsplit(':', 1)[0]}:{relay.port}")
-    endpoint = HoldingServer()
-    try:
-        a = start_worker("worker-a", TICKWORK_REDIS_URL=urllib.parse.urlunsplit(through_relay),
-                         TICKWORK_WORKER_LEASE_SECONDS="3")  # fmt: skip
-        _, run_id = publish(jobs, probe, "held", {"timeoutSeconds": 120, "task": {"http": {
-            "url": endpoint.url, "method": "POST"}}})  # fmt: skip
-        wait_for(lambda: endpoint.saw(("start", 1)), timeout=30, what="A's request")
-        if fault == "redis-unreachable":
-            relay.pause()
-            wait_for(lambda: endpoint.saw(("hangup", 1)), timeout=15, what="A to give up")
-        else:
-            os.kill(a.pid, signal.SIGSTOP)
-        start_worker("worker-b", TICKWORK_WORKER_LEASE_SECONDS="3")
-        wait_for(lambda: endpoint.saw(("start", 2)), timeout=30, what="B's request")
-        if fault == "worker-paused":
-            os.kill(a.pid, signal.SIGCONT)
-            wait_for(lambda: endpoint.saw(("hangup", 1)), timeout=10, what="A to give up")
-        assert endpoint.events.index(("hangup", 1)) < len(endpoint.events)
-        if fault == "redis-unreachable":  # never two executions of the run at once
-            assert endpoint.events.index(("hangup", 1)) < endpoint.events.index(("start", 2))
-        endpoint.released.set()
-        relay.resume()
-        last = finished(jobs, "held")["lastRun"]
-        assert isinstance(last, dict)
-        assert (last["id"], last["outcome"], last["attempts"]) == (run_id, "Succeeded", 2)
-        wait_for(lambda: a.metric("tickwork_worker_leases_lost_total") == 1.0, timeout=10,
-                 what="A to count the lost lease")  # fmt: skip
-        assert [(r["id"], r["attempts"]) for r in jobs.status("held")["runs"]] == [(run_id, 2)]
-        assert [e for e in endpoint.events if e[0] == "start"] == [("start", 1), ("start", 2)]
-        assert probe.locate(run_id) is RunLocation.DONE
-    finally:
-        relay.close()
-        endpoint.close()
-
-
-def test_a_run_never_starts_from_a_copy_older_than_the_one_it_was_published_from(
-    start_worker: Start, jobs: Jobs, probe: QueueProbe, cluster: Cluster, tmp_path: Path
-) -> None:
-    """The worker's watch is held back (its connection to the API server stalls) while
-    the job is edited and a run is published from the edited spec, as the operator
-    does. A warm worker must not start the run from its older copy: each run executes
-    the spec it was published from, every time."""
-    from tickwork.core.runs import scheduled_run_id  # noqa: PLC0415
-
-    config = json.loads(cluster.kubeconfig.read_text())
-    server = urllib.parse.urlparse(config["clusters"][0]["cluster"]["server"])
-    relay = PausableProxy((str(server.hostname), int(server.port or 443)))
-    config["clusters"][0]["cluster"]["server"] = f"https://127.0.0.1:{relay.port}"
-    through_relay = tmp_path / "through-relay.kubeconfig"
-    through_relay.write_text(json.dumps(config))
-    job = jobs.create("edited", {"schedule": "@daily", "concurrencyPolicy": "Allow",
-                                 "task": {"echo": {"message": "v1"}}})  # fmt: skip
-    uid = job["metadata"]["uid"]
-    try:
-        worker = start_worker(KUBECONFIG=str(through_relay))
-        wait_for(lambda: worker.metric("tickwork_worker_job_cache_synced") == 1.0,
-                 timeout=30, what="the job cache to be listed")  # fmt: skip
-        results = []
-        for version in range(2, 7):
-            relay.pause()  # the worker's watch (and anything else it asks) stalls here
-            edited = jobs.patch("edited", {"spec": {"task": {"echo": {
-                "message": f"v{version}"}}}})  # fmt: skip
-            scheduled = dt.datetime(2026, 12, 1, 9, tzinfo=dt.UTC) + dt.timedelta(days=version)
-            run_id = scheduled_run_id(uid, scheduled)
-            probe.enqueue(RunMessage(run_id=run_id, namespace=jobs.namespace, name="edited",
-                                     uid=uid, scheduled_at=scheduled.isoformat(),
-                                     generation=edited["metadata"]["generation"]))  # fmt: skip
-            wait_for(lambda run_id=run_id: probe.locate(run_id) is RunLocation.IN_FLIGHT,
-                     timeout=30, what="the worker to claim the run")  # fmt: skip
-            relay.resume()
-            wait_for(lambda run_id=run_id: (jobs.status("edited").get("lastRun") or {}).get(
-                "id") == run_id, timeout=30, what=f"run {run_id}")  # fmt: skip
-            results.append(jobs.status("edited")["lastRun"]["result"])
-        assert results == [f"Executed: v{version}" for version in range(2, 7)]
-        assert (worker.metric("tickwork_worker_job_reads_total", 'source="api"') or 0) >= 5
-    finally:
-        relay.close()
-
-
-def test_runs_of_one_job_ending_together_keep_every_record(
-    start_worker: Start, jobs: Jobs, probe: QueueProbe
-) -> None:
-    """Two runs of an Allow job (and a manual one next to them) execute at once and
-    end in the same moment, three times over: every record stays in the history and
-    no run clears the other's current run (each write builds on what is there)."""
-    from tickwork.core.runs import manual_run_id, scheduled_run_id  # noqa: PLC0415
-
-    endpoint = HoldingServer()
-    job = jobs.create("overlapping", {
-        "schedule": "@daily", "concurrencyPolicy": "Allow",
-        "history": {"successfulRuns": 20},
-        "task": {"http": {"url": endpoint.url, "method": "POST"}},
-    })  # fmt: skip
-    uid = job["metadata"]["uid"]
-    start_worker(TICKWORK_WORKER_RUNNING_AFTER_SECONDS="0")
-    expected: list[str] = []
-    try:
-        for round_ in range(3):
-            endpoint.released.clear()
-            base = dt.datetime(2026, 12, 1, 9, tzinfo=dt.UTC) + dt.timedelta(days=2 * round_)
-            ids = [scheduled_run_id(uid, base), scheduled_run_id(uid, base + dt.timedelta(days=1)),
-                   manual_run_id(uid, f"by-hand-{round_}")]  # fmt: skip
-            for run_id in ids:
-                scheduled = None if "by-hand" in run_id else run_id.split(".")[1]
-                probe.enqueue(RunMessage(
-                    run_id=run_id, namespace=jobs.namespace, name="overlapping", uid=uid,
-                    scheduled_at=dt.datetime.strptime(scheduled, "%Y%m%dT%H%M%SZ").replace(
-                        tzinfo=dt.UTC).isoformat() if scheduled else None,
-                ))  # fmt: skip
-            arrived = 3 * (round_ + 1)
-            wait_for(lambda arrived=arrived: endpoint.saw(("start", arrived)), timeout=30,
-                     what="all three requests held at once")  # fmt: skip
-            wait_for(lambda ids=ids: (jobs.status("overlapping").get("currentRun") or {}).get(
-                "id") in ids, timeout=10, what="a current run")  # fmt: skip
-            endpoint.released.set()  # all three end together
-            expected += ids
-            wait_for(lambda ids=ids: all(probe.locate(r) is RunLocation.DONE for r in ids),
-                     timeout=30, what="the three runs acknowledged")  # fmt: skip
-            history = {r["id"] for r in jobs.status("overlapping").get("runs", [])}
-            assert set(expected) <= history, sorted(set(expected) - history)
-            assert "currentRun" not in jobs.status("overlapping")
-    finally:
-        endpoint.close()
