@@ -4,8 +4,10 @@
 
 worker-kills: 100 SIGKILLs of workers during 1,000 runs; redis-restart: Redis
 killed and restarted from its AOF mid-stream; leader-kill: the leading
-operator killed; apiserver-restart: kube-apiserver restarted, etcd kept. Each
-reports runs lost (the goal: 0), duplicate executions and recovery time.
+operator killed; apiserver-restart: kube-apiserver restarted, etcd kept;
+apiserver-outage: kube-apiserver away for 25 s while runs end. Each reports runs
+lost (the goal: 0), duplicate executions, executions beyond the run's attempts
+(the goal: 0) and recovery time.
 """
 
 from __future__ import annotations

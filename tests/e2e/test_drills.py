@@ -21,11 +21,13 @@ def test_killing_workers_again_and_again_loses_no_run(tmp_path: Path) -> None:
     assert result.lost == 0, result
     assert result.executions >= result.runs
     assert result.notes["outcomes"] == {"Succeeded": 150}
+    assert result.beyond_attempts == 0, result  # a repeat is always a new attempt
 
 
 def test_a_redis_crash_loses_no_run(tmp_path: Path) -> None:
     result = drills.redis_restart(tmp_path, runs=60)
     assert result.lost == 0, result
+    assert result.beyond_attempts == 0, result
 
 
 def test_killing_the_leader_loses_no_run(tmp_path: Path) -> None:
@@ -38,6 +40,7 @@ def test_killing_the_leader_loses_no_run(tmp_path: Path) -> None:
 def test_restarting_the_api_server_loses_no_run(tmp_path: Path) -> None:
     result = drills.apiserver_restart(tmp_path, runs=60)
     assert result.lost == 0, result
+    assert result.beyond_attempts == 0, result
 
 
 def test_an_api_server_outage_longer_than_status_retries_loses_no_record(tmp_path: Path) -> None:

@@ -4,7 +4,9 @@ Each drill runs a real control plane, Redis (with AOF), operators and workers
 as processes, feeds them one-shot runs of the ``tickwork.record`` task (which
 appends each execution's run ID to a file), breaks something, and waits until
 every run has ended. A drill reports runs lost (never succeeded), duplicate
-executions (recorded more than once) and how long recovery took.
+executions (recorded more than once), executions beyond the run's attempts (a
+run executed more often than its record's attempt count: must be 0) and how long
+recovery took.
 
 ``python benchmarks/drills.py`` runs them at full scale; the e2e tests run
 them small.
@@ -43,6 +45,9 @@ class DrillResult:
     lost: int
     executions: int
     duplicates: int
+    beyond_attempts: int
+    """Executions of a run past its attempts (lastRun.attempts): each redelivery is a
+    new attempt, so at-least-once may repeat a run but never within one attempt."""
     recovery_seconds: float | None
     elapsed_seconds: float
     notes: dict[str, Any] = field(default_factory=dict)
@@ -122,6 +127,15 @@ class Stage:
             for item in items
         )
 
+    def attempts(self) -> dict[str, int]:
+        """Run ID -> attempts, from each job's last run."""
+        listing = self.api.list_namespaced_custom_object(
+            models.GROUP, models.VERSION, NAMESPACE, models.PLURAL
+        )
+        items: list[dict[str, Any]] = listing["items"]  # type: ignore[index]
+        last = [((item.get("status") or {}).get("lastRun") or {}) for item in items]
+        return {str(run["id"]): int(run.get("attempts") or 0) for run in last if run.get("id")}
+
     def executions(self) -> Counter[str]:
         if not self.record_file.exists():
             return Counter()
@@ -160,6 +174,7 @@ def _finish(the_stage: Stage, drill: str, runs: int, started: float, *, timeout:
         wait_for(settled, timeout=timeout, interval=1, what="every run to end")
     outcomes = the_stage.outcomes()
     executions = the_stage.executions()
+    attempts = the_stage.attempts()
     return DrillResult(
         drill=drill,
         runs=runs,
@@ -167,6 +182,9 @@ def _finish(the_stage: Stage, drill: str, runs: int, started: float, *, timeout:
         lost=runs - outcomes["Succeeded"],
         executions=sum(executions.values()),
         duplicates=sum(count - 1 for count in executions.values() if count > 1),
+        beyond_attempts=sum(
+            max(0, count - attempts.get(run, 0)) for run, count in executions.items()
+        ),
         recovery_seconds=recovery,
         elapsed_seconds=round(time.monotonic() - started, 1),
         notes={**notes, "outcomes": dict(outcomes)},
