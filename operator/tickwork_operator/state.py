@@ -167,8 +167,9 @@ class WatchState:
     dirty: dict[JobKey, None] = field(default_factory=dict)  # ordered set
     triggers: dict[JobKey, str] = field(default_factory=dict)
     withdrawn: dict[str, None] = field(default_factory=dict)  # ordered set
-    """Queued runs of jobs just suspended or deleted: the leader takes them out of the
-    queue, so that no worker (whatever its copy of the job says) starts them."""
+    """Queued runs of jobs just deleted: the leader takes them out of the queue, so
+    that no worker (whatever its copy of the job says) starts them. (A suspended
+    job's queued run stays: its worker records it Skipped.)"""
     busy: set[JobKey] = field(default_factory=set)
     """Jobs the leader is acting on right now; the watch must not re-index them."""
     active: dict[JobKey, None] = field(default_factory=dict)  # ordered set
@@ -215,8 +216,6 @@ class WatchState:
             entry.published_run_id = None  # it finished
         self.track_active(entry)
         spec_changed = previous is None or previous.generation != generation
-        if entry.suspended and (previous is None or not previous.suspended):
-            self._withdraw(entry)
         self.jobs[key] = entry
         self._plan(entry, previous, spec_changed=spec_changed, now=now)
         self._track_trigger(entry)

@@ -190,8 +190,8 @@ class Ticker:
         await self._write_dirty(time.monotonic() + budget)
 
     async def _withdraw(self) -> None:
-        """Take queued runs of suspended or deleted jobs out of the queue (a run
-        already claimed is not touched: its worker sees the suspend or the delete)."""
+        """Take queued runs of deleted jobs out of the queue (a run already claimed is
+        not touched: its worker finds the job gone)."""
         for run_id in list(self.state.withdrawn):
             try:
                 withdrawn = await self.queue.cancel(run_id)
@@ -201,7 +201,7 @@ class Ticker:
                 return
             self.state.withdrawn.pop(run_id, None)
             if withdrawn:
-                logger.info("withdrew %s: its job was suspended or deleted", run_id)
+                logger.info("withdrew %s: its job was deleted", run_id)
 
     # -- due runs -----------------------------------------------------------------
 

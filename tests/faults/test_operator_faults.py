@@ -1,7 +1,8 @@
 """Faults on the operator's side, with real ``tickwork-operator`` processes, the real
 API server and Redis: issue 13's items 4 and 6 to 9.
 
-* queued runs of a job suspended or deleted are withdrawn from the queue (4);
+* a deleted job's queued run is withdrawn from the queue; a suspended job's stays,
+  for its worker to record Skipped (4);
 * a run Redis refuses to take (out of memory, read-only) is published once Redis
   takes writes again, never dropped (6);
 * a leader cut off from the API server (a paused relay) stops publishing before
@@ -38,11 +39,12 @@ from tickwork.queue.messages import RunLocation
 pytestmark = pytest.mark.timeout(240)
 
 
-def test_queued_runs_of_a_job_suspended_or_deleted_are_withdrawn(
+def test_the_queued_run_of_a_deleted_job_is_withdrawn_a_suspended_ones_stays(
     start_operator: Callable[..., TickworkProcess], jobs: Jobs, probe: QueueProbe
 ) -> None:
-    """A run published moments before its job is suspended or deleted is taken out of
-    the queue, so no worker starts it, whatever its own copy of the job says."""
+    """A run published moments before its job is deleted is taken out of the queue,
+    so no worker starts it, whatever its own copy of the job says. A suspended job's
+    run stays queued: its worker skips it and records why."""
     lead(start_operator())
     run_at = whole_seconds_from_now(2)
     runs = {}
@@ -56,10 +58,12 @@ def test_queued_runs_of_a_job_suspended_or_deleted_are_withdrawn(
                  what="Queued")  # fmt: skip
     jobs.patch("held", {"spec": {"suspend": True}})
     jobs.delete("gone")
-    for run_id in runs.values():
-        wait_for(lambda run_id=run_id: probe.locate(run_id) is RunLocation.CANCELLED,
-                 timeout=15, what=f"{run_id} withdrawn")  # fmt: skip
-    assert probe.drain() == []  # nothing left for a worker to claim
+    wait_for(lambda: probe.locate(runs["gone"]) is RunLocation.CANCELLED, timeout=15,
+             what="the deleted job's run withdrawn")  # fmt: skip
+    wait_for(lambda: jobs.status("held").get("phase") == "Suspended", timeout=15,
+             what="Suspended")  # fmt: skip
+    assert probe.locate(runs["held"]) is RunLocation.READY
+    assert [m.run_id for m in probe.drain()] == [runs["held"]]
 
 
 def test_a_run_redis_refuses_to_take_is_published_once_it_takes_writes_again(

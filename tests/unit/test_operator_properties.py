@@ -6,7 +6,8 @@ interleaved with the clock moving on. Whatever the order:
   (what the leader publishes comes from the index);
 * a deleted job leaves nothing behind to act on (index, triggers, owed writes);
 * a queued run that has not started is withdrawn from the queue when its job is
-  suspended or deleted, and only run IDs of the job's own object are withdrawn.
+  deleted (a suspended job's stays, for its worker to record Skipped), and only
+  run IDs of the job's own object are withdrawn.
 """
 
 from __future__ import annotations
@@ -158,6 +159,6 @@ def test_random_event_orders_never_leave_a_run_to_publish_that_must_not_run(
         if entry.suspended or entry.spec is None:
             assert ("run", NS, name) not in state.index
         if event == "suspend" and not was_suspended and unstarted is not None:
-            assert unstarted in state.withdrawn, "a suspended job's queued run stays queued"
+            assert unstarted not in state.withdrawn, "withdrawn: nobody records it Skipped"
         assert all(any(belongs_to(run_id, uid) for uid in uids_ever)
                    for run_id in state.withdrawn)  # fmt: skip
