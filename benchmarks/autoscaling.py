@@ -35,6 +35,7 @@ from typing import Any
 from tickwork.devcluster import addons, node
 from tickwork.devcluster.cluster import Cluster, existing_cluster
 from tickwork.devcluster.measure import CRDS, benchmark_parser, save_figure
+from tickwork.devcluster.recorder import EGRESS_VALUES as RECORDER_EGRESS
 from tickwork.devcluster.recorder import deploy as deploy_recorder
 from tickwork.devcluster.release import ClusterImages, Release, cluster_images, merge
 from tickwork.devcluster.scaling import Burst, run_burst
@@ -55,7 +56,7 @@ def _cluster(workdir: Path) -> Iterator[Cluster]:
 
 
 def _values(images: ClusterImages, mode: str) -> dict[str, object]:
-    return merge(images.values(), {
+    return merge(images.values(), RECORDER_EGRESS, {
         "crds": {"install": False},
         "autoscaling": {
             "enabled": True, "mode": mode, "minReplicas": MIN_WORKERS,

@@ -31,6 +31,7 @@ from tests.pods.support import (
 from tests.support import row
 from tickwork.devcluster.cluster import Cluster
 from tickwork.devcluster.components import wait_for
+from tickwork.devcluster.recorder import EGRESS_VALUES as RECORDER_EGRESS
 from tickwork.devcluster.recorder import Recorder
 from tickwork.devcluster.release import ClusterImages, Release, merge
 from tickwork.devcluster.scaling import run_burst
@@ -47,6 +48,7 @@ def release_values(images: ClusterImages, monitoring: str) -> dict[str, object]:
     in minutes: a short scale-down window and few workers."""
     return merge(
         images.values(),
+        RECORDER_EGRESS,
         {
             "operator": {"replicas": 2},
             "autoscaling": {

@@ -15,6 +15,7 @@ import pytest
 from tickwork.devcluster import addons
 from tickwork.devcluster.cluster import Cluster
 from tickwork.devcluster.components import wait_for
+from tickwork.devcluster.recorder import EGRESS_VALUES as RECORDER_EGRESS
 from tickwork.devcluster.recorder import Recorder
 from tickwork.devcluster.release import ClusterImages, Release, merge
 from tickwork.devcluster.scaling import run_burst
@@ -34,7 +35,7 @@ def keda_release(pods_cluster: Cluster, test_images: ClusterImages) -> Iterator[
     # The CRD may outlive an earlier release (it is kept on uninstall): manage it
     # apart from this release, as GitOps installs often do.
     pods_cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRDS))
-    values = merge(test_images.values(), {
+    values = merge(test_images.values(), RECORDER_EGRESS, {
         "crds": {"install": False},
         "operator": {"replicas": 1},
         "autoscaling": {

@@ -20,6 +20,7 @@ from typing import Any
 
 from tickwork.devcluster import addons, node
 from tickwork.devcluster.cluster import Cluster
+from tickwork.devcluster.recorder import EGRESS_VALUES as RECORDER_EGRESS
 from tickwork.devcluster.release import Release, cluster_images, merge
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -80,7 +81,7 @@ def show(cluster: Cluster, args: argparse.Namespace) -> int:
                               adapter=images.prometheus_adapter)  # fmt: skip
     # A CRD that another release installed (and kept) stays that release's.
     crd = cluster.kubectl("get", "crd", "scheduledjobs.tickwork.dev", check=False)
-    values = merge(images.values(), {
+    values = merge(images.values(), RECORDER_EGRESS, {
         "crds": {"install": crd.returncode != 0},
         # Scale down 30 s after the burst, all at once: a demo need not wait minutes.
         "autoscaling": {"minReplicas": MIN_WORKERS, "maxReplicas": MAX_WORKERS,

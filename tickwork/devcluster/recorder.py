@@ -15,6 +15,11 @@ from tickwork.devcluster import build
 from tickwork.devcluster.cluster import Cluster
 
 SERVER = build.HACK_DIR / "addons" / "recorder" / "server.py"
+#: Chart values that let workers call the recorder: a Service address, in a range
+#: workers refuse by default (no request forgery), allowed by its host name.
+EGRESS_VALUES: dict[str, object] = {
+    "worker": {"egress": {"allow": ["recorder.*.svc.cluster.local"]}}
+}
 
 
 class Recorder:

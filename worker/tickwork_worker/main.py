@@ -12,8 +12,6 @@ import time
 import urllib.request
 from collections.abc import Awaitable, Callable, Sequence
 
-import httpx
-
 from tickwork.core.errors import QueueUnavailableError
 from tickwork.kube.cache import JobCache, kept_current
 from tickwork.kube.client import KubeApiError, KubeClient, load_configuration
@@ -29,6 +27,7 @@ from tickwork_worker.settings import WorkerSettings
 from tickwork_worker.tasks.base import TaskKind
 from tickwork_worker.tasks.command import CommandTask
 from tickwork_worker.tasks.echo import EchoTask
+from tickwork_worker.tasks.egress import EgressPolicy, guarded_client
 from tickwork_worker.tasks.http import HttpTask
 from tickwork_worker.tasks.python import PythonTask
 from tickwork_worker.worker import Worker
@@ -55,7 +54,9 @@ async def run_worker(
     metrics = WorkerMetrics()
     events = EventRecorder(kube, component="tickwork-worker", instance=settings.name)
     jobs = _job_cache(settings, kube, metrics)
-    async with httpx.AsyncClient() as http_client:
+    policy = EgressPolicy.build(allow=settings.egress_allow.split(","),
+                                deny=settings.egress_deny.split(","))  # fmt: skip
+    async with guarded_client(policy) as http_client:
         kinds: dict[str, TaskKind] = {
             "echo": EchoTask(),
             "http": HttpTask(http_client),

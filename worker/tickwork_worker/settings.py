@@ -45,6 +45,14 @@ class WorkerSettings(BaseSettings):
         description="Mark a run Running in status only once it has run this long (0: at "
         "once); shorter runs go straight to their outcome, one API write fewer.",
     )  # fmt: skip
+    egress_allow: str = Field(
+        default="",
+        description="Comma-separated CIDRs and host patterns HTTP tasks may reach although "
+        "the defaults deny them (loopback, link-local, private and other special ranges).",
+    )
+    egress_deny: str = Field(
+        default="", description="Comma-separated CIDRs and host patterns denied on top."
+    )
     command_tasks: bool = Field(
         default=False, description="Allow `command` tasks (they run in the worker's container)."
     )

@@ -4,6 +4,12 @@ Success is a status in ``successCodes`` (default: any 2xx). A 4xx other than
 408 and 429 is permanent (the request itself is wrong; retrying repeats the
 mistake); 408, 429, 5xx, timeouts and connection errors are retried.
 Redirects are not followed. Neither headers nor bodies are ever logged.
+
+Connections go only where the worker's egress policy allows (see ``egress``): a
+refused address fails the run at once with "address not allowed". The answer is
+streamed and only its first bytes are read, for the preview in status;
+``Accept-Encoding: identity`` is asked for unless the job sets it, so nothing is
+decompressed.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from tickwork_worker.tasks.base import (
     RunContext,
     TaskResult,
 )
+from tickwork_worker.tasks.egress import EgressRefusedError
 
 _RETRYABLE_4XX = frozenset({408, 429})
 _BODY_PREVIEW = 512
@@ -32,25 +39,29 @@ class HttpTask:
         assert task is not None  # noqa: S101 - dispatched by kind
         headers = {h.name: h.value for h in task.headers}
         headers.setdefault("User-Agent", f"tickwork/{__version__}")
+        if not any(name.lower() == "accept-encoding" for name in headers):
+            headers["Accept-Encoding"] = "identity"
         headers["Idempotency-Key"] = run.run_id
         headers["X-Tickwork-Attempt"] = str(run.attempt)
         try:
-            response = await self._client.request(
+            async with self._client.stream(
                 task.method.value,
                 task.url,
                 headers=headers,
                 content=task.body.encode() if task.body else None,
                 timeout=spec.timeout_seconds,
                 follow_redirects=False,
-            )
+            ) as response:
+                code = response.status_code
+                preview = await _preview(response)
+        except EgressRefusedError as exc:
+            raise PermanentTaskError(f"{task.method} {task.url}: {exc}") from None
         except httpx.TimeoutException as exc:
             raise RetryableTaskError(f"{task.method} {task.url}: timed out ({exc})") from None
         except httpx.HTTPError as exc:
             raise RetryableTaskError(
                 f"{task.method} {task.url}: {type(exc).__name__}: {exc}"
             ) from None
-        code = response.status_code
-        preview = response.text[:_BODY_PREVIEW]
         summary = f"HTTP {code}" + (f": {preview}" if preview else "")
         succeeded = code in task.success_codes if task.success_codes else 200 <= code < 300  # noqa: PLR2004
         if succeeded:
@@ -58,3 +69,13 @@ class HttpTask:
         if 400 <= code < 500 and code not in _RETRYABLE_4XX:  # noqa: PLR2004
             raise PermanentTaskError(summary)
         raise RetryableTaskError(summary)
+
+
+async def _preview(response: httpx.Response) -> str:
+    """The first characters of the answer, reading no more than that from the wire."""
+    taken = bytearray()
+    async for chunk in response.aiter_bytes():
+        taken += chunk
+        if len(taken) >= _BODY_PREVIEW:
+            break
+    return taken[:_BODY_PREVIEW].decode(response.encoding or "utf-8", errors="replace")
