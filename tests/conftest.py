@@ -174,6 +174,7 @@ def start_worker(
         "TICKWORK_WORKER_LEASE_SECONDS": "6",
         # The tests' HTTP endpoints listen on loopback, which workers refuse by default.
         "TICKWORK_WORKER_EGRESS_ALLOW": "127.0.0.1/32",
+        "TICKWORK_WORKER_DEMO_TASKS": "true",  # tickwork.sleep and friends
     }
     with _starter("tickwork-worker", "TICKWORK_WORKER_NAME", env, tmp_path) as start:
         yield lambda name="worker-a", **more: start(name, **more)

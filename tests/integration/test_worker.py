@@ -364,3 +364,40 @@ def test_the_check_command_reports_liveness(start_worker: Start) -> None:
     dead = subprocess.run(check, env=env, capture_output=True, text=True, check=False)
     assert dead.returncode == 1
     assert "unhealthy" in dead.stderr
+
+
+def test_demo_tasks_are_registered_only_where_they_are_turned_on(
+    start_worker: Start, jobs: Jobs, probe: QueueProbe
+) -> None:
+    spec = {"task": {"python": {"name": "tickwork.sleep", "args": ["0"]}}}
+    worker = start_worker("worker-a", TICKWORK_WORKER_DEMO_TASKS="false")  # production
+    publish(jobs, probe, "demo-off", spec)
+    last = finished(jobs, "demo-off")["lastRun"]
+    assert isinstance(last, dict)
+    assert (last["outcome"], last["attempts"]) == ("Failed", 1)
+    assert "no task named 'tickwork.sleep' is registered" in last["error"]
+    worker.stop()
+    start_worker("worker-b")  # the tests turn them on
+    publish(jobs, probe, "demo-on", spec)
+    assert finished(jobs, "demo-on")["lastRun"]["outcome"] == "Succeeded"  # type: ignore[index]
+
+
+def test_stuck_synchronous_tasks_do_not_starve_name_lookups(
+    start_worker: Start, jobs: Jobs, probe: QueueProbe, endpoint: ScriptedServer, tmp_path: Path
+) -> None:
+    """More blocking Python tasks than the interpreter's default thread pool holds (at
+    most 32 threads) run at once; an HTTP task to ``localhost`` still resolves the
+    name and succeeds, because tasks have a thread pool of their own."""
+    start_worker(TICKWORK_WORKER_CONCURRENCY="40", TICKWORK_WORKER_EGRESS_ALLOW="127.0.0.0/8")
+    record = tmp_path / "started.txt"
+    blocking = {"name": "tickwork.record", "kwargs": {"path": str(record), "seconds": "60"}}
+    for n in range(36):
+        publish(jobs, probe, f"stuck-{n:02d}", {"timeoutSeconds": 600,
+                                                "task": {"python": blocking}})  # fmt: skip
+    wait_for(lambda: record.exists() and len(record.read_text().split()) == 36, timeout=30,
+             what="36 blocking tasks running")  # fmt: skip
+    url = endpoint.url.replace("127.0.0.1", "localhost")
+    publish(jobs, probe, "lookup", {"task": {"http": {"url": url}}})
+    last = finished(jobs, "lookup", timeout=20)["lastRun"]
+    assert isinstance(last, dict)
+    assert last["outcome"] == "Succeeded", last

@@ -70,8 +70,9 @@ def _start_components(
     redis: RedisServer | None,
     stack: contextlib.ExitStack,
 ) -> None:
+    # The demo's third job is a tickwork.sleep: Tickwork's demo tasks are turned on.
     env = {"KUBECONFIG": str(cluster.kubeconfig), "TICKWORK_OPERATOR_LOG_FORMAT": "text",
-           "TICKWORK_WORKER_LOG_FORMAT": "text"}  # fmt: skip
+           "TICKWORK_WORKER_LOG_FORMAT": "text", "TICKWORK_WORKER_DEMO_TASKS": "true"}  # fmt: skip
     if queue == "memory":
         worker_port = process.free_port()
         local = TickworkProcess(

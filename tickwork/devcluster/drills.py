@@ -79,6 +79,7 @@ class Stage:
             "TICKWORK_WORKER_LOG_FORMAT": "text",
             "TICKWORK_WORKER_LEASE_SECONDS": "5",
             "TICKWORK_REDIS_REAP_GRACE_SECONDS": "5",  # as the chart does: the lease
+            "TICKWORK_WORKER_DEMO_TASKS": "true",  # tickwork.record counts executions
             "TICKWORK_WORKER_CONCURRENCY": "8",
         }
 

@@ -29,7 +29,7 @@ from tickwork_worker.tasks.command import CommandTask
 from tickwork_worker.tasks.echo import EchoTask
 from tickwork_worker.tasks.egress import EgressPolicy, guarded_client
 from tickwork_worker.tasks.http import HttpTask
-from tickwork_worker.tasks.python import PythonTask
+from tickwork_worker.tasks.python import PythonTask, discover
 from tickwork_worker.worker import Worker
 
 logger = logging.getLogger("tickwork_worker")
@@ -60,7 +60,7 @@ async def run_worker(
         kinds: dict[str, TaskKind] = {
             "echo": EchoTask(),
             "http": HttpTask(http_client),
-            "python": PythonTask(),
+            "python": PythonTask(discover(demo=settings.demo_tasks), threads=settings.concurrency),
             "command": CommandTask(enabled=settings.command_tasks),
         }
         runner = Runner(

@@ -53,6 +53,11 @@ class WorkerSettings(BaseSettings):
     egress_deny: str = Field(
         default="", description="Comma-separated CIDRs and host patterns denied on top."
     )
+    demo_tasks: bool = Field(
+        default=False,
+        description="Register Tickwork's demo and test tasks (tickwork.sleep, .record, .fail, "
+        ".refuse); off in production.",
+    )
     command_tasks: bool = Field(
         default=False, description="Allow `command` tasks (they run in the worker's container)."
     )

@@ -11,14 +11,23 @@ A task is called as ``task(*args, run_id=..., **kwargs)``; it may be
 a thread cannot be interrupted, so the run is abandoned at the hard timeout).
 Raise :class:`tickwork.core.errors.PermanentTaskError` when retrying cannot
 help; any other exception is retried.
+
+Plain functions run in a thread pool of their own, as large as the worker's
+concurrency: a stuck task holds one of its threads, never the threads that
+resolve names or reconnect to Redis. Tickwork's own demo and test tasks
+(``tickwork.sleep``, ``tickwork.record``, ``tickwork.fail``, ``tickwork.refuse``)
+are in the group ``tickwork.demo_tasks``, registered only when the installer
+turns them on.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import importlib.metadata
 import inspect
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from tickwork.api.models import ScheduledJobSpec
@@ -30,17 +39,22 @@ from tickwork_worker.tasks.base import (
 )
 
 ENTRY_POINT_GROUP = "tickwork.tasks"
+DEMO_ENTRY_POINT_GROUP = "tickwork.demo_tasks"
 
 
-def discover() -> dict[str, Callable[..., Any]]:
-    """Every registered task, by name (loaded lazily, at first use)."""
-    return {ep.name: ep for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)}  # type: ignore[misc]
+def discover(*, demo: bool = False) -> dict[str, Callable[..., Any]]:
+    """Every registered task, by name (loaded lazily, at first use); Tickwork's demo
+    and test tasks only with ``demo``."""
+    groups = [ENTRY_POINT_GROUP, *([DEMO_ENTRY_POINT_GROUP] if demo else [])]
+    return {ep.name: ep for group in groups  # type: ignore[misc]
+            for ep in importlib.metadata.entry_points(group=group)}  # fmt: skip
 
 
 class PythonTask:
-    def __init__(self, registry: dict[str, Any] | None = None) -> None:
+    def __init__(self, registry: dict[str, Any] | None = None, *, threads: int = 4) -> None:
         self._entry_points = registry if registry is not None else discover()
         self._loaded: dict[str, Callable[..., Any]] = {}
+        self._threads = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="task")
 
     def _function(self, name: str) -> Callable[..., Any]:
         if name not in self._loaded:
@@ -62,9 +76,8 @@ class PythonTask:
             if inspect.iscoroutinefunction(function):
                 value = await function(*task.args, run_id=run.run_id, **task.kwargs)
             else:
-                value = await asyncio.to_thread(
-                    function, *task.args, run_id=run.run_id, **task.kwargs
-                )
+                call = functools.partial(function, *task.args, run_id=run.run_id, **task.kwargs)
+                value = await asyncio.get_running_loop().run_in_executor(self._threads, call)
         except PermanentTaskError:
             raise
         except asyncio.CancelledError:
