@@ -79,6 +79,7 @@ def test_server_errors_are_retried_with_backoff_then_dead_lettered(
 ) -> None:
     worker = start_worker()
     endpoint.script = [(500, 0.0)] * 3
+    endpoint.body = b"stack trace of internal-service-7f3a"
     spec = {
         "retry": {"maxAttempts": 3, "backoffSeconds": 1, "maxBackoffSeconds": 2},
         "task": {"http": {"url": endpoint.url}},
@@ -88,7 +89,10 @@ def test_server_errors_are_retried_with_backoff_then_dead_lettered(
     last = status["lastRun"]
     assert isinstance(last, dict)
     assert (last["outcome"], last["attempts"]) == ("Failed", 3)
-    assert "HTTP 500" in last["error"]
+    assert "HTTP 500: stack trace of internal-service-7f3a" in last["error"]  # status: yes
+    events = jobs.events("flaky")
+    assert events
+    assert not [e for e in events if "internal-service-7f3a" in e[2]]  # Events: never
     assert "all 3 attempts failed" in last["error"]
     assert status["phase"] == "Failed"
     attempts = [r["headers"]["X-Tickwork-Attempt"] for r in endpoint.requests]  # type: ignore[index]

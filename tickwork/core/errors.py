@@ -49,7 +49,14 @@ class QueueUnavailableError(QueueError):
 
 
 class PermanentTaskError(TickworkError):
-    """Raised by a task (or a task kind) when retrying cannot help: the run fails at once."""
+    """Raised by a task (or a task kind) when retrying cannot help: the run fails at once.
+
+    ``detail`` (an answer's body, say) goes to the run's record in status only,
+    never into Events, which everyone who may list Events in the namespace reads."""
+
+    def __init__(self, message: str, *, detail: str | None = None) -> None:
+        super().__init__(message)
+        self.detail = detail
 
 
 class TaskTimeoutError(TickworkError):

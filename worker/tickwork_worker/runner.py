@@ -188,10 +188,18 @@ class Outcome:
     error: str | None = None
     retry_delay: float | None = None
     next_attempt: int | None = None
+    brief: str | None = None
+    """The error without the task's detail (an answer's body): what Events say."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "result", cap_optional(self.result))
         object.__setattr__(self, "error", cap_optional(self.error))
+        object.__setattr__(self, "brief", cap_optional(self.brief))
+
+    @property
+    def told(self) -> str:
+        """The error as Events may tell it."""
+        return self.brief or self.error or ""
 
 
 class Runner:
@@ -455,9 +463,9 @@ class Runner:
                                "it (concurrencyPolicy Replace)")  # fmt: skip
             raise
         except PermanentTaskError as exc:
-            return self._failure(claim, job, str(exc), permanent=True)
+            return self._failure(claim, job, str(exc), permanent=True, detail=exc.detail)
         except RetryableTaskError as exc:
-            return self._failure(claim, job, str(exc), permanent=False)
+            return self._failure(claim, job, str(exc), permanent=False, detail=exc.detail)
         except Exception as exc:  # noqa: BLE001 - whatever a task raises is its failure
             # (a header httpx cannot encode, an invalid URL, a NUL in a command's
             # arguments, a bug in a Python task): a failed attempt under the retry
@@ -499,7 +507,10 @@ class Runner:
                     return True
         return False
 
-    def _failure(self, claim: Claim, job: ScheduledJob, error: str, *, permanent: bool) -> Outcome:
+    def _failure(
+        self, claim: Claim, job: ScheduledJob, error: str, *, permanent: bool,
+        detail: str | None = None,
+    ) -> Outcome:  # fmt: skip
         retry = job.spec.retry
         decision = after_failure(
             claim.run_id,
@@ -509,11 +520,14 @@ class Runner:
             base=retry.backoff_seconds,
             cap=retry.max_backoff_seconds,
         )
+        text = f"{error}: {detail}" if detail else error  # the detail: status only
         if isinstance(decision, GiveUp):
-            return Outcome(state=RunState.FAILED, error=f"{error} ({decision.reason})")
+            return Outcome(state=RunState.FAILED, error=f"{text} ({decision.reason})",
+                           brief=f"{error} ({decision.reason})")  # fmt: skip
         return Outcome(
             state=RunState.RETRYING,
-            error=error,
+            error=text,
+            brief=error,
             retry_delay=decision.delay_seconds,
             next_attempt=decision.next_attempt,
         )
@@ -536,7 +550,7 @@ class Runner:
             await self.events.post(
                 ref, type_=NORMAL, reason="RunRetrying",
                 message=f"attempt {claim.message.attempt} of run {claim.run_id} failed, retrying "
-                f"in {outcome.retry_delay:.0f}s: {outcome.error}",
+                f"in {outcome.retry_delay:.0f}s: {outcome.told}",
             )  # fmt: skip
             if not await self.queue.retry(
                 claim, delay_seconds=outcome.retry_delay, attempt=outcome.next_attempt
@@ -557,7 +571,7 @@ class Runner:
                 ref,
                 type_=WARNING,
                 reason="RunFailed",
-                message=f"run {claim.run_id} failed: {outcome.error}",
+                message=f"run {claim.run_id} failed: {outcome.told}",
             )
             if not await self.queue.bury(claim, error=outcome.error or "failed"):
                 raise LeaseLostError

@@ -29,7 +29,12 @@ class TaskResult:
 
 
 class RetryableTaskError(Exception):
-    """The attempt failed; another attempt may succeed (5xx, timeouts, exit codes)."""
+    """The attempt failed; another attempt may succeed (5xx, timeouts, exit codes).
+    ``detail`` goes to the run's record in status only, never into Events."""
+
+    def __init__(self, message: str, *, detail: str | None = None) -> None:
+        super().__init__(message)
+        self.detail = detail
 
 
 class TaskKind(Protocol):

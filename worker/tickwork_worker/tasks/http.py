@@ -62,13 +62,13 @@ class HttpTask:
             raise RetryableTaskError(
                 f"{task.method} {task.url}: {type(exc).__name__}: {exc}"
             ) from None
-        summary = f"HTTP {code}" + (f": {preview}" if preview else "")
         succeeded = code in task.success_codes if task.success_codes else 200 <= code < 300  # noqa: PLR2004
         if succeeded:
-            return TaskResult(summary=summary)
+            return TaskResult(summary=f"HTTP {code}" + (f": {preview}" if preview else ""))
+        # The body's preview goes to status only: Events are readable more widely.
         if 400 <= code < 500 and code not in _RETRYABLE_4XX:  # noqa: PLR2004
-            raise PermanentTaskError(summary)
-        raise RetryableTaskError(summary)
+            raise PermanentTaskError(f"HTTP {code}", detail=preview or None)
+        raise RetryableTaskError(f"HTTP {code}", detail=preview or None)
 
 
 async def _preview(response: httpx.Response) -> str:
