@@ -12,6 +12,7 @@ import select
 import socket
 import threading
 import time
+import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -300,6 +301,17 @@ def service_account_kubeconfig(
         "current-context": "c",
     }))  # fmt: skip
     return path
+
+
+def relayed_api_server(cluster: Cluster, path: Path) -> tuple[PausableProxy, Path]:
+    """A :class:`PausableProxy` in front of the API server, and a kubeconfig at ``path``
+    that goes through it (TLS passes through: the address stays 127.0.0.1)."""
+    config = json.loads(cluster.kubeconfig.read_text())
+    server = urllib.parse.urlparse(config["clusters"][0]["cluster"]["server"])
+    relay = PausableProxy((str(server.hostname), int(server.port or 443)))
+    config["clusters"][0]["cluster"]["server"] = f"https://127.0.0.1:{relay.port}"
+    path.write_text(json.dumps(config))
+    return relay, path
 
 
 class PausableProxy:

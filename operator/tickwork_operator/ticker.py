@@ -193,15 +193,21 @@ class Ticker:
         """Take queued runs of deleted jobs out of the queue (a run already claimed is
         not touched: its worker finds the job gone)."""
         for run_id in list(self.state.withdrawn):
-            try:
-                withdrawn = await self.queue.cancel(run_id)
-            except QueueUnavailableError as exc:
-                self.metrics.api_errors.labels(operation="queue.cancel").inc()
-                logger.warning("withdrawal of %s postponed: %s", run_id, exc)
-                return
+            withdrawn = await self._cancel(run_id)
+            if withdrawn is None:
+                return  # Redis is away: next tick
             self.state.withdrawn.pop(run_id, None)
             if withdrawn:
                 logger.info("withdrew %s: its job was deleted", run_id)
+
+    async def _cancel(self, run_id: str) -> bool | None:
+        """Take a run out of the queue if it has not started; None if Redis is away."""
+        try:
+            return await self.queue.cancel(run_id)
+        except QueueUnavailableError as exc:
+            self.metrics.api_errors.labels(operation="queue.cancel").inc()
+            logger.warning("could not cancel %s: %s", run_id, exc)
+            return None
 
     # -- due runs -----------------------------------------------------------------
 
@@ -341,11 +347,8 @@ class Ticker:
         entry.wanted = wanted
 
     async def _replace(self, entry: JobEntry, run_id: str) -> None:
-        try:
-            withdrawn = await self.queue.cancel(run_id)
-        except QueueUnavailableError as exc:
-            self.metrics.api_errors.labels(operation="queue.cancel").inc()
-            logger.warning("could not cancel %s: %s", run_id, exc)
+        withdrawn = await self._cancel(run_id)
+        if withdrawn is None:
             return
         how = "withdrawn from the queue" if withdrawn else "cancelled by its worker"
         await self.events.post(

@@ -14,8 +14,6 @@ API server and Redis: issue 13's items 4 and 6 to 9.
 from __future__ import annotations
 
 import datetime as dt
-import json
-import urllib.parse
 from collections.abc import Callable
 from pathlib import Path
 
@@ -25,9 +23,9 @@ import redis as redis_lib
 from tests.support import (
     ECHO,
     Jobs,
-    PausableProxy,
     QueueProbe,
     lead,
+    relayed_api_server,
     rfc3339,
     whole_seconds_from_now,
 )
@@ -102,12 +100,7 @@ def test_a_leader_cut_off_from_the_api_server_stops_publishing_before_its_lease_
     cluster: Cluster,
     tmp_path: Path,
 ) -> None:
-    config = json.loads(cluster.kubeconfig.read_text())
-    server = urllib.parse.urlparse(config["clusters"][0]["cluster"]["server"])
-    proxy = PausableProxy((str(server.hostname), int(server.port or 443)))
-    config["clusters"][0]["cluster"]["server"] = f"https://127.0.0.1:{proxy.port}"
-    through_proxy = tmp_path / "through-proxy.kubeconfig"
-    through_proxy.write_text(json.dumps(config))
+    proxy, through_proxy = relayed_api_server(cluster, tmp_path / "through-proxy.kubeconfig")
     lease = {"TICKWORK_OPERATOR_LEASE_DURATION_SECONDS": "6"}
     try:
         leader = start_operator("op-a", KUBECONFIG=str(through_proxy), **lease)

@@ -21,7 +21,6 @@ the drills (tests/e2e/test_drills.py, ``make drills``).
 from __future__ import annotations
 
 import datetime as dt
-import json
 import os
 import signal
 import urllib.parse
@@ -39,6 +38,7 @@ from tests.support import (
     ScriptedServer,
     finished,
     publish,
+    relayed_api_server,
     service_account_kubeconfig,
 )
 from tickwork.devcluster.cluster import Cluster
@@ -165,12 +165,7 @@ def test_a_run_never_starts_from_a_copy_older_than_the_one_it_was_published_from
     the spec it was published from, every time."""
     from tickwork.core.runs import scheduled_run_id  # noqa: PLC0415
 
-    config = json.loads(cluster.kubeconfig.read_text())
-    server = urllib.parse.urlparse(config["clusters"][0]["cluster"]["server"])
-    relay = PausableProxy((str(server.hostname), int(server.port or 443)))
-    config["clusters"][0]["cluster"]["server"] = f"https://127.0.0.1:{relay.port}"
-    through_relay = tmp_path / "through-relay.kubeconfig"
-    through_relay.write_text(json.dumps(config))
+    relay, through_relay = relayed_api_server(cluster, tmp_path / "through-relay.kubeconfig")
     job = jobs.create("edited", {"schedule": "@daily", "concurrencyPolicy": "Allow",
                                  "task": {"echo": {"message": "v1"}}})  # fmt: skip
     uid = job["metadata"]["uid"]

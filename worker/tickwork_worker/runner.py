@@ -243,19 +243,27 @@ class Runner:
             self.metrics.job_reads.labels(source="cache").inc()
         else:
             self.metrics.job_reads.labels(source="api").inc()
-            since = self.jobs.mark() if self.jobs is not None else 0
-            try:
-                body = await self.kube.get_job(message.namespace, message.name)
-            except KubeApiError as exc:
-                if exc.not_found:
-                    return None
-                raise
-            if self.jobs is not None:
-                self.jobs.observe(body, since=since)
+            body = await self._get(claim)
+            if body is None:
+                return None
         try:
             return ScheduledJob.model_validate(body)
         except ValidationError:
             return None  # the operator reports invalid specs; nothing can run
+
+    async def _get(self, claim: Claim) -> dict[str, Any] | None:
+        """The job from the API server itself (None if gone), taken into the copy."""
+        message = claim.message
+        since = self.jobs.mark() if self.jobs is not None else 0
+        try:
+            body = await self.kube.get_job(message.namespace, message.name)
+        except KubeApiError as exc:
+            if exc.not_found:
+                return None
+            raise
+        if self.jobs is not None:
+            self.jobs.observe(body, since=since)
+        return body
 
     async def process(self, claim: Claim) -> None:
         """Handle one claim to the end. Cancellation (shutdown) hands the run back."""
@@ -310,17 +318,8 @@ class Runner:
 
     async def _reread(self, claim: Claim) -> ScheduledJob | None:
         """The job from the API server itself; None if it is gone or another object."""
-        message = claim.message
-        since = self.jobs.mark() if self.jobs is not None else 0
-        try:
-            body = await self.kube.get_job(message.namespace, message.name)
-        except KubeApiError as exc:
-            if exc.not_found:
-                return None
-            raise
-        if self.jobs is not None:
-            self.jobs.observe(body, since=since)
-        if (body.get("metadata") or {}).get("uid") != message.uid:
+        body = await self._get(claim)
+        if body is None or (body.get("metadata") or {}).get("uid") != claim.message.uid:
             return None
         try:
             return ScheduledJob.model_validate(body)
