@@ -65,10 +65,6 @@ _OVERTAKEN_ATTEMPTS = 20
 _STOP_SECONDS = 5.0
 
 
-class RunCancelledError(Exception):
-    """A newer run replaced this one (concurrencyPolicy Replace)."""
-
-
 class LeaseLostError(Exception):
     """The lease expired and the run went to another worker: stop, write nothing."""
 
