@@ -5,7 +5,9 @@
 Measured in one run, on one control plane:
 
 * **Ceiling**: the raw rate at which this API server takes server-side-apply
-  status patches of ScheduledJobs (many in flight, one HTTP/2 connection).
+  status patches of ScheduledJobs (many in flight, one HTTP/2 connection); next
+  to it, the rates of the worker's check before each run (a consistent read of the
+  job's metadata) and of a full GET of the job, as costs relative to a patch.
 * **End to end**: ``--runs`` one-shot jobs (echo task) are created, their runs
   put in the Redis queue at once, and 1 or 2 ``tickwork-worker`` processes
   (already started and ready) claim, re-read the job, execute, write status and
@@ -27,6 +29,7 @@ import platform
 import sys
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -48,9 +51,12 @@ from tickwork.queue.messages import RunMessage
 from tickwork.queue.redis_queue import RedisRunQueue
 from tickwork.queue.settings import RedisSettings
 
+Call = Callable[[KubeClient, dict[str, Any]], Awaitable[object]]
 
-async def _patch_for(kubeconfig: Path, namespace: str, jobs: list[dict[str, Any]],
-                     seconds: float, concurrency: int) -> int:  # fmt: skip
+
+async def _call_for(kubeconfig: Path, jobs: list[dict[str, Any]], call: Call,
+                    seconds: float, concurrency: int) -> int:  # fmt: skip
+    """How many ``call``s (one job each, round robin) complete in ``seconds``."""
     done = 0
     deadline = time.monotonic() + seconds
     async with KubeClient(load_configuration(str(kubeconfig))) as kube:
@@ -59,11 +65,7 @@ async def _patch_for(kubeconfig: Path, namespace: str, jobs: list[dict[str, Any]
             nonlocal done
             index = offset
             while time.monotonic() < deadline:
-                job = jobs[index % len(jobs)]
-                status = {"phase": "Scheduled", "nextRunAt": dt.datetime.now(dt.UTC).isoformat()}
-                await kube.apply_job_status(namespace, job["metadata"]["name"],
-                                            job["metadata"]["uid"], status,
-                                            field_manager="bench-ceiling")  # fmt: skip
+                await call(kube, jobs[index % len(jobs)])
                 done += 1
                 index += concurrency
 
@@ -71,16 +73,39 @@ async def _patch_for(kubeconfig: Path, namespace: str, jobs: list[dict[str, Any]
     return done
 
 
+async def _patch(kube: KubeClient, job: dict[str, Any]) -> object:
+    status = {"phase": "Scheduled", "nextRunAt": dt.datetime.now(dt.UTC).isoformat()}
+    metadata = job["metadata"]
+    return await kube.apply_job_status(metadata["namespace"], metadata["name"], metadata["uid"],
+                                       status, field_manager="bench-ceiling")  # fmt: skip
+
+
+async def _check(kube: KubeClient, job: dict[str, Any]) -> object:
+    return await kube.job_metadata(job["metadata"]["namespace"], job["metadata"]["name"])
+
+
+async def _get(kube: KubeClient, job: dict[str, Any]) -> object:
+    return await kube.get_job(job["metadata"]["namespace"], job["metadata"]["name"])
+
+
 def ceiling(cluster: Cluster, seconds: float = 15.0, concurrency: int = 32) -> dict[str, Any]:
+    """The status-patch ceiling; and, on the same jobs, what the worker's check before a
+    run (a consistent metadata read) and a full GET of the job cost next to it."""
     namespace = "ceiling"
     cluster.kubectl("create", "namespace", namespace)
     spec = {"schedule": "0 0 1 1 *", "task": {"echo": {"message": "x"}}}
     jobs = create_jobs(cluster, namespace, [job_manifest(f"c-{i:04d}", spec) for i in range(256)])
-    started = time.monotonic()
-    done = asyncio.run(_patch_for(cluster.kubeconfig, namespace, jobs, seconds, concurrency))
-    elapsed = time.monotonic() - started
-    return {"status_patches": done, "seconds": round(elapsed, 1),
-            "status_patches_per_second": round(done / elapsed, 1)}  # fmt: skip
+    rates = {}
+    for what, call in (("status_patches", _patch), ("metadata_checks", _check),
+                       ("job_gets", _get)):  # fmt: skip
+        started = time.monotonic()
+        done = asyncio.run(_call_for(cluster.kubeconfig, jobs, call, seconds, concurrency))
+        rates[what] = round(done / (time.monotonic() - started), 1)
+    return {"seconds": seconds, "status_patches_per_second": rates["status_patches"],
+            "metadata_checks_per_second": rates["metadata_checks"],
+            "job_gets_per_second": rates["job_gets"],
+            "check_cost_vs_patch": round(rates["status_patches"] / rates["metadata_checks"], 3),
+            "get_cost_vs_patch": round(rates["status_patches"] / rates["job_gets"], 3)}  # fmt: skip
 
 
 def enqueue_all(redis: RedisServer, queue: str, messages: list[RunMessage]) -> None:

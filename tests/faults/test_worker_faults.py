@@ -8,7 +8,8 @@ issue 13's items 1 to 5 and 9.
   nothing; only the next attempt is recorded (3) — the reaper's grace after a
   Redis restart is in tests/integration/test_queue_resilience.py;
 * a run never starts from a copy of the job older than the one it was published
-  from (4) — the queued runs the operator withdraws on suspend and delete are in
+  from, nor after a suspend or delete that reached the API server before its
+  claim (4) — the queued runs the operator withdraws on suspend and delete are in
   test_operator_faults.py, random event orders in tests/unit/test_job_cache.py;
 * runs of one job ending together keep every record (5);
 * a job the worker may not read is dead-lettered, not redelivered forever (9);
@@ -190,7 +191,72 @@ def test_a_run_never_starts_from_a_copy_older_than_the_one_it_was_published_from
                 "id") == run_id, timeout=30, what=f"run {run_id}")  # fmt: skip
             results.append(jobs.status("edited")["lastRun"]["result"])
         assert results == [f"Executed: v{version}" for version in range(2, 7)]
-        assert (worker.metric("tickwork_worker_job_reads_total", 'source="api"') or 0) >= 5
+    finally:
+        relay.close()
+
+
+@pytest.mark.parametrize("change", ["suspend", "delete", "delete-held-by-a-finalizer"])
+def test_a_suspend_or_delete_between_publish_and_claim_stops_the_run(
+    change: str,
+    start_worker: Start,
+    jobs: Jobs,
+    probe: QueueProbe,
+    cluster: Cluster,
+    endpoint: ScriptedServer,
+    tmp_path: Path,
+) -> None:
+    """The operator publishes a run; before a warm worker claims it, the job is
+    suspended or deleted — and the worker's watch has not brought that yet (its
+    connection to the API server stalls). Five times over, the run must not execute:
+    the suspend or delete was visible before the claim. (Before, the worker started
+    the run from its copy, which matched the generation in the message.)"""
+    from tickwork.core.runs import scheduled_run_id  # noqa: PLC0415
+
+    relay, through_relay = relayed_api_server(cluster, tmp_path / "through-relay.kubeconfig")
+    spec = {"schedule": "@daily", "task": {"http": {"url": endpoint.url, "method": "POST"}}}
+    finalizers = ["example.com/hold"] if change == "delete-held-by-a-finalizer" else []
+    # The copy holds this test's namespace alone: its size tells what the watch brought.
+    worker = start_worker(KUBECONFIG=str(through_relay), TICKWORK_WORKER_NAMESPACES=jobs.namespace)
+    try:
+        wait_for(lambda: worker.metric("tickwork_worker_job_cache_synced") == 1.0,
+                 timeout=30, what="the job cache to be listed")  # fmt: skip
+        for round_ in range(5):
+            name = f"stopped-{round_}"
+            known = round_ if change == "suspend" else 0  # deleted jobs leave the copy
+
+            def copied(count: int) -> bool:
+                return worker.metric("tickwork_worker_job_cache_objects") == float(count)
+
+            wait_for(lambda known=known: copied(known), timeout=30, what="the copy settled")
+            job = jobs.create(name, spec, finalizers=finalizers)
+            uid, generation = job["metadata"]["uid"], job["metadata"]["generation"]
+            # The worker's watch brought the job: it would start the run from its copy.
+            wait_for(lambda known=known: copied(known + 1), timeout=30,
+                     what="the worker's copy of the job")  # fmt: skip
+            relay.pause()  # the worker's watch (and anything else it asks) stalls here
+            if change == "suspend":
+                jobs.patch(name, {"spec": {"suspend": True}})
+            else:
+                jobs.delete(name)
+            scheduled = dt.datetime(2026, 12, 2, 9, tzinfo=dt.UTC)
+            run_id = scheduled_run_id(uid, scheduled)
+            probe.enqueue(RunMessage(run_id=run_id, namespace=jobs.namespace, name=name,
+                                     uid=uid, scheduled_at=scheduled.isoformat(),
+                                     generation=generation))  # fmt: skip
+            wait_for(lambda run_id=run_id: probe.locate(run_id) is RunLocation.IN_FLIGHT,
+                     timeout=30, what="the worker to claim the run")  # fmt: skip
+            relay.resume()
+            wait_for(lambda run_id=run_id: probe.locate(run_id) is RunLocation.DONE,
+                     timeout=30, what=f"run {run_id} to end")  # fmt: skip
+            assert endpoint.requests == [], f"round {round_}: executed after the {change}"
+            if change == "suspend":
+                last = jobs.status(name)["lastRun"]
+                assert (last["id"], last["outcome"]) == (run_id, "Skipped")
+            elif finalizers:
+                jobs.patch(name, {"metadata": {"finalizers": None}})
+        reason = {"suspend": "suspended", "delete": "gone"}.get(change, "deleting")
+        skipped = worker.metric("tickwork_runs_skipped_by_worker_total", f'reason="{reason}"')
+        assert skipped == 5.0
     finally:
         relay.close()
 

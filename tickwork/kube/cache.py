@@ -12,7 +12,9 @@ copy cannot vouch for the job:
 * when the job is missing or has another uid (created or replaced moments ago),
   or was deleted (a tombstone keeps a racing read from putting it back);
 * when the copy is older than the job the operator saw when it published the run
-  (its ``metadata.generation``, which only grows, is in the run's message).
+  (its ``metadata.generation``, which only grows, is in the run's message), or
+  than the job's metadata read at the claim (the worker's check that no suspend,
+  edit or delete has reached the API server meanwhile; see the runner).
 
 resourceVersions are compared only for equality, as the API conventions require;
 order comes from the watch, which brings every change of a job in order. A copy

@@ -107,6 +107,8 @@ def _not_this_job(job: ScheduledJob | None, message: RunMessage) -> str | None:
         return "gone"
     if job.metadata.get("uid") != message.uid:
         return "replaced"
+    if job.metadata.get("deletionTimestamp"):
+        return "deleting"  # a delete waiting on finalizers is a delete
     if not belongs_to(message.run_id, message.uid):
         return "foreign"  # a run ID of another object: never execute under it
     return None
@@ -227,14 +229,34 @@ class Runner:
         self._leases: dict[str, _Lease] = {}
         """The lease of every claim in hand, by token."""
 
-    async def _read(self, claim: Claim) -> ScheduledJob | None:
+    async def _read(self, claim: Claim, *, to_start: bool = False) -> ScheduledJob | None:
+        """The job as the watched copy has it if that can vouch for it, else as the API
+        server has it.
+
+        ``to_start``: the job decides whether the run may start, so its spec is never
+        older than the API server's at this moment. The copy serves if the job's
+        current metadata (one cheap consistent read, see ``job_metadata``) shows no
+        spec change since the copy's (a suspend, an edit: each raises the generation)
+        and the job is neither gone nor being deleted: a watch lagging behind the API
+        server cannot start a run that a suspend or a delete has already stopped.
+        (Writes of status need no such care: they are conditional on the
+        resourceVersion they were built on.)"""
         message = claim.message
         body = None
         # A redelivered or requeued run is checked against the API server itself: it
         # may have finished moments ago, and only the truth may decide to run it again.
         if self.jobs is not None and message.attempt == 1 and not message.requeued:
-            body = self.jobs.get(message.namespace, message.name, message.uid,
-                                 message.generation)  # fmt: skip
+            generation = message.generation or 0
+            if to_start:
+                now = await self.kube.job_metadata(message.namespace, message.name)
+                if now is None:
+                    return None  # gone
+                if now.get("uid") != message.uid or "deletionTimestamp" in now:
+                    generation = -1  # read the object itself: why_skip says why not
+                else:
+                    generation = max(generation, int(now.get("generation") or 0))
+            if generation >= 0:
+                body = self.jobs.get(message.namespace, message.name, message.uid, generation)
         if body is not None:
             self.metrics.job_reads.labels(source="cache").inc()
         else:
@@ -268,7 +290,7 @@ class Runner:
         lease = self._leases[claim.token] = _Lease(claim.sent_at, self.lease_seconds)
         heartbeat = asyncio.create_task(self._heartbeat(claim, lease))
         try:
-            job = await self._read(claim)
+            job = await self._read(claim, to_start=True)
             reason = why_skip(job, claim)
             if reason is not None:
                 await self._skip(claim, job, reason)
