@@ -77,6 +77,18 @@ def test_what_the_schema_cannot_tell_is_left_to_the_operator(
     assert created["metadata"]["name"] == entry["name"]
 
 
+@pytest.mark.parametrize(
+    "entry", CORPUS["atTheLimits"], ids=[e["name"] for e in CORPUS["atTheLimits"]]
+)
+def test_specs_exactly_at_the_size_limits_are_accepted(
+    crd: None, api_client: k8s.ApiClient, namespace: str, entry: dict[str, Any]
+) -> None:
+    created = _create(api_client, namespace, _job(entry["name"], entry["spec"]))
+    # Stored whole: what the API server kept parses back into the same spec.
+    stored = models.ScheduledJob.model_validate(created).spec
+    assert stored == models.ScheduledJobSpec.model_validate(entry["spec"])
+
+
 def test_the_api_server_applies_the_models_defaults(
     crd: None, api_client: k8s.ApiClient, namespace: str
 ) -> None:

@@ -3,6 +3,7 @@ the API server gives, and the committed CRD is exactly what the models generate.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +46,20 @@ def test_specs_the_api_server_refuses_are_refused_by_the_models(entry: dict[str,
     # CEL rules share their message with the Python check, word for word.
     if any(message.startswith(entry["expect"]) for message in CEL_MESSAGES):
         assert entry["expect"] in str(excinfo.value)
+
+
+@pytest.mark.parametrize("entry", CORPUS["atTheLimits"], ids=_ids(CORPUS["atTheLimits"]))
+def test_specs_exactly_at_the_size_limits_are_accepted(entry: dict[str, Any]) -> None:
+    spec = ScheduledJobSpec.model_validate(entry["spec"])
+    assert spec.task.kind in {"http", "command", "python"}
+
+
+def test_a_maximal_spec_stays_within_32_kib() -> None:
+    """What every operator and worker may have to hold per job, at the limits (the
+    figure docs/operations.md gives for sizing)."""
+    for entry in CORPUS["atTheLimits"]:
+        spec = ScheduledJobSpec.model_validate(entry["spec"])
+        assert len(json.dumps(spec.to_wire())) < 32 * 1024
 
 
 @pytest.mark.parametrize("entry", CORPUS["operatorOnly"], ids=_ids(CORPUS["operatorOnly"]))

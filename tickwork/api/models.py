@@ -131,23 +131,39 @@ class HttpHeader(_Model):
     value: Annotated[StrictStr, Field(max_length=4096)]
 
 
+def _within_budget(*texts: str) -> None:
+    """The task text budget (rules.TASK_TEXT_BUDGET), as the CEL rules count it."""
+    if sum(len(text) for text in texts) > rules.TASK_TEXT_BUDGET:
+        raise ValueError
+
+
 class HttpTask(_Model):
     """Call a URL. The run ID is sent as the Idempotency-Key header."""
+
+    model_config = ConfigDict(json_schema_extra=_cel(rules.HTTP_TEXT_BUDGET))
 
     url: HttpUrl
     method: HttpMethod = HttpMethod.POST
     headers: Annotated[
         list[HttpHeader],
         Field(
-            max_length=32,
+            max_length=16,
             json_schema_extra=_list_map("name"),
         ),
     ] = []
-    body: Annotated[StrictStr, Field(max_length=65536)] = ""
+    body: Annotated[StrictStr, Field(max_length=rules.TASK_TEXT_BUDGET)] = ""
     success_codes: Annotated[
         list[Annotated[StrictInt, Field(ge=100, le=599)]],
         Field(max_length=16, description="Status codes that count as success; default: any 2xx."),
     ] = []
+
+    @model_validator(mode="after")
+    def _budget(self) -> Self:
+        try:
+            _within_budget(self.body, *(header.value for header in self.headers))
+        except ValueError:
+            raise ValueError(rules.HTTP_TEXT_BUDGET.message) from None
+        return self
 
 
 class EnvVar(_Model):
@@ -158,8 +174,10 @@ class EnvVar(_Model):
 class CommandTask(_Model):
     """Run a program in the worker's container. Disabled unless the installer enables it."""
 
+    model_config = ConfigDict(json_schema_extra=_cel(rules.COMMAND_TEXT_BUDGET))
+
     args: Annotated[
-        list[Annotated[StrictStr, Field(max_length=1024)]], Field(min_length=1, max_length=32)
+        list[Annotated[StrictStr, Field(max_length=4096)]], Field(min_length=1, max_length=32)
     ]
     env: Annotated[
         list[EnvVar],
@@ -169,15 +187,33 @@ class CommandTask(_Model):
         ),
     ] = []
 
+    @model_validator(mode="after")
+    def _budget(self) -> Self:
+        try:
+            _within_budget(*self.args, *(variable.value for variable in self.env))
+        except ValueError:
+            raise ValueError(rules.COMMAND_TEXT_BUDGET.message) from None
+        return self
+
 
 class PythonTask(_Model):
     """Call a Python task registered by name (entry-point group tickwork.tasks)."""
 
+    model_config = ConfigDict(json_schema_extra=_cel(rules.PYTHON_TEXT_BUDGET))
+
     name: Annotated[StrictStr, Field(min_length=1, max_length=253, pattern=rules.TASK_NAME_PATTERN)]
-    args: Annotated[list[Annotated[StrictStr, Field(max_length=1024)]], Field(max_length=32)] = []
+    args: Annotated[list[Annotated[StrictStr, Field(max_length=4096)]], Field(max_length=32)] = []
     kwargs: Annotated[
-        dict[str, Annotated[StrictStr, Field(max_length=1024)]], Field(max_length=32)
+        dict[str, Annotated[StrictStr, Field(max_length=4096)]], Field(max_length=32)
     ] = {}
+
+    @model_validator(mode="after")
+    def _budget(self) -> Self:
+        try:
+            _within_budget(*self.args, *self.kwargs, *self.kwargs.values())
+        except ValueError:
+            raise ValueError(rules.PYTHON_TEXT_BUDGET.message) from None
+        return self
 
 
 class EchoTask(_Model):

@@ -93,3 +93,27 @@ HTTP_URL = CelRule(
     "&& url(self).getHostname() != ''",
     message=URL_MESSAGE,
 )
+
+#: The most text one task may carry (body, header values, args, env values,
+#: kwargs): every operator and worker keeps each job in memory, so a few thousand
+#: maximal jobs must not exhaust them (see docs/operations.md, "Sizing").
+TASK_TEXT_BUDGET = 16384
+_BUDGET_MESSAGE = (
+    "{what} may hold at most 16 KiB of text in all; keep large payloads and scripts "
+    "in the target service or the image"
+)
+HTTP_TEXT_BUDGET = CelRule(
+    rule="(has(self.body) ? size(self.body) : 0) + (has(self.headers) ? "
+    "self.headers.map(h, size(h.value)).sum() : 0) <= " + str(TASK_TEXT_BUDGET),
+    message=_BUDGET_MESSAGE.format(what="the http body and header values"),
+)
+COMMAND_TEXT_BUDGET = CelRule(
+    rule="self.args.map(a, size(a)).sum() + (has(self.env) ? "
+    "self.env.map(e, has(e.value) ? size(e.value) : 0).sum() : 0) <= " + str(TASK_TEXT_BUDGET),
+    message=_BUDGET_MESSAGE.format(what="the command's args and env values"),
+)
+PYTHON_TEXT_BUDGET = CelRule(
+    rule="(has(self.args) ? self.args.map(a, size(a)).sum() : 0) + (has(self.kwargs) ? "
+    "self.kwargs.map(k, size(k) + size(self.kwargs[k])).sum() : 0) <= " + str(TASK_TEXT_BUDGET),
+    message=_BUDGET_MESSAGE.format(what="the python task's args and kwargs"),
+)

@@ -8,6 +8,9 @@ from __future__ import annotations
 #: The longest result or error text kept in status, Events and dead letters
 #: (the models' limit for them).
 TEXT_LIMIT = 1024
+#: The same for the records in a job's history (``status.runs``): up to 40 of them
+#: are kept, in every worker's copy of every job; ``lastRun`` keeps TEXT_LIMIT.
+HISTORY_TEXT_LIMIT = 256
 _MARKER = "… [truncated]"
 
 

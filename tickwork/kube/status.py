@@ -34,7 +34,7 @@ from typing import Any
 
 from tickwork.api.models import RunRecord, ScheduledJobStatus
 from tickwork.core.states import ACTIVE_STATES, JobPhase, RunState
-from tickwork.core.text import cap_optional
+from tickwork.core.text import HISTORY_TEXT_LIMIT, TEXT_LIMIT, cap_optional
 
 OPERATOR_MANAGER = "tickwork-operator"
 WORKER_MANAGER = "tickwork-worker"
@@ -249,6 +249,7 @@ def finished_body(
     runs = keep_history(
         list(observed.runs), record, successful=successful_history, failed=failed_history
     )
+    runs = [replace_record_texts(r, limit=HISTORY_TEXT_LIMIT) for r in runs]
     body: dict[str, Any] = {
         "phase": phase.value,
         "lastRun": record.to_wire(),
@@ -271,7 +272,6 @@ def finished_body(
     return body
 
 
-def replace_record_texts(record: RunRecord) -> RunRecord:
-    return record.model_copy(
-        update={"result": cap_optional(record.result), "error": cap_optional(record.error)}
-    )
+def replace_record_texts(record: RunRecord, *, limit: int = TEXT_LIMIT) -> RunRecord:
+    return record.model_copy(update={"result": cap_optional(record.result, limit),
+                                     "error": cap_optional(record.error, limit)})  # fmt: skip
