@@ -83,6 +83,25 @@ def test_the_worker_lists_and_watches_jobs_only_for_its_job_cache(helm: str) -> 
     assert worker_view("--set", "worker.jobCache.enabled=false") == (["get"], "false")
 
 
+def test_workers_get_secrets_only_when_the_installer_allows_it(helm: str) -> None:
+    def secret_rules(*extra: str) -> dict[str, list[list[str]]]:
+        """The workers' rules on Secrets, by the Role's (or ClusterRole's) namespace."""
+        found: dict[str, list[list[str]]] = {}
+        for obj in _objects(render(helm, "tickwork", *extra)):
+            if obj["kind"] in ("Role", "ClusterRole") and obj["metadata"]["name"].endswith(
+                "-worker"
+            ):
+                where = obj["metadata"].get("namespace", "*")
+                found[where] = [r["verbs"] for r in obj["rules"] if "secrets" in r["resources"]]
+        return found
+
+    assert secret_rules() == {"*": []}
+    assert secret_rules("--set", "worker.secrets.enabled=true") == {"*": [["get"]]}
+    assert secret_rules("--set", "worker.secrets.enabled=true",
+                        "--set", "watchNamespaces={team-a,team-b}") == {
+        "team-a": [["get"]], "team-b": [["get"]]}  # fmt: skip
+
+
 @pytest.mark.parametrize("values", SCENARIOS, ids=[p.stem for p in SCENARIOS])
 def test_every_scenario_is_accepted_by_the_api_server(
     helm: str, cluster: Cluster, namespace: str, third_party_crds: None, values: Path

@@ -124,11 +124,41 @@ class HttpMethod(enum.StrEnum):
     HEAD = "HEAD"
 
 
+class SecretKeyRef(_Model):
+    """A key of a Secret in the job's own namespace (a job can name no other)."""
+
+    name: Annotated[
+        StrictStr, Field(min_length=1, max_length=253, pattern=rules.SECRET_NAME_PATTERN)
+    ]
+    key: Annotated[StrictStr, Field(min_length=1, max_length=253, pattern=rules.SECRET_KEY_PATTERN)]
+
+
+class ValueSource(_Model):
+    """Where a value comes from instead of the spec."""
+
+    secret_key_ref: SecretKeyRef
+
+
+def _one_source(value: str, source: ValueSource | None, rule: rules.CelRule) -> None:
+    if source is not None and value:
+        raise ValueError(rule.message)
+
+
 class HttpHeader(_Model):
+    model_config = ConfigDict(json_schema_extra=_cel(rules.VALUE_OR_VALUE_FROM))
+
     name: Annotated[
         StrictStr, Field(min_length=1, max_length=256, pattern=rules.HEADER_NAME_PATTERN)
     ]
-    value: Annotated[StrictStr, Field(max_length=4096)]
+    value: Annotated[StrictStr, Field(max_length=4096)] = ""
+    value_from: ValueSource | None = Field(
+        default=None, description="Take the value from a Secret (a token, a password)."
+    )
+
+    @model_validator(mode="after")
+    def _source(self) -> Self:
+        _one_source(self.value, self.value_from, rules.VALUE_OR_VALUE_FROM)
+        return self
 
 
 def _within_budget(*texts: str) -> None:
@@ -140,7 +170,9 @@ def _within_budget(*texts: str) -> None:
 class HttpTask(_Model):
     """Call a URL. The run ID is sent as the Idempotency-Key header."""
 
-    model_config = ConfigDict(json_schema_extra=_cel(rules.HTTP_TEXT_BUDGET))
+    model_config = ConfigDict(
+        json_schema_extra=_cel(rules.HTTP_TEXT_BUDGET, rules.BODY_OR_BODY_FROM)
+    )
 
     url: HttpUrl
     method: HttpMethod = HttpMethod.POST
@@ -152,6 +184,9 @@ class HttpTask(_Model):
         ),
     ] = []
     body: Annotated[StrictStr, Field(max_length=rules.TASK_TEXT_BUDGET)] = ""
+    body_from: ValueSource | None = Field(
+        default=None, description="Take the body from a Secret instead."
+    )
     success_codes: Annotated[
         list[Annotated[StrictInt, Field(ge=100, le=599)]],
         Field(max_length=16, description="Status codes that count as success; default: any 2xx."),
@@ -163,12 +198,23 @@ class HttpTask(_Model):
             _within_budget(self.body, *(header.value for header in self.headers))
         except ValueError:
             raise ValueError(rules.HTTP_TEXT_BUDGET.message) from None
+        _one_source(self.body, self.body_from, rules.BODY_OR_BODY_FROM)
         return self
 
 
 class EnvVar(_Model):
+    model_config = ConfigDict(json_schema_extra=_cel(rules.VALUE_OR_VALUE_FROM))
+
     name: Annotated[StrictStr, Field(min_length=1, max_length=128, pattern=rules.ENV_NAME_PATTERN)]
     value: Annotated[StrictStr, Field(max_length=4096)] = ""
+    value_from: ValueSource | None = Field(
+        default=None, description="Take the value from a Secret (a token, a password)."
+    )
+
+    @model_validator(mode="after")
+    def _source(self) -> Self:
+        _one_source(self.value, self.value_from, rules.VALUE_OR_VALUE_FROM)
+        return self
 
 
 class CommandTask(_Model):

@@ -47,6 +47,9 @@ URL_MESSAGE = "url must be an absolute http:// or https:// URL with a host"
 HEADER_NAME_PATTERN = r"^[A-Za-z0-9!#$%&'*+.^_`|~-]+$"
 ENV_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
 TASK_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*(?:[.:][A-Za-z_][A-Za-z0-9_]*)*$"
+#: A Secret's name (a DNS subdomain) and a key in its data, as Kubernetes has them.
+SECRET_NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"  # noqa: S105 - a pattern
+SECRET_KEY_PATTERN = r"^[-._a-zA-Z0-9]+$"  # noqa: S105 - a pattern
 
 
 @dataclass(frozen=True)
@@ -104,7 +107,7 @@ _BUDGET_MESSAGE = (
 )
 HTTP_TEXT_BUDGET = CelRule(
     rule="(has(self.body) ? size(self.body) : 0) + (has(self.headers) ? "
-    "self.headers.map(h, size(h.value)).sum() : 0) <= " + str(TASK_TEXT_BUDGET),
+    "self.headers.map(h, has(h.value) ? size(h.value) : 0).sum() : 0) <= " + str(TASK_TEXT_BUDGET),
     message=_BUDGET_MESSAGE.format(what="the http body and header values"),
 )
 COMMAND_TEXT_BUDGET = CelRule(
@@ -116,4 +119,12 @@ PYTHON_TEXT_BUDGET = CelRule(
     rule="(has(self.args) ? self.args.map(a, size(a)).sum() : 0) + (has(self.kwargs) ? "
     "self.kwargs.map(k, size(k) + size(self.kwargs[k])).sum() : 0) <= " + str(TASK_TEXT_BUDGET),
     message=_BUDGET_MESSAGE.format(what="the python task's args and kwargs"),
+)
+VALUE_OR_VALUE_FROM = CelRule(
+    rule="!has(self.valueFrom) || !has(self.value) || size(self.value) == 0",
+    message="set value or valueFrom, not both",
+)
+BODY_OR_BODY_FROM = CelRule(
+    rule="!has(self.bodyFrom) || !has(self.body) || size(self.body) == 0",
+    message="set body or bodyFrom, not both",
 )

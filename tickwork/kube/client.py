@@ -276,6 +276,9 @@ class KubeClient:
             body={"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": uid}},
         )
 
+    async def get_secret(self, namespace: str, name: str) -> dict[str, Any]:
+        return await self.request("GET", f"/api/v1/namespaces/{namespace}/secrets/{name}")
+
     # -- Events and Leases ------------------------------------------------
 
     async def create_event(self, namespace: str, event: dict[str, Any]) -> None:

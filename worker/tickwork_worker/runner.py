@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import datetime as dt
 import logging
 import time
@@ -43,6 +44,7 @@ from tickwork.queue.messages import Claim, RunMessage
 from tickwork.queue.protocol import RunQueue
 from tickwork_worker.metrics import WorkerMetrics
 from tickwork_worker.tasks.base import RetryableTaskError, RunContext, TaskKind
+from tickwork_worker.tasks.secrets import SecretValues
 
 logger = logging.getLogger(__name__)
 
@@ -451,12 +453,21 @@ class Runner:
         )
 
     async def _attempt(self, claim: Claim, job: ScheduledJob) -> Outcome:
-        spec = job.spec
+        """One attempt of the task. Whatever it read from Secrets is taken out of the
+        outcome's texts before they go anywhere."""
         message = claim.message
+        secrets = SecretValues(self.kube, message.namespace)
         context = RunContext(
             run_id=message.run_id, attempt=message.attempt, namespace=message.namespace,
-            name=message.name, scheduled_at=_scheduled_at(claim, None),
+            name=message.name, scheduled_at=_scheduled_at(claim, None), secrets=secrets,
         )  # fmt: skip
+        outcome = await self._attempt_in(claim, job, context)
+        return dataclasses.replace(outcome, result=secrets.redact(outcome.result),
+                                   error=secrets.redact(outcome.error),
+                                   brief=secrets.redact(outcome.brief))  # fmt: skip
+
+    async def _attempt_in(self, claim: Claim, job: ScheduledJob, context: RunContext) -> Outcome:
+        spec = job.spec
         kind = self.kinds[spec.task.kind]
         lease = self._leases[claim.token]
         lease.check()  # a run that waited for its Running mark may have lost it meanwhile

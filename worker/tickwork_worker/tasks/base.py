@@ -6,8 +6,14 @@ import datetime as dt
 from dataclasses import dataclass
 from typing import Protocol
 
-from tickwork.api.models import ScheduledJobSpec
+from tickwork.api.models import ScheduledJobSpec, SecretKeyRef, ValueSource
 from tickwork.core.errors import PermanentTaskError, TaskTimeoutError
+
+
+class SecretSource(Protocol):
+    async def read(self, ref: SecretKeyRef) -> str:
+        """The value of a key of a Secret in the job's namespace."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -19,6 +25,16 @@ class RunContext:
     namespace: str
     name: str
     scheduled_at: dt.datetime | None
+    secrets: SecretSource | None = None
+    """Reads ``valueFrom.secretKeyRef`` (see tasks.secrets); None: none may be read."""
+
+    async def value(self, value: str, source: ValueSource | None) -> str:
+        """A value given in the spec, or read from where ``source`` says."""
+        if source is None:
+            return value
+        if self.secrets is None:
+            raise PermanentTaskError("values from Secrets are not available here")
+        return await self.secrets.read(source.secret_key_ref)
 
 
 @dataclass(frozen=True)

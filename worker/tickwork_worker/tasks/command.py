@@ -48,7 +48,7 @@ class CommandTask:
             "PATH": os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin"),
             "HOME": os.environ.get("HOME", "/tmp"),  # noqa: S108 - a default, not a file we write
             "LANG": "C.UTF-8",
-            **{var.name: var.value for var in task.env},
+            **{var.name: await run.value(var.value, var.value_from) for var in task.env},
             "TICKWORK_RUN_ID": run.run_id,
             "TICKWORK_ATTEMPT": str(run.attempt),
         }

@@ -3,7 +3,9 @@
 Success is a status in ``successCodes`` (default: any 2xx). A 4xx other than
 408 and 429 is permanent (the request itself is wrong; retrying repeats the
 mistake); 408, 429, 5xx, timeouts and connection errors are retried.
-Redirects are not followed. Neither headers nor bodies are ever logged.
+Redirects are not followed. Neither headers nor bodies are ever logged, and URLs
+in messages lose their user, password and query. Header values and the body may
+come from Secrets of the job's namespace (``valueFrom``, ``bodyFrom``).
 
 Connections go only where the worker's egress policy allows (see ``egress``): a
 refused address fails the run at once with "address not allowed". The answer is
@@ -13,6 +15,8 @@ decompressed.
 """
 
 from __future__ import annotations
+
+import urllib.parse
 
 import httpx
 
@@ -37,7 +41,9 @@ class HttpTask:
     async def execute(self, spec: ScheduledJobSpec, run: RunContext) -> TaskResult:
         task = spec.task.http
         assert task is not None  # noqa: S101 - dispatched by kind
-        headers = {h.name: h.value for h in task.headers}
+        headers = {h.name: await run.value(h.value, h.value_from) for h in task.headers}
+        body = await run.value(task.body, task.body_from)
+        where = f"{task.method} {redact_url(task.url)}"
         headers.setdefault("User-Agent", f"tickwork/{__version__}")
         if not any(name.lower() == "accept-encoding" for name in headers):
             headers["Accept-Encoding"] = "identity"
@@ -48,19 +54,19 @@ class HttpTask:
                 task.method.value,
                 task.url,
                 headers=headers,
-                content=task.body.encode() if task.body else None,
+                content=body.encode() if body else None,
                 timeout=spec.timeout_seconds,
                 follow_redirects=False,
             ) as response:
                 code = response.status_code
                 preview = await _preview(response)
         except EgressRefusedError as exc:
-            raise PermanentTaskError(f"{task.method} {task.url}: {exc}") from None
+            raise PermanentTaskError(f"{where}: {exc}") from None
         except httpx.TimeoutException as exc:
-            raise RetryableTaskError(f"{task.method} {task.url}: timed out ({exc})") from None
+            raise RetryableTaskError(f"{where}: timed out ({_without(exc, task.url)})") from None
         except httpx.HTTPError as exc:
             raise RetryableTaskError(
-                f"{task.method} {task.url}: {type(exc).__name__}: {exc}"
+                f"{where}: {type(exc).__name__}: {_without(exc, task.url)}"
             ) from None
         succeeded = code in task.success_codes if task.success_codes else 200 <= code < 300  # noqa: PLR2004
         if succeeded:
@@ -69,6 +75,21 @@ class HttpTask:
         if 400 <= code < 500 and code not in _RETRYABLE_4XX:  # noqa: PLR2004
             raise PermanentTaskError(f"HTTP {code}", detail=preview or None)
         raise RetryableTaskError(f"HTTP {code}", detail=preview or None)
+
+
+def redact_url(url: str) -> str:
+    """``url`` fit for messages: no user or password, no query (tokens live there)."""
+    parts = urllib.parse.urlsplit(url)
+    netloc = parts.netloc
+    if "@" in netloc:
+        netloc = "***@" + netloc.rsplit("@", 1)[1]
+    query = "…" if parts.query else ""
+    return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, query, ""))
+
+
+def _without(exc: Exception, url: str) -> str:
+    """An HTTP library's message with the URL in it redacted."""
+    return str(exc).replace(url, redact_url(url))
 
 
 async def _preview(response: httpx.Response) -> str:
