@@ -181,7 +181,7 @@ def test_command_tasks_are_refused_unless_the_installer_enables_them(
     last = finished(jobs, "shell")["lastRun"]
     assert isinstance(last, dict)
     assert last["outcome"] == "Failed"
-    assert "command tasks are disabled in this installation" in last["error"]
+    assert "command tasks are disabled for jobs in namespace" in last["error"]
     assert "worker.commandTasks.enabled=true" in last["error"]
 
 

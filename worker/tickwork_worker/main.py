@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
 import signal
 import sys
@@ -27,9 +28,10 @@ from tickwork_worker.settings import WorkerSettings
 from tickwork_worker.tasks.base import TaskKind
 from tickwork_worker.tasks.command import CommandTask
 from tickwork_worker.tasks.echo import EchoTask
-from tickwork_worker.tasks.egress import EgressPolicy, guarded_client
+from tickwork_worker.tasks.egress import guarded_client
 from tickwork_worker.tasks.http import HttpTask
 from tickwork_worker.tasks.python import PythonTask, discover
+from tickwork_worker.tenants import TenantRules
 from tickwork_worker.worker import Worker
 
 logger = logging.getLogger("tickwork_worker")
@@ -54,14 +56,18 @@ async def run_worker(
     metrics = WorkerMetrics()
     events = EventRecorder(kube, component="tickwork-worker", instance=settings.name)
     jobs = _job_cache(settings, kube, metrics)
-    policy = EgressPolicy.build(allow=settings.egress_allow.split(","),
-                                deny=settings.egress_deny.split(","))  # fmt: skip
-    async with guarded_client(policy) as http_client:
+    rules = tenant_rules(settings)
+    async with contextlib.AsyncExitStack() as clients:
+        # One HTTP client (connection pool) per set of egress rules, not per namespace.
+        by_key = {r.key: await clients.enter_async_context(guarded_client(r.egress))
+                  for r in rules.all()}  # fmt: skip
         kinds: dict[str, TaskKind] = {
             "echo": EchoTask(),
-            "http": HttpTask(http_client),
-            "python": PythonTask(discover(demo=settings.demo_tasks), threads=settings.concurrency),
-            "command": CommandTask(enabled=settings.command_tasks),
+            "http": HttpTask(lambda namespace: by_key[rules.of(namespace).key]),
+            "python": PythonTask(
+                discover(demo=settings.demo_tasks), threads=settings.concurrency, rules=rules
+            ),
+            "command": CommandTask(enabled=settings.command_tasks, rules=rules),
         }
         runner = Runner(
             queue=queue, kube=kube, events=events, metrics=metrics, kinds=kinds,
@@ -135,6 +141,19 @@ def _job_cache(
     return jobs
 
 
+def tenant_rules(settings: WorkerSettings) -> TenantRules:
+    """The installation's task rules with their per-namespace exceptions; ValueError
+    (naming the entry) if the egress lists or the tenants' JSON are wrong."""
+
+    def split(text: str) -> list[str]:
+        return [item.strip() for item in text.split(",") if item.strip()]
+
+    return TenantRules(egress_allow=split(settings.egress_allow),
+                       egress_deny=split(settings.egress_deny),
+                       python_tasks=split(settings.python_tasks),
+                       command_tasks=settings.command_tasks, tenants=settings.tenants)  # fmt: skip
+
+
 def check(port: int) -> int:
     """Exit 0 if the local worker's /healthz answers ok (an exec liveness probe)."""
     try:
@@ -162,6 +181,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "check":
         return check(settings.http_port)
     configure_logging(level=settings.log_level, json_format=settings.log_format == "json")
+    try:
+        tenant_rules(settings)  # refuse a bad policy before connecting to anything
+    except ValueError as exc:
+        logger.error("invalid task rules: %s", exc)  # noqa: TRY400 - the message says it all
+        return 2
     try:
         asyncio.run(run_worker(settings))
     except QueueUnavailableError as exc:

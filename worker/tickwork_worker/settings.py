@@ -53,6 +53,16 @@ class WorkerSettings(BaseSettings):
     egress_deny: str = Field(
         default="", description="Comma-separated CIDRs and host patterns denied on top."
     )
+    python_tasks: str = Field(
+        default="*",
+        description="Comma-separated patterns (fnmatch) of the registered Python tasks jobs "
+        "may call; per namespace in `tenants`.",
+    )
+    tenants: str = Field(
+        default="",
+        description="Per-namespace exceptions, as JSON: {namespace: {egressAllow: [...], "
+        "pythonTasks: [...], commandTasks: bool}} (see tickwork_worker.tenants).",
+    )
     demo_tasks: bool = Field(
         default=False,
         description="Register Tickwork's demo and test tasks (tickwork.sleep, .record, .fail, "

@@ -1,6 +1,7 @@
 """Small registered tasks that ship with Tickwork, for demos, tests and benchmarks.
 
-Registered in Tickwork's own ``tickwork.tasks`` entry points.
+Registered in the entry-point group ``tickwork.demo_tasks``, which workers load only
+when the installer turns demo tasks on (``worker.demoTasks.enabled``).
 """
 
 from __future__ import annotations

@@ -21,6 +21,7 @@ from tickwork_worker.tasks.base import (
     RunContext,
     TaskResult,
 )
+from tickwork_worker.tenants import TenantRules
 
 _OUTPUT_LIMIT = 64 * 1024
 _KILL_GRACE_SECONDS = 5.0
@@ -32,17 +33,21 @@ class CommandDisabledError(PermanentTaskError):
 
 
 class CommandTask:
-    def __init__(self, *, enabled: bool) -> None:
+    def __init__(self, *, enabled: bool, rules: TenantRules | None = None) -> None:
+        """``rules``: per-namespace exceptions to ``enabled`` (see tenants)."""
         self.enabled = enabled
+        self._rules = rules
 
     async def execute(self, spec: ScheduledJobSpec, run: RunContext) -> TaskResult:
         task = spec.task.command
         assert task is not None  # noqa: S101 - dispatched by kind
-        if not self.enabled:
+        enabled = self._rules.of(run.namespace).command_tasks if self._rules else self.enabled
+        if not enabled:
             raise CommandDisabledError(
-                "command tasks are disabled in this installation; an administrator can enable "
-                "them with the Helm value worker.commandTasks.enabled=true "
-                "(TICKWORK_WORKER_COMMAND_TASKS=true)"
+                f"command tasks are disabled for jobs in namespace {run.namespace!r}; an "
+                "administrator can enable them with the Helm value "
+                "worker.commandTasks.enabled=true (TICKWORK_WORKER_COMMAND_TASKS=true) or "
+                "for one namespace in worker.tenants"
             )
         env = {
             "PATH": os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin"),

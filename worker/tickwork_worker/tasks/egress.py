@@ -127,7 +127,7 @@ class GuardedBackend(httpcore.AsyncNetworkBackend):
             reasons = "; ".join(filter(None, (self._policy.refusal(host, a) for a in addresses)))
             raise EgressRefusedError(
                 f"address not allowed: {host} ({reasons}); the installer can allow it "
-                "(chart value worker.egress.allow)"
+                "(chart value worker.egress.allow, or for one namespace worker.tenants)"
             )
         failure: Exception | None = None
         for address in allowed:  # the checked address itself: no second lookup

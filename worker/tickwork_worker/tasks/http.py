@@ -17,6 +17,7 @@ decompressed.
 from __future__ import annotations
 
 import urllib.parse
+from collections.abc import Callable
 
 import httpx
 
@@ -35,8 +36,10 @@ _BODY_PREVIEW = 512
 
 
 class HttpTask:
-    def __init__(self, client: httpx.AsyncClient) -> None:
-        self._client = client
+    def __init__(self, client: httpx.AsyncClient | Callable[[str], httpx.AsyncClient]) -> None:
+        """``client``: one for every job, or the client for a job's namespace (whose
+        egress rules it enforces; see tenants)."""
+        self._client_for = client if callable(client) else (lambda _namespace: client)
 
     async def execute(self, spec: ScheduledJobSpec, run: RunContext) -> TaskResult:
         task = spec.task.http
@@ -50,7 +53,7 @@ class HttpTask:
         headers["Idempotency-Key"] = run.run_id
         headers["X-Tickwork-Attempt"] = str(run.attempt)
         try:
-            async with self._client.stream(
+            async with self._client_for(run.namespace).stream(
                 task.method.value,
                 task.url,
                 headers=headers,

@@ -37,6 +37,7 @@ from tickwork_worker.tasks.base import (
     RunContext,
     TaskResult,
 )
+from tickwork_worker.tenants import TenantRules
 
 ENTRY_POINT_GROUP = "tickwork.tasks"
 DEMO_ENTRY_POINT_GROUP = "tickwork.demo_tasks"
@@ -51,8 +52,16 @@ def discover(*, demo: bool = False) -> dict[str, Callable[..., Any]]:
 
 
 class PythonTask:
-    def __init__(self, registry: dict[str, Any] | None = None, *, threads: int = 4) -> None:
+    def __init__(
+        self,
+        registry: dict[str, Any] | None = None,
+        *,
+        threads: int = 4,
+        rules: TenantRules | None = None,
+    ) -> None:
+        """``rules``: which tasks each namespace's jobs may call (default: any)."""
         self._entry_points = registry if registry is not None else discover()
+        self._rules = rules
         self._loaded: dict[str, Callable[..., Any]] = {}
         self._threads = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="task")
 
@@ -71,6 +80,12 @@ class PythonTask:
     async def execute(self, spec: ScheduledJobSpec, run: RunContext) -> TaskResult:
         task = spec.task.python
         assert task is not None  # noqa: S101 - dispatched by kind
+        if self._rules is not None and not self._rules.of(run.namespace).may_call(task.name):
+            raise PermanentTaskError(
+                f"python task {task.name!r} is not allowed for jobs in namespace "
+                f"{run.namespace!r}; the installer decides which are (chart values "
+                "worker.pythonTasks.allow and worker.tenants)"
+            )
         function = self._function(task.name)
         try:
             if inspect.iscoroutinefunction(function):

@@ -1,0 +1,106 @@
+"""Per-namespace exceptions to the installation's task rules.
+
+Platform teams install Tickwork once for many tenants, one namespace each. The
+installation-wide rules — where ``http`` tasks may connect (``egress_allow`` and
+``egress_deny``), which registered Python tasks jobs may call (``python_tasks``),
+whether ``command`` tasks run (``command_tasks``) — apply to every namespace; the
+installer may widen or narrow them per namespace (chart value ``worker.tenants``,
+``TICKWORK_WORKER_TENANTS`` as JSON)::
+
+    {"team-a": {"egressAllow": ["10.20.0.0/16", "*.team-a.svc.cluster.local"],
+                "pythonTasks": ["reports.*"],
+                "commandTasks": false}}
+
+``egressAllow`` adds to the installation's allow list for that namespace's jobs
+only; ``pythonTasks`` replaces the installation's list (fnmatch patterns over task
+names); ``commandTasks`` replaces the installation's switch. A namespace without
+an entry gets the installation's rules.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr, ValidationError
+
+from tickwork_worker.tasks.egress import EgressPolicy
+
+
+class _Exceptions(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    egress_allow: list[StrictStr] = Field(default_factory=list, alias="egressAllow")
+    python_tasks: list[StrictStr] | None = Field(default=None, alias="pythonTasks")
+    command_tasks: StrictBool | None = Field(default=None, alias="commandTasks")
+
+
+@dataclass(frozen=True)
+class NamespaceRules:
+    """What jobs of one namespace may do."""
+
+    egress: EgressPolicy
+    python_tasks: tuple[str, ...]
+    command_tasks: bool
+    key: str
+    """Equal for namespaces under the same egress rules (they share an HTTP client)."""
+
+    def may_call(self, task: str) -> bool:
+        return any(fnmatch.fnmatchcase(task, pattern) for pattern in self.python_tasks)
+
+
+class TenantRules:
+    """The installation's rules and the per-namespace exceptions, resolved once."""
+
+    def __init__(
+        self,
+        *,
+        egress_allow: Sequence[str] = (),
+        egress_deny: Sequence[str] = (),
+        python_tasks: Sequence[str] = ("*",),
+        command_tasks: bool = False,
+        tenants: str | dict[str, Any] = "",
+    ) -> None:
+        """Raises ValueError, naming the namespace and the entry, for a bad policy."""
+        try:
+            raw = json.loads(tenants) if isinstance(tenants, str) and tenants.strip() else tenants
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"tenants is not JSON: {exc}") from None
+        raw = raw or {}
+        if not isinstance(raw, dict):
+            raise ValueError("tenants must be a JSON object: namespace -> exceptions")  # noqa: TRY004
+        self._allow, self._deny = list(egress_allow), list(egress_deny)
+        self.default = NamespaceRules(
+            EgressPolicy.build(allow=self._allow, deny=self._deny),
+            tuple(python_tasks), command_tasks, key="",
+        )  # fmt: skip
+        self._by_namespace: dict[str, NamespaceRules] = {}
+        for namespace, entry in raw.items():
+            try:
+                exceptions = _Exceptions.model_validate(entry)
+                egress = (EgressPolicy.build(allow=[*self._allow, *exceptions.egress_allow],
+                                             deny=self._deny)
+                          if exceptions.egress_allow else self.default.egress)  # fmt: skip
+            except ValidationError as exc:
+                problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}"
+                                     for e in exc.errors())  # fmt: skip
+                raise ValueError(f"tenants[{namespace!r}]: {problems}") from None
+            except ValueError as exc:
+                raise ValueError(f"tenants[{namespace!r}]: {exc}") from None
+            self._by_namespace[namespace] = NamespaceRules(
+                egress,
+                tuple(exceptions.python_tasks) if exceptions.python_tasks is not None
+                else self.default.python_tasks,
+                exceptions.command_tasks if exceptions.command_tasks is not None
+                else command_tasks,
+                key=namespace if exceptions.egress_allow else "",
+            )  # fmt: skip
+
+    def of(self, namespace: str) -> NamespaceRules:
+        return self._by_namespace.get(namespace, self.default)
+
+    def all(self) -> list[NamespaceRules]:
+        return [self.default, *self._by_namespace.values()]
