@@ -22,6 +22,26 @@ class OperatorMetrics:
         self.queue_depth = Gauge(
             "tickwork_queue_depth", "Runs in the queue, by state.", ["state"], registry=r
         )
+        self.queue_remembered = Gauge(
+            "tickwork_queue_remembered_runs",
+            "Acknowledged run IDs kept so that re-publishing one is a no-op (bounded by age "
+            "and count).",
+            registry=r,
+        )
+        self.queue_dead_oldest = Gauge(
+            "tickwork_queue_dead_oldest_seconds",
+            "Age of the oldest dead letter; 0 when there is none.",
+            registry=r,
+        )
+        self.redis_memory_used = Gauge(
+            "tickwork_redis_memory_used_bytes", "Memory Redis uses (INFO used_memory).",
+            registry=r,
+        )  # fmt: skip
+        self.redis_memory_max = Gauge(
+            "tickwork_redis_memory_max_bytes",
+            "Redis' maxmemory; 0 when it has none (then alert on the container's limit).",
+            registry=r,
+        )
         self.queue_backlog = Gauge(
             "tickwork_queue_backlog",
             "Ready plus in-flight runs: what the worker autoscaler scales on.",

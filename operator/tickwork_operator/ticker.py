@@ -639,6 +639,11 @@ class Ticker:
         ):  # fmt: skip
             self.metrics.queue_depth.labels(state=state).set(value)
         self.metrics.queue_backlog.labels(queue=self.queue_name).set(depth.backlog)
+        self.metrics.queue_remembered.set(depth.remembered)
+        self.metrics.queue_dead_oldest.set(depth.oldest_dead_seconds)
+        if depth.memory_used_bytes is not None:
+            self.metrics.redis_memory_used.set(depth.memory_used_bytes)
+            self.metrics.redis_memory_max.set(depth.memory_max_bytes or 0)
 
 
 async def _wait_any(*events: asyncio.Event) -> None:

@@ -29,6 +29,22 @@ async def queue(request: pytest.FixtureRequest) -> AsyncIterator[RunQueue]:
     await redis_queue.close()
 
 
+#: Small bounds, so that the tests below reach them.
+BOUNDS = {"dedup_max_runs": 1000, "dead_max": 3}
+
+
+@pytest_asyncio.fixture(params=["redis", "memory"])
+async def bounded(request: pytest.FixtureRequest) -> AsyncIterator[RunQueue]:
+    if request.param == "memory":
+        yield MemoryRunQueue(**BOUNDS)  # type: ignore[arg-type]
+        return
+    redis_url: str = request.getfixturevalue("redis_url")
+    settings = RedisSettings(url=redis_url, **BOUNDS)  # type: ignore[arg-type]
+    redis_queue = RedisRunQueue(create_client(settings), settings)
+    yield redis_queue
+    await redis_queue.close()
+
+
 def message(n: int = 1, **kwargs: object) -> RunMessage:
     return RunMessage(
         run_id=f"uid-{n}.20261201T0900{n:02d}Z",
@@ -189,3 +205,35 @@ async def test_depth_counts_each_place(queue: RunQueue) -> None:
     depth = await queue.depth()
     assert (depth.ready, depth.in_flight, depth.delayed, depth.dead) == (3, 1, 1, 1)
     assert depth.backlog == 4
+
+
+async def test_dead_letters_are_kept_up_to_their_limit_the_oldest_going_first(
+    bounded: RunQueue,
+) -> None:
+    for n in range(1, 6):
+        await bounded.enqueue(message(n))
+        [claim] = await bounded.claim(consumer="w1", lease_seconds=30)
+        assert await bounded.bury(claim, error=f"failed {n}")
+    letters = await bounded.dead_letters(limit=10)
+    assert sorted(letter.message.run_id for letter in letters) == [
+        message(n).run_id for n in (3, 4, 5)
+    ]
+    assert (await bounded.depth()).dead == 3
+    # The oldest are forgotten whole: no message left behind, and publishable again.
+    assert await bounded.locate(message(1).run_id) is None
+    assert await bounded.enqueue(message(1)) is EnqueueOutcome.ENQUEUED
+
+
+async def test_remembered_runs_are_bounded_by_count_the_oldest_forgotten_first(
+    bounded: RunQueue,
+) -> None:
+    runs = [message(n) for n in range(1, 1006)]
+    for batch in range(0, len(runs), 200):
+        await asyncio.gather(*(bounded.enqueue(m) for m in runs[batch : batch + 200]))
+        claims = await bounded.claim(consumer="w1", lease_seconds=30, count=200)
+        assert all(await asyncio.gather(*(bounded.ack(c) for c in claims)))
+    depth = await bounded.depth()
+    assert depth.remembered == 1000
+    assert await bounded.locate(runs[0].run_id) is None  # forgotten: the oldest
+    assert await bounded.locate(runs[-1].run_id) is RunLocation.DONE
+    assert await bounded.enqueue(runs[-1]) is EnqueueOutcome.ALREADY_DONE

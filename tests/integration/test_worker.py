@@ -210,6 +210,42 @@ def test_enabled_command_tasks_run_clean_and_a_timeout_kills_the_whole_group(
              timeout=15, what="the background sleep to be killed")  # fmt: skip
 
 
+def test_a_command_cannot_read_the_workers_memory_or_environment(
+    cluster: Cluster, redis_url: str, namespace: str, jobs: Jobs, probe: QueueProbe,
+    tmp_path: Path,
+) -> None:  # fmt: skip
+    """The worker runs as in a Pod, without capabilities (setpriv drops them all; it
+    stays uid 0 here). A command it starts runs as the same user and could read the
+    worker's environment and memory through /proc, the Redis password and API token
+    with them, unless the worker is non-dumpable: it is. The command can still read
+    its own."""
+    canary = "canary-" + os.urandom(6).hex()
+    worker = TickworkProcess(
+        command="tickwork-worker",
+        env={"KUBECONFIG": str(cluster.kubeconfig), "TICKWORK_REDIS_URL": redis_url,
+             "TICKWORK_REDIS_QUEUE": namespace, "TICKWORK_WORKER_NAME": "capless",
+             "TICKWORK_WORKER_COMMAND_TASKS": "true", "TICKWORK_CANARY": canary},
+        log_path=tmp_path / "capless.log",
+        executable="/usr/bin/setpriv",
+        args=["--inh-caps=-all", "--bounding-set=-all", "--", console_script("tickwork-worker")],
+    ).start()  # fmt: skip
+    try:
+        worker.wait_ready()
+        own = "cat /proc/self/environ | tr '\\0' '\\n' | grep -c TICKWORK_RUN_ID"
+        script = f"{own}; cat /proc/$PPID/environ; head -c 1 /proc/$PPID/mem"
+        task = {"command": {"args": ["sh", "-c", script]}}
+        publish(jobs, probe, "peek", {"retry": {"maxAttempts": 1}, "task": task})
+        last = finished(jobs, "peek")["lastRun"]
+        assert isinstance(last, dict)
+        output = last["error"]
+        assert output.startswith("exit 1: 1\n")  # its own environment: readable
+        assert f"cat: /proc/{worker.pid}/environ: Permission denied" in output
+        assert f"cannot open '/proc/{worker.pid}/mem' for reading: Permission denied" in output
+        assert canary not in output
+    finally:
+        worker.kill()
+
+
 def test_runs_that_must_not_execute_are_skipped(
     start_worker: Start, jobs: Jobs, probe: QueueProbe
 ) -> None:

@@ -108,8 +108,9 @@ def explain(error: Exception, settings: RedisSettings) -> QueueUnavailableError:
         isinstance(error, ResponseError) and "NOAUTH" in str(error)
     ):
         return QueueUnavailableError(
-            f"Redis at {where} refused the credentials: check TICKWORK_REDIS_PASSWORD "
-            "(and TICKWORK_REDIS_USERNAME) or the Secret it comes from"
+            f"Redis at {where} refused the credentials: check TICKWORK_REDIS_PASSWORD or "
+            "TICKWORK_REDIS_PASSWORD_FILE (and TICKWORK_REDIS_USERNAME), or the Secret they "
+            "come from"
         )
     if isinstance(error, ResponseError) and refuses_writes(error):
         reason = str(error).split("\n", 1)[0]

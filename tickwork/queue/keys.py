@@ -185,11 +185,12 @@ ACK = (
     _PRELUDE
     + """
 -- KEYS: inflight leases messages done
--- ARGV: dedup_seconds, then (run_id, token) per run; 1 per run if its lease was held.
--- A batch is what the runs of one worker finished in the same moment.
+-- ARGV: dedup_seconds dedup_max, then (run_id, token) per run; 1 per run if its lease
+-- was held. A batch is what the runs of one worker finished in the same moment.
+-- The run IDs remembered for dedup are bounded by age and by count (the oldest go).
 local t = now()
 local out = {}
-for i = 2, #ARGV, 2 do
+for i = 3, #ARGV, 2 do
   local id = ARGV[i]
   if redis.call('HGET', KEYS[2], id) == ARGV[i + 1] then
     redis.call('ZREM', KEYS[1], id)
@@ -202,6 +203,8 @@ for i = 2, #ARGV, 2 do
   end
 end
 redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', t - tonumber(ARGV[1]))
+local excess = redis.call('ZCARD', KEYS[4]) - tonumber(ARGV[2])
+if excess > 0 then redis.call('ZREMRANGEBYRANK', KEYS[4], 0, excess - 1) end
 return out
 """
 )
@@ -226,14 +229,31 @@ return 1
 BURY = (
     _PRELUDE
     + """
--- KEYS: inflight leases dead dead_errors
--- ARGV: run_id token error
+-- KEYS: inflight leases dead dead_errors messages
+-- ARGV: run_id token error dead_max dead_retention_seconds
+-- The dead-letter queue keeps at most dead_max runs, none older than the retention:
+-- the oldest go (their message and error with them), a bounded number per call.
 local id = ARGV[1]
 if redis.call('HGET', KEYS[2], id) ~= ARGV[2] then return 0 end
+local t = now()
 redis.call('ZREM', KEYS[1], id)
 redis.call('HDEL', KEYS[2], id)
-redis.call('ZADD', KEYS[3], now(), id)
+redis.call('ZADD', KEYS[3], t, id)
 redis.call('HSET', KEYS[4], id, ARGV[3])
+local cutoff = t - tonumber(ARGV[5])
+local expired = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', cutoff, 'LIMIT', 0, 100)
+local excess = redis.call('ZCARD', KEYS[3]) - #expired - tonumber(ARGV[4])
+if excess > 0 then
+  local last = #expired + math.min(excess, 100) - 1
+  for _, old in ipairs(redis.call('ZRANGE', KEYS[3], #expired, last)) do
+    table.insert(expired, old)
+  end
+end
+for _, old in ipairs(expired) do
+  redis.call('ZREM', KEYS[3], old)
+  redis.call('HDEL', KEYS[4], old)
+  redis.call('HDEL', KEYS[5], old)
+end
 return 1
 """
 )

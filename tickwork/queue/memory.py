@@ -24,7 +24,7 @@ from tickwork.queue.messages import (
     RunMessage,
 )
 
-DEFAULT_DEDUP_SECONDS = 7 * 86400
+DEFAULT_DEDUP_SECONDS = 6 * 3600
 
 
 class MemoryRunQueue:
@@ -35,9 +35,16 @@ class MemoryRunQueue:
         *,
         clock: Callable[[], float] = time.time,
         dedup_seconds: float = DEFAULT_DEDUP_SECONDS,
+        dedup_max_runs: int = 1_000_000,
+        dead_max: int = 10_000,
+        dead_retention_seconds: float = 7 * 86400,
     ) -> None:
+        """The bounds are RedisSettings' (which see)."""
         self._clock = clock
         self._dedup_seconds = dedup_seconds
+        self._dedup_max = dedup_max_runs
+        self._dead_max = dead_max
+        self._dead_retention = dead_retention_seconds
         self._messages: dict[str, RunMessage] = {}
         self._ready: deque[str] = deque()  # appendleft = enqueue, pop = claim
         self._cancelled: set[str] = set()
@@ -55,6 +62,8 @@ class MemoryRunQueue:
 
     def _forget_old_done(self, now: float) -> None:
         while self._done and next(iter(self._done.values())) <= now - self._dedup_seconds:
+            self._done.popitem(last=False)
+        while len(self._done) > self._dedup_max:
             self._done.popitem(last=False)
 
     async def enqueue(self, message: RunMessage) -> EnqueueOutcome:
@@ -147,7 +156,14 @@ class MemoryRunQueue:
         if not self._holds(claim):
             return False
         self._drop_lease(claim.run_id)
-        self._dead[claim.run_id] = (self._clock(), cap(error))
+        now = self._clock()
+        self._dead[claim.run_id] = (now, cap(error))
+        while self._dead and (
+            len(self._dead) > self._dead_max
+            or next(iter(self._dead.values()))[0] <= now - self._dead_retention
+        ):
+            gone, _ = self._dead.popitem(last=False)
+            self._messages.pop(gone, None)
         return True
 
     async def release(self, claim: Claim) -> bool:
@@ -209,11 +225,14 @@ class MemoryRunQueue:
         return RunLocation.READY
 
     async def depth(self) -> Depth:
+        oldest = next(iter(self._dead.values()))[0] if self._dead else None
         return Depth(
             ready=len(self._ready) - len(self._cancelled),
             in_flight=len(self._inflight),
             delayed=len(self._delayed),
             dead=len(self._dead),
+            remembered=len(self._done),
+            oldest_dead_seconds=max(0.0, self._clock() - oldest) if oldest is not None else 0.0,
         )
 
     async def dead_letters(self, *, limit: int = 100) -> list[DeadLetter]:

@@ -91,6 +91,13 @@ class Depth:
     in_flight: int
     delayed: int
     dead: int
+    remembered: int = 0
+    """Acknowledged run IDs kept for dedup."""
+    oldest_dead_seconds: float = 0.0
+    """Age of the oldest dead letter (0 if there is none)."""
+    memory_used_bytes: int | None = None
+    """The queue's store: memory in use and its limit (0: none); None if not known."""
+    memory_max_bytes: int | None = None
 
     @property
     def backlog(self) -> int:

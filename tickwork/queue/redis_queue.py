@@ -177,7 +177,7 @@ class RedisRunQueue:
 
     async def _ack_many(self, claims: list[Claim]) -> list[int]:
         k = self.keys
-        args: list[Any] = [self._settings.dedup_seconds]
+        args: list[Any] = [self._settings.dedup_seconds, self._settings.dedup_max_runs]
         for claim in claims:
             args += [claim.run_id, claim.token]
         done = await self._call(self._ack, [k.inflight, k.leases, k.messages, k.done], args)
@@ -196,8 +196,14 @@ class RedisRunQueue:
         k = self.keys
         done = await self._call(
             self._bury,
-            [k.inflight, k.leases, k.dead, k.dead_errors],
-            [claim.run_id, claim.token, cap(error)],
+            [k.inflight, k.leases, k.dead, k.dead_errors, k.messages],
+            [
+                claim.run_id,
+                claim.token,
+                cap(error),
+                self._settings.dead_max,
+                self._settings.dead_retention_seconds,
+            ],
         )
         return bool(done)
 
@@ -249,10 +255,20 @@ class RedisRunQueue:
                 pipe.zcard(k.inflight)
                 pipe.zcard(k.delayed)
                 pipe.zcard(k.dead)
-                ready, cancelled, in_flight, delayed, dead = await pipe.execute()
+                pipe.zcard(k.done)
+                pipe.zrange(k.dead, 0, 0, withscores=True)
+                pipe.time()
+                pipe.info("memory")
+                (ready, cancelled, in_flight, delayed, dead, remembered, oldest, now,
+                 memory) = await pipe.execute()  # fmt: skip
+        clock = now[0] + now[1] / 1e6
         return Depth(
-            ready=max(0, ready - cancelled), in_flight=in_flight, delayed=delayed, dead=dead
-        )
+            ready=max(0, ready - cancelled), in_flight=in_flight, delayed=delayed, dead=dead,
+            remembered=remembered,
+            oldest_dead_seconds=max(0.0, clock - oldest[0][1]) if oldest else 0.0,
+            memory_used_bytes=int(memory.get("used_memory", 0)),
+            memory_max_bytes=int(memory.get("maxmemory", 0)),
+        )  # fmt: skip
 
     async def _dead_letters(self, pairs: list[tuple[str, float]]) -> list[DeadLetter]:
         if not pairs:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import ctypes
 import logging
 import signal
 import sys
@@ -141,6 +142,20 @@ def _job_cache(
     return jobs
 
 
+_PR_SET_DUMPABLE = 4
+
+
+def keep_memory_private() -> None:
+    """Make this process non-dumpable, so that what it starts (command tasks, which run
+    as the same user) cannot read its memory or environment through /proc, nor trace
+    it: the Redis password and the API token live there. Linux only; a no-op elsewhere."""
+    if not sys.platform.startswith("linux"):
+        return
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
+        logger.warning("could not make the worker non-dumpable (errno %d)", ctypes.get_errno())
+
+
 def tenant_rules(settings: WorkerSettings) -> TenantRules:
     """The installation's task rules with their per-namespace exceptions; ValueError
     (naming the entry) if the egress lists or the tenants' JSON are wrong."""
@@ -181,6 +196,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "check":
         return check(settings.http_port)
     configure_logging(level=settings.log_level, json_format=settings.log_format == "json")
+    keep_memory_private()
     try:
         tenant_rules(settings)  # refuse a bad policy before connecting to anything
     except ValueError as exc:

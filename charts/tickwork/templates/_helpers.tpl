@@ -113,17 +113,31 @@ and restart every pod on the first upgrade).
       fieldPath: metadata.namespace
 - name: TICKWORK_REDIS_URL
   value: {{ include "tickwork.redisUrl" . | quote }}
-- name: TICKWORK_REDIS_PASSWORD
-  valueFrom:
-    secretKeyRef:
-      name: {{ include "tickwork.redisSecretName" . }}
-      key: {{ include "tickwork.redisPasswordKey" . }}
+- name: TICKWORK_REDIS_PASSWORD_FILE
+  value: /var/run/secrets/tickwork/redis/password
 - name: TICKWORK_REDIS_QUEUE
   value: {{ .Values.queueName | quote }}
 - name: TICKWORK_REDIS_REAP_GRACE_SECONDS
   value: {{ .Values.worker.leaseSeconds | quote }}
 - name: PYTHONDONTWRITEBYTECODE
   value: "1"
+{{- end }}
+
+{{/* The Redis password as a file (not an environment variable, which anything running
+as the same user could read from /proc): the volume, and where it is mounted. */}}
+{{- define "tickwork.redisPasswordVolume" -}}
+- name: redis-password
+  secret:
+    secretName: {{ include "tickwork.redisSecretName" . }}
+    defaultMode: 0440
+    items:
+      - key: {{ include "tickwork.redisPasswordKey" . }}
+        path: password
+{{- end }}
+{{- define "tickwork.redisPasswordMount" -}}
+- name: redis-password
+  mountPath: /var/run/secrets/tickwork/redis
+  readOnly: true
 {{- end }}
 
 {{/* Every namespace RBAC is granted in: the watched ones, or none (cluster-wide). */}}
