@@ -19,7 +19,8 @@ AVAILABLE_SINCE = {
     "SADD": "1.0.0", "SCARD": "1.0.0", "SISMEMBER": "1.0.0", "SREM": "1.0.0",
     "TIME": "2.6.0",
     "ZADD": "1.2.0", "ZCARD": "1.2.0", "ZRANGE": "1.2.0", "ZRANGEBYSCORE": "1.0.5",
-    "ZREM": "1.2.0", "ZREMRANGEBYSCORE": "1.1.0", "ZREVRANGE": "1.2.0", "ZSCORE": "1.2.0",
+    "ZREM": "1.2.0", "ZREMRANGEBYRANK": "2.0.0", "ZREMRANGEBYSCORE": "1.1.0",
+    "ZREVRANGE": "1.2.0", "ZSCORE": "1.2.0",
     "MULTI": "1.2.0", "EXEC": "1.2.0", "EVALSHA": "2.6.0", "EVAL": "2.6.0",
 }  # fmt: skip
 QUEUE_SOURCE = Path(keys.__file__).with_name("redis_queue.py").read_text()
