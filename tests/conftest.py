@@ -83,14 +83,24 @@ def api_client(cluster: Cluster) -> Iterator[k8s.ApiClient]:
         yield api
 
 
-@pytest.fixture
-def namespace(api_client: k8s.ApiClient) -> Iterator[str]:
-    """A fresh namespace per test, deleted afterwards."""
+def _fresh_namespace(api_client: k8s.ApiClient) -> Iterator[str]:
     name = f"t-{secrets.token_hex(4)}"
     core = k8s.CoreV1Api(api_client)
     core.create_namespace(k8s.V1Namespace(metadata=k8s.V1ObjectMeta(name=name)))
     yield name
     core.delete_namespace(name)
+
+
+@pytest.fixture
+def namespace(api_client: k8s.ApiClient) -> Iterator[str]:
+    """A fresh namespace per test, deleted afterwards."""
+    yield from _fresh_namespace(api_client)
+
+
+@pytest.fixture
+def other_namespace(api_client: k8s.ApiClient) -> Iterator[str]:
+    """A second fresh namespace: another tenant's."""
+    yield from _fresh_namespace(api_client)
 
 
 # -- Redis ------------------------------------------------------------------

@@ -13,7 +13,7 @@ import base64
 import json
 import secrets as token
 import subprocess
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -32,16 +32,6 @@ Start = Callable[..., TickworkProcess]
 TOKEN_A = "a-token-" + token.token_hex(8)
 TOKEN_B = "b-token-" + token.token_hex(8)
 PAYLOAD = '{"report": "nightly", "key": "payload-' + token.token_hex(4) + '"}'
-
-
-@pytest.fixture
-def other_namespace(api_client: k8s.ApiClient) -> Iterator[str]:
-    """Another tenant's namespace."""
-    name = f"t-{token.token_hex(4)}"
-    core = k8s.CoreV1Api(api_client)
-    core.create_namespace(k8s.V1Namespace(metadata=k8s.V1ObjectMeta(name=name)))
-    yield name
-    core.delete_namespace(name)
 
 
 def _secret(api_client: k8s.ApiClient, namespace: str, name: str, data: dict[str, str]) -> None:

@@ -9,9 +9,8 @@ from __future__ import annotations
 import json
 import os
 import re
-import secrets
 import subprocess
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -25,12 +24,8 @@ Start = Callable[..., TickworkProcess]
 
 
 @pytest.fixture
-def team_b(api_client: k8s.ApiClient, crd: None) -> Iterator[Jobs]:
-    core = k8s.CoreV1Api(api_client)
-    name = "t-team-b-" + secrets.token_hex(3)
-    core.create_namespace(k8s.V1Namespace(metadata=k8s.V1ObjectMeta(name=name)))
-    yield Jobs(api_client, name)
-    core.delete_namespace(name)
+def team_b(api_client: k8s.ApiClient, crd: None, other_namespace: str) -> Jobs:
+    return Jobs(api_client, other_namespace)
 
 
 def _tasks(endpoint: ScriptedServer) -> dict[str, dict[str, Any]]:

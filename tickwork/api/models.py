@@ -144,12 +144,11 @@ def _one_source(value: str, source: ValueSource | None, rule: rules.CelRule) -> 
         raise ValueError(rule.message)
 
 
-class HttpHeader(_Model):
+class _ValueOrSecret(_Model):
+    """A value given in the spec, or taken from a Secret (not both)."""
+
     model_config = ConfigDict(json_schema_extra=_cel(rules.VALUE_OR_VALUE_FROM))
 
-    name: Annotated[
-        StrictStr, Field(min_length=1, max_length=256, pattern=rules.HEADER_NAME_PATTERN)
-    ]
     value: Annotated[StrictStr, Field(max_length=4096)] = ""
     value_from: ValueSource | None = Field(
         default=None, description="Take the value from a Secret (a token, a password)."
@@ -161,10 +160,16 @@ class HttpHeader(_Model):
         return self
 
 
-def _within_budget(*texts: str) -> None:
-    """The task text budget (rules.TASK_TEXT_BUDGET), as the CEL rules count it."""
+class HttpHeader(_ValueOrSecret):
+    name: Annotated[
+        StrictStr, Field(min_length=1, max_length=256, pattern=rules.HEADER_NAME_PATTERN)
+    ]
+
+
+def _within_budget(rule: rules.CelRule, *texts: str) -> None:
+    """The task text budget (rules.TASK_TEXT_BUDGET), as the CEL ``rule`` counts it."""
     if sum(len(text) for text in texts) > rules.TASK_TEXT_BUDGET:
-        raise ValueError
+        raise ValueError(rule.message)
 
 
 class HttpTask(_Model):
@@ -194,27 +199,13 @@ class HttpTask(_Model):
 
     @model_validator(mode="after")
     def _budget(self) -> Self:
-        try:
-            _within_budget(self.body, *(header.value for header in self.headers))
-        except ValueError:
-            raise ValueError(rules.HTTP_TEXT_BUDGET.message) from None
+        _within_budget(rules.HTTP_TEXT_BUDGET, self.body, *(h.value for h in self.headers))
         _one_source(self.body, self.body_from, rules.BODY_OR_BODY_FROM)
         return self
 
 
-class EnvVar(_Model):
-    model_config = ConfigDict(json_schema_extra=_cel(rules.VALUE_OR_VALUE_FROM))
-
+class EnvVar(_ValueOrSecret):
     name: Annotated[StrictStr, Field(min_length=1, max_length=128, pattern=rules.ENV_NAME_PATTERN)]
-    value: Annotated[StrictStr, Field(max_length=4096)] = ""
-    value_from: ValueSource | None = Field(
-        default=None, description="Take the value from a Secret (a token, a password)."
-    )
-
-    @model_validator(mode="after")
-    def _source(self) -> Self:
-        _one_source(self.value, self.value_from, rules.VALUE_OR_VALUE_FROM)
-        return self
 
 
 class CommandTask(_Model):
@@ -235,10 +226,7 @@ class CommandTask(_Model):
 
     @model_validator(mode="after")
     def _budget(self) -> Self:
-        try:
-            _within_budget(*self.args, *(variable.value for variable in self.env))
-        except ValueError:
-            raise ValueError(rules.COMMAND_TEXT_BUDGET.message) from None
+        _within_budget(rules.COMMAND_TEXT_BUDGET, *self.args, *(v.value for v in self.env))
         return self
 
 
@@ -255,10 +243,7 @@ class PythonTask(_Model):
 
     @model_validator(mode="after")
     def _budget(self) -> Self:
-        try:
-            _within_budget(*self.args, *self.kwargs, *self.kwargs.values())
-        except ValueError:
-            raise ValueError(rules.PYTHON_TEXT_BUDGET.message) from None
+        _within_budget(rules.PYTHON_TEXT_BUDGET, *self.args, *self.kwargs, *self.kwargs.values())
         return self
 
 
