@@ -17,15 +17,19 @@ For each system, on a fresh ``redis-server`` (password on, as in production):
 
 Tickwork's consumer is the worker's own claim loop (``tickwork_worker.worker.Worker``)
 with leases (at-least-once); only the task is a no-op and the API server is not
-involved. The others run with their defaults except concurrency. Targets: drain
-faster than the fastest of the others; at most 3 round trips per run; no
-duplicates. Prints JSON lines, writes benchmarks/results/runqueue.json and a plot.
+involved. The others run with their defaults except concurrency.
+``tickwork-fair`` is the same under a fair share (the chart's default is one):
+runs of 10 namespaces, at most 2 of one namespace in flight, so runs over it are
+parked and returned as their namespace's runs end. Targets: drain faster than
+the fastest of the others; the fair share costs at most a fifth; at most 3 round
+trips per run; no duplicates. Prints JSON lines, writes benchmarks/results/runqueue.json and a plot.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import multiprocessing
 import platform
@@ -33,7 +37,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +46,9 @@ import redis as redis_sync
 from tickwork.devcluster.measure import benchmark_parser, save_figure
 from tickwork.devcluster.redis import RedisServer
 
-SYSTEMS = ("tickwork", "saq", "arq", "dramatiq")
+SYSTEMS = ("tickwork", "tickwork-fair", "saq", "arq", "dramatiq")
+#: tickwork-fair: runs spread over this many namespaces, at most FAIR_LIMIT of one in flight.
+FAIR_NAMESPACES, FAIR_LIMIT = 10, 2
 
 # -- counting round trips -----------------------------------------------------------
 
@@ -83,7 +89,7 @@ def redis_commands(url: str) -> int:
 EXECUTED: list[str] = []
 
 
-async def produce_tickwork(url: str, runs: int) -> None:
+async def produce_tickwork(url: str, runs: int, namespaces: int = 1) -> None:
     from tickwork.queue.connection import create_client  # noqa: PLC0415
     from tickwork.queue.messages import RunMessage  # noqa: PLC0415
     from tickwork.queue.redis_queue import RedisRunQueue  # noqa: PLC0415
@@ -96,7 +102,7 @@ async def produce_tickwork(url: str, runs: int) -> None:
 
         async def one(i: int) -> None:
             async with limit:
-                await queue.enqueue(RunMessage(run_id=f"run-{i}", namespace="bench",
+                await queue.enqueue(RunMessage(run_id=f"run-{i}", namespace=f"ns-{i % namespaces}",
                                                name=f"job-{i}", uid="uid"))  # fmt: skip
 
         await asyncio.gather(*(one(i) for i in range(runs)))
@@ -104,9 +110,10 @@ async def produce_tickwork(url: str, runs: int) -> None:
         await queue.close()
 
 
-async def consume_tickwork(url: str, runs: int, concurrency: int, go: Callable[[], None]) -> None:
+async def consume_tickwork(url: str, runs: int, concurrency: int, go: Callable[[], None],
+                           fair_limit: int = 0) -> None:  # fmt: skip
     from tickwork.queue.connection import create_client  # noqa: PLC0415
-    from tickwork.queue.messages import Claim  # noqa: PLC0415
+    from tickwork.queue.messages import Claim, FairShare  # noqa: PLC0415
     from tickwork.queue.redis_queue import RedisRunQueue  # noqa: PLC0415
     from tickwork.queue.settings import RedisSettings  # noqa: PLC0415
     from tickwork_worker.worker import Worker  # noqa: PLC0415
@@ -122,9 +129,10 @@ async def consume_tickwork(url: str, runs: int, concurrency: int, go: Callable[[
             if len(EXECUTED) >= runs:
                 stop.set()
 
+    fair = FairShare(max_in_flight=fair_limit) if fair_limit else None
     worker = Worker(queue=queue, runner=NoopRunner(), name="bench", concurrency=concurrency,  # type: ignore[arg-type]
                     lease_seconds=30, claim_wait_seconds=1, maintain_seconds=5,
-                    grace_seconds=5)  # fmt: skip
+                    grace_seconds=5, fair_share=fair)  # fmt: skip
     await queue.depth()  # connected before the clock starts
     go()
     await worker.run(stop)
@@ -234,10 +242,17 @@ async def consume_dramatiq(url: str, runs: int, concurrency: int, go: Callable[[
     worker.stop()
 
 
-PRODUCERS = {"tickwork": produce_tickwork, "saq": produce_saq, "arq": produce_arq,
-             "dramatiq": produce_dramatiq}  # fmt: skip
-CONSUMERS = {"tickwork": consume_tickwork, "saq": consume_saq, "arq": consume_arq,
-             "dramatiq": consume_dramatiq}  # fmt: skip
+Side = Callable[..., Coroutine[Any, Any, None]]
+PRODUCERS: dict[str, Side] = {
+    "tickwork": produce_tickwork, "saq": produce_saq, "arq": produce_arq,
+    "dramatiq": produce_dramatiq,
+    "tickwork-fair": functools.partial(produce_tickwork, namespaces=FAIR_NAMESPACES),
+}  # fmt: skip
+CONSUMERS: dict[str, Side] = {
+    "tickwork": consume_tickwork, "saq": consume_saq, "arq": consume_arq,
+    "dramatiq": consume_dramatiq,
+    "tickwork-fair": functools.partial(consume_tickwork, fair_limit=FAIR_LIMIT),
+}  # fmt: skip
 
 
 def consumer_process(system: str, url: str, runs: int, concurrency: int,  # noqa: PLR0917
@@ -306,7 +321,7 @@ def plot(report: dict[str, Any], path: Path) -> None:
 
     rows = report["results"]
     figure, axis = plt.subplots(figsize=(6.5, 3.8))
-    colors = ["tab:green" if r["system"] == "tickwork" else "tab:grey" for r in rows]
+    colors = ["tab:green" if r["system"].startswith("tickwork") else "tab:grey" for r in rows]
     axis.bar([r["system"] for r in rows], [r["drained_per_second"] for r in rows], color=colors)
     axis.set_ylabel("no-op runs drained per second")
     axis.set_title(f"One consumer, concurrency {rows[0]['concurrency']}, {rows[0]['runs']:,} runs")
@@ -329,18 +344,23 @@ def main(argv: list[str] | None = None) -> int:
             print(json.dumps(row), flush=True)
             report["results"].append(row)
     ours = next((r for r in report["results"] if r["system"] == "tickwork"), None)
-    others = [r["drained_per_second"] for r in report["results"] if r["system"] != "tickwork"]
+    fair = next((r for r in report["results"] if r["system"] == "tickwork-fair"), None)
+    others = [r["drained_per_second"] for r in report["results"]
+              if not r["system"].startswith("tickwork")]  # fmt: skip
     if ours is not None and others:
         report["tickwork_vs_fastest_other"] = round(ours["drained_per_second"] / max(others), 2)
+    if ours is not None and fair is not None:
+        report["fair_share_vs_none"] = round(
+            fair["drained_per_second"] / ours["drained_per_second"], 2
+        )
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2) + "\n")
     plot(report, args.plot)
-    met = (
-        ours is not None
-        and ours["duplicate_executions"] == 0
-        and ours["lost"] == 0
-        and (ours["round_trips_per_run"] <= 3)
-    )
+    met = all(
+        row["duplicate_executions"] == 0 and row["lost"] == 0 and row["round_trips_per_run"] <= 3
+        for row in (ours, fair)
+        if row is not None
+    ) and (ours is not None or fair is not None)
     return 0 if met else 1
 
 

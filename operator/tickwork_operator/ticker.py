@@ -635,7 +635,7 @@ class Ticker:
             return
         for state, value in (
             ("ready", depth.ready), ("in_flight", depth.in_flight),
-            ("delayed", depth.delayed), ("dead", depth.dead),
+            ("delayed", depth.delayed), ("dead", depth.dead), ("parked", depth.parked),
         ):  # fmt: skip
             self.metrics.queue_depth.labels(state=state).set(value)
         self.metrics.queue_backlog.labels(queue=self.queue_name).set(depth.backlog)

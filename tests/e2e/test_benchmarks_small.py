@@ -59,11 +59,13 @@ def test_the_worker_benchmark_runs_everything_with_at_most_two_status_writes(
 
 
 def test_the_run_queue_benchmark_loses_and_repeats_nothing(tmp_path: Path) -> None:
-    report = bench("runqueue.py", tmp_path, "--runs", "300", "--systems", "tickwork", "dramatiq")
+    report = bench("runqueue.py", tmp_path, "--runs", "300",
+                   "--systems", "tickwork", "tickwork-fair", "dramatiq")  # fmt: skip
     rows = {row["system"]: row for row in report["results"]}
-    assert set(rows) == {"tickwork", "dramatiq"}
+    assert set(rows) == {"tickwork", "tickwork-fair", "dramatiq"}
     for row in rows.values():
         assert (row["executions"], row["lost"]) == (300, 0), row
-    ours = rows["tickwork"]
-    assert ours["duplicate_executions"] == 0
-    assert ours["round_trips_per_run"] <= 3  # enqueues and acks are coalesced, claims batched
+    for ours in (rows["tickwork"], rows["tickwork-fair"]):  # parked runs all came back
+        assert ours["duplicate_executions"] == 0
+        assert ours["round_trips_per_run"] <= 3  # enqueues and acks coalesced, claims batched
+    assert report["fair_share_vs_none"] > 0

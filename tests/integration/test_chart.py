@@ -83,6 +83,32 @@ def test_the_worker_lists_and_watches_jobs_only_for_its_job_cache(helm: str) -> 
     assert worker_view("--set", "worker.jobCache.enabled=false") == (["get"], "false")
 
 
+def test_a_tenant_gets_a_quarter_of_the_worker_slots_unless_the_installer_says(
+    helm: str,
+) -> None:
+    def limits(*extra: str) -> tuple[str, str]:
+        [deployment] = [o for o in _objects(render(helm, "tickwork", *extra))
+                        if o["kind"] == "Deployment"
+                        and o["metadata"]["name"].endswith("-worker")]  # fmt: skip
+        env = {e["name"]: e.get("value") for e in
+               deployment["spec"]["template"]["spec"]["containers"][0]["env"]}  # fmt: skip
+        return (env["TICKWORK_WORKER_MAX_RUNS_PER_NAMESPACE"],
+                env["TICKWORK_WORKER_RUNS_PER_MINUTE_PER_NAMESPACE"])  # fmt: skip
+
+    assert limits() == ("40", "0")  # 8 slots x 20 workers at most, a quarter
+    assert limits("--set", "autoscaling.enabled=false", "--set", "worker.replicas=3",
+                  "--set", "worker.concurrency=6") == ("4", "0")  # fmt: skip
+    assert limits("--set", "autoscaling.enabled=false", "--set", "worker.replicas=1",
+                  "--set", "worker.concurrency=2") == ("1", "0")  # fmt: skip
+    assert limits(
+        "--set",
+        "worker.fairShare.maxRunsPerNamespace=0",
+        "--set",
+        "worker.fairShare.runsPerMinutePerNamespace=120",
+    ) == ("0", "120")
+    assert limits("--set", "worker.fairShare.maxRunsPerNamespace=7") == ("7", "0")
+
+
 def test_workers_get_secrets_only_when_the_installer_allows_it(helm: str) -> None:
     def secret_rules(*extra: str) -> dict[str, list[list[str]]]:
         """The workers' rules on Secrets, by the Role's (or ClusterRole's) namespace."""

@@ -12,7 +12,7 @@ import pytest_asyncio
 
 from tickwork.queue import MemoryRunQueue, RedisRunQueue, RedisSettings, RunQueue
 from tickwork.queue.connection import create_client
-from tickwork.queue.messages import EnqueueOutcome, RunLocation, RunMessage
+from tickwork.queue.messages import Claim, EnqueueOutcome, FairShare, RunLocation, RunMessage
 
 pytestmark = pytest.mark.asyncio
 
@@ -237,3 +237,132 @@ async def test_remembered_runs_are_bounded_by_count_the_oldest_forgotten_first(
     assert await bounded.locate(runs[0].run_id) is None  # forgotten: the oldest
     assert await bounded.locate(runs[-1].run_id) is RunLocation.DONE
     assert await bounded.enqueue(runs[-1]) is EnqueueOutcome.ALREADY_DONE
+
+
+# -- Fair shares (issue 14, item 4) ---------------------------------------------------
+
+
+def run_of(namespace: str, n: int) -> RunMessage:
+    return RunMessage(run_id=f"{namespace}-uid-{n}.20261201T090000Z", namespace=namespace,
+                      name=f"job-{n}", uid=f"{namespace}-uid-{n}")  # fmt: skip
+
+
+def namespaces_of(claims: list[Claim]) -> list[str]:
+    return [claim.message.namespace for claim in claims]
+
+
+async def test_a_namespace_at_its_limit_waits_while_others_run(queue: RunQueue) -> None:
+    fair = FairShare(max_in_flight=2)
+    for n in range(5):
+        await queue.enqueue(run_of("team-a", n))
+    await queue.enqueue(run_of("team-b", 0))
+    claims = await queue.claim(consumer="w1", lease_seconds=30, count=10, fair_share=fair)
+    assert [c.message.run_id for c in claims] == [
+        run_of("team-a", 0).run_id, run_of("team-a", 1).run_id, run_of("team-b", 0).run_id,
+    ]  # fmt: skip
+    depth = await queue.depth()
+    assert (depth.ready, depth.parked, depth.in_flight, depth.backlog) == (0, 3, 3, 3)
+    # Parked runs wait in the queue: not claimable, not lost, not enqueued twice.
+    assert await queue.claim(consumer="w2", lease_seconds=30, count=10, fair_share=fair) == []
+    assert await queue.enqueue(run_of("team-a", 2)) is EnqueueOutcome.ALREADY_QUEUED
+    assert await queue.locate(run_of("team-a", 2).run_id) is RunLocation.READY
+    # One of team A's runs finishes: its oldest parked run, and only that, comes back.
+    assert await queue.ack(claims[0])
+    [next_one] = await queue.claim(consumer="w2", lease_seconds=30, count=10, fair_share=fair)
+    assert next_one.message.run_id == run_of("team-a", 2).run_id
+    assert (await queue.depth()).parked == 2
+
+
+async def test_every_way_out_of_flight_frees_the_namespaces_slot(queue: RunQueue) -> None:
+    fair = FairShare(max_in_flight=1)
+    for n in range(6):
+        await queue.enqueue(run_of("team-a", n))
+    a = [run_of("team-a", n).run_id for n in range(6)]
+
+    async def one(lease_seconds: float = 30) -> Claim:
+        claims = await queue.claim(
+            consumer="w", lease_seconds=lease_seconds, count=10, fair_share=fair
+        )
+        assert len(claims) == 1, [c.run_id for c in claims]
+        return claims[0]
+
+    first = await one()
+    assert first.run_id == a[0]
+    assert (await queue.depth()).parked == 5
+    assert await queue.ack(first)
+    assert await queue.retry(second := await one(), delay_seconds=3600, attempt=2)
+    assert second.run_id == a[1]
+    assert await queue.bury(third := await one(), error="boom")
+    assert third.run_id == a[2]
+    assert await queue.release(fourth := await one())
+    assert fourth.run_id == a[3]
+    # A handed-back run goes before the parked run its slot returned.
+    expiring = await one(lease_seconds=0)
+    assert expiring.run_id == a[3]
+    assert await queue.reap_expired() == 1
+    again = await one()
+    assert (again.run_id, again.message.attempt) == (a[3], 2)
+    assert await queue.ack(again)
+    assert (fifth := await one()).run_id == a[4]
+    assert await queue.ack(fifth)
+    assert (await one()).run_id == a[5]
+    depth = await queue.depth()
+    places = (depth.parked, depth.ready, depth.in_flight, depth.delayed, depth.dead)
+    assert places == (0, 0, 1, 1, 1)
+
+
+async def test_rebalance_returns_parked_runs_when_a_limit_is_raised_or_lifted(
+    queue: RunQueue,
+) -> None:
+    for n in range(6):
+        await queue.enqueue(run_of("team-a", n))
+    tight = FairShare(max_in_flight=1)
+    [held] = await queue.claim(consumer="w", lease_seconds=30, count=10, fair_share=tight)
+    assert (await queue.depth()).parked == 5
+    assert await queue.rebalance(tight) == 0  # no room: nothing moves
+    raised = FairShare(max_in_flight=1, namespaces={"team-a": (3, None)})
+    assert await queue.rebalance(raised) == 2  # room for two more
+    claims = await queue.claim(consumer="w", lease_seconds=30, count=10, fair_share=raised)
+    assert [c.run_id for c in claims] == [run_of("team-a", n).run_id for n in (1, 2)]
+    assert await queue.rebalance(None) == 3  # fair share turned off: every run returns
+    depth = await queue.depth()
+    assert (depth.parked, depth.ready, depth.in_flight) == (0, 3, 3)
+    claims = await queue.claim(consumer="w", lease_seconds=30, count=10)
+    assert len(claims) == 3
+    assert await queue.ack(held)
+
+
+async def _make_due(queue: RunQueue, run_id: str) -> None:
+    """The delayed run's time has come (without waiting for it)."""
+    if isinstance(queue, RedisRunQueue):
+        await queue._client.zadd(queue.keys.delayed, {run_id: 0})
+    else:
+        assert isinstance(queue, MemoryRunQueue)
+        queue._delayed[run_id] = 0
+
+
+async def test_a_namespace_over_its_rate_waits_for_its_reserved_start(queue: RunQueue) -> None:
+    fair = FairShare(runs_per_minute=2, namespaces={"team-b": (None, 0)})
+    for n in range(4):
+        await queue.enqueue(run_of("team-a", n))
+        await queue.enqueue(run_of("team-b", n))
+    claims = await queue.claim(consumer="w", lease_seconds=30, count=10, fair_share=fair)
+    # A minute's worth of team A (2) at once, the rest later; team B is not limited.
+    assert sorted(namespaces_of(claims)) == ["team-a"] * 2 + ["team-b"] * 4
+    depth = await queue.depth()
+    assert (depth.delayed, depth.ready, depth.parked) == (2, 0, 0)
+    third = run_of("team-a", 2).run_id
+    assert await queue.locate(third) is RunLocation.DELAYED
+    if isinstance(queue, RedisRunQueue):  # 30 s and 60 s from now: 2 a minute
+        scores = await queue._client.zrange(queue.keys.delayed, 0, -1, withscores=True)
+        (_, start3), (_, start4) = scores
+        assert start4 - start3 == pytest.approx(30, abs=0.01)
+    # Its start was reserved: once due it runs, without taking another run's turn.
+    await _make_due(queue, third)
+    assert await queue.promote_due() == 1
+    [claim] = await queue.claim(consumer="w", lease_seconds=30, count=10, fair_share=fair)
+    assert claim.run_id == third
+    await queue.enqueue(run_of("team-a", 9))
+    assert await queue.claim(consumer="w", lease_seconds=30, count=10, fair_share=fair) == []
+    assert await queue.locate(run_of("team-a", 9).run_id) is RunLocation.DELAYED
+    assert await queue.cancel(run_of("team-a", 9).run_id)  # a delayed run can be withdrawn

@@ -23,7 +23,7 @@ from hypothesis.stateful import (
 from tickwork.devcluster.redis import RedisServer
 from tickwork.queue import MemoryRunQueue, RedisRunQueue, RedisSettings, RunQueue
 from tickwork.queue.connection import create_client
-from tickwork.queue.messages import Claim, EnqueueOutcome, RunLocation, RunMessage
+from tickwork.queue.messages import Claim, EnqueueOutcome, FairShare, RunLocation, RunMessage
 
 T = TypeVar("T")
 RUNS = st.integers(0, 11)
@@ -220,3 +220,119 @@ def test_redis_queue_agrees_with_the_model(redis_server: RedisServer) -> None:
         return RedisRunQueue(create_client(redis_settings), redis_settings)
 
     run_state_machine_as_test(lambda: QueueMachine(make), settings=MACHINE_SETTINGS)
+
+
+# -- Fair shares: one limit per namespace, changed at will; nothing lost, never over --
+
+
+NAMESPACES = ("a", "b", "c")
+
+
+def tenant_message(n: int) -> RunMessage:
+    return RunMessage(run_id=f"f{n}.20261201T090000Z", namespace=NAMESPACES[n % 3],
+                      name=f"j{n}", uid=f"f{n}")  # fmt: skip
+
+
+class FairShareMachine(RuleBasedStateMachine):
+    """Claims under per-namespace limits that change between steps: a namespace never
+    has more runs in flight than its limit allowed when they were claimed, every run
+    is somewhere (ready, parked, in flight, delayed, done), and in the end every run
+    drains under the final limits."""
+
+    def __init__(self, make_queue: Callable[[], RunQueue]) -> None:
+        super().__init__()
+        self.loop = asyncio.new_event_loop()
+        self.queue = make_queue()
+        self.limits = dict.fromkeys(NAMESPACES, 1)
+        self.held: list[Claim] = []
+        self.enqueued: set[str] = set()
+        self.done: set[str] = set()
+
+    def run(self, coroutine: Coroutine[Any, Any, T]) -> T:
+        return self.loop.run_until_complete(coroutine)
+
+    @property
+    def fair(self) -> FairShare:
+        return FairShare(namespaces={ns: (n, None) for ns, n in self.limits.items()})
+
+    def _in_flight(self, namespace: str) -> int:
+        return sum(1 for c in self.held if c.message.namespace == namespace)
+
+    @rule(n=st.integers(0, 14))
+    def enqueue(self, n: int) -> None:
+        if self.run(self.queue.enqueue(tenant_message(n))) is EnqueueOutcome.ENQUEUED:
+            self.enqueued.add(tenant_message(n).run_id)
+
+    @rule(count=st.integers(1, 4))
+    def claim(self, count: int) -> None:
+        claims = self.run(self.queue.claim(consumer="m", lease_seconds=3600, count=count,
+                                           fair_share=self.fair))  # fmt: skip
+        assert len(claims) <= count
+        self.held += claims
+        for namespace in NAMESPACES:  # held before the limit was lowered may exceed it
+            taken = sum(1 for c in claims if c.message.namespace == namespace)
+            if taken and self.limits[namespace]:
+                assert self._in_flight(namespace) <= self.limits[namespace]
+
+    @precondition(lambda self: self.held)
+    @rule(index=st.integers(0, 100), how=st.sampled_from(["ack", "retry", "release"]))
+    def finish(self, index: int, how: str) -> None:
+        claim = self.held.pop(index % len(self.held))
+        if how == "ack":
+            assert self.run(self.queue.ack(claim))
+            self.done.add(claim.run_id)
+        elif how == "retry":
+            assert self.run(self.queue.retry(claim, delay_seconds=0, attempt=2))
+        else:
+            assert self.run(self.queue.release(claim))
+
+    @rule()
+    def promote(self) -> None:
+        self.run(self.queue.promote_due())
+
+    @rule(namespace=st.sampled_from(NAMESPACES), limit=st.integers(0, 3))
+    def change_limit(self, namespace: str, limit: int) -> None:
+        self.limits[namespace] = limit  # 0: no limit
+        self.run(self.queue.rebalance(self.fair))
+
+    @invariant()
+    def every_run_is_somewhere(self) -> None:
+        depth = self.run(self.queue.depth())
+        assert depth.in_flight == len(self.held)
+        waiting = depth.ready + depth.parked + depth.delayed
+        assert waiting + depth.in_flight + len(self.done) == len(self.enqueued)
+
+    def teardown(self) -> None:
+        try:
+            for claim in self.held:
+                assert self.run(self.queue.ack(claim))
+                self.done.add(claim.run_id)
+            self.held = []
+            for _ in range(3 * len(self.enqueued) + 3):
+                self.run(self.queue.promote_due())
+                claims = self.run(self.queue.claim(consumer="m", lease_seconds=3600, count=2,
+                                                   fair_share=self.fair))  # fmt: skip
+                for claim in claims:
+                    assert self.run(self.queue.ack(claim))
+                    self.done.add(claim.run_id)
+            assert self.done == self.enqueued  # parked runs all came back
+            depth = self.run(self.queue.depth())
+            assert (depth.ready, depth.parked, depth.in_flight) == (0, 0, 0)
+        finally:
+            self.run(self.queue.close())
+            self.loop.close()
+
+
+def test_memory_queue_keeps_fair_shares() -> None:
+    run_state_machine_as_test(lambda: FairShareMachine(MemoryRunQueue), settings=MACHINE_SETTINGS)
+
+
+@pytest.mark.timeout(600)
+def test_redis_queue_keeps_fair_shares(redis_server: RedisServer) -> None:
+    def make() -> RunQueue:
+        with redis_lib.Redis.from_url(redis_server.url) as connection:
+            connection.flushall()
+        redis_settings = RedisSettings(url=redis_server.url)
+        return RedisRunQueue(create_client(redis_settings), redis_settings)
+
+    run_state_machine_as_test(lambda: FairShareMachine(make), settings=MACHINE_SETTINGS)

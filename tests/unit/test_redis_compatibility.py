@@ -13,9 +13,11 @@ from tickwork.queue import keys
 AVAILABLE_SINCE = {
     "BLPOP": "2.0.0",  # a float timeout since 6.0.0
     "DEL": "1.0.0", "HDEL": "2.0.0", "HEXISTS": "2.0.0", "HGET": "2.0.0", "HMGET": "2.0.0",
+    "HGETALL": "2.0.0", "HINCRBY": "2.0.0", "HVALS": "2.0.0",
     "HSET": "2.0.0",  # several field/value pairs since 4.0.0
     "INFO": "1.0.0",  # run_id in its server section since 2.4; random, like TIME
-    "LLEN": "1.0.0", "LPUSH": "1.0.0", "LTRIM": "1.0.0", "RPOP": "1.0.0", "RPUSH": "1.0.0",
+    "LLEN": "1.0.0", "LPUSH": "1.0.0", "LTRIM": "1.0.0", "RPOP": "1.0.0",
+    "RPUSH": "1.0.0",  # several values since 2.4.0
     "SADD": "1.0.0", "SCARD": "1.0.0", "SISMEMBER": "1.0.0", "SREM": "1.0.0",
     "TIME": "2.6.0",
     "ZADD": "1.2.0", "ZCARD": "1.2.0", "ZRANGE": "1.2.0", "ZRANGEBYSCORE": "1.0.5",

@@ -32,12 +32,28 @@ def test_exceptions_apply_to_their_namespace_only() -> None:
     assert b.key == other.key  # same egress rules: one HTTP client
 
 
+def test_fair_shares_default_and_per_namespace() -> None:
+    assert TenantRules().fair_share is None  # nothing limited: claims count nothing
+    rules = TenantRules(max_runs=5, tenants='{"a": {"maxRuns": 1}, "b": {"runsPerMinute": 30},'
+                        ' "c": {"maxRuns": 0}, "d": {"pythonTasks": []}}')  # fmt: skip
+    fair = rules.fair_share
+    assert fair is not None
+    assert [fair.limit(ns) for ns in "abcde"] == [1, 5, 0, 5, 5]
+    assert [fair.rate(ns) for ns in "abcde"] == [0, 30, 0, 0, 0]
+    only_one = TenantRules(tenants='{"a": {"runsPerMinute": 6}}').fair_share
+    assert only_one is not None
+    assert (only_one.limit("a"), only_one.rate("a"), only_one.rate("b")) == (0, 6, 0)
+
+
 @pytest.mark.parametrize(
     ("tenants", "says"),
     [
         ('{"a": {"egresAllow": []}}', "tenants['a']: egresAllow: Extra inputs are not permitted"),
         ('{"a": {"egressAllow": ["10.0.0.0/33"]}}', "tenants['a']: '10.0.0.0/33' is neither"),
         ('{"a": {"commandTasks": "yes"}}', "tenants['a']: commandTasks: Input should be"),
+        ('{"a": {"maxRuns": -1}}', "tenants['a']: maxRuns: Input should be greater than"),
+        ('{"a": {"maxRuns": 2.5}}', "tenants['a']: maxRuns: Input should be a valid integer"),
+        ('{"a": {"runsPerMinute": -3}}', "tenants['a']: runsPerMinute: Input should be"),
         ("{not json", "tenants is not JSON"),
         ('["a"]', "tenants must be a JSON object"),
     ],

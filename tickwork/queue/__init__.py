@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from tickwork.queue.connection import create_client
 from tickwork.queue.memory import MemoryRunQueue
+from tickwork.queue.messages import FairShare
 from tickwork.queue.protocol import RunQueue
 from tickwork.queue.redis_queue import RedisRunQueue
 from tickwork.queue.settings import RedisSettings
@@ -23,4 +24,12 @@ def open_queue(settings: RedisSettings | None) -> RunQueue:
     return RedisRunQueue(create_client(settings), settings)
 
 
-__all__ = ["MEMORY", "MemoryRunQueue", "RedisRunQueue", "RedisSettings", "RunQueue", "open_queue"]
+__all__ = [
+    "MEMORY",
+    "FairShare",
+    "MemoryRunQueue",
+    "RedisRunQueue",
+    "RedisSettings",
+    "RunQueue",
+    "open_queue",
+]

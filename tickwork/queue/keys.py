@@ -19,6 +19,23 @@ Layout, for prefix ``tickwork`` and queue ``default``::
     tickwork:{default}:notify       LIST  wake-up tokens for consumers blocked in BLPOP
     tickwork:{default}:server       HASH  run_id of the Redis process the reaper last saw,
                                           and since when (the grace after a restart)
+
+Fair shares (only written when a consumer claims with a :class:`FairShare`)::
+
+    tickwork:{default}:owners       HASH  run ID -> namespace, for runs counted in flight
+    tickwork:{default}:shares       HASH  namespace -> its runs in flight
+    tickwork:{default}:parked       HASH  namespace -> its runs parked
+    tickwork:{default}:parked:<ns>  LIST  run IDs of namespace <ns> that were claimable while
+                                          it was at its limit; LPUSH to park, RPOP to return
+    tickwork:{default}:pace         HASH  namespace -> theoretical arrival time of its next
+                                          run (GCRA), for runs-per-minute limits
+    tickwork:{default}:paced        SET   run IDs delayed by their namespace's rate, which
+                                          hold a reserved start (not counted again)
+
+Every run leaving the in-flight set (ack, retry, bury, release, reap) frees its
+namespace's slot and returns that namespace's oldest parked run to the claim end
+of ``ready``. The per-namespace lists are named from the ``parked`` key inside the
+scripts; they share the hash tag, so they live in the same Cluster slot.
 """
 
 from __future__ import annotations
@@ -81,10 +98,39 @@ class QueueKeys:
     def server(self) -> str:
         return self._key("server")
 
+    @property
+    def owners(self) -> str:
+        return self._key("owners")
+
+    @property
+    def shares(self) -> str:
+        return self._key("shares")
+
+    @property
+    def parked(self) -> str:
+        return self._key("parked")
+
+    def parked_of(self, namespace: str) -> str:
+        return f"{self.parked}:{namespace}"
+
+    @property
+    def pace(self) -> str:
+        return self._key("pace")
+
+    @property
+    def paced(self) -> str:
+        return self._key("paced")
+
+    @property
+    def slots(self) -> list[str]:
+        """The keys every script that frees an in-flight run's slot takes last."""
+        return [self.owners, self.shares, self.parked, self.ready, self.notify]
+
     def all(self) -> list[str]:
         return [
             self.messages, self.ready, self.inflight, self.leases, self.delayed,
             self.dead, self.dead_errors, self.done, self.cancelled, self.notify, self.server,
+            self.owners, self.shares, self.parked, self.pace, self.paced,
         ]  # fmt: skip
 
 
@@ -96,6 +142,24 @@ end
 local function notify(key, count)
   for _ = 1, math.min(count, {NOTIFY_LIMIT}) do redis.call('LPUSH', key, '1') end
   redis.call('LTRIM', key, 0, {NOTIFY_LIMIT - 1})
+end
+local function decrement(hash, field)
+  if redis.call('HINCRBY', hash, field, -1) <= 0 then redis.call('HDEL', hash, field) end
+end
+-- A run leaves the in-flight set: if it was counted for its namespace's fair share,
+-- free the slot and return that namespace's oldest parked run to the claim end of
+-- ready. s: the index in KEYS of owners (then shares, parked, ready, notify).
+local function free_slot(s, id)
+  local ns = redis.call('HGET', KEYS[s], id)
+  if not ns then return end
+  redis.call('HDEL', KEYS[s], id)
+  decrement(KEYS[s + 1], ns)
+  local back = redis.call('RPOP', KEYS[s + 2] .. ':' .. ns)
+  if back then
+    decrement(KEYS[s + 2], ns)
+    redis.call('RPUSH', KEYS[s + 3], back)
+    notify(KEYS[s + 4], 1)
+  end
 end
 """
 
@@ -139,25 +203,66 @@ CLAIM = (
     _PRELUDE
     + """
 -- KEYS: ready inflight leases messages cancelled done notify
--- ARGV: count lease_seconds token_prefix
+--       owners shares parked delayed pace paced
+-- ARGV: count lease_seconds token_prefix fair_share ('' or JSON: d = default in-flight
+--       limit per namespace, n = {namespace: limit}, r = default runs per minute,
+--       rn = {namespace: runs per minute}; 0 = no limit)
+-- With a fair share, a run of a namespace at its in-flight limit is parked (it comes
+-- back when one of the namespace's runs leaves the in-flight set), and a run over its
+-- namespace's rate is delayed until its reserved start (GCRA: a minute's worth may
+-- start at once, then evenly). Neither is dropped; both are bounded per call.
 local t = now()
 local wanted = tonumber(ARGV[1])
 local deadline = t + tonumber(ARGV[2])
+local fair = nil
+if ARGV[4] ~= '' then fair = cjson.decode(ARGV[4]) end
 local out = {}
 local taken = 0
-while taken < wanted do
+local set_aside = 0
+while taken < wanted and set_aside < 1000 do
   local id = redis.call('RPOP', KEYS[1])
   if not id then break end
   if redis.call('SREM', KEYS[5], id) == 1 then
     redis.call('HDEL', KEYS[4], id)
+    redis.call('SREM', KEYS[13], id)
     redis.call('ZADD', KEYS[6], t, id)  -- a cancelled run counts as done
   else
     local message = redis.call('HGET', KEYS[4], id)
+    local ns = nil
+    if message and fair then
+      ns = cjson.decode(message)['namespace']
+      local limit = tonumber(fair['n'][ns] or fair['d'])
+      if limit > 0 and tonumber(redis.call('HGET', KEYS[9], ns) or '0') >= limit then
+        redis.call('LPUSH', KEYS[10] .. ':' .. ns, id)
+        redis.call('HINCRBY', KEYS[10], ns, 1)
+        set_aside = set_aside + 1
+        message = nil
+      else
+        local reserved = redis.call('SREM', KEYS[13], id) == 1
+        local rate = tonumber(fair['rn'][ns] or fair['r'])
+        if rate > 0 and not reserved then
+          local interval = 60 / rate
+          local tat = math.max(tonumber(redis.call('HGET', KEYS[12], ns) or '0'), t)
+          redis.call('HSET', KEYS[12], ns, string.format('%.6f', tat + interval))
+          local start = tat - (60 - interval)
+          if start > t + 0.001 then  -- not a rounding error's worth
+            redis.call('ZADD', KEYS[11], start, id)
+            redis.call('SADD', KEYS[13], id)
+            set_aside = set_aside + 1
+            message = nil
+          end
+        end
+      end
+    end
     if message then
       taken = taken + 1
       local token = ARGV[3] .. ':' .. taken
       redis.call('ZADD', KEYS[2], deadline, id)
       redis.call('HSET', KEYS[3], id, token)
+      if ns then
+        redis.call('HSET', KEYS[8], id, ns)
+        redis.call('HINCRBY', KEYS[9], ns, 1)
+      end
       table.insert(out, message)
       table.insert(out, token)
     end
@@ -184,7 +289,7 @@ return 1
 ACK = (
     _PRELUDE
     + """
--- KEYS: inflight leases messages done
+-- KEYS: inflight leases messages done, then owners shares parked ready notify
 -- ARGV: dedup_seconds dedup_max, then (run_id, token) per run; 1 per run if its lease
 -- was held. A batch is what the runs of one worker finished in the same moment.
 -- The run IDs remembered for dedup are bounded by age and by count (the oldest go).
@@ -197,6 +302,7 @@ for i = 3, #ARGV, 2 do
     redis.call('HDEL', KEYS[2], id)
     redis.call('HDEL', KEYS[3], id)
     redis.call('ZADD', KEYS[4], t, id)
+    free_slot(5, id)
     table.insert(out, 1)
   else
     table.insert(out, 0)
@@ -212,12 +318,13 @@ return out
 RETRY = (
     _PRELUDE
     + """
--- KEYS: inflight leases messages delayed
+-- KEYS: inflight leases messages delayed, then owners shares parked ready notify
 -- ARGV: run_id token delay_seconds attempt
 local id = ARGV[1]
 if redis.call('HGET', KEYS[2], id) ~= ARGV[2] then return 0 end
 redis.call('ZREM', KEYS[1], id)
 redis.call('HDEL', KEYS[2], id)
+free_slot(5, id)
 local message = cjson.decode(redis.call('HGET', KEYS[3], id))
 message['attempt'] = tonumber(ARGV[4])
 redis.call('HSET', KEYS[3], id, cjson.encode(message))
@@ -229,7 +336,7 @@ return 1
 BURY = (
     _PRELUDE
     + """
--- KEYS: inflight leases dead dead_errors messages
+-- KEYS: inflight leases dead dead_errors messages, then owners shares parked ready notify
 -- ARGV: run_id token error dead_max dead_retention_seconds
 -- The dead-letter queue keeps at most dead_max runs, none older than the retention:
 -- the oldest go (their message and error with them), a bounded number per call.
@@ -238,6 +345,7 @@ if redis.call('HGET', KEYS[2], id) ~= ARGV[2] then return 0 end
 local t = now()
 redis.call('ZREM', KEYS[1], id)
 redis.call('HDEL', KEYS[2], id)
+free_slot(6, id)
 redis.call('ZADD', KEYS[3], t, id)
 redis.call('HSET', KEYS[4], id, ARGV[3])
 local cutoff = t - tonumber(ARGV[5])
@@ -261,12 +369,13 @@ return 1
 RELEASE = (
     _PRELUDE
     + """
--- KEYS: inflight leases ready notify
+-- KEYS: inflight leases ready notify, then owners shares parked ready notify
 -- ARGV: run_id token
 local id = ARGV[1]
 if redis.call('HGET', KEYS[2], id) ~= ARGV[2] then return 0 end
 redis.call('ZREM', KEYS[1], id)
 redis.call('HDEL', KEYS[2], id)
+free_slot(5, id)
 redis.call('RPUSH', KEYS[3], id)
 notify(KEYS[4], 1)
 return 1
@@ -276,7 +385,7 @@ return 1
 REAP = (
     _PRELUDE
     + """
--- KEYS: inflight leases messages ready notify server
+-- KEYS: inflight leases messages ready notify server, then owners shares parked ready notify
 -- ARGV: limit grace_seconds
 -- A restarted Redis reloads leases as they were when last written to disk: renewals
 -- of the last moments may be lost with it, so deadlines look older than they are.
@@ -293,6 +402,7 @@ local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', t, 'LIMIT', 0, tonumber
 for _, id in ipairs(ids) do
   redis.call('ZREM', KEYS[1], id)
   redis.call('HDEL', KEYS[2], id)
+  free_slot(7, id)
   local raw = redis.call('HGET', KEYS[3], id)
   if raw then
     local message = cjson.decode(raw)
@@ -322,16 +432,64 @@ return #ids
 """
 )
 
+REBALANCE = (
+    _PRELUDE
+    + """
+-- KEYS: owners shares parked inflight ready notify
+-- ARGV: fair_share (as CLAIM's; '' for none: every parked run returns) limit
+-- Recounts each namespace's in-flight runs from the runs still in flight, then returns
+-- parked runs of namespaces that have room now (a limit raised or lifted since they
+-- were parked) to the claim end of ready; at most `limit` per call.
+local fair = nil
+if ARGV[1] ~= '' then fair = cjson.decode(ARGV[1]) end
+local counts = {}
+local owned = redis.call('HGETALL', KEYS[1])
+for i = 1, #owned, 2 do
+  if redis.call('ZSCORE', KEYS[4], owned[i]) then
+    counts[owned[i + 1]] = (counts[owned[i + 1]] or 0) + 1
+  else
+    redis.call('HDEL', KEYS[1], owned[i])
+  end
+end
+redis.call('DEL', KEYS[2])
+for ns, n in pairs(counts) do redis.call('HSET', KEYS[2], ns, n) end
+local budget = tonumber(ARGV[2])
+local moved = 0
+local parked = redis.call('HGETALL', KEYS[3])
+for i = 1, #parked, 2 do
+  local ns = parked[i]
+  local room = tonumber(parked[i + 1])
+  if fair then
+    local limit = tonumber(fair['n'][ns] or fair['d'])
+    if limit > 0 then room = math.min(room, limit - (counts[ns] or 0)) end
+  end
+  room = math.min(room, budget - moved)
+  local batch = {}
+  for _ = 1, room do
+    local id = redis.call('RPOP', KEYS[3] .. ':' .. ns)
+    if not id then redis.call('HDEL', KEYS[3], ns) break end
+    decrement(KEYS[3], ns)
+    table.insert(batch, 1, id)  -- the oldest goes last: it is claimed first
+  end
+  if #batch > 0 then redis.call('RPUSH', KEYS[5], unpack(batch)) end
+  moved = moved + #batch
+end
+if moved > 0 then notify(KEYS[6], moved) end
+return moved
+"""
+)
+
 CANCEL = (
     _PRELUDE
     + """
--- KEYS: messages inflight delayed dead cancelled done
+-- KEYS: messages inflight delayed dead cancelled done paced
 -- ARGV: run_id
 local id = ARGV[1]
 if redis.call('HEXISTS', KEYS[1], id) == 0 then return 0 end
 if redis.call('ZSCORE', KEYS[2], id) or redis.call('ZSCORE', KEYS[4], id) then return 0 end
 if redis.call('ZREM', KEYS[3], id) == 1 then
   redis.call('HDEL', KEYS[1], id)
+  redis.call('SREM', KEYS[7], id)
   redis.call('ZADD', KEYS[6], now(), id)  -- a cancelled run counts as done
   return 1
 end

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import time
-from collections import OrderedDict, deque
+from collections import Counter, OrderedDict, deque
 from collections.abc import Callable
 from dataclasses import replace
 
@@ -20,11 +20,14 @@ from tickwork.queue.messages import (
     DeadLetter,
     Depth,
     EnqueueOutcome,
+    FairShare,
     RunLocation,
     RunMessage,
 )
 
 DEFAULT_DEDUP_SECONDS = 6 * 3600
+#: The most runs one claim parks or delays for their namespace's limits (as CLAIM's).
+SET_ASIDE_LIMIT = 1000
 
 
 class MemoryRunQueue:
@@ -53,6 +56,12 @@ class MemoryRunQueue:
         self._delayed: dict[str, float] = {}
         self._dead: OrderedDict[str, tuple[float, str]] = OrderedDict()
         self._done: OrderedDict[str, float] = OrderedDict()  # in acknowledgement order
+        # Fair shares (see tickwork.queue.keys): counted runs, parked runs, paces.
+        self._owners: dict[str, str] = {}  # run ID -> namespace, for counted runs
+        self._shares: Counter[str] = Counter()  # namespace -> its runs in flight
+        self._parked: dict[str, deque[str]] = {}  # appendleft = park, pop = return
+        self._pace: dict[str, float] = {}  # namespace -> when its next run is due (GCRA)
+        self._paced: set[str] = set()  # runs delayed by their rate: start reserved
         self._wakeup = asyncio.Condition()
         self._tokens = itertools.count(1)
 
@@ -83,34 +92,107 @@ class MemoryRunQueue:
         await self._notify()
         return EnqueueOutcome.ENQUEUED
 
-    def _claim_now(self, consumer: str, lease_seconds: float, count: int) -> list[Claim]:
+    def _set_aside(self, message: RunMessage, fair: FairShare, now: float) -> bool:
+        """Park or delay a run over its namespace's limits; False if it may start."""
+        run_id, namespace = message.run_id, message.namespace
+        limit = fair.limit(namespace)
+        if limit > 0 and self._shares[namespace] >= limit:
+            self._parked.setdefault(namespace, deque()).appendleft(run_id)
+            return True
+        reserved = run_id in self._paced
+        self._paced.discard(run_id)
+        rate = fair.rate(namespace)
+        if rate > 0 and not reserved:
+            interval = 60 / rate
+            due = max(self._pace.get(namespace, 0.0), now)
+            self._pace[namespace] = due + interval
+            start = due - (60 - interval)
+            if start > now:
+                self._delayed[run_id] = start
+                self._paced.add(run_id)
+                return True
+        return False
+
+    def _claim_now(
+        self, consumer: str, lease_seconds: float, count: int, fair: FairShare | None
+    ) -> list[Claim]:
         claims: list[Claim] = []
-        deadline = self._clock() + lease_seconds
-        while self._ready and len(claims) < count:
+        now = self._clock()
+        deadline = now + lease_seconds
+        set_aside = 0
+        while self._ready and len(claims) < count and set_aside < SET_ASIDE_LIMIT:
             run_id = self._ready.pop()
             if run_id in self._cancelled:
                 self._cancelled.discard(run_id)
+                self._paced.discard(run_id)
                 self._messages.pop(run_id, None)
                 self._done[run_id] = self._clock()  # a cancelled run counts as done
                 continue
             message = self._messages.get(run_id)
             if message is None:
                 continue
+            if fair is not None:
+                if self._set_aside(message, fair, now):
+                    set_aside += 1
+                    continue
+                self._owners[run_id] = message.namespace
+                self._shares[message.namespace] += 1
             token = f"{consumer}:{next(self._tokens)}"
             self._inflight[run_id] = deadline
             self._leases[run_id] = token
             claims.append(Claim(message=message, token=token))
         return claims
 
+    def _free_slot(self, run_id: str) -> bool:
+        """The run left the in-flight set: free its namespace's slot and return the
+        namespace's oldest parked run to the claim end; True if one returned."""
+        namespace = self._owners.pop(run_id, None)
+        if namespace is None:
+            return False
+        self._shares[namespace] -= 1
+        if self._shares[namespace] <= 0:
+            del self._shares[namespace]
+        parked = self._parked.get(namespace)
+        if not parked:
+            return False
+        self._ready.append(parked.pop())
+        if not parked:
+            del self._parked[namespace]
+        return True
+
+    async def rebalance(self, fair_share: FairShare | None, *, limit: int = 1000) -> int:
+        self._shares = Counter(ns for run_id, ns in self._owners.items()
+                               if run_id in self._inflight)  # fmt: skip
+        self._owners = {r: ns for r, ns in self._owners.items() if r in self._inflight}
+        moved = 0
+        for namespace, parked in list(self._parked.items()):
+            room = len(parked)
+            if fair_share is not None and (most := fair_share.limit(namespace)) > 0:
+                room = min(room, most - self._shares[namespace])
+            batch = [parked.pop() for _ in range(max(0, min(room, limit - moved)))]
+            self._ready.extend(reversed(batch))  # the oldest last: it is claimed first
+            moved += len(batch)
+            if not parked:
+                del self._parked[namespace]
+        if moved:
+            await self._notify()
+        return moved
+
     async def claim(
-        self, *, consumer: str, lease_seconds: float, count: int = 1, wait_seconds: float = 0.0
+        self,
+        *,
+        consumer: str,
+        lease_seconds: float,
+        count: int = 1,
+        wait_seconds: float = 0.0,
+        fair_share: FairShare | None = None,
     ) -> list[Claim]:
-        claims = self._claim_now(consumer, lease_seconds, count)
+        claims = self._claim_now(consumer, lease_seconds, count, fair_share)
         if claims or wait_seconds <= 0:
             return claims
         deadline = time.monotonic() + wait_seconds
         async with self._wakeup:
-            while not (claims := self._claim_now(consumer, lease_seconds, count)):
+            while not (claims := self._claim_now(consumer, lease_seconds, count, fair_share)):
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     break
@@ -123,9 +205,11 @@ class MemoryRunQueue:
     def _holds(self, claim: Claim) -> bool:
         return self._leases.get(claim.run_id) == claim.token
 
-    def _drop_lease(self, run_id: str) -> None:
+    def _drop_lease(self, run_id: str) -> bool:
+        """Take the run out of flight; True if a parked run returned to ready."""
         self._inflight.pop(run_id, None)
         self._leases.pop(run_id, None)
+        return self._free_slot(run_id)
 
     async def heartbeat(self, claim: Claim, *, lease_seconds: float) -> bool:
         if not self._holds(claim):
@@ -137,25 +221,29 @@ class MemoryRunQueue:
         if not self._holds(claim):
             return False
         now = self._clock()
-        self._drop_lease(claim.run_id)
+        returned = self._drop_lease(claim.run_id)
         self._messages.pop(claim.run_id, None)
         self._done.pop(claim.run_id, None)
         self._done[claim.run_id] = now
         self._forget_old_done(now)
+        if returned:
+            await self._notify()
         return True
 
     async def retry(self, claim: Claim, *, delay_seconds: float, attempt: int) -> bool:
         if not self._holds(claim):
             return False
-        self._drop_lease(claim.run_id)
+        returned = self._drop_lease(claim.run_id)
         self._messages[claim.run_id] = replace(self._messages[claim.run_id], attempt=attempt)
         self._delayed[claim.run_id] = self._clock() + max(0.0, delay_seconds)
+        if returned:
+            await self._notify()
         return True
 
     async def bury(self, claim: Claim, *, error: str) -> bool:
         if not self._holds(claim):
             return False
-        self._drop_lease(claim.run_id)
+        returned = self._drop_lease(claim.run_id)
         now = self._clock()
         self._dead[claim.run_id] = (now, cap(error))
         while self._dead and (
@@ -164,6 +252,8 @@ class MemoryRunQueue:
         ):
             gone, _ = self._dead.popitem(last=False)
             self._messages.pop(gone, None)
+        if returned:
+            await self._notify()
         return True
 
     async def release(self, claim: Claim) -> bool:
@@ -203,6 +293,7 @@ class MemoryRunQueue:
             return False
         if self._delayed.pop(run_id, None) is not None:
             del self._messages[run_id]
+            self._paced.discard(run_id)
             self._done[run_id] = self._clock()  # a cancelled run counts as done
             return True
         if run_id in self._cancelled:
@@ -233,6 +324,7 @@ class MemoryRunQueue:
             dead=len(self._dead),
             remembered=len(self._done),
             oldest_dead_seconds=max(0.0, self._clock() - oldest) if oldest is not None else 0.0,
+            parked=sum(len(parked) for parked in self._parked.values()),
         )
 
     async def dead_letters(self, *, limit: int = 100) -> list[DeadLetter]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import enum
 import json
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -84,6 +85,51 @@ class Claim:
 
 
 @dataclass(frozen=True)
+class FairShare:
+    """Per-namespace limits a consumer claims under, so one tenant cannot take every slot.
+
+    ``max_in_flight`` runs of one namespace may be in flight at once across all
+    consumers; a claimable run over it is *parked* and returns to the front of the
+    queue when one of its namespace's runs finishes. ``runs_per_minute`` runs of one
+    namespace may start per minute (a minute's worth at once, then evenly); a run over
+    it waits, delayed, for its reserved start. 0 means no limit; ``namespaces`` holds
+    exceptions as ``{namespace: (max_in_flight, runs_per_minute)}``, None keeping the
+    default. Runs over a limit wait: nothing is dropped.
+    """
+
+    max_in_flight: int = 0
+    runs_per_minute: float = 0.0
+    namespaces: Mapping[str, tuple[int | None, float | None]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        limits = [(self.max_in_flight, self.runs_per_minute), *self.namespaces.values()]
+        if any((n is not None and n < 0) or (r is not None and r < 0) for n, r in limits):
+            raise ValueError("fair-share limits must not be negative")
+
+    def limit(self, namespace: str) -> int:
+        """The most runs of ``namespace`` in flight at once; 0: no limit."""
+        own = self.namespaces.get(namespace, (None, None))[0]
+        return self.max_in_flight if own is None else own
+
+    def rate(self, namespace: str) -> float:
+        """The most runs of ``namespace`` started per minute; 0: no limit."""
+        own = self.namespaces.get(namespace, (None, None))[1]
+        return self.runs_per_minute if own is None else own
+
+    def to_json(self) -> str:
+        """The form the queue's scripts read (see :data:`tickwork.queue.keys.CLAIM`)."""
+        return json.dumps(
+            {
+                "d": self.max_in_flight,
+                "r": self.runs_per_minute,
+                "n": {ns: n for ns, (n, _) in self.namespaces.items() if n is not None},
+                "rn": {ns: r for ns, (_, r) in self.namespaces.items() if r is not None},
+            },
+            separators=(",", ":"),
+        )
+
+
+@dataclass(frozen=True)
 class Depth:
     """How many runs are in each place; every figure is O(1) to read."""
 
@@ -98,6 +144,9 @@ class Depth:
     memory_used_bytes: int | None = None
     """The queue's store: memory in use and its limit (0: none); None if not known."""
     memory_max_bytes: int | None = None
+    parked: int = 0
+    """Runs waiting because their namespace is at its fair-share limit: not in ``ready``,
+    and not in the backlog either (more workers would not start them sooner)."""
 
     @property
     def backlog(self) -> int:

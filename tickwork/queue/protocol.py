@@ -16,6 +16,7 @@ from tickwork.queue.messages import (
     DeadLetter,
     Depth,
     EnqueueOutcome,
+    FairShare,
     RunLocation,
     RunMessage,
 )
@@ -27,9 +28,24 @@ class RunQueue(Protocol):
         ...
 
     async def claim(
-        self, *, consumer: str, lease_seconds: float, count: int = 1, wait_seconds: float = 0.0
+        self,
+        *,
+        consumer: str,
+        lease_seconds: float,
+        count: int = 1,
+        wait_seconds: float = 0.0,
+        fair_share: FairShare | None = None,
     ) -> list[Claim]:
-        """Take up to ``count`` ready runs, waiting up to ``wait_seconds`` for the first."""
+        """Take up to ``count`` ready runs, waiting up to ``wait_seconds`` for the first.
+
+        Under ``fair_share``, runs over their namespace's limits are set aside (parked
+        or delayed), not taken, and the runs taken are counted for their namespace.
+        """
+        ...
+
+    async def rebalance(self, fair_share: FairShare | None, *, limit: int = 1000) -> int:
+        """Return parked runs whose namespace has room under ``fair_share`` (all of them
+        when None) to the ready queue, recounting runs in flight; return how many."""
         ...
 
     async def heartbeat(self, claim: Claim, *, lease_seconds: float) -> bool:

@@ -21,6 +21,7 @@ from tickwork.queue.messages import (
     DeadLetter,
     Depth,
     EnqueueOutcome,
+    FairShare,
     RunLocation,
     RunMessage,
 )
@@ -101,6 +102,7 @@ class RedisRunQueue:
         self._release = register(scripts.RELEASE)
         self._reap = register(scripts.REAP)
         self._promote = register(scripts.PROMOTE)
+        self._rebalance = register(scripts.REBALANCE)
         self._cancel = register(scripts.CANCEL)
         self._locate = register(scripts.LOCATE)
         self._requeue_dead = register(scripts.REQUEUE_DEAD)
@@ -140,18 +142,23 @@ class RedisRunQueue:
         return [str(outcome) for outcome in outcomes]
 
     async def claim(
-        self, *, consumer: str, lease_seconds: float, count: int = 1, wait_seconds: float = 0.0
+        self,
+        *,
+        consumer: str,
+        lease_seconds: float,
+        count: int = 1,
+        wait_seconds: float = 0.0,
+        fair_share: FairShare | None = None,
     ) -> list[Claim]:
         k = self.keys
+        fair = fair_share.to_json() if fair_share is not None else ""
+        keys = [k.ready, k.inflight, k.leases, k.messages, k.cancelled, k.done, k.notify,
+                k.owners, k.shares, k.parked, k.delayed, k.pace, k.paced]  # fmt: skip
         deadline = time.monotonic() + wait_seconds
         while True:
             prefix = f"{consumer}:{uuid.uuid4().hex[:12]}"
             sent_at = time.monotonic()
-            raw = await self._call(
-                self._claim,
-                [k.ready, k.inflight, k.leases, k.messages, k.cancelled, k.done, k.notify],
-                [count, lease_seconds, prefix],
-            )
+            raw = await self._call(self._claim, keys, [count, lease_seconds, prefix, fair])
             if raw:
                 return [
                     Claim(message=RunMessage.from_json(raw[i]), token=raw[i + 1], sent_at=sent_at)
@@ -180,14 +187,16 @@ class RedisRunQueue:
         args: list[Any] = [self._settings.dedup_seconds, self._settings.dedup_max_runs]
         for claim in claims:
             args += [claim.run_id, claim.token]
-        done = await self._call(self._ack, [k.inflight, k.leases, k.messages, k.done], args)
+        done = await self._call(
+            self._ack, [k.inflight, k.leases, k.messages, k.done, *k.slots], args
+        )
         return [int(flag) for flag in done]
 
     async def retry(self, claim: Claim, *, delay_seconds: float, attempt: int) -> bool:
         k = self.keys
         done = await self._call(
             self._retry,
-            [k.inflight, k.leases, k.messages, k.delayed],
+            [k.inflight, k.leases, k.messages, k.delayed, *k.slots],
             [claim.run_id, claim.token, max(0.0, delay_seconds), attempt],
         )
         return bool(done)
@@ -196,7 +205,7 @@ class RedisRunQueue:
         k = self.keys
         done = await self._call(
             self._bury,
-            [k.inflight, k.leases, k.dead, k.dead_errors, k.messages],
+            [k.inflight, k.leases, k.dead, k.dead_errors, k.messages, *k.slots],
             [
                 claim.run_id,
                 claim.token,
@@ -210,7 +219,9 @@ class RedisRunQueue:
     async def release(self, claim: Claim) -> bool:
         k = self.keys
         done = await self._call(
-            self._release, [k.inflight, k.leases, k.ready, k.notify], [claim.run_id, claim.token]
+            self._release,
+            [k.inflight, k.leases, k.ready, k.notify, *k.slots],
+            [claim.run_id, claim.token],
         )
         return bool(done)
 
@@ -218,7 +229,7 @@ class RedisRunQueue:
         k = self.keys
         count = await self._call(
             self._reap,
-            [k.inflight, k.leases, k.messages, k.ready, k.notify, k.server],
+            [k.inflight, k.leases, k.messages, k.ready, k.notify, k.server, *k.slots],
             [limit, self._settings.reap_grace_seconds],
         )
         return int(count)
@@ -232,10 +243,20 @@ class RedisRunQueue:
         k = self.keys
         done = await self._call(
             self._cancel,
-            [k.messages, k.inflight, k.delayed, k.dead, k.cancelled, k.done],
+            [k.messages, k.inflight, k.delayed, k.dead, k.cancelled, k.done, k.paced],
             [run_id],
         )
         return bool(done)
+
+    async def rebalance(self, fair_share: FairShare | None, *, limit: int = _BATCH) -> int:
+        k = self.keys
+        fair = fair_share.to_json() if fair_share is not None else ""
+        moved = await self._call(
+            self._rebalance,
+            [k.owners, k.shares, k.parked, k.inflight, k.ready, k.notify],
+            [fair, limit],
+        )
+        return int(moved)
 
     async def locate(self, run_id: str) -> RunLocation | None:
         k = self.keys
@@ -259,8 +280,9 @@ class RedisRunQueue:
                 pipe.zrange(k.dead, 0, 0, withscores=True)
                 pipe.time()
                 pipe.info("memory")
+                pipe.hvals(k.parked)
                 (ready, cancelled, in_flight, delayed, dead, remembered, oldest, now,
-                 memory) = await pipe.execute()  # fmt: skip
+                 memory, parked) = await pipe.execute()  # fmt: skip
         clock = now[0] + now[1] / 1e6
         return Depth(
             ready=max(0, ready - cancelled), in_flight=in_flight, delayed=delayed, dead=dead,
@@ -268,6 +290,7 @@ class RedisRunQueue:
             oldest_dead_seconds=max(0.0, clock - oldest[0][1]) if oldest else 0.0,
             memory_used_bytes=int(memory.get("used_memory", 0)),
             memory_max_bytes=int(memory.get("maxmemory", 0)),
+            parked=sum(int(n) for n in parked),
         )  # fmt: skip
 
     async def _dead_letters(self, pairs: list[tuple[str, float]]) -> list[DeadLetter]:

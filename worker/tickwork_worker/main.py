@@ -80,6 +80,7 @@ async def run_worker(
             queue=queue, runner=runner, name=settings.name, concurrency=settings.concurrency,
             lease_seconds=settings.lease_seconds, claim_wait_seconds=settings.claim_wait_seconds,
             maintain_seconds=settings.maintain_seconds, grace_seconds=settings.grace_seconds,
+            fair_share=rules.fair_share,
         )  # fmt: skip
 
         async def liveness() -> str | None:
@@ -95,11 +96,16 @@ async def run_worker(
             host=settings.http_host, port=settings.http_port, registry=metrics.registry,
             liveness=liveness, readiness=readiness,
         )  # fmt: skip
+        fair = rules.fair_share
         logger.info(
-            "tickwork-worker %s: %d slot(s), queue %s, command tasks %s, job cache %s",
+            "tickwork-worker %s: %d slot(s), queue %s, command tasks %s, job cache %s, "
+            "fair share %s",
             settings.name, settings.concurrency, redis.safe_url() if redis else "in memory",
             "enabled" if settings.command_tasks else "disabled",
             ", ".join(settings.namespaces) or "all namespaces" if jobs else "off",
+            f"{fair.max_in_flight or 'unlimited'} in flight, "
+            f"{fair.runs_per_minute or 'unlimited'}/min per namespace "
+            f"({len(fair.namespaces)} exception(s))" if fair else "off",
         )  # fmt: skip
         try:
             async with kept_current(jobs):
@@ -166,7 +172,10 @@ def tenant_rules(settings: WorkerSettings) -> TenantRules:
     return TenantRules(egress_allow=split(settings.egress_allow),
                        egress_deny=split(settings.egress_deny),
                        python_tasks=split(settings.python_tasks),
-                       command_tasks=settings.command_tasks, tenants=settings.tenants)  # fmt: skip
+                       command_tasks=settings.command_tasks,
+                       max_runs=settings.max_runs_per_namespace,
+                       runs_per_minute=settings.runs_per_minute_per_namespace,
+                       tenants=settings.tenants)  # fmt: skip
 
 
 def check(port: int) -> int:

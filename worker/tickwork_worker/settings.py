@@ -58,10 +58,25 @@ class WorkerSettings(BaseSettings):
         description="Comma-separated patterns (fnmatch) of the registered Python tasks jobs "
         "may call; per namespace in `tenants`.",
     )
+    max_runs_per_namespace: int = Field(
+        default=0,
+        ge=0,
+        description="Fair share: the most runs of one namespace in flight at once across "
+        "all workers (0: no limit); runs over it wait in the queue. Per namespace in "
+        "`tenants` (maxRuns).",
+    )
+    runs_per_minute_per_namespace: float = Field(
+        default=0.0,
+        ge=0,
+        description="Fair share: the most runs of one namespace started per minute (a "
+        "minute's worth at once, then evenly; 0: no limit); runs over it wait. Per "
+        "namespace in `tenants` (runsPerMinute).",
+    )
     tenants: str = Field(
         default="",
         description="Per-namespace exceptions, as JSON: {namespace: {egressAllow: [...], "
-        "pythonTasks: [...], commandTasks: bool}} (see tickwork_worker.tenants).",
+        "pythonTasks: [...], commandTasks: bool, maxRuns: int, runsPerMinute: float}} "
+        "(see tickwork_worker.tenants).",
     )
     demo_tasks: bool = Field(
         default=False,

@@ -13,8 +13,10 @@ installer may widen or narrow them per namespace (chart value ``worker.tenants``
 
 ``egressAllow`` adds to the installation's allow list for that namespace's jobs
 only; ``pythonTasks`` replaces the installation's list (fnmatch patterns over task
-names); ``commandTasks`` replaces the installation's switch. A namespace without
-an entry gets the installation's rules.
+names); ``commandTasks`` replaces the installation's switch; ``maxRuns`` and
+``runsPerMinute`` replace the installation's fair share (runs in flight at once
+and runs started per minute, 0: no limit). A namespace without an entry gets the
+installation's rules.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr, ValidationError
 
+from tickwork.queue.messages import FairShare
 from tickwork_worker.tasks.egress import EgressPolicy
 
 
@@ -36,6 +39,8 @@ class _Exceptions(BaseModel):
     egress_allow: list[StrictStr] = Field(default_factory=list, alias="egressAllow")
     python_tasks: list[StrictStr] | None = Field(default=None, alias="pythonTasks")
     command_tasks: StrictBool | None = Field(default=None, alias="commandTasks")
+    max_runs: int | None = Field(default=None, ge=0, alias="maxRuns", strict=True)
+    runs_per_minute: float | None = Field(default=None, ge=0, alias="runsPerMinute")
 
 
 @dataclass(frozen=True)
@@ -62,6 +67,8 @@ class TenantRules:
         egress_deny: Sequence[str] = (),
         python_tasks: Sequence[str] = ("*",),
         command_tasks: bool = False,
+        max_runs: int = 0,
+        runs_per_minute: float = 0.0,
         tenants: str | dict[str, Any] = "",
     ) -> None:
         """Raises ValueError, naming the namespace and the entry, for a bad policy."""
@@ -78,6 +85,7 @@ class TenantRules:
             tuple(python_tasks), command_tasks, key="",
         )  # fmt: skip
         self._by_namespace: dict[str, NamespaceRules] = {}
+        shares: dict[str, tuple[int | None, float | None]] = {}
         for namespace, entry in raw.items():
             try:
                 exceptions = _Exceptions.model_validate(entry)
@@ -98,6 +106,14 @@ class TenantRules:
                 else command_tasks,
                 key=namespace if exceptions.egress_allow else "",
             )  # fmt: skip
+            if exceptions.max_runs is not None or exceptions.runs_per_minute is not None:
+                shares[namespace] = (exceptions.max_runs, exceptions.runs_per_minute)
+        self.fair_share: FairShare | None = None
+        """The limits runs are claimed under; None when nothing is limited."""
+        if max_runs < 0 or runs_per_minute < 0:
+            raise ValueError("fair-share limits must not be negative")
+        if max_runs or runs_per_minute or any(n or r for n, r in shares.values()):
+            self.fair_share = FairShare(max_runs, runs_per_minute, shares)
 
     def of(self, namespace: str) -> NamespaceRules:
         return self._by_namespace.get(namespace, self.default)

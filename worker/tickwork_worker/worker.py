@@ -14,6 +14,7 @@ import logging
 import time
 
 from tickwork.core.errors import QueueUnavailableError
+from tickwork.queue.messages import FairShare
 from tickwork.queue.protocol import RunQueue
 from tickwork_worker.runner import Runner
 
@@ -32,6 +33,7 @@ class Worker:
         claim_wait_seconds: float,
         maintain_seconds: float,
         grace_seconds: float,
+        fair_share: FairShare | None = None,
     ) -> None:
         self.queue = queue
         self.runner = runner
@@ -41,6 +43,7 @@ class Worker:
         self.claim_wait_seconds = claim_wait_seconds
         self.maintain_seconds = maintain_seconds
         self.grace_seconds = grace_seconds
+        self.fair_share = fair_share
         self.in_flight: set[asyncio.Task[None]] = set()
         self.last_loop = time.monotonic()
         """When the claim loop last went round (liveness)."""
@@ -69,6 +72,7 @@ class Worker:
                     lease_seconds=self.lease_seconds,
                     count=free,
                     wait_seconds=self.claim_wait_seconds,
+                    fair_share=self.fair_share,
                 )
             except QueueUnavailableError as exc:
                 logger.warning("cannot claim runs: %s", exc)
@@ -89,6 +93,9 @@ class Worker:
             with contextlib.suppress(QueueUnavailableError):
                 await self.queue.reap_expired()
                 await self.queue.promote_due()
+                # Parked runs of a namespace whose limit was raised (or lifted: a worker
+                # without a fair share returns every parked run) go back to ready.
+                await self.queue.rebalance(self.fair_share)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), timeout=self.maintain_seconds)
 

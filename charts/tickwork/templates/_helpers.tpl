@@ -144,3 +144,13 @@ as the same user could read from /proc): the volume, and where it is mounted. */
 {{- define "tickwork.clusterWide" -}}
 {{- if not .Values.watchNamespaces }}true{{ end }}
 {{- end }}
+
+{{/* The fair share of one namespace: the value, or a quarter of the most worker slots. */}}
+{{- define "tickwork.maxRunsPerNamespace" -}}
+{{- with .Values.worker.fairShare.maxRunsPerNamespace -}}{{ . }}{{- else -}}
+{{- if kindIs "invalid" .Values.worker.fairShare.maxRunsPerNamespace -}}
+{{- $replicas := ternary .Values.autoscaling.maxReplicas .Values.worker.replicas .Values.autoscaling.enabled -}}
+{{- max 1 (div (mul .Values.worker.concurrency $replicas) 4) -}}
+{{- else -}}0{{- end -}}
+{{- end -}}
+{{- end }}
