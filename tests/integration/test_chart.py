@@ -109,6 +109,51 @@ def test_a_tenant_gets_a_quarter_of_the_worker_slots_unless_the_installer_says(
     assert limits("--set", "worker.fairShare.maxRunsPerNamespace=7") == ("7", "0")
 
 
+def test_the_workers_egress_policy_follows_their_egress_rules(helm: str) -> None:
+    def egress(*extra: str) -> list[dict[str, Any]] | None:
+        found = [o for o in _objects(render(helm, "tickwork", *extra))
+                 if o["kind"] == "NetworkPolicy"
+                 and "Egress" in o["spec"]["policyTypes"]]  # fmt: skip
+        if not found:
+            return None
+        [policy] = found
+        assert policy["spec"]["podSelector"]["matchLabels"]["app.kubernetes.io/component"] == (
+            "worker"
+        )
+        rules: list[dict[str, Any]] = policy["spec"]["egress"]
+        return rules
+
+    def blocks(rule: dict[str, Any]) -> list[str]:
+        return [peer["ipBlock"]["cidr"] for peer in rule.get("to", []) if "ipBlock" in peer]
+
+    dns, api, redis, public, *rest = egress() or []
+    assert {(p["port"], p["protocol"]) for p in dns["ports"]} == {(53, "UDP"), (53, "TCP")}
+    assert "to" not in api  # no cluster to look the API server up in: its ports, anywhere
+    assert [p["port"] for p in api["ports"]] == [443, 6443]
+    assert redis["to"][0]["podSelector"]["matchLabels"]["app.kubernetes.io/component"] == "redis"
+    assert blocks(public) == ["0.0.0.0/0", "::/0"]
+    refused = public["to"][0]["ipBlock"]["except"] + public["to"][1]["ipBlock"]["except"]
+    for private in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "169.254.0.0/16",
+                    "127.0.0.0/8", "100.64.0.0/10", "fc00::/7", "fe80::/10"):  # fmt: skip
+        assert private in refused
+    assert rest == []
+
+    peer = {"to": [{"podSelector": {"matchLabels": {"app": "recorder"}}}]}
+    *_, allowed, more = egress(
+        "--set", "worker.egress.allow={10.20.0.0/16,*.svc.cluster.local,192.168.7.7}",
+        "--set-json", 'worker.tenants={"a": {"egressAllow": ["fd00::5", "x.example"]}}',
+        "--set-json", f"networkPolicy.workerEgress.extra=[{json.dumps(peer)}]",
+        "--set", "networkPolicy.workerEgress.apiServerCIDRs={10.1.2.3/32}",
+        "--set", "networkPolicy.workerEgress.apiServerPorts={6443}",
+    ) or []  # fmt: skip
+    assert blocks(allowed) == ["10.20.0.0/16", "192.168.7.7/32", "fd00::5/128"]  # no patterns
+    assert more == peer
+    api = (egress("--set", "networkPolicy.workerEgress.apiServerCIDRs={10.1.2.3/32}") or [])[1]
+    assert (blocks(api), [p["port"] for p in api["ports"]]) == (["10.1.2.3/32"], [443, 6443])
+    assert egress("--set", "networkPolicy.workerEgress.enabled=false") is None
+    assert egress("--set", "networkPolicy.enabled=false") is None
+
+
 def test_workers_get_secrets_only_when_the_installer_allows_it(helm: str) -> None:
     def secret_rules(*extra: str) -> dict[str, list[list[str]]]:
         """The workers' rules on Secrets, by the Role's (or ClusterRole's) namespace."""

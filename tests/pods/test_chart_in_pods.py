@@ -31,6 +31,7 @@ from tests.pods.support import (
 from tests.support import row
 from tickwork.devcluster.cluster import Cluster
 from tickwork.devcluster.components import wait_for
+from tickwork.devcluster.hostnet import NODE_ADDRESS
 from tickwork.devcluster.recorder import EGRESS_VALUES as RECORDER_EGRESS
 from tickwork.devcluster.recorder import Recorder
 from tickwork.devcluster.release import ClusterImages, Release, merge
@@ -289,6 +290,47 @@ def test_network_policy_admits_only_tickwork_to_redis_and_the_scraper_to_metrics
     finally:
         cluster.kubectl("-n", namespace, "delete", "pod", outsider, "--wait=false")
         cluster.kubectl("-n", monitoring, "delete", "pod", insider, "--wait=false")
+
+
+def test_workers_reach_dns_the_api_server_and_redis_but_no_other_pod(
+    release: Release, monitoring: str, test_images: ClusterImages
+) -> None:
+    """The workers' egress NetworkPolicy: what a `command` task (or anything else in
+    the worker's Pod) can connect to, whatever the worker process's own rules."""
+    cluster, namespace = release.cluster, release.namespace
+    worker = str(release.pods("worker")[0]["metadata"]["name"])
+    name = "bystander"
+    pod = {
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": monitoring},
+        "spec": {"containers": [{"name": "http", "image": test_images.tickwork,
+                                 "command": ["python3", "-m", "http.server", "8080"],
+                                 "imagePullPolicy": "IfNotPresent"}],
+                 "securityContext": {"runAsNonRoot": True}, "terminationGracePeriodSeconds": 0},
+    }  # fmt: skip
+    cluster.kubectl("apply", "-f", "-", input_text=json.dumps(pod))
+    outsider = _prober(release, namespace, test_images.tickwork)  # no egress policy
+    try:
+        cluster.kubectl("-n", monitoring, "wait", "--for=condition=Ready", f"pod/{name}",
+                        "--timeout=60s", timeout=90)  # fmt: skip
+        bystander = str(
+            json.loads(cluster.kubectl("-n", monitoring, "get", "pod", name, "-o", "json").stdout)[
+                "status"
+            ]["podIP"]
+        )
+        # The bystander serves: a Pod without the policy reaches it.
+        wait_for(lambda: _connect(release, namespace, outsider, bystander, 8080) == "open",
+                 timeout=30, what="the bystander serving")  # fmt: skip
+        api = "kubernetes.default.svc.cluster.local"
+        wait_for(lambda: _connect(release, namespace, worker, api, 443) == "open",
+                 timeout=30, what="a worker reaching the API server by name")  # fmt: skip
+        redis = f"{release.fullname}-redis.{namespace}.svc.cluster.local"
+        assert _connect(release, namespace, worker, redis, 6379) == "open"
+        for _ in range(3):  # ... but not the bystander, nor the node's other ports
+            assert _connect(release, namespace, worker, bystander, 8080).startswith("closed")
+            assert _connect(release, namespace, worker, NODE_ADDRESS, 10250).startswith("closed")
+    finally:
+        cluster.kubectl("-n", namespace, "delete", "pod", outsider, "--wait=false")
+        cluster.kubectl("-n", monitoring, "delete", "pod", name, "--wait=false")
 
 
 def test_helm_upgrade_to_a_rebuilt_image_while_runs_are_in_flight_loses_no_run(

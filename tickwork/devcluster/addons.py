@@ -31,6 +31,9 @@ OPERATIONS_DOC = build.HACK_DIR.parent / "docs" / "operations.md"
 MONITORING_NAMESPACE = "tickwork-monitoring"
 KEDA_NAMESPACE = "keda"  # fixed by KEDA's manifests, RBAC subjects included
 ROLLOUT_TIMEOUT = "300s"
+#: The port the local node's CoreDNS listens on (as non-root: not 53); its Service
+#: maps 53 to it. NetworkPolicies see the Pod's port, so egress rules must admit it.
+COREDNS_POD_PORT = 1053
 
 
 @dataclass(frozen=True)

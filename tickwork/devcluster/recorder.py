@@ -16,10 +16,15 @@ from tickwork.devcluster.cluster import Cluster
 
 SERVER = build.HACK_DIR / "addons" / "recorder" / "server.py"
 #: Chart values that let workers call the recorder: a Service address, in a range
-#: workers refuse by default (no request forgery), allowed by its host name.
+#: workers refuse by default (no request forgery), allowed by its host name in the
+#: workers' own rules and by a peer in their egress NetworkPolicy (which cannot
+#: express host names).
 EGRESS_VALUES: dict[str, object] = {
-    "worker": {"egress": {"allow": ["recorder.*.svc.cluster.local"]}}
-}
+    "worker": {"egress": {"allow": ["recorder.*.svc.cluster.local"]}},
+    "networkPolicy": {"workerEgress": {"extra": [
+        {"to": [{"namespaceSelector": {}, "podSelector": {"matchLabels": {"app": "recorder"}}}]},
+    ]}},
+}  # fmt: skip
 
 
 class Recorder:

@@ -69,10 +69,13 @@ class ClusterImages:
     prometheus_adapter: str
 
     def values(self) -> dict[str, object]:
-        """Chart values that run this Tickwork image (and Redis image)."""
+        """Chart values that run this Tickwork image (and Redis image) on this cluster."""
         layers = [image_values(*self.tickwork.rsplit(":", 1))]
         if self.redis is not None:
             layers.append(redis_image_values(*self.redis.rsplit(":", 1)))
+        if self.cluster.node is not None:  # the local node's DNS Pods listen on another port
+            dns = [53, addons.COREDNS_POD_PORT]
+            layers.append({"networkPolicy": {"workerEgress": {"dnsPorts": dns}}})
         return merge(*layers)
 
     def keda(self) -> tuple[str, str]:
