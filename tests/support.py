@@ -10,6 +10,7 @@ import json
 import math
 import select
 import socket
+import subprocess
 import threading
 import time
 import urllib.parse
@@ -263,6 +264,25 @@ class HoldingServer(ThreadingHTTPServer):
         self.released.set()
         self.shutdown()
         self.server_close()
+
+
+def tenant_account(cluster: Cluster, namespace: str) -> str:
+    """A ServiceAccount that may create and read ScheduledJobs in ``namespace``, nothing
+    else; returns the name to impersonate."""
+    cluster.kubectl("-n", namespace, "create", "serviceaccount", "tenant")
+    cluster.kubectl("-n", namespace, "create", "role", "tenant", "--verb=create,get,list",
+                    "--resource=scheduledjobs.tickwork.dev")  # fmt: skip
+    cluster.kubectl("-n", namespace, "create", "rolebinding", "tenant", "--role=tenant",
+                    f"--serviceaccount={namespace}:tenant")  # fmt: skip
+    return f"system:serviceaccount:{namespace}:tenant"
+
+
+def apply_as(
+    cluster: Cluster, who: str, namespace: str, obj: dict[str, Any]
+) -> subprocess.CompletedProcess[str]:
+    """``kubectl apply`` of ``obj`` by ``who`` (impersonated); the caller checks the result."""
+    return cluster.kubectl("--as", who, "-n", namespace, "apply", "-f", "-",
+                           input_text=json.dumps(obj), check=False)  # fmt: skip
 
 
 def row(cluster: Cluster, namespace: str, name: str) -> dict[str, str]:

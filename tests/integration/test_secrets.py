@@ -21,7 +21,7 @@ import pytest
 import yaml
 from kubernetes import client as k8s
 
-from tests.support import Jobs, QueueProbe, ScriptedServer, finished
+from tests.support import Jobs, QueueProbe, ScriptedServer, apply_as, finished, tenant_account
 from tests.support import service_account_kubeconfig as account_kubeconfig
 from tickwork.devcluster import manifests
 from tickwork.devcluster.cluster import Cluster
@@ -61,22 +61,6 @@ def _chart_worker(
                               tmp_path / "worker.kubeconfig")  # fmt: skip
 
 
-def _tenant(cluster: Cluster, namespace: str) -> str:
-    """A ServiceAccount that may create and read ScheduledJobs in ``namespace``, nothing
-    else; returns the name to impersonate."""
-    cluster.kubectl("-n", namespace, "create", "serviceaccount", "tenant")
-    cluster.kubectl("-n", namespace, "create", "role", "tenant", "--verb=create,get,list",
-                    "--resource=scheduledjobs.tickwork.dev")  # fmt: skip
-    cluster.kubectl("-n", namespace, "create", "rolebinding", "tenant", "--role=tenant",
-                    f"--serviceaccount={namespace}:tenant")  # fmt: skip
-    return f"system:serviceaccount:{namespace}:tenant"
-
-
-def _as_tenant(cluster: Cluster, tenant: str, namespace: str, job: dict[str, Any]) -> Any:
-    return cluster.kubectl("--as", tenant, "-n", namespace, "apply", "-f", "-",
-                           input_text=json.dumps(job), check=False)  # fmt: skip
-
-
 def _job(name: str, task: dict[str, Any]) -> dict[str, Any]:
     return {"apiVersion": "tickwork.dev/v1alpha1", "kind": "ScheduledJob",
             "metadata": {"name": name},
@@ -100,7 +84,7 @@ def test_a_job_reads_secrets_of_its_own_namespace_and_of_no_other(
     kubeconfig = _chart_worker(cluster, api_client, namespace, tmp_path,
                                "--set", "worker.secrets.enabled=true")  # fmt: skip
     worker = start_worker(KUBECONFIG=str(kubeconfig), TICKWORK_WORKER_NAMESPACES=namespace)
-    tenant = _tenant(cluster, namespace)
+    tenant = tenant_account(cluster, namespace)
     # The tenant cannot read any Secret itself, here or there.
     for where in (namespace, other_namespace):
         answer = cluster.kubectl("auth", "can-i", f"--as={tenant}", "get", "secrets", "-n",
@@ -111,7 +95,7 @@ def test_a_job_reads_secrets_of_its_own_namespace_and_of_no_other(
     sneaky = _job("sneaky", {"http": {"url": endpoint.url, "headers": [{"name": "X-Key",
         "valueFrom": {"secretKeyRef": {"name": "db", "key": "password",
                                        "namespace": other_namespace}}}]}})  # fmt: skip
-    refused = _as_tenant(cluster, tenant, namespace, sneaky)
+    refused = apply_as(cluster, tenant, namespace, sneaky)
     assert refused.returncode != 0
     assert 'unknown field "spec.task.http.headers[0].valueFrom.secretKeyRef.namespace"' in (
         refused.stderr
@@ -124,7 +108,7 @@ def test_a_job_reads_secrets_of_its_own_namespace_and_of_no_other(
         "headers": [{"name": "Authorization",
                      "valueFrom": {"secretKeyRef": {"name": "api", "key": "token"}}}],
         "bodyFrom": {"secretKeyRef": {"name": "api", "key": "payload"}}}})  # fmt: skip
-    assert _as_tenant(cluster, tenant, namespace, own).returncode == 0
+    assert apply_as(cluster, tenant, namespace, own).returncode == 0
     _publish_existing(jobs, probe, "own")
     last = finished(jobs, "own")["lastRun"]
     assert isinstance(last, dict)
@@ -137,7 +121,7 @@ def test_a_job_reads_secrets_of_its_own_namespace_and_of_no_other(
     # A Secret only the other tenant has: not found here, nothing sent.
     foreign = _job("foreign", {"http": {"url": endpoint.url, "headers": [{"name": "X-Key",
         "valueFrom": {"secretKeyRef": {"name": "db", "key": "password"}}}]}})  # fmt: skip
-    assert _as_tenant(cluster, tenant, namespace, foreign).returncode == 0
+    assert apply_as(cluster, tenant, namespace, foreign).returncode == 0
     _publish_existing(jobs, probe, "foreign")
     last = finished(jobs, "foreign")["lastRun"]
     assert isinstance(last, dict)

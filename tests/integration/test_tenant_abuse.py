@@ -1,0 +1,162 @@
+"""The tenant-abuse suite (issue 14, "Prove it"). Each abuse is driven by ScheduledJobs
+that a ServiceAccount allowed only to create them in its own namespace creates
+(impersonation against the real API server), run by a real operator and worker with
+the production defaults (no loopback or private address, no demo task, no command);
+each is refused or limited, and another tenant's job runs undisturbed alongside.
+
+Other items are proved where they live: Secrets of another namespace
+(tests/integration/test_secrets.py, the same impersonated tenant), Redis at its
+memory limit (tests/integration/test_redis_memory.py), the workers' egress
+NetworkPolicy in Pods (tests/pods/test_chart_in_pods.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from kubernetes import client as k8s
+
+from tests.support import (
+    Jobs,
+    QueueProbe,
+    ScriptedServer,
+    apply_as,
+    finished,
+    lead,
+    rfc3339,
+    tenant_account,
+    whole_seconds_from_now,
+)
+from tickwork.devcluster.cluster import Cluster
+from tickwork.devcluster.components import TickworkProcess, wait_for
+
+pytestmark = pytest.mark.timeout(180)
+Start = Callable[..., TickworkProcess]
+#: The production defaults, where the test fixtures loosen them.
+PRODUCTION = {"TICKWORK_WORKER_EGRESS_ALLOW": "", "TICKWORK_WORKER_DEMO_TASKS": "false"}
+
+
+@pytest.fixture
+def team_b(api_client: k8s.ApiClient, crd: None, other_namespace: str) -> Jobs:
+    return Jobs(api_client, other_namespace)
+
+
+@pytest.fixture
+def tenants(cluster: Cluster, jobs: Jobs, team_b: Jobs) -> tuple[str, str]:
+    return tenant_account(cluster, jobs.namespace), tenant_account(cluster, team_b.namespace)
+
+
+@pytest.fixture
+def tickwork(start_operator: Start, jobs: Jobs, team_b: Jobs) -> Callable[..., None]:
+    """An operator for both tenants' namespaces and a worker with ``env`` on top of the
+    production defaults."""
+
+    def start(start_worker: Start, **env: str) -> None:
+        lead(start_operator(TICKWORK_OPERATOR_NAMESPACES=f"{jobs.namespace},{team_b.namespace}"))
+        start_worker(**{**PRODUCTION, **env})
+
+    return start
+
+
+def _now(name: str, task: dict[str, Any]) -> dict[str, Any]:
+    return {"apiVersion": "tickwork.dev/v1alpha1", "kind": "ScheduledJob",
+            "metadata": {"name": name},
+            "spec": {"runAt": rfc3339(whole_seconds_from_now(0)), "retry": {"maxAttempts": 1},
+                     "task": task}}  # fmt: skip
+
+
+def _create(cluster: Cluster, tenant: str, jobs: Jobs, name: str, task: dict[str, Any]) -> None:
+    result = apply_as(cluster, tenant, jobs.namespace, _now(name, task))
+    assert result.returncode == 0, result.stderr
+
+
+def _last(jobs: Jobs, name: str) -> dict[str, Any]:
+    last = finished(jobs, name)["lastRun"]
+    assert isinstance(last, dict)
+    return last
+
+
+def test_a_tenant_reaches_no_internal_address_and_calls_nothing_not_allowed(
+    tickwork: Callable[..., None], start_worker: Start, cluster: Cluster, jobs: Jobs,
+    team_b: Jobs, tenants: tuple[str, str], endpoint: ScriptedServer,
+) -> None:  # fmt: skip
+    tenant_a, tenant_b = tenants
+    tickwork(start_worker)
+    api_server = cluster.kubectl("config", "view", "--minify", "-o",
+                                 "jsonpath={.clusters[0].cluster.server}").stdout  # fmt: skip
+    abuses = {
+        "loopback": {"http": {"url": endpoint.url, "method": "POST", "body": "hi"}},
+        "metadata": {"http": {"url": "http://169.254.169.254/latest/meta-data/iam/"}},
+        "api-server": {"http": {"url": f"{api_server}/api/v1/secrets"}},
+        "demo-task": {"python": {"name": "tickwork.record", "args": ["x"]}},
+        "shell": {"command": {"args": ["cat", "/etc/passwd"]}},
+    }
+    for name, task in abuses.items():
+        _create(cluster, tenant_a, jobs, name, task)
+    _create(cluster, tenant_b, team_b, "neighbour", {"echo": {"message": "hello"}})
+
+    errors = {}
+    for name in abuses:
+        last = _last(jobs, name)
+        assert last["outcome"] == "Failed", (name, last)
+        errors[name] = last["error"]
+    for name in ("loopback", "metadata", "api-server"):
+        assert "address not allowed" in errors[name], errors[name]
+    assert "169.254.169.254 is in 169.254.0.0/16" in errors["metadata"]
+    assert "no task named 'tickwork.record' is registered" in errors["demo-task"]
+    assert "command tasks are disabled" in errors["shell"]
+    assert endpoint.requests == []  # nothing left the worker
+    assert _last(team_b, "neighbour")["outcome"] == "Succeeded"
+
+
+def test_a_tenant_cannot_store_oversized_or_foreign_references(
+    cluster: Cluster, jobs: Jobs, team_b: Jobs, tenants: tuple[str, str]
+) -> None:
+    tenant_a, _ = tenants
+    huge = _now("huge", {"http": {"url": "https://example.com", "method": "POST",
+                                  "body": "x" * 17_000}})  # fmt: skip
+    refused = apply_as(cluster, tenant_a, jobs.namespace, huge)
+    assert refused.returncode != 0
+    assert "spec.task.http.body: Too long: may not be more than 16384 bytes" in refused.stderr
+    foreign = _now("foreign", {"http": {"url": "https://example.com", "headers": [
+        {"name": "X-Key", "valueFrom": {"secretKeyRef": {
+            "name": "db", "key": "password", "namespace": team_b.namespace}}}]}})  # fmt: skip
+    refused = apply_as(cluster, tenant_a, jobs.namespace, foreign)
+    assert refused.returncode != 0
+    assert "secretKeyRef.namespace" in refused.stderr
+    # ... nor place a job in another tenant's namespace.
+    elsewhere = apply_as(cluster, tenant_a, team_b.namespace,
+                         _now("elsewhere", {"echo": {"message": "x"}}))  # fmt: skip
+    assert elsewhere.returncode != 0
+    assert "forbidden" in elsewhere.stderr.lower()
+    assert not jobs.exists("huge")
+    assert not jobs.exists("foreign")
+    assert not team_b.exists("elsewhere")
+
+
+def test_a_tenant_flooding_long_runs_gets_its_share_of_the_workers_and_no_more(
+    tickwork: Callable[..., None], start_worker: Start, cluster: Cluster, jobs: Jobs,
+    team_b: Jobs, tenants: tuple[str, str], probe: QueueProbe,
+) -> None:  # fmt: skip
+    tenant_a, tenant_b = tenants
+    # Four slots, two per namespace; a long registered task stands for a tenant's own.
+    tickwork(start_worker, TICKWORK_WORKER_CONCURRENCY="4",
+             TICKWORK_WORKER_MAX_RUNS_PER_NAMESPACE="2", TICKWORK_WORKER_DEMO_TASKS="true",
+             TICKWORK_WORKER_PYTHON_TASKS="tickwork.sleep")  # fmt: skip
+    flood = [f"long-{n}" for n in range(6)]
+    for name in flood:
+        _create(cluster, tenant_a, jobs, name, {"python": {"name": "tickwork.sleep",
+                                                           "args": ["4"]}})  # fmt: skip
+    wait_for(lambda: probe.depth().parked > 0, timeout=30, what="team A's runs over its share")
+    assert probe.depth().in_flight == 2
+
+    # Team B's run takes a free slot at once: it ends before any of team A's does.
+    _create(cluster, tenant_b, team_b, "neighbour", {"echo": {"message": "hello"}})
+    assert _last(team_b, "neighbour")["outcome"] == "Succeeded"
+    assert [n for n in flood if jobs.status(n).get("lastRun")] == []
+    # Team A's runs waited, none was dropped.
+    for name in flood:
+        assert _last(jobs, name)["outcome"] == "Succeeded"
+    wait_for(lambda: probe.depth().backlog + probe.depth().parked == 0, timeout=30,
+             what="the last run acknowledged")  # fmt: skip
