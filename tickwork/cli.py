@@ -26,11 +26,10 @@ from kubernetes.config.config_exception import ConfigException
 
 from tickwork.api import models
 from tickwork.core.errors import QueueUnavailableError
+from tickwork.core.runs import RUN_NOW_ANNOTATION
 from tickwork.queue import RedisRunQueue, RedisSettings
 from tickwork.queue.connection import create_client
 from tickwork.queue.messages import DeadLetter
-
-RUN_NOW_ANNOTATION = "tickwork.dev/run-now"
 
 
 class CliError(Exception):

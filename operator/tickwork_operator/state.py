@@ -18,10 +18,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from tickwork.api.models import ScheduledJob, ScheduledJobSpec, ScheduledJobStatus
+from tickwork.api.models import ScheduledJobSpec, ScheduledJobStatus
 from tickwork.core.buckets import BucketIndex
 from tickwork.core.planning import JobFacts, PendingRun, pending_for, pending_run
-from tickwork.core.runs import belongs_to, same_trigger, trigger_key
+from tickwork.core.runs import RUN_NOW_ANNOTATION, belongs_to, same_trigger, trigger_key
 from tickwork.core.schedule import OneShotSchedule, Schedule, cron_schedule
 from tickwork.core.states import ACTIVE_STATES, FINAL_STATES, JobPhase, RunState
 from tickwork.kube.status import (
@@ -32,7 +32,6 @@ from tickwork.kube.status import (
 
 JobKey = tuple[str, str]
 IndexKey = tuple[str, str, str]
-RUN_NOW_ANNOTATION = "tickwork.dev/run-now"
 
 
 @dataclass
@@ -377,12 +376,4 @@ def _differs(wanted: OperatorStatus, written: OperatorStatus) -> bool:
     return wanted.apply_body() != written.apply_body()
 
 
-def job_from_body(body: dict[str, Any]) -> ScheduledJob | None:
-    """The whole object as a model, or None if its spec is unusable."""
-    try:
-        return ScheduledJob.model_validate(body)
-    except ValidationError:
-        return None
-
-
-__all__ = ["RUN_NOW_ANNOTATION", "JobEntry", "RunState", "WatchState", "job_from_body"]
+__all__ = ["RUN_NOW_ANNOTATION", "JobEntry", "WatchState"]

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 
 from tickwork.core.errors import InvalidSpecError
 
+#: The annotation `tickwork run-now` sets (to a fresh token) to ask for a manual run.
+RUN_NOW_ANNOTATION = "tickwork.dev/run-now"
 _TIMESTAMP_FORMAT = "%Y%m%dT%H%M%SZ"
 _SAFE_TOKEN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 _MANUAL = "manual"

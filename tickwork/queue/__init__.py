@@ -14,8 +14,6 @@ from tickwork.queue.protocol import RunQueue
 from tickwork.queue.redis_queue import RedisRunQueue
 from tickwork.queue.settings import RedisSettings
 
-MEMORY = "memory"
-
 
 def open_queue(settings: RedisSettings | None) -> RunQueue:
     """A Redis queue for ``settings``, or the in-memory queue when settings is None."""
@@ -25,7 +23,6 @@ def open_queue(settings: RedisSettings | None) -> RunQueue:
 
 
 __all__ = [
-    "MEMORY",
     "FairShare",
     "MemoryRunQueue",
     "RedisRunQueue",

@@ -11,7 +11,7 @@ import enum
 import json
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 
@@ -44,9 +44,6 @@ class RunMessage:
         data: dict[str, Any] = json.loads(text)
         known = {key: data[key] for key in cls.__dataclass_fields__ if key in data}
         return cls(**known)
-
-    def next_attempt(self, attempt: int) -> RunMessage:
-        return replace(self, attempt=attempt)
 
 
 class EnqueueOutcome(enum.StrEnum):
