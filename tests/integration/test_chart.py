@@ -154,6 +154,38 @@ def test_the_workers_egress_policy_follows_their_egress_rules(helm: str) -> None
     assert egress("--set", "networkPolicy.enabled=false") is None
 
 
+def test_commands_get_a_container_without_tickworks_credentials(helm: str) -> None:
+    def pod(*extra: str) -> dict[str, Any]:
+        [deployment] = [o for o in _objects(render(helm, "tickwork", *extra))
+                        if o["kind"] == "Deployment"
+                        and o["metadata"]["name"].endswith("-worker")]  # fmt: skip
+        spec: dict[str, Any] = deployment["spec"]["template"]["spec"]
+        return spec
+
+    def mounts(container: dict[str, Any]) -> set[str]:
+        return {m["mountPath"] for m in container.get("volumeMounts", [])}
+
+    token = "/var/run/secrets/kubernetes.io/serviceaccount"
+    password = "/var/run/secrets/tickwork/redis"
+    off = pod()
+    assert [c["name"] for c in off["containers"]] == ["worker"]
+    assert "automountServiceAccountToken" not in off
+    for extra in (("--set", "worker.commandTasks.enabled=true"),
+                  ("--set-json", 'worker.tenants={"a": {"commandTasks": true}}')):  # fmt: skip
+        on = pod(*extra)
+        worker, runner = on["containers"]
+        assert (worker["name"], runner["name"]) == ("worker", "commands")
+        assert on["automountServiceAccountToken"] is False
+        assert {token, password} <= mounts(worker)
+        assert not {token, password} & mounts(runner)
+        assert runner["command"] == ["tickwork-command-runner"]
+        assert runner["securityContext"]["runAsUser"] == 10002
+        assert runner["securityContext"]["readOnlyRootFilesystem"] is True
+        env = {e["name"]: e.get("value") for e in worker["env"]}
+        assert env["TICKWORK_WORKER_COMMAND_RUNNER"] == "/run/tickwork/commands/runner.sock"
+        assert not any(e["name"].startswith("TICKWORK_REDIS") for e in runner["env"])
+
+
 def test_workers_get_secrets_only_when_the_installer_allows_it(helm: str) -> None:
     def secret_rules(*extra: str) -> dict[str, list[list[str]]]:
         """The workers' rules on Secrets, by the Role's (or ClusterRole's) namespace."""

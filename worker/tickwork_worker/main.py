@@ -68,7 +68,9 @@ async def run_worker(
             "python": PythonTask(
                 discover(demo=settings.demo_tasks), threads=settings.concurrency, rules=rules
             ),
-            "command": CommandTask(enabled=settings.command_tasks, rules=rules),
+            "command": CommandTask(
+                enabled=settings.command_tasks, rules=rules, runner_socket=settings.command_runner
+            ),
         }
         runner = Runner(
             queue=queue, kube=kube, events=events, metrics=metrics, kinds=kinds,

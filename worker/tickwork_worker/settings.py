@@ -84,7 +84,15 @@ class WorkerSettings(BaseSettings):
         ".refuse); off in production.",
     )
     command_tasks: bool = Field(
-        default=False, description="Allow `command` tasks (they run in the worker's container)."
+        default=False,
+        description="Allow `command` tasks (in the command runner's container if "
+        "`command_runner` is set, else in the worker's).",
+    )
+    command_runner: str = Field(
+        default="",
+        description="Unix socket of the command runner (tickwork-command-runner), which "
+        "runs commands in a container of its own without the worker's credentials; "
+        "empty: commands run in the worker's container.",
     )
     queue: str = Field(default="redis", pattern="^(redis|memory)$")
     job_cache: bool = Field(

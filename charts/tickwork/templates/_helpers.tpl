@@ -145,6 +145,13 @@ as the same user could read from /proc): the volume, and where it is mounted. */
 {{- if not .Values.watchNamespaces }}true{{ end }}
 {{- end }}
 
+{{/* "true" if any job may run a command: everywhere, or in one tenant's namespace. */}}
+{{- define "tickwork.commandTasksOn" -}}
+{{- $on := .Values.worker.commandTasks.enabled -}}
+{{- range $_, $tenant := .Values.worker.tenants }}{{ if $tenant.commandTasks }}{{ $on = true }}{{ end }}{{ end -}}
+{{- if $on }}true{{ end -}}
+{{- end }}
+
 {{/* The fair share of one namespace: the value, or a quarter of the most worker slots. */}}
 {{- define "tickwork.maxRunsPerNamespace" -}}
 {{- with .Values.worker.fairShare.maxRunsPerNamespace -}}{{ . }}{{- else -}}

@@ -1,20 +1,23 @@
-"""The ``command`` task: run a program in the worker's container. Off by default.
+"""The ``command`` task: run a program. Off by default.
 
 The program gets a clean environment (PATH, HOME, LANG, the spec's ``env``
-and ``TICKWORK_RUN_ID``), never the worker's own (which holds the Redis
-password). It runs in its own process group, so a timeout kills it and
-everything it started. Exit 0 succeeds; 126/127 (cannot execute, not found)
-are permanent; any other exit code is retried.
+and ``TICKWORK_RUN_ID``), never the worker's own. It runs in its own process
+group, so a timeout kills it and everything it started. Exit 0 succeeds;
+126/127 (cannot execute, not found) are permanent; any other exit code is
+retried. With a command runner (``runner_socket``; the chart's default when
+command tasks are on) the program runs in the runner's container, as another
+user, without the Redis password file or the worker's ServiceAccount token
+(:mod:`tickwork_worker.command_runner`); without one, in the worker's.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import json
 import os
-import signal
 
 from tickwork.api.models import ScheduledJobSpec
+from tickwork_worker.command_runner import REQUEST_LIMIT, kill_group, read_limited, start
 from tickwork_worker.tasks.base import (
     PermanentTaskError,
     RetryableTaskError,
@@ -23,8 +26,6 @@ from tickwork_worker.tasks.base import (
 )
 from tickwork_worker.tenants import TenantRules
 
-_OUTPUT_LIMIT = 64 * 1024
-_KILL_GRACE_SECONDS = 5.0
 _PERMANENT_EXITS = frozenset({126, 127})
 
 
@@ -33,10 +34,14 @@ class CommandDisabledError(PermanentTaskError):
 
 
 class CommandTask:
-    def __init__(self, *, enabled: bool, rules: TenantRules | None = None) -> None:
-        """``rules``: per-namespace exceptions to ``enabled`` (see tenants)."""
+    def __init__(
+        self, *, enabled: bool, rules: TenantRules | None = None, runner_socket: str = ""
+    ) -> None:
+        """``rules``: per-namespace exceptions to ``enabled`` (see tenants);
+        ``runner_socket``: run programs through the command runner listening there."""
         self.enabled = enabled
         self._rules = rules
+        self._runner = runner_socket
 
     async def execute(self, spec: ScheduledJobSpec, run: RunContext) -> TaskResult:
         task = spec.task.command
@@ -57,24 +62,11 @@ class CommandTask:
             "TICKWORK_RUN_ID": run.run_id,
             "TICKWORK_ATTEMPT": str(run.attempt),
         }
-        try:
-            process = await asyncio.create_subprocess_exec(
-                *task.args,
-                stdin=asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.STDOUT,
-                env=env,
-                start_new_session=True,
-            )
-        except (FileNotFoundError, PermissionError) as exc:
-            raise PermanentTaskError(f"cannot start {task.args[0]!r}: {exc}") from None
-        try:
-            output = await _read_limited(process)
-            code = await process.wait()
-        except asyncio.CancelledError:
-            await _kill_group(process)
-            raise
-        tail = output.decode(errors="replace").strip()[-1000:]
+        if self._runner:
+            code, output = await self._remote(task.args, env)
+        else:
+            code, output = await _local(task.args, env)
+        tail = output.strip()[-1000:]
         summary = f"exit {code}" + (f": {tail}" if tail else "")
         if code == 0:
             return TaskResult(summary=summary)
@@ -82,23 +74,39 @@ class CommandTask:
             raise PermanentTaskError(summary)
         raise RetryableTaskError(summary)
 
+    async def _remote(self, args: list[str], env: dict[str, str]) -> tuple[int, str]:
+        """Run the program through the command runner; hanging up (on cancellation)
+        makes the runner kill its process group."""
+        try:
+            reader, writer = await asyncio.open_unix_connection(self._runner,
+                                                                limit=REQUEST_LIMIT)  # fmt: skip
+        except OSError as exc:
+            raise RetryableTaskError(f"the command runner is not reachable: {exc}") from None
+        try:
+            writer.write(json.dumps({"args": args, "env": env}).encode() + b"\n")
+            await writer.drain()
+            line = await reader.readline()
+        finally:
+            writer.close()
+        if not line:
+            raise RetryableTaskError("the command runner hung up before the program ended")
+        answer = json.loads(line)
+        if "error" in answer:
+            raise PermanentTaskError(str(answer["error"]))
+        return int(answer["code"]), str(answer["output"])
 
-async def _read_limited(process: asyncio.subprocess.Process) -> bytes:
-    """Everything the program printed, keeping only the last 64 KiB."""
-    assert process.stdout is not None  # noqa: S101 - created with a pipe
-    kept = b""
-    while chunk := await process.stdout.read(65536):
-        kept = (kept + chunk)[-_OUTPUT_LIMIT:]
-    return kept
 
-
-async def _kill_group(process: asyncio.subprocess.Process) -> None:
-    """SIGTERM the whole process group, SIGKILL it if it lingers."""
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(process.pid, signal.SIGTERM)
+async def _local(args: list[str], env: dict[str, str]) -> tuple[int, str]:
+    """Run the program in this container: its exit code and the tail of its output."""
     try:
-        await asyncio.wait_for(process.wait(), timeout=_KILL_GRACE_SECONDS)
-    except TimeoutError:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)
-        await process.wait()
+        process = await start(args, env)
+    except (FileNotFoundError, PermissionError) as exc:
+        raise PermanentTaskError(f"cannot start {args[0]!r}: {exc}") from None
+    assert process.stdout is not None  # noqa: S101 - created with a pipe
+    try:
+        output = await read_limited(process.stdout)
+        code = await process.wait()
+    except asyncio.CancelledError:
+        await kill_group(process)
+        raise
+    return code, output.decode(errors="replace")

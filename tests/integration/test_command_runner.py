@@ -1,0 +1,107 @@
+"""Command tasks through the command runner (issue 14, item 7): a real worker hands
+each command to a real `tickwork-command-runner` running as another user (as the
+chart runs it, in a container of its own), so a command cannot read the files the
+worker was given — the Redis password file, the API credentials — and a timeout
+still kills everything the command started."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.support import Jobs, QueueProbe, finished, publish
+from tickwork.devcluster.cluster import Cluster
+from tickwork.devcluster.components import TickworkProcess, console_script, wait_for
+
+pytestmark = pytest.mark.timeout(120)
+Start = Callable[..., TickworkProcess]
+NOBODY = 65534
+
+
+@pytest.fixture
+def shared() -> Iterator[Path]:
+    """The volume the worker and the runner share (an emptyDir in the chart)."""
+    path = Path(tempfile.mkdtemp(prefix="tickwork-commands-"))
+    path.chmod(0o777)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
+def runner(shared: Path) -> Iterator[Path]:
+    """A command runner as another user, without capabilities; its socket."""
+    socket = shared / "runner.sock"
+    with (shared / "runner.log").open("w") as log:
+        process = subprocess.Popen(
+            ["/usr/bin/setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups",
+             "--inh-caps=-all", "--bounding-set=-all", "--",
+             console_script("tickwork-command-runner"), "--socket", str(socket)],
+            stdout=subprocess.DEVNULL, stderr=log,
+        )  # fmt: skip
+        try:
+            wait_for(socket.exists, timeout=30, what="the command runner's socket")
+            yield socket
+        finally:
+            process.terminate()
+            process.wait(timeout=10)
+
+
+def test_a_command_runs_as_the_runner_and_cannot_read_the_workers_files(
+    start_worker: Start, cluster: Cluster, jobs: Jobs, probe: QueueProbe, runner: Path,
+    tmp_path: Path,
+) -> None:  # fmt: skip
+    secret = tmp_path / "redis-password"
+    canary = "canary-" + os.urandom(6).hex()
+    secret.write_text(canary)
+    secret.chmod(0o440)  # as the chart mounts it: readable by the worker's user and group
+    start_worker(TICKWORK_WORKER_COMMAND_TASKS="true", TICKWORK_WORKER_COMMAND_RUNNER=str(runner))
+    script = f"id -u; cat {secret}; cat {cluster.kubeconfig}; echo TOKEN=$TICKWORK_REDIS_URL"
+    publish(jobs, probe, "peek", {"retry": {"maxAttempts": 1},
+                                  "task": {"command": {"args": ["sh", "-c", script]}}})  # fmt: skip
+    last = finished(jobs, "peek")["lastRun"]
+    assert isinstance(last, dict)
+    output = last["result"] or ""
+    assert last["outcome"] == "Succeeded", last  # the echo's exit status
+    assert output.startswith(f"exit 0: {NOBODY}\n"), output
+    assert f"cat: {secret}: Permission denied" in output
+    assert f"cat: {cluster.kubeconfig}: Permission denied" in output
+    assert "TOKEN=\n" in output + "\n"  # nothing of the worker's environment
+    assert canary not in output
+
+
+def test_a_timeout_kills_the_whole_group_in_the_runner(
+    start_worker: Start, jobs: Jobs, probe: QueueProbe, runner: Path, shared: Path
+) -> None:
+    start_worker(TICKWORK_WORKER_COMMAND_TASKS="true", TICKWORK_WORKER_COMMAND_RUNNER=str(runner))
+    pid_file = shared / "grandchild.pid"
+    spec = {"timeoutSeconds": 3, "retry": {"maxAttempts": 1}, "task": {"command": {
+        "args": ["sh", "-c", f"sleep 300 & echo $! > {pid_file}; wait"]}}}  # fmt: skip
+    publish(jobs, probe, "hang", spec)
+    last = finished(jobs, "hang", timeout=30)["lastRun"]
+    assert isinstance(last, dict)
+    assert "timed out after 3s" in last["error"]
+    grandchild = int(pid_file.read_text())
+    wait_for(lambda: not Path(f"/proc/{grandchild}").exists()
+             or "Z" in Path(f"/proc/{grandchild}/stat").read_text().split(")")[-1][:3],
+             timeout=15, what="the background sleep to be killed")  # fmt: skip
+
+
+def test_without_its_runner_a_command_is_retried_not_run_in_the_worker(
+    start_worker: Start, jobs: Jobs, probe: QueueProbe, shared: Path
+) -> None:
+    start_worker(TICKWORK_WORKER_COMMAND_TASKS="true",
+                 TICKWORK_WORKER_COMMAND_RUNNER=str(shared / "absent.sock"))  # fmt: skip
+    marker = shared / "ran"
+    publish(jobs, probe, "orphan", {"retry": {"maxAttempts": 1}, "task": {"command": {
+        "args": ["touch", str(marker)]}}})  # fmt: skip
+    last = finished(jobs, "orphan")["lastRun"]
+    assert isinstance(last, dict)
+    assert last["outcome"] == "Failed"
+    assert "the command runner is not reachable" in last["error"]
+    assert not marker.exists()

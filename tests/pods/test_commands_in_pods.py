@@ -1,0 +1,61 @@
+"""Command tasks in real Pods (issue 14, item 7): with `worker.commandTasks.enabled`,
+a command runs in the worker Pod's command-runner container, as another user, where
+neither the Redis password nor the worker's ServiceAccount token is mounted; the
+worker's own container still has both (it keeps working)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import pytest
+
+from tests.pods.support import apply_jobs, seconds_from_now, wait_phases
+from tickwork.devcluster.cluster import Cluster
+from tickwork.devcluster.release import ClusterImages, Release, merge
+
+NAMESPACE = "tickwork-commands"
+pytestmark = pytest.mark.timeout(600)
+PASSWORD = "/var/run/secrets/tickwork/redis/password"
+TOKEN = "/var/run/secrets/kubernetes.io/serviceaccount/token"
+
+
+@pytest.fixture(scope="module")
+def commands_release(pods_cluster: Cluster, test_images: ClusterImages) -> Iterator[Release]:
+    values = merge(test_images.values(), {
+        "operator": {"replicas": 1},
+        "autoscaling": {"enabled": False},
+        "worker": {"replicas": 1, "commandTasks": {"enabled": True}},
+    })  # fmt: skip
+    release = Release(pods_cluster, NAMESPACE, values=values)
+    release.install()
+    yield release
+    release.uninstall()
+
+
+def test_a_command_gets_neither_the_redis_password_nor_the_api_token(
+    commands_release: Release,
+) -> None:
+    cluster, namespace = commands_release.cluster, commands_release.namespace
+    script = (f"id -u; ls {PASSWORD} {TOKEN} 2>&1; env | grep -c TICKWORK_REDIS; "
+              "echo done")  # fmt: skip
+    job = {"apiVersion": "tickwork.dev/v1alpha1", "kind": "ScheduledJob",
+           "metadata": {"name": "peek"},
+           "spec": {"runAt": seconds_from_now(0), "retry": {"maxAttempts": 1},
+                    "task": {"command": {"args": ["sh", "-c", script]}}}}  # fmt: skip
+    apply_jobs(cluster, namespace, [job])
+    wait_phases(cluster, namespace, {"peek"}, "Succeeded", timeout=120)
+    status = json.loads(cluster.kubectl("-n", namespace, "get", "scheduledjob", "peek",
+                                        "-o", "json").stdout)["status"]  # fmt: skip
+    output = status["lastRun"]["result"]
+    lines = output.removeprefix("exit 0: ").splitlines()
+    assert lines[0] == "10002", output  # the runner's user, not the worker's (10001)
+    assert f"ls: cannot access '{PASSWORD}': No such file or directory" in output
+    assert f"ls: cannot access '{TOKEN}': No such file or directory" in output
+    assert lines[-2:] == ["0", "done"], output  # no TICKWORK_REDIS_* in its environment
+    # The worker's container has both (it reads the job and the queue with them).
+    [worker] = [p["metadata"]["name"] for p in commands_release.pods("worker")]
+    listed = cluster.kubectl("-n", namespace, "exec", worker, "-c", "worker", "--",
+                             "ls", PASSWORD, TOKEN).stdout  # fmt: skip
+    assert PASSWORD in listed
+    assert TOKEN in listed
