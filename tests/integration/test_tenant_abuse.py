@@ -160,3 +160,24 @@ def test_a_tenant_flooding_long_runs_gets_its_share_of_the_workers_and_no_more(
         assert _last(jobs, name)["outcome"] == "Succeeded"
     wait_for(lambda: probe.depth().backlog + probe.depth().parked == 0, timeout=30,
              what="the last run acknowledged")  # fmt: skip
+
+
+def test_a_tenant_failing_on_purpose_cannot_grow_the_dead_letters_past_their_bound(
+    tickwork: Callable[..., None], start_worker: Start, cluster: Cluster, jobs: Jobs,
+    team_b: Jobs, tenants: tuple[str, str], probe: QueueProbe,
+) -> None:  # fmt: skip
+    tenant_a, tenant_b = tenants
+    tickwork(start_worker, TICKWORK_REDIS_DEAD_MAX="3")  # the chart's is 10,000
+    failing = [f"fail-{n}" for n in range(6)]
+    for name in failing:
+        _create(cluster, tenant_a, jobs, name, {"python": {"name": "no.such.task"}})
+    _create(cluster, tenant_b, team_b, "neighbour", {"echo": {"message": "hello"}})
+    for name in failing:
+        assert _last(jobs, name)["outcome"] == "Failed"
+    assert _last(team_b, "neighbour")["outcome"] == "Succeeded"
+    wait_for(lambda: probe.depth().backlog == 0, timeout=30, what="the last run buried")
+    depth = probe.depth()
+    assert depth.dead == 3  # the oldest went: Redis keeps a bounded number
+    kept = {letter.message.name for letter in probe.dead()}
+    assert kept <= set(failing)
+    assert len(kept) == 3

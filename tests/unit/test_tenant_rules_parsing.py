@@ -32,6 +32,17 @@ def test_exceptions_apply_to_their_namespace_only() -> None:
     assert b.key == other.key  # same egress rules: one HTTP client
 
 
+def test_a_tenant_can_be_denied_more_than_the_installation_denies() -> None:
+    public = ipaddress.ip_address("93.184.216.34")
+    rules = TenantRules(egress_allow=["10.1.0.0/16"],
+                        tenants='{"a": {"egressDeny": ["93.184.216.0/24"]}}')  # fmt: skip
+    a, other = rules.of("a"), rules.of("b")
+    assert a.egress.refusal("x", public) is not None
+    assert other.egress.refusal("x", public) is None
+    assert a.egress.refusal("x", ipaddress.ip_address("10.1.3.3")) is None  # still allowed
+    assert a.key != other.key
+
+
 def test_fair_shares_default_and_per_namespace() -> None:
     assert TenantRules().fair_share is None  # nothing limited: claims count nothing
     rules = TenantRules(max_runs=5, tenants='{"a": {"maxRuns": 1}, "b": {"runsPerMinute": 30},'

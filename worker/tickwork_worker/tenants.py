@@ -12,7 +12,8 @@ installer may widen or narrow them per namespace (chart value ``worker.tenants``
                 "commandTasks": false}}
 
 ``egressAllow`` adds to the installation's allow list for that namespace's jobs
-only; ``pythonTasks`` replaces the installation's list (fnmatch patterns over task
+only, ``egressDeny`` to its deny list (an allowed address stays allowed);
+``pythonTasks`` replaces the installation's list (fnmatch patterns over task
 names); ``commandTasks`` replaces the installation's switch; ``maxRuns`` and
 ``runsPerMinute`` replace the installation's fair share (runs in flight at once
 and runs started per minute, 0: no limit). A namespace without an entry gets the
@@ -37,6 +38,7 @@ class _Exceptions(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
     egress_allow: list[StrictStr] = Field(default_factory=list, alias="egressAllow")
+    egress_deny: list[StrictStr] = Field(default_factory=list, alias="egressDeny")
     python_tasks: list[StrictStr] | None = Field(default=None, alias="pythonTasks")
     command_tasks: StrictBool | None = Field(default=None, alias="commandTasks")
     max_runs: int | None = Field(default=None, ge=0, alias="maxRuns", strict=True)
@@ -89,9 +91,10 @@ class TenantRules:
         for namespace, entry in raw.items():
             try:
                 exceptions = _Exceptions.model_validate(entry)
+                own = bool(exceptions.egress_allow or exceptions.egress_deny)
                 egress = (EgressPolicy.build(allow=[*self._allow, *exceptions.egress_allow],
-                                             deny=self._deny)
-                          if exceptions.egress_allow else self.default.egress)  # fmt: skip
+                                             deny=[*self._deny, *exceptions.egress_deny])
+                          if own else self.default.egress)  # fmt: skip
             except ValidationError as exc:
                 problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}"
                                      for e in exc.errors())  # fmt: skip
@@ -104,7 +107,7 @@ class TenantRules:
                 else self.default.python_tasks,
                 exceptions.command_tasks if exceptions.command_tasks is not None
                 else command_tasks,
-                key=namespace if exceptions.egress_allow else "",
+                key=namespace if own else "",
             )  # fmt: skip
             if exceptions.max_runs is not None or exceptions.runs_per_minute is not None:
                 shares[namespace] = (exceptions.max_runs, exceptions.runs_per_minute)
