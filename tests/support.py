@@ -266,6 +266,21 @@ class HoldingServer(ThreadingHTTPServer):
         self.server_close()
 
 
+def assert_a_timeout_kills_the_whole_group(jobs: Jobs, probe: QueueProbe, pid_file: Path) -> None:
+    """A command that leaves a background process and waits, stopped by its 3 s
+    timeout: the run fails so, and the background process is killed with it."""
+    spec = {"timeoutSeconds": 3, "retry": {"maxAttempts": 1}, "task": {"command": {
+        "args": ["sh", "-c", f"sleep 300 & echo $! > {pid_file}; wait"]}}}  # fmt: skip
+    publish(jobs, probe, "hang", spec)
+    last = finished(jobs, "hang", timeout=30)["lastRun"]
+    assert isinstance(last, dict)
+    assert "timed out after 3s" in last["error"]
+    grandchild = int(pid_file.read_text())
+    wait_for(lambda: not Path(f"/proc/{grandchild}").exists()
+             or "Z" in Path(f"/proc/{grandchild}/stat").read_text().split(")")[-1][:3],
+             timeout=15, what="the background sleep to be killed")  # fmt: skip
+
+
 def tenant_account(cluster: Cluster, namespace: str) -> str:
     """A ServiceAccount that may create and read ScheduledJobs in ``namespace``, nothing
     else; returns the name to impersonate."""

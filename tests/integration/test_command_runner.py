@@ -15,7 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import Jobs, QueueProbe, finished, publish
+from tests.support import (
+    Jobs,
+    QueueProbe,
+    assert_a_timeout_kills_the_whole_group,
+    finished,
+    publish,
+)
 from tickwork.devcluster.cluster import Cluster
 from tickwork.devcluster.components import TickworkProcess, console_script, wait_for
 
@@ -80,16 +86,7 @@ def test_a_timeout_kills_the_whole_group_in_the_runner(
 ) -> None:
     start_worker(TICKWORK_WORKER_COMMAND_TASKS="true", TICKWORK_WORKER_COMMAND_RUNNER=str(runner))
     pid_file = shared / "grandchild.pid"
-    spec = {"timeoutSeconds": 3, "retry": {"maxAttempts": 1}, "task": {"command": {
-        "args": ["sh", "-c", f"sleep 300 & echo $! > {pid_file}; wait"]}}}  # fmt: skip
-    publish(jobs, probe, "hang", spec)
-    last = finished(jobs, "hang", timeout=30)["lastRun"]
-    assert isinstance(last, dict)
-    assert "timed out after 3s" in last["error"]
-    grandchild = int(pid_file.read_text())
-    wait_for(lambda: not Path(f"/proc/{grandchild}").exists()
-             or "Z" in Path(f"/proc/{grandchild}/stat").read_text().split(")")[-1][:3],
-             timeout=15, what="the background sleep to be killed")  # fmt: skip
+    assert_a_timeout_kills_the_whole_group(jobs, probe, pid_file)
 
 
 def test_without_its_runner_a_command_is_retried_not_run_in_the_worker(

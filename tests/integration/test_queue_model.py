@@ -211,14 +211,21 @@ def test_memory_queue_agrees_with_the_model() -> None:
     run_state_machine_as_test(lambda: QueueMachine(MemoryRunQueue), settings=MACHINE_SETTINGS)
 
 
-@pytest.mark.timeout(600)
-def test_redis_queue_agrees_with_the_model(redis_server: RedisServer) -> None:
+def fresh_redis_queue(redis_server: RedisServer) -> Callable[[], RunQueue]:
+    """A maker of queues on the session's Redis, emptied for each example."""
+
     def make() -> RunQueue:
         with redis_lib.Redis.from_url(redis_server.url) as connection:
             connection.flushall()
         redis_settings = RedisSettings(url=redis_server.url)
         return RedisRunQueue(create_client(redis_settings), redis_settings)
 
+    return make
+
+
+@pytest.mark.timeout(600)
+def test_redis_queue_agrees_with_the_model(redis_server: RedisServer) -> None:
+    make = fresh_redis_queue(redis_server)
     run_state_machine_as_test(lambda: QueueMachine(make), settings=MACHINE_SETTINGS)
 
 
@@ -329,10 +336,5 @@ def test_memory_queue_keeps_fair_shares() -> None:
 
 @pytest.mark.timeout(600)
 def test_redis_queue_keeps_fair_shares(redis_server: RedisServer) -> None:
-    def make() -> RunQueue:
-        with redis_lib.Redis.from_url(redis_server.url) as connection:
-            connection.flushall()
-        redis_settings = RedisSettings(url=redis_server.url)
-        return RedisRunQueue(create_client(redis_settings), redis_settings)
-
+    make = fresh_redis_queue(redis_server)
     run_state_machine_as_test(lambda: FairShareMachine(make), settings=MACHINE_SETTINGS)

@@ -17,6 +17,7 @@ from tests.support import (
     Jobs,
     QueueProbe,
     ScriptedServer,
+    assert_a_timeout_kills_the_whole_group,
     finished,
     last_outcome,
     publish,
@@ -198,16 +199,7 @@ def test_enabled_command_tasks_run_clean_and_a_timeout_kills_the_whole_group(
     assert "TICKWORK_REDIS" not in result  # the worker's secrets stay with the worker
 
     pid_file = tmp_path / "grandchild.pid"
-    spec = {"timeoutSeconds": 3, "retry": {"maxAttempts": 1}, "task": {"command": {
-        "args": ["sh", "-c", f"sleep 300 & echo $! > {pid_file}; wait"]}}}  # fmt: skip
-    publish(jobs, probe, "hang", spec)
-    last = finished(jobs, "hang", timeout=30)["lastRun"]
-    assert isinstance(last, dict)
-    assert "timed out after 3s" in last["error"]
-    grandchild = int(pid_file.read_text())
-    wait_for(lambda: not Path(f"/proc/{grandchild}").exists()
-             or "Z" in Path(f"/proc/{grandchild}/stat").read_text().split(")")[-1][:3],
-             timeout=15, what="the background sleep to be killed")  # fmt: skip
+    assert_a_timeout_kills_the_whole_group(jobs, probe, pid_file)
 
 
 def test_a_command_cannot_read_the_workers_memory_or_environment(
