@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -16,13 +17,18 @@ from tickwork.devcluster.release import ClusterImages, Release, merge
 
 NAMESPACE = "tickwork-commands"
 pytestmark = pytest.mark.timeout(600)
+CRDS = Path(__file__).resolve().parents[2] / "manifests" / "crds"
 PASSWORD = "/var/run/secrets/tickwork/redis/password"
 TOKEN = "/var/run/secrets/kubernetes.io/serviceaccount/token"
 
 
 @pytest.fixture(scope="module")
 def commands_release(pods_cluster: Cluster, test_images: ClusterImages) -> Iterator[Release]:
+    # The CRD may outlive an earlier release (it is kept on uninstall): manage it
+    # apart from this release, as GitOps installs often do.
+    pods_cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRDS))
     values = merge(test_images.values(), {
+        "crds": {"install": False},
         "operator": {"replicas": 1},
         "autoscaling": {"enabled": False},
         "worker": {"replicas": 1, "commandTasks": {"enabled": True}},
