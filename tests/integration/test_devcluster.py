@@ -15,6 +15,8 @@ from pathlib import Path
 import pytest
 
 from tickwork.devcluster.cluster import existing_cluster
+from tickwork.devcluster.errors import StartError
+from tickwork.devcluster.node import require_free_space
 
 pytestmark = pytest.mark.skipif(
     existing_cluster() is not None, reason="launcher tests need the local control plane"
@@ -177,3 +179,11 @@ def test_up_with_a_node_runs_pods_with_tickworks_image_and_down_removes_it(
     leftovers = [cmd for cmd in _command_lines() if any(name in cmd for name in (
         "containerd-shim-runc-v2", "kubelet --config", "kube-router --kubeconfig"))]  # fmt: skip
     assert leftovers == []
+
+
+def test_a_node_without_room_for_its_images_refuses_to_start_and_says_where(
+    tmp_path: Path,
+) -> None:
+    require_free_space(tmp_path, minimum_gib=0.001)
+    with pytest.raises(StartError, match=rf"GiB free under {tmp_path}; the local node needs"):
+        require_free_space(tmp_path, minimum_gib=10**9)

@@ -21,15 +21,39 @@ from tickwork.devcluster.recorder import Recorder
 from tickwork.devcluster.recorder import deploy as deploy_recorder
 from tickwork.devcluster.release import ClusterImages, cluster_images
 
+_STARTED: list[Cluster] = []
+_DIAGNOSIS: list[str] = []
+
 
 @pytest.fixture(scope="session")
 def pods_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     existing = existing_cluster()
     if existing is not None:
+        _STARTED.append(existing)
         yield existing
         return
     with node.local_cluster(tmp_path_factory.mktemp("node")) as cluster:
-        yield cluster
+        _STARTED.append(cluster)
+        try:
+            yield cluster
+        finally:
+            _STARTED.clear()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> object:
+    """On the first failure of a Pods test, record what the cluster looked like then
+    (Pods stuck, their reasons, warnings, the runtime's errors) while it still runs."""
+    report = yield
+    if report.failed and _STARTED and not _DIAGNOSIS:  # type: ignore[attr-defined]
+        _DIAGNOSIS.append(f"after {item.nodeid} ({call.when}):\n" + _STARTED[0].diagnose())
+    return report
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    for text in _DIAGNOSIS:
+        terminalreporter.section("the cluster at the first Pods failure")
+        terminalreporter.write_line(text)
 
 
 @pytest.fixture(scope="session")

@@ -113,8 +113,15 @@ def _apply(cluster: Cluster, manifest: str) -> None:
 
 def _rollout(cluster: Cluster, namespace: str, *deployments: str) -> None:
     for deployment in deployments:
-        cluster.kubectl("-n", namespace, "rollout", "status", f"deployment/{deployment}",
-                        f"--timeout={ROLLOUT_TIMEOUT}", timeout=330)  # fmt: skip
+        result = cluster.kubectl(
+            "-n", namespace, "rollout", "status", f"deployment/{deployment}",
+            f"--timeout={ROLLOUT_TIMEOUT}", timeout=330, check=False,
+        )  # fmt: skip
+        if result.returncode != 0:
+            raise StartError(
+                f"{namespace}/{deployment} did not roll out: {result.stderr.strip()}\n"
+                + cluster.diagnose()
+            )
 
 
 def install_coredns(cluster: Cluster, image: str, *, cluster_dns: str, domain: str) -> None:

@@ -68,6 +68,44 @@ class Cluster:
             )
         return result
 
+    def diagnose(self, *, lines: int = 12) -> str:
+        """A short account of why Pods may not be running: node conditions, Pods that are
+        not running with their containers' reasons, recent warnings and, on the local
+        node, free disk and the runtime's last errors. Never raises."""
+        out: list[str] = []
+
+        def section(title: str, *args: str) -> None:
+            try:
+                result = self.kubectl(*args, check=False, timeout=20)
+            except (OSError, subprocess.SubprocessError) as exc:
+                out.append(f"{title}: {exc}")
+                return
+            text = (result.stdout or result.stderr).strip().splitlines()
+            out.append(f"{title}:")
+            out.extend(f"  {line[:240]}" for line in text[-lines:])
+
+        try:
+            nodes = json.loads(self.kubectl("get", "nodes", "-o", "json", timeout=20).stdout)
+            for item in nodes["items"]:
+                conditions = " ".join(f"{c['type']}={c['status']}"
+                                      for c in item["status"].get("conditions", []))  # fmt: skip
+                taints = [t["key"] for t in item["spec"].get("taints", [])]
+                out.append(f"node {item['metadata']['name']}: {conditions} taints={taints}")
+        except (AssertionError, OSError, subprocess.SubprocessError, ValueError, KeyError) as exc:
+            out.append(f"nodes: {exc}")
+        section("pods not running", "get", "pods", "-A", "--no-headers", "-o",
+                "custom-columns=NS:.metadata.namespace,POD:.metadata.name,PHASE:.status.phase,"
+                "WAITING:.status.containerStatuses[*].state.waiting.reason,"
+                "MESSAGE:.status.containerStatuses[*].state.waiting.message",
+                "--field-selector=status.phase!=Running,status.phase!=Succeeded")  # fmt: skip
+        section("recent warnings", "get", "events", "-A", "--field-selector=type=Warning",
+                "--sort-by=.lastTimestamp", "--no-headers", "-o",
+                "custom-columns=NS:.metadata.namespace,OBJ:.involvedObject.name,"
+                "REASON:.reason,MESSAGE:.message")  # fmt: skip
+        if self.node is not None:
+            out.append(self.node.diagnose(lines=lines))
+        return "\n".join(out)
+
     def version(self) -> dict[str, str]:
         result: dict[str, str] = json.loads(self.kubectl("get", "--raw", "/version").stdout)
         return result

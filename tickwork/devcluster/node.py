@@ -19,6 +19,7 @@ import contextlib
 import fcntl
 import json
 import os
+import shutil
 import subprocess
 import urllib.request
 from collections.abc import Iterator
@@ -31,6 +32,9 @@ from tickwork.devcluster.controlplane import ControlPlane
 from tickwork.devcluster.errors import StartError
 
 READY_TIMEOUT_SECONDS = 180.0
+# Measured: a Pods session with every add-on holds 1.2 GiB under the node directory;
+# image builds (podman storage, archives) and etcd need the rest.
+MIN_FREE_GIB = 8.0
 #: Short, fixed paths: unix socket paths are limited to 108 bytes.
 RUN_DIR = Path("/run/tickwork-node")
 CLUSTER_DNS = "10.0.0.10"
@@ -166,6 +170,20 @@ class Node:
     def log_path(self, component: str) -> Path:
         return self.workdir / "logs" / f"{component}.log"
 
+    def diagnose(self, *, lines: int = 12) -> str:
+        """Free disk under the node's directory and the last errors of its runtime."""
+        free = shutil.disk_usage(self.workdir).free / 2**30
+        out = [f"node disk: {free:.1f} GiB free under {self.workdir}"]
+        for component in ("containerd", "kubelet"):
+            path = self.log_path(component)
+            if not path.exists():
+                continue
+            errors = [line for line in path.read_text(errors="replace").splitlines()
+                      if "level=error" in line or line.startswith("E")]  # fmt: skip
+            out.append(f"{component} errors ({len(errors)}), the last:")
+            out.extend(f"  {line[:240]}" for line in errors[-lines:])
+        return "\n".join(out)
+
     # -- lifecycle ---------------------------------------------------------------
 
     def start(self) -> None:
@@ -202,6 +220,9 @@ class Node:
         hostnet.unmount_under(state, self.workdir)
         hostnet.down(RUN_DIR, netns_dir=state / "netns")
         hostnet.unmount_under(state, self.workdir)
+        # The unpacked images and Pod volumes are gigabytes; the logs stay for a post-mortem.
+        for bulky in ("containerd", "kubelet"):
+            shutil.rmtree(self.workdir / bulky, ignore_errors=True)
 
     def _spawn(self, name: str, argv: list[str]) -> subprocess.Popen[bytes]:
         proc = process.spawn(argv, log_path=self.log_path(name))
@@ -378,6 +399,20 @@ def _http_ok(url: str) -> bool:
         return bool(response.status == 200)  # noqa: PLR2004 - HTTP OK
 
 
+def require_free_space(workdir: Path, minimum_gib: float = MIN_FREE_GIB) -> None:
+    """Fail before starting when the disk cannot hold the node's images: containerd
+    would import them and then fail to unpack them, and every Pod would hang in
+    ContainerCreating with nothing in the test's output to say why."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    free = shutil.disk_usage(workdir).free / 2**30
+    if free < minimum_gib:
+        raise StartError(
+            f"{free:.1f} GiB free under {workdir}; the local node needs {minimum_gib:.0f} GiB "
+            "(unpacked images, Pod volumes, etcd). Free space there (old pytest temp "
+            "directories: /tmp/pytest-of-$USER) and run again."
+        )
+
+
 @contextlib.contextmanager
 def _exclusive() -> Iterator[None]:
     """Hold the machine's one node lock; a second node would fight over the bridge."""
@@ -418,6 +453,7 @@ def local_cluster(workdir: Path) -> Iterator[Cluster]:
     hostnet.require_root()
     with _exclusive():
         _clean_stale()
+        require_free_space(workdir)
         plane = ControlPlane(
             workdir=workdir / "controlplane",
             with_controller_manager=True,
