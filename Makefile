@@ -20,10 +20,10 @@ NODE ?=
 help: ## show this help
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-20s %s\n", $$1, $$2}'
 
-$(VENV)/.installed: pyproject.toml constraints.txt
+$(VENV)/.installed: pyproject.toml dev/pyproject.toml constraints.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	@$(BIN)/python -m pip install --quiet --upgrade pip
-	@$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev,bench]'
+	@$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev,bench]' -e ./dev
 	@touch $@
 
 install: $(VENV)/.installed ## create .venv and install Tickwork with its test and dev tools
@@ -50,7 +50,7 @@ lint: install ## ruff, the import layers, hadolint, shellcheck, actionlint
 	$(BIN)/lint-imports
 	$(BIN)/hadolint Dockerfile
 	$(BIN)/shellcheck .ci/run scripts/kind-e2e.sh hack/controlplane/gen-gomod.sh
-	$$($(BIN)/python -m tickwork.devcluster tool-path actionlint) -shellcheck $(BIN)/shellcheck .github/workflows/*.yml
+	$$($(BIN)/python -m tickwork_dev.devcluster tool-path actionlint) -shellcheck $(BIN)/shellcheck .github/workflows/*.yml
 
 typecheck: install ## mypy --strict
 	$(BIN)/mypy
@@ -91,7 +91,7 @@ manifests: crd ## render manifests/tickwork.yaml from the Helm chart
 	$(BIN)/tickwork-devcluster manifests
 
 chart-docs: install ## render charts/tickwork/README.md from the documented values
-	$(BIN)/python -m tickwork.devcluster.chartdocs --write
+	$(BIN)/python -m tickwork_dev.devcluster.chartdocs --write
 
 generate: crd manifests chart-docs ## every generated file
 

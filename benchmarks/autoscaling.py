@@ -32,13 +32,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from tickwork.devcluster import addons, node
-from tickwork.devcluster.cluster import Cluster, existing_cluster
-from tickwork.devcluster.measure import CRDS, benchmark_parser, save_figure
-from tickwork.devcluster.recorder import EGRESS_VALUES as RECORDER_EGRESS
-from tickwork.devcluster.recorder import deploy as deploy_recorder
-from tickwork.devcluster.release import ClusterImages, Release, cluster_images, merge
-from tickwork.devcluster.scaling import Burst, run_burst
+from tickwork_dev.devcluster import addons, node
+from tickwork_dev.devcluster.cluster import Cluster, existing_cluster
+from tickwork_dev.devcluster.measure import CRDS, benchmark_parser, save_figure
+from tickwork_dev.devcluster.recorder import EGRESS_VALUES as RECORDER_EGRESS
+from tickwork_dev.devcluster.recorder import deploy as deploy_recorder
+from tickwork_dev.devcluster.release import ClusterImages, Release, cluster_images, merge
+from tickwork_dev.devcluster.scaling import Burst, run_burst
 
 MIN_WORKERS = 1
 MAX_WORKERS = 10

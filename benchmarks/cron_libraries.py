@@ -3,7 +3,7 @@
 For every zone, every transition of the year and every expression, each
 library lists the runs in a two-day window around the transition; the list
 must equal the one the minute-by-minute reference
-(:func:`tickwork.core.reference.vixie_fires`) produces. Prints JSON:
+(:func:`tickwork_dev.reference.vixie_fires`) produces. Prints JSON:
 
     python benchmarks/cron_libraries.py [--year 2026] [--out FILE]
 
@@ -26,8 +26,8 @@ from croniter import croniter
 from cronsim import CronSim
 
 from tickwork.core import civil
-from tickwork.core.reference import vixie_fires
 from tickwork.core.schedule import cron_schedule
+from tickwork_dev.reference import vixie_fires
 
 ZONES = [
     "America/New_York",

@@ -44,10 +44,10 @@ from kubernetes import config as k8s_config
 from kubernetes import watch as k8s_watch
 
 from tickwork.api import models
-from tickwork.devcluster.cluster import Cluster
-from tickwork.devcluster.components import TickworkProcess, wait_for
-from tickwork.devcluster.controlplane import ControlPlane
-from tickwork.devcluster.measure import (
+from tickwork_dev.devcluster.cluster import Cluster
+from tickwork_dev.devcluster.components import TickworkProcess, wait_for
+from tickwork_dev.devcluster.controlplane import ControlPlane
+from tickwork_dev.devcluster.measure import (
     CRDS,
     RESULTS,
     benchmark_parser,
@@ -55,7 +55,7 @@ from tickwork.devcluster.measure import (
     save_figure,
     writes_so_far,
 )
-from tickwork.devcluster.redis import RedisServer
+from tickwork_dev.devcluster.redis import RedisServer
 
 SCHEDULED_ANNOTATION = "batch.kubernetes.io/cronjob-scheduled-timestamp"
 

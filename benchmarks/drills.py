@@ -19,7 +19,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from tickwork.devcluster import drills
+from tickwork_dev.devcluster import drills
 
 RESULTS = Path(__file__).resolve().parent / "results"
 

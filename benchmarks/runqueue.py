@@ -43,8 +43,8 @@ from typing import Any
 
 import redis as redis_sync
 
-from tickwork.devcluster.measure import benchmark_parser, save_figure
-from tickwork.devcluster.redis import RedisServer
+from tickwork_dev.devcluster.measure import benchmark_parser, save_figure
+from tickwork_dev.devcluster.redis import RedisServer
 
 SYSTEMS = ("tickwork", "tickwork-fair", "saq", "arq", "dramatiq")
 #: tickwork-fair: runs spread over this many namespaces, at most FAIR_LIMIT of one in flight.

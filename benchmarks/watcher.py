@@ -34,9 +34,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tickwork.devcluster.cluster import Cluster
-from tickwork.devcluster.components import TickworkProcess, wait_for
-from tickwork.devcluster.measure import (
+from tickwork.queue.connection import create_client
+from tickwork.queue.messages import RunMessage
+from tickwork.queue.redis_queue import RedisRunQueue
+from tickwork.queue.settings import RedisSettings
+from tickwork_dev.devcluster.cluster import Cluster
+from tickwork_dev.devcluster.components import TickworkProcess, wait_for
+from tickwork_dev.devcluster.measure import (
     benchmark_parser,
     create_jobs,
     job_manifest,
@@ -45,11 +49,7 @@ from tickwork.devcluster.measure import (
     rss_bytes,
     save_figure,
 )
-from tickwork.devcluster.redis import RedisServer
-from tickwork.queue.connection import create_client
-from tickwork.queue.messages import RunMessage
-from tickwork.queue.redis_queue import RedisRunQueue
-from tickwork.queue.settings import RedisSettings
+from tickwork_dev.devcluster.redis import RedisServer
 
 ECHO = {"echo": {"message": "tick"}}
 

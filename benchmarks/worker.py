@@ -34,9 +34,14 @@ from pathlib import Path
 from typing import Any
 
 from tickwork.core.runs import scheduled_run_id
-from tickwork.devcluster.cluster import Cluster
-from tickwork.devcluster.components import TickworkProcess, wait_for
-from tickwork.devcluster.measure import (
+from tickwork.kube.client import KubeClient, load_configuration
+from tickwork.queue.connection import create_client
+from tickwork.queue.messages import RunMessage
+from tickwork.queue.redis_queue import RedisRunQueue
+from tickwork.queue.settings import RedisSettings
+from tickwork_dev.devcluster.cluster import Cluster
+from tickwork_dev.devcluster.components import TickworkProcess, wait_for
+from tickwork_dev.devcluster.measure import (
     benchmark_parser,
     create_jobs,
     job_manifest,
@@ -44,12 +49,7 @@ from tickwork.devcluster.measure import (
     save_figure,
     writes_so_far,
 )
-from tickwork.devcluster.redis import RedisServer
-from tickwork.kube.client import KubeClient, load_configuration
-from tickwork.queue.connection import create_client
-from tickwork.queue.messages import RunMessage
-from tickwork.queue.redis_queue import RedisRunQueue
-from tickwork.queue.settings import RedisSettings
+from tickwork_dev.devcluster.redis import RedisServer
 
 Call = Callable[[KubeClient, dict[str, Any]], Awaitable[object]]
 

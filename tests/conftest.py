@@ -19,10 +19,10 @@ from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 
 from tests.support import Jobs, QueueProbe, ScriptedServer
-from tickwork.devcluster.cluster import Cluster, existing_cluster
-from tickwork.devcluster.components import TickworkProcess
-from tickwork.devcluster.controlplane import ControlPlane
-from tickwork.devcluster.redis import RedisServer
+from tickwork_dev.devcluster.cluster import Cluster, existing_cluster
+from tickwork_dev.devcluster.components import TickworkProcess
+from tickwork_dev.devcluster.controlplane import ControlPlane
+from tickwork_dev.devcluster.redis import RedisServer
 
 _TESTS = Path(__file__).parent
 _CRDS = _TESTS.parent / "manifests" / "crds"

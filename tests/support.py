@@ -21,11 +21,11 @@ from typing import Any
 from kubernetes import client as k8s
 
 from tickwork.api import models
-from tickwork.devcluster.cluster import Cluster
-from tickwork.devcluster.components import TickworkProcess, wait_for
 from tickwork.queue import RedisRunQueue, RedisSettings
 from tickwork.queue.connection import create_client
 from tickwork.queue.messages import Depth, RunLocation, RunMessage
+from tickwork_dev.devcluster.cluster import Cluster
+from tickwork_dev.devcluster.components import TickworkProcess, wait_for
 
 ECHO = {"echo": {"message": "hi"}}
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tickwork.devcluster.cluster import existing_cluster
+from tickwork_dev.devcluster.cluster import existing_cluster
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = [

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from tickwork.devcluster import drills
-from tickwork.devcluster.cluster import existing_cluster
+from tickwork_dev.devcluster import drills
+from tickwork_dev.devcluster.cluster import existing_cluster
 
 pytestmark = [
     pytest.mark.timeout(600),

@@ -23,8 +23,8 @@ from tests.support import (
     row,
     whole_seconds_from_now,
 )
-from tickwork.devcluster.cluster import Cluster
-from tickwork.devcluster.components import TickworkProcess, console_script, wait_for
+from tickwork_dev.devcluster.cluster import Cluster
+from tickwork_dev.devcluster.components import TickworkProcess, console_script, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 Start = Callable[..., TickworkProcess]

@@ -42,9 +42,9 @@ from tests.support import (
     relayed_api_server,
     service_account_kubeconfig,
 )
-from tickwork.devcluster.cluster import Cluster
-from tickwork.devcluster.components import TickworkProcess, wait_for
 from tickwork.queue.messages import RunLocation, RunMessage
+from tickwork_dev.devcluster.cluster import Cluster
+from tickwork_dev.devcluster.components import TickworkProcess, wait_for
 
 pytestmark = pytest.mark.timeout(180)
 Start = Callable[..., TickworkProcess]

@@ -14,7 +14,7 @@ from kubernetes import client as k8s
 from kubernetes.client.rest import ApiException
 
 from tickwork.api import models
-from tickwork.devcluster.cluster import Cluster
+from tickwork_dev.devcluster.cluster import Cluster
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((ROOT / "manifests" / "examples").glob("*.yaml"))

@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 import yaml
 
-from tickwork.devcluster import build, chartdocs, manifests
-from tickwork.devcluster.cluster import Cluster
-from tickwork.devcluster.controlplane import ControlPlane
+from tickwork_dev.devcluster import build, chartdocs, manifests
+from tickwork_dev.devcluster.cluster import Cluster
+from tickwork_dev.devcluster.controlplane import ControlPlane
 
 CHART = manifests.CHART
 SCENARIOS = sorted((CHART / "ci").glob("*.yaml"))

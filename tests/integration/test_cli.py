@@ -9,13 +9,13 @@ import subprocess
 from pathlib import Path
 
 from tests.support import Jobs, QueueProbe, rfc3339, whole_seconds_from_now
-from tickwork.devcluster.cluster import Cluster
-from tickwork.devcluster.components import console_script
 from tickwork.kube.client import KubeClient, load_configuration
 from tickwork.kube.status import WORKER_MANAGER
 from tickwork.queue import RedisRunQueue, RedisSettings
 from tickwork.queue.connection import create_client
 from tickwork.queue.messages import RunMessage
+from tickwork_dev.devcluster.cluster import Cluster
+from tickwork_dev.devcluster.components import console_script
 
 
 def tickwork(cluster: Cluster, namespace: str, *args: str, redis_url: str = "",

@@ -22,8 +22,8 @@ from tests.support import (
     finished,
     publish,
 )
-from tickwork.devcluster.cluster import Cluster
-from tickwork.devcluster.components import TickworkProcess, console_script, wait_for
+from tickwork_dev.devcluster.cluster import Cluster
+from tickwork_dev.devcluster.components import TickworkProcess, console_script, wait_for
 
 pytestmark = pytest.mark.timeout(120)
 Start = Callable[..., TickworkProcess]

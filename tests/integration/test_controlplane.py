@@ -13,8 +13,8 @@ from kubernetes import client as k8s
 from kubernetes import watch as k8s_watch
 from kubernetes.client.rest import ApiException
 
-from tickwork.devcluster import build
-from tickwork.devcluster.cluster import Cluster
+from tickwork_dev.devcluster import build
+from tickwork_dev.devcluster.cluster import Cluster
 
 _GROUP = "smoke.tickwork.dev"
 

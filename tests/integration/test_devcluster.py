@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from tickwork.devcluster.cluster import existing_cluster
-from tickwork.devcluster.errors import StartError
-from tickwork.devcluster.node import require_free_space
+from tickwork_dev.devcluster.cluster import existing_cluster
+from tickwork_dev.devcluster.errors import StartError
+from tickwork_dev.devcluster.node import require_free_space
 
 pytestmark = pytest.mark.skipif(
     existing_cluster() is not None, reason="launcher tests need the local control plane"
@@ -76,7 +76,7 @@ def _command_lines() -> list[str]:
 def _devcluster(state: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "TICKWORK_DEVCLUSTER_DIR": str(state)}
     return subprocess.run(
-        [sys.executable, "-m", "tickwork.devcluster", *args],
+        [sys.executable, "-m", "tickwork_dev.devcluster", *args],
         env=env,
         capture_output=True,
         text=True,
@@ -115,7 +115,7 @@ def test_servers_die_with_the_process_that_started_them(tmp_path: Path) -> None:
     script = textwrap.dedent(f"""
         import json, os, sys, threading
         from pathlib import Path
-        from tickwork.devcluster.controlplane import ControlPlane
+        from tickwork_dev.devcluster.controlplane import ControlPlane
         plane = ControlPlane(workdir=Path({str(tmp_path)!r}))
         plane.start()
         print(json.dumps([p.pid for p in plane._procs.values()]), flush=True)
@@ -139,7 +139,7 @@ def test_servers_die_with_the_process_that_started_them(tmp_path: Path) -> None:
 def test_up_with_a_node_runs_pods_with_tickworks_image_and_down_removes_it(
     tmp_path: Path,
 ) -> None:
-    from tickwork.devcluster import hostnet  # noqa: PLC0415 - only this test needs it
+    from tickwork_dev.devcluster import hostnet  # noqa: PLC0415 - only this test needs it
 
     up = _devcluster(tmp_path, "up", "--node", timeout=540)  # the image may be built first
     try:

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.support import Jobs, QueueProbe, ScriptedServer, finished, publish
-from tickwork.devcluster.components import TickworkProcess, wait_for
+from tickwork_dev.devcluster.components import TickworkProcess, wait_for
 
 pytestmark = pytest.mark.timeout(120)
 Start = Callable[..., TickworkProcess]

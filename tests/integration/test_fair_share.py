@@ -13,7 +13,7 @@ import pytest
 from kubernetes import client as k8s
 
 from tests.support import HoldingServer, Jobs, QueueProbe, finished, publish
-from tickwork.devcluster.components import TickworkProcess, wait_for
+from tickwork_dev.devcluster.components import TickworkProcess, wait_for
 
 pytestmark = pytest.mark.timeout(180)
 Start = Callable[..., TickworkProcess]

@@ -10,8 +10,8 @@ from pathlib import Path
 from kubernetes import client as k8s
 
 from tests.support import service_account_kubeconfig
-from tickwork.devcluster.cluster import Cluster
 from tickwork.kube.client import KubeApiError, KubeClient, load_configuration
+from tickwork_dev.devcluster.cluster import Cluster
 
 
 def test_a_service_account_token_authenticates_every_request(

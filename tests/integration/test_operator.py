@@ -26,11 +26,11 @@ from tests.support import (
     whole_seconds_from_now,
 )
 from tickwork.core.runs import manual_run_id, scheduled_run_id
-from tickwork.devcluster.cluster import Cluster
-from tickwork.devcluster.components import TickworkProcess, wait_for
 from tickwork.kube.client import KubeApiError, KubeClient, load_configuration
 from tickwork.kube.status import WORKER_MANAGER
 from tickwork.queue.messages import RunLocation
+from tickwork_dev.devcluster.cluster import Cluster
+from tickwork_dev.devcluster.components import TickworkProcess, wait_for
 
 pytestmark = pytest.mark.timeout(240)
 

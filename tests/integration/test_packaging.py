@@ -6,16 +6,18 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tomllib
 import venv
+import zipfile
 from pathlib import Path
 
 import pytest
 
-from tickwork.devcluster.cluster import Cluster
-from tickwork.devcluster.components import TickworkProcess
+from tickwork_dev.devcluster.cluster import Cluster
+from tickwork_dev.devcluster.components import TickworkProcess
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.timeout(600)
@@ -38,13 +40,63 @@ def test_the_dockerfile_passes_hadolint_and_pins_the_project_version() -> None:
     assert "python:3.11." in dockerfile  # a pinned patch release, not a floating tag
 
 
+PRODUCT_PACKAGES = {"tickwork", "tickwork_operator", "tickwork_worker"}
+# What the wheel must never carry: the development harness and its dependencies.
+HARNESS = ("tickwork_dev", "devcluster", "/demo/", "reference.py", "cryptography")
+
+
+def image_build_context(tmp_path: Path) -> Path:
+    """What the Dockerfile's build stage sees (.dockerignore's list), in a fresh folder:
+    a wheel built in the checkout would pick up a stale build/ folder."""
+    ignore = [line[1:].rstrip("/") for line in (ROOT / ".dockerignore").read_text().splitlines()
+              if line.startswith("!")]  # fmt: skip
+    context = tmp_path / "context"
+    context.mkdir()
+    for name in ignore:
+        source = ROOT / name
+        if source.is_dir():
+            shutil.copytree(source, context / name,
+                            ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))  # fmt: skip
+        else:
+            shutil.copy2(source, context / name)
+    return context
+
+
+def test_the_wheel_holds_the_product_and_nothing_of_the_harness(tmp_path: Path) -> None:
+    context = image_build_context(tmp_path)
+    run(sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--wheel-dir", tmp_path,
+        context)  # fmt: skip
+    [wheel] = tmp_path.glob("tickwork-*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        names = archive.namelist()
+        [metadata] = [n for n in names if n.endswith(".dist-info/METADATA")]
+        requires = [line for line in archive.read(metadata).decode().splitlines()
+                    if line.startswith("Requires-Dist:") and "extra ==" not in line]  # fmt: skip
+        [entry_points] = [n for n in names if n.endswith(".dist-info/entry_points.txt")]
+        scripts = archive.read(entry_points).decode()
+    packages = {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")}
+    assert packages == PRODUCT_PACKAGES
+    leaked = [n for n in names if any(part in n for part in HARNESS)]
+    assert leaked == []
+    # Every shipped module is Python or the typing marker: no data folders, no archives.
+    assert {Path(n).suffix for n in names if not n.split("/")[0].endswith(".dist-info")} == {
+        ".py",
+        ".typed",
+    }
+    assert not any("cryptography" in r for r in requires), requires
+    for script in ("tickwork-operator", "tickwork-worker", "tickwork ", "kubectl-tickwork"):
+        assert script in scripts
+    assert "devcluster" not in scripts
+    assert "tickwork-demo" not in scripts
+
+
 def test_the_wheel_installs_alone_and_both_entry_points_run(
     tmp_path: Path, cluster: Cluster, redis_url: str, crd: None, namespace: str
 ) -> None:
     wheels = tmp_path / "wheels"
     # The image's build stage: wheels of Tickwork and every dependency.
     run(sys.executable, "-m", "pip", "wheel", "--quiet", "--wheel-dir", wheels,
-        "--constraint", "constraints.txt", ".")  # fmt: skip
+        "--constraint", "constraints.txt", image_build_context(tmp_path))  # fmt: skip
     [wheel] = wheels.glob("tickwork-*.whl")
     target = tmp_path / "venv"
     venv.create(target, with_pip=True)
@@ -56,6 +108,12 @@ def test_the_wheel_installs_alone_and_both_entry_points_run(
     assert str(target) in location  # the installed copy, not this checkout
     for script in ("tickwork-operator", "tickwork-worker", "tickwork", "kubectl-tickwork"):
         assert "usage:" in run(target / "bin" / script, "--help", cwd=tmp_path)
+    # The CLI, the operator and the worker load without the harness or its certificates
+    # library, whatever the dependencies happen to install.
+    code = ("import sys, tickwork.cli, tickwork_operator.main, tickwork_worker.main; "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in "
+            "{'tickwork_dev', 'cryptography'}))")  # fmt: skip
+    assert run(python, "-c", code, cwd=tmp_path).strip() == "[]"
 
     # And it works: the installed worker comes up against the real parts.
     worker = TickworkProcess(
@@ -88,7 +146,7 @@ def test_the_kind_script_and_ci_script_pass_shellcheck() -> None:
 
 
 def test_the_github_workflows_pass_actionlint_and_run_the_real_scripts(tmp_path: Path) -> None:
-    from tickwork.devcluster import build  # noqa: PLC0415 - only this test needs the Go tool
+    from tickwork_dev.devcluster import build  # noqa: PLC0415 - only this test needs the Go tool
 
     actionlint = build.ensure_built(build.actionlint_bundle(), log=False) / "actionlint"
     shellcheck = Path(sys.executable).parent / "shellcheck"

@@ -20,10 +20,10 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from tickwork.devcluster.redis import RedisServer
 from tickwork.queue import MemoryRunQueue, RedisRunQueue, RedisSettings, RunQueue
 from tickwork.queue.connection import create_client
 from tickwork.queue.messages import Claim, EnqueueOutcome, FairShare, RunLocation, RunMessage
+from tickwork_dev.devcluster.redis import RedisServer
 
 T = TypeVar("T")
 RUNS = st.integers(0, 11)

@@ -17,11 +17,11 @@ import pytest
 import pytest_asyncio
 
 from tickwork.core.errors import QueueUnavailableError
-from tickwork.devcluster.process import free_port
-from tickwork.devcluster.redis import RedisServer
 from tickwork.queue import RedisRunQueue, RedisSettings
 from tickwork.queue.connection import create_client, wait_until_ready
 from tickwork.queue.messages import Claim, EnqueueOutcome, RunLocation, RunMessage
+from tickwork_dev.devcluster.process import free_port
+from tickwork_dev.devcluster.redis import RedisServer
 
 pytestmark = pytest.mark.asyncio
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tickwork.devcluster.cluster import Cluster
+from tickwork_dev.devcluster.cluster import Cluster
 
 ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text()

@@ -20,10 +20,10 @@ import pytest_asyncio
 import redis.asyncio as aioredis
 
 from tickwork.core.errors import QueueUnavailableError
-from tickwork.devcluster.redis import RedisServer
 from tickwork.queue import RedisRunQueue, RedisSettings
 from tickwork.queue.connection import create_client
 from tickwork.queue.messages import RunMessage
+from tickwork_dev.devcluster.redis import RedisServer
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.timeout(240)]
 LIMIT = 8 * 1024 * 1024

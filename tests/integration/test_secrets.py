@@ -23,9 +23,9 @@ from kubernetes import client as k8s
 
 from tests.support import Jobs, QueueProbe, ScriptedServer, apply_as, finished, tenant_account
 from tests.support import service_account_kubeconfig as account_kubeconfig
-from tickwork.devcluster import manifests
-from tickwork.devcluster.cluster import Cluster
-from tickwork.devcluster.components import TickworkProcess
+from tickwork_dev.devcluster import manifests
+from tickwork_dev.devcluster.cluster import Cluster
+from tickwork_dev.devcluster.components import TickworkProcess
 
 pytestmark = pytest.mark.timeout(120)
 Start = Callable[..., TickworkProcess]

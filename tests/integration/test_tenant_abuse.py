@@ -28,8 +28,8 @@ from tests.support import (
     tenant_account,
     whole_seconds_from_now,
 )
-from tickwork.devcluster.cluster import Cluster
-from tickwork.devcluster.components import TickworkProcess, wait_for
+from tickwork_dev.devcluster.cluster import Cluster
+from tickwork_dev.devcluster.components import TickworkProcess, wait_for
 
 pytestmark = pytest.mark.timeout(180)
 Start = Callable[..., TickworkProcess]

@@ -17,7 +17,7 @@ import pytest
 from kubernetes import client as k8s
 
 from tests.support import Jobs, QueueProbe, ScriptedServer, finished, publish
-from tickwork.devcluster.components import TickworkProcess, console_script
+from tickwork_dev.devcluster.components import TickworkProcess, console_script
 
 pytestmark = pytest.mark.timeout(120)
 Start = Callable[..., TickworkProcess]

@@ -24,11 +24,11 @@ from tests.support import (
     rfc3339,
     whole_seconds_from_now,
 )
-from tickwork.devcluster.cluster import Cluster
-from tickwork.devcluster.components import TickworkProcess, console_script, wait_for
 from tickwork.kube.client import KubeClient, load_configuration
 from tickwork.kube.status import OPERATOR_MANAGER, WORKER_MANAGER
 from tickwork.queue.messages import RunLocation, RunMessage
+from tickwork_dev.devcluster.cluster import Cluster
+from tickwork_dev.devcluster.components import TickworkProcess, console_script, wait_for
 
 pytestmark = pytest.mark.timeout(180)
 Start = Callable[..., TickworkProcess]

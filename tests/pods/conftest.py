@@ -1,11 +1,11 @@
 """Fixtures for Tickwork in real Pods: a cluster with a node, the images, the add-ons.
 
 On this machine the cluster is the local control plane plus a node
-(:func:`tickwork.devcluster.node.local_cluster`), and every image is built here
+(:func:`tickwork_dev.devcluster.node.local_cluster`), and every image is built here
 and imported into the node. With ``TICKWORK_TEST_KUBECONFIG`` the same tests run
 against an existing cluster (kind): ``TICKWORK_TEST_IMAGE`` names Tickwork's
 image already loaded there (``scripts/kind-e2e.sh`` builds and loads it), and
-the add-ons use the public images (see :mod:`tickwork.devcluster.release`). A
+the add-ons use the public images (see :mod:`tickwork_dev.devcluster.release`). A
 missing part fails, it never skips.
 """
 
@@ -15,11 +15,11 @@ from collections.abc import Iterator
 
 import pytest
 
-from tickwork.devcluster import addons, node
-from tickwork.devcluster.cluster import Cluster, existing_cluster
-from tickwork.devcluster.recorder import Recorder
-from tickwork.devcluster.recorder import deploy as deploy_recorder
-from tickwork.devcluster.release import ClusterImages, cluster_images
+from tickwork_dev.devcluster import addons, node
+from tickwork_dev.devcluster.cluster import Cluster, existing_cluster
+from tickwork_dev.devcluster.recorder import Recorder
+from tickwork_dev.devcluster.recorder import deploy as deploy_recorder
+from tickwork_dev.devcluster.release import ClusterImages, cluster_images
 
 _STARTED: list[Cluster] = []
 _DIAGNOSIS: list[str] = []

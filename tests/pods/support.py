@@ -6,8 +6,8 @@ import json
 import time
 from typing import Any
 
-from tickwork.devcluster.cluster import Cluster
-from tickwork.devcluster.components import wait_for
+from tickwork_dev.devcluster.cluster import Cluster
+from tickwork_dev.devcluster.components import wait_for
 
 # -- ScheduledJobs ----------------------------------------------------------------------
 

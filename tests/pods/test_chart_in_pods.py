@@ -29,13 +29,13 @@ from tests.pods.support import (
     wait_phases,
 )
 from tests.support import row
-from tickwork.devcluster.cluster import Cluster
-from tickwork.devcluster.components import wait_for
-from tickwork.devcluster.hostnet import NODE_ADDRESS
-from tickwork.devcluster.recorder import EGRESS_VALUES as RECORDER_EGRESS
-from tickwork.devcluster.recorder import Recorder
-from tickwork.devcluster.release import ClusterImages, Release, merge
-from tickwork.devcluster.scaling import run_burst
+from tickwork_dev.devcluster.cluster import Cluster
+from tickwork_dev.devcluster.components import wait_for
+from tickwork_dev.devcluster.hostnet import NODE_ADDRESS
+from tickwork_dev.devcluster.recorder import EGRESS_VALUES as RECORDER_EGRESS
+from tickwork_dev.devcluster.recorder import Recorder
+from tickwork_dev.devcluster.release import ClusterImages, Release, merge
+from tickwork_dev.devcluster.scaling import run_burst
 
 ROOT = Path(__file__).resolve().parents[2]
 NAMESPACE = "tickwork-e2e"

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from tests.pods.support import apply_jobs, seconds_from_now, wait_phases
-from tickwork.devcluster.cluster import Cluster
-from tickwork.devcluster.release import ClusterImages, Release, merge
+from tickwork_dev.devcluster.cluster import Cluster
+from tickwork_dev.devcluster.release import ClusterImages, Release, merge
 
 NAMESPACE = "tickwork-commands"
 pytestmark = pytest.mark.timeout(600)

@@ -9,9 +9,9 @@ import re
 
 import pytest
 
-from tickwork.demo import pods as demo
-from tickwork.devcluster.cluster import Cluster
-from tickwork.devcluster.release import Release
+from tickwork_dev.demo import pods as demo
+from tickwork_dev.devcluster.cluster import Cluster
+from tickwork_dev.devcluster.release import Release
 
 pytestmark = pytest.mark.timeout(600)
 

@@ -9,9 +9,9 @@ import secrets
 
 import pytest
 
-from tickwork.devcluster.cluster import Cluster
-from tickwork.devcluster.components import wait_for
-from tickwork.devcluster.release import ClusterImages
+from tickwork_dev.devcluster.cluster import Cluster
+from tickwork_dev.devcluster.components import wait_for
+from tickwork_dev.devcluster.release import ClusterImages
 
 pytestmark = pytest.mark.timeout(300)
 

@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from tickwork.devcluster import addons
-from tickwork.devcluster.cluster import Cluster
-from tickwork.devcluster.components import wait_for
-from tickwork.devcluster.recorder import EGRESS_VALUES as RECORDER_EGRESS
-from tickwork.devcluster.recorder import Recorder
-from tickwork.devcluster.release import ClusterImages, Release, merge
-from tickwork.devcluster.scaling import run_burst
+from tickwork_dev.devcluster import addons
+from tickwork_dev.devcluster.cluster import Cluster
+from tickwork_dev.devcluster.components import wait_for
+from tickwork_dev.devcluster.recorder import EGRESS_VALUES as RECORDER_EGRESS
+from tickwork_dev.devcluster.recorder import Recorder
+from tickwork_dev.devcluster.release import ClusterImages, Release, merge
+from tickwork_dev.devcluster.scaling import run_burst
 
 CRDS = Path(__file__).resolve().parents[2] / "manifests" / "crds"
 NAMESPACE = "tickwork-keda"

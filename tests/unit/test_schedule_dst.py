@@ -14,8 +14,8 @@ import pytest
 
 from tickwork.core import civil
 from tickwork.core.errors import InvalidSpecError
-from tickwork.core.reference import vixie_fires
 from tickwork.core.schedule import OneShotSchedule, cron_schedule
+from tickwork_dev.reference import vixie_fires
 
 
 def _runs(expression: str, zone: str, start: str, count: int) -> list[str]:

@@ -1,6 +1,6 @@
 """Properties of the schedule arithmetic on random cron expressions in random zones.
 
-The oracle is :func:`tickwork.core.reference.vixie_fires`, a port of Vixie
+The oracle is :func:`tickwork_dev.reference.vixie_fires`, a port of Vixie
 cron's main loop that steps one minute at a time and reads each minute's UTC
 offset straight from zoneinfo. Windows are anchored near real transitions
 half of the time, so the daylight-saving paths are exercised, not just the
@@ -15,8 +15,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tickwork.core import civil
-from tickwork.core.reference import vixie_fires
 from tickwork.core.schedule import CronSchedule, cron_schedule
+from tickwork_dev.reference import vixie_fires
 
 INTERESTING_ZONES = [
     "UTC",

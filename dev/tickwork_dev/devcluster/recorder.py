@@ -11,8 +11,8 @@ from __future__ import annotations
 import json
 import secrets
 
-from tickwork.devcluster import build
-from tickwork.devcluster.cluster import Cluster
+from tickwork_dev.devcluster import build
+from tickwork_dev.devcluster.cluster import Cluster
 
 SERVER = build.HACK_DIR / "addons" / "recorder" / "server.py"
 #: Chart values that let workers call the recorder: a Service address, in a range

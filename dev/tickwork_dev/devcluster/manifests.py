@@ -10,8 +10,8 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from tickwork.devcluster import build
-from tickwork.devcluster.errors import BuildError
+from tickwork_dev.devcluster import build
+from tickwork_dev.devcluster.errors import BuildError
 
 ROOT = build.HACK_DIR.parent
 CHART = ROOT / "charts" / "tickwork"

@@ -11,8 +11,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Self
 
-from tickwork.devcluster import process
-from tickwork.devcluster.errors import StartError
+from tickwork_dev.devcluster import process
+from tickwork_dev.devcluster.errors import StartError
 
 READY_TIMEOUT_SECONDS = 30.0
 

@@ -19,10 +19,10 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from tickwork.devcluster.errors import BuildError
+from tickwork_dev.devcluster.errors import BuildError
 
 #: Where the wrapper modules live, relative to the repository root.
-HACK_DIR = Path(__file__).resolve().parents[2] / "hack"
+HACK_DIR = Path(__file__).resolve().parents[3] / "hack"
 
 _STAMP = ".complete"
 

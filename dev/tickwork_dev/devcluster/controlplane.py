@@ -23,8 +23,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Self
 
-from tickwork.devcluster import build, certs, process
-from tickwork.devcluster.errors import StartError
+from tickwork_dev.devcluster import build, certs, process
+from tickwork_dev.devcluster.errors import StartError
 
 #: How long each server may take to become ready; a cold apiserver on two
 #: loaded cores needs far less, so hitting this means something is wrong.

@@ -25,7 +25,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from tickwork.devcluster.errors import StartError
+from tickwork_dev.devcluster.errors import StartError
 
 BRIDGE = "tickwork0"
 #: Pods get addresses from this range; the node (the bridge) has the first one.

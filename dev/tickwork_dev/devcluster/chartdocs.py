@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from tickwork.devcluster.build import HACK_DIR
+from tickwork_dev.devcluster.build import HACK_DIR
 
 CHART = HACK_DIR.parent / "charts" / "tickwork"
 _KEY = re.compile(r"^(?P<indent> *)(?P<key>[A-Za-z0-9_]+):(?P<rest>.*)$")

@@ -18,12 +18,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tickwork.devcluster import addons, node
-from tickwork.devcluster.cluster import Cluster
-from tickwork.devcluster.recorder import EGRESS_VALUES as RECORDER_EGRESS
-from tickwork.devcluster.release import Release, cluster_images, merge
+from tickwork_dev.devcluster import addons, node
+from tickwork_dev.devcluster.cluster import Cluster
+from tickwork_dev.devcluster.recorder import EGRESS_VALUES as RECORDER_EGRESS
+from tickwork_dev.devcluster.release import Release, cluster_images, merge
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 EXAMPLES = "demo"
 BURST = "burst"
 REFRESH_SECONDS = 3.0

@@ -22,9 +22,9 @@ from pathlib import Path
 
 import yaml
 
-from tickwork.devcluster import build, images
-from tickwork.devcluster.cluster import Cluster
-from tickwork.devcluster.errors import StartError
+from tickwork_dev.devcluster import build, images
+from tickwork_dev.devcluster.cluster import Cluster
+from tickwork_dev.devcluster.errors import StartError
 
 ADDONS_DIR = build.HACK_DIR / "addons"
 OPERATIONS_DOC = build.HACK_DIR.parent / "docs" / "operations.md"

@@ -33,8 +33,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tickwork.devcluster import build
-from tickwork.devcluster.errors import BuildError
+from tickwork_dev.devcluster import build
+from tickwork_dev.devcluster.errors import BuildError
 
 ROOT = build.HACK_DIR.parent
 IMAGES_DIR = build.HACK_DIR / "images"

@@ -15,8 +15,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from tickwork.devcluster.recorder import Recorder
-from tickwork.devcluster.release import Release
+from tickwork_dev.devcluster.recorder import Recorder
+from tickwork_dev.devcluster.release import Release
 
 SAMPLE_SECONDS = 2.0
 

@@ -18,9 +18,9 @@ from typing import Any
 
 import yaml
 
-from tickwork.devcluster import addons, build, images
-from tickwork.devcluster.cluster import Cluster
-from tickwork.devcluster.errors import StartError
+from tickwork_dev.devcluster import addons, build, images
+from tickwork_dev.devcluster.cluster import Cluster
+from tickwork_dev.devcluster.errors import StartError
 
 CHART = build.HACK_DIR.parent / "charts" / "tickwork"
 IMAGE_ENV = "TICKWORK_TEST_IMAGE"

@@ -26,10 +26,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tickwork.devcluster import addons, build, certs, hostnet, images, process
-from tickwork.devcluster.cluster import Cluster
-from tickwork.devcluster.controlplane import ControlPlane
-from tickwork.devcluster.errors import StartError
+from tickwork_dev.devcluster import addons, build, certs, hostnet, images, process
+from tickwork_dev.devcluster.cluster import Cluster
+from tickwork_dev.devcluster.controlplane import ControlPlane
+from tickwork_dev.devcluster.errors import StartError
 
 READY_TIMEOUT_SECONDS = 180.0
 # Measured: a Pods session with every add-on holds 1.2 GiB under the node directory;

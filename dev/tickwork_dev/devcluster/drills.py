@@ -28,13 +28,13 @@ from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 
 from tickwork.api import models
-from tickwork.devcluster.cluster import Cluster
-from tickwork.devcluster.components import TickworkProcess, wait_for
-from tickwork.devcluster.controlplane import ControlPlane
-from tickwork.devcluster.redis import RedisServer
+from tickwork_dev.devcluster.cluster import Cluster
+from tickwork_dev.devcluster.components import TickworkProcess, wait_for
+from tickwork_dev.devcluster.controlplane import ControlPlane
+from tickwork_dev.devcluster.redis import RedisServer
 
 NAMESPACE = "drill"
-_CRDS = Path(__file__).resolve().parents[2] / "manifests" / "crds"
+_CRDS = Path(__file__).resolve().parents[3] / "manifests" / "crds"
 
 
 @dataclass

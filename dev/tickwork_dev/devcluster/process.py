@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from tickwork.devcluster.errors import StartError
+from tickwork_dev.devcluster.errors import StartError
 
 _PR_SET_PDEATHSIG = 1
 

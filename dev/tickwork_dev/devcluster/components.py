@@ -16,8 +16,8 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tickwork.devcluster import process
-from tickwork.devcluster.errors import StartError
+from tickwork_dev.devcluster import process
+from tickwork_dev.devcluster.errors import StartError
 
 READY_TIMEOUT_SECONDS = 60.0
 

@@ -22,13 +22,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tickwork.devcluster import process
-from tickwork.devcluster.cluster import Cluster
-from tickwork.devcluster.components import TickworkProcess
-from tickwork.devcluster.controlplane import ControlPlane
-from tickwork.devcluster.redis import RedisServer
+from tickwork_dev.devcluster import process
+from tickwork_dev.devcluster.cluster import Cluster
+from tickwork_dev.devcluster.components import TickworkProcess
+from tickwork_dev.devcluster.controlplane import ControlPlane
+from tickwork_dev.devcluster.redis import RedisServer
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 NAMESPACE = "demo"
 REFRESH_SECONDS = 2.0
 
@@ -78,7 +78,7 @@ def _start_components(
         local = TickworkProcess(
             command="tickwork-local",
             executable=sys.executable,
-            args=["-m", "tickwork.demo", "local"],
+            args=["-m", "tickwork_dev.demo", "local"],
             env={**env, "TICKWORK_WORKER_HTTP_PORT": str(worker_port)},
             log_path=workdir / "tickwork-local.log",
             port_env="TICKWORK_OPERATOR_HTTP_PORT",
@@ -154,8 +154,8 @@ def _watch(cluster: Cluster, args: argparse.Namespace) -> int:
 
 
 def run_local() -> int:
-    from tickwork.demo.local import run_local as local  # noqa: PLC0415 - imports kopf
     from tickwork.logs import configure_logging  # noqa: PLC0415
+    from tickwork_dev.demo.local import run_local as local  # noqa: PLC0415 - imports kopf
     from tickwork_operator.settings import OperatorSettings  # noqa: PLC0415
     from tickwork_worker.settings import WorkerSettings  # noqa: PLC0415
 
@@ -205,7 +205,7 @@ def main(argv: list[str] | None = None) -> int:
         return run_local()
     try:
         if args.pods:
-            from tickwork.demo.pods import run_pods_demo  # noqa: PLC0415 - root, podman
+            from tickwork_dev.demo.pods import run_pods_demo  # noqa: PLC0415 - root, podman
 
             return run_pods_demo(args)
         return run_demo(args)

@@ -1,7 +1,7 @@
 """A handle on "the cluster under test": the local control plane or an existing one.
 
 ``TICKWORK_TEST_KUBECONFIG`` points the tests at an existing cluster (kind,
-say); otherwise a :class:`~tickwork.devcluster.controlplane.ControlPlane` is
+say); otherwise a :class:`~tickwork_dev.devcluster.controlplane.ControlPlane` is
 started. Either way callers get a kubeconfig path, a ``kubectl`` runner and
 the server's version.
 """
@@ -17,11 +17,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tickwork.devcluster.controlplane import ControlPlane
-from tickwork.devcluster.errors import StartError
+from tickwork_dev.devcluster.controlplane import ControlPlane
+from tickwork_dev.devcluster.errors import StartError
 
 if TYPE_CHECKING:
-    from tickwork.devcluster.node import Node
+    from tickwork_dev.devcluster.node import Node
 
 EXISTING_CLUSTER_ENV = "TICKWORK_TEST_KUBECONFIG"
 

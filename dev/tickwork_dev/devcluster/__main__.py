@@ -22,10 +22,10 @@ import time
 import urllib.request
 from pathlib import Path
 
-from tickwork.devcluster import build, process
-from tickwork.devcluster.controlplane import ControlPlane
-from tickwork.devcluster.errors import DevClusterError
-from tickwork.devcluster.redis import RedisServer
+from tickwork_dev.devcluster import build, process
+from tickwork_dev.devcluster.controlplane import ControlPlane
+from tickwork_dev.devcluster.errors import DevClusterError
+from tickwork_dev.devcluster.redis import RedisServer
 
 UP_TIMEOUT_SECONDS = 3600.0  # a cold build of the control plane included
 
@@ -107,7 +107,7 @@ def cmd_tool_path(args: argparse.Namespace) -> int:
 
 def cmd_image(_args: argparse.Namespace) -> int:
     """Build Tickwork's image (and its Debian base) with podman; print what was built."""
-    from tickwork.devcluster import images  # noqa: PLC0415 - podman only when asked
+    from tickwork_dev.devcluster import images  # noqa: PLC0415 - podman only when asked
 
     report = images.tickwork_image()
     how = "cached" if report.cached else "built"
@@ -119,7 +119,7 @@ def cmd_image(_args: argparse.Namespace) -> int:
 
 
 def cmd_manifests(_args: argparse.Namespace) -> int:
-    from tickwork.devcluster import manifests  # noqa: PLC0415 - needs helm, built on demand
+    from tickwork_dev.devcluster import manifests  # noqa: PLC0415 - needs helm, built on demand
 
     print(f"wrote {manifests.write()}")  # noqa: T201
     return 0
@@ -131,7 +131,7 @@ def cmd_up(args: argparse.Namespace) -> int:
         cmd_down(args)
         directory = state_dir()
         directory.mkdir(parents=True, exist_ok=True)
-        argv = [sys.executable, "-m", "tickwork.devcluster", "serve"]
+        argv = [sys.executable, "-m", "tickwork_dev.devcluster", "serve"]
         if args.with_controller_manager:
             argv.append("--with-controller-manager")
         if args.redis:
@@ -166,7 +166,7 @@ def _is_supervisor(pid: int) -> bool:
         command = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
     except OSError:
         return False
-    return b"tickwork.devcluster" in command and b"serve" in command
+    return b"tickwork_dev.devcluster" in command and b"serve" in command
 
 
 def cmd_down(_args: argparse.Namespace) -> int:
@@ -206,7 +206,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     with contextlib.ExitStack() as stack:
         image, node_name = None, None
         if args.node:
-            from tickwork.devcluster import images, node  # noqa: PLC0415 - root and podman
+            from tickwork_dev.devcluster import images, node  # noqa: PLC0415 - root and podman
 
             image = images.tickwork_image().image
             cluster = stack.enter_context(node.local_cluster(directory))

@@ -13,12 +13,12 @@ from pathlib import Path
 from typing import Any
 
 from tickwork.api import models
-from tickwork.devcluster.cluster import Cluster
-from tickwork.devcluster.controlplane import ControlPlane
-from tickwork.devcluster.redis import RedisServer
 from tickwork.kube.client import KubeClient, load_configuration
+from tickwork_dev.devcluster.cluster import Cluster
+from tickwork_dev.devcluster.controlplane import ControlPlane
+from tickwork_dev.devcluster.redis import RedisServer
 
-_ROOT = Path(__file__).resolve().parents[2]
+_ROOT = Path(__file__).resolve().parents[3]
 #: Where benchmarks write their JSON and plots (in the repository checkout).
 RESULTS = _ROOT / "benchmarks" / "results"
 CRDS = _ROOT / "manifests" / "crds"
