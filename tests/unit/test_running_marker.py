@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from tickwork_worker.runner import _RunningMarker
+from tickwork_worker.job_access import RunningMarker
 
 pytestmark = pytest.mark.asyncio
 
@@ -28,7 +28,7 @@ class Recorder:
 
 async def test_without_a_delay_the_run_is_marked_before_it_starts() -> None:
     recorder = Recorder()
-    marker = _RunningMarker(recorder.write, 0)
+    marker = RunningMarker(recorder.write, 0)
     await marker.start()
     assert recorder.writes == ["start Running", "Running written"]
     await marker.settle()
@@ -36,7 +36,7 @@ async def test_without_a_delay_the_run_is_marked_before_it_starts() -> None:
 
 async def test_a_run_that_ends_within_the_delay_is_never_marked() -> None:
     recorder = Recorder()
-    marker = _RunningMarker(recorder.write, 60)
+    marker = RunningMarker(recorder.write, 60)
     await marker.start()
     await marker.settle()  # the run ended long before 60 s
     await asyncio.sleep(0)
@@ -46,7 +46,7 @@ async def test_a_run_that_ends_within_the_delay_is_never_marked() -> None:
 async def test_a_running_write_under_way_finishes_before_the_final_status() -> None:
     gate = asyncio.Event()
     recorder = Recorder(slow=gate)
-    marker = _RunningMarker(recorder.write, 0.01)
+    marker = RunningMarker(recorder.write, 0.01)
     await marker.start()
     await recorder.began.wait()  # the delay passed, the write began
     settling = asyncio.create_task(marker.settle())

@@ -3,6 +3,9 @@
 A run is born Queued when the watcher publishes it. Every later move must be
 one of :data:`TRANSITIONS`; anything else raises
 :class:`~tickwork.core.errors.IllegalTransitionError`, naming what is allowed.
+The worker moves each delivery through :func:`transition` (its
+``RunProgress``) before it writes a state to status, so a code path that
+would record, say, an outcome for a run it skipped fails instead.
 """
 
 from __future__ import annotations

@@ -1,0 +1,186 @@
+"""The worker's decisions about one claimed run, as pure functions: may it start,
+how did an attempt end, and what comes next. No I/O and no clock: the runner
+reads the job and the time and passes them in, so every decision is unit-tested
+without a server (tests/unit/test_worker_decisions.py).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import enum
+from dataclasses import dataclass
+from typing import overload
+
+from tickwork.api.models import ScheduledJob
+from tickwork.core.planning import ConcurrencyPolicy
+from tickwork.core.retry import GiveUp, after_failure
+from tickwork.core.runs import belongs_to
+from tickwork.core.states import FINAL_STATES, RunState, transition
+from tickwork.core.text import cap_optional
+from tickwork.queue.messages import RunMessage
+
+
+class SkipReason(enum.StrEnum):
+    """Why a claimed run does not execute; the value is the metric's ``reason`` label."""
+
+    GONE = "gone"
+    """The job was deleted."""
+    REPLACED = "replaced"
+    """A new object of the same name (another UID) stands there now."""
+    DELETING = "deleting"
+    """A delete waits on finalizers: it is a delete."""
+    FOREIGN = "foreign"
+    """The run ID belongs to another object: never execute under it."""
+    SUSPENDED = "suspended"
+    ALREADY_FINISHED = "already-finished"
+    """A redelivery of a run whose outcome status already has."""
+    SUPERSEDED = "superseded"
+    """concurrencyPolicy Replace, and a newer run of the job is queued."""
+
+    @property
+    def state(self) -> RunState | None:
+        """What the run's record says, or None when nothing is written (there is no
+        job to write to, or its record already exists)."""
+        return _RECORDED.get(self)
+
+    @property
+    def text(self) -> str:
+        return _TEXTS.get(self, f"skipped: {self.value}")
+
+
+_RECORDED = {SkipReason.SUSPENDED: RunState.SKIPPED, SkipReason.SUPERSEDED: RunState.CANCELLED}
+_TEXTS = {
+    SkipReason.SUSPENDED: "skipped: the job is suspended",
+    SkipReason.SUPERSEDED: "cancelled: a newer run replaced it (concurrencyPolicy Replace)",
+}
+
+
+def not_this_job(job: ScheduledJob | None, message: RunMessage) -> SkipReason | None:
+    """Why ``job`` is not the object the run belongs to, or None if it is."""
+    if job is None:
+        return SkipReason.GONE
+    if job.metadata.get("uid") != message.uid:
+        return SkipReason.REPLACED
+    if job.metadata.get("deletionTimestamp"):
+        return SkipReason.DELETING
+    if not belongs_to(message.run_id, message.uid):
+        return SkipReason.FOREIGN
+    return None
+
+
+def why_skip(job: ScheduledJob | None, message: RunMessage) -> SkipReason | None:
+    """Why a claimed run must not execute, or None if it may."""
+    mismatch = not_this_job(job, message)
+    if mismatch is not None:
+        return mismatch
+    assert job is not None  # noqa: S101 - not_this_job said it is the run's object
+    if job.spec.suspend:
+        return SkipReason.SUSPENDED
+    status = job.status
+    finished = [status.last_run, *status.runs] if status.last_run else list(status.runs)
+    for record in finished:
+        if record.id != message.run_id or record.outcome not in FINAL_STATES:
+            continue
+        # A dead letter requeued by hand is meant to run again; anything else
+        # that already ended (a redelivery after a crash) must not.
+        if not (message.requeued and record.outcome is RunState.FAILED):
+            return SkipReason.ALREADY_FINISHED
+    queued = status.queued_run
+    if (
+        job.spec.concurrency_policy is ConcurrencyPolicy.REPLACE
+        and queued is not None
+        and queued.id != message.run_id
+        and message.scheduled_at is not None
+        and queued.scheduled_at > dt.datetime.fromisoformat(message.scheduled_at)
+    ):
+        return SkipReason.SUPERSEDED
+    return None
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How an attempt ended. Texts are capped here, once, before they reach status,
+    Events, logs or the dead-letter queue."""
+
+    state: RunState
+    result: str | None = None
+    error: str | None = None
+    retry_delay: float | None = None
+    next_attempt: int | None = None
+    brief: str | None = None
+    """The error without the task's detail (an answer's body): what Events say."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "result", cap_optional(self.result))
+        object.__setattr__(self, "error", cap_optional(self.error))
+        object.__setattr__(self, "brief", cap_optional(self.brief))
+
+    @property
+    def told(self) -> str:
+        """The error as Events may tell it."""
+        return self.brief or self.error or ""
+
+
+def failure_outcome(
+    job: ScheduledJob, message: RunMessage, error: str, *, permanent: bool,
+    detail: str | None = None,
+) -> Outcome:  # fmt: skip
+    """A failed attempt under the job's retry policy: Retrying with the delay and the
+    next attempt's number, or Failed saying why no attempt is left."""
+    retry = job.spec.retry
+    decision = after_failure(
+        message.run_id,
+        attempt=message.attempt,
+        max_attempts=retry.max_attempts,
+        permanent=permanent,
+        base=retry.backoff_seconds,
+        cap=retry.max_backoff_seconds,
+    )
+    text = f"{error}: {detail}" if detail else error  # the detail: status only
+    if isinstance(decision, GiveUp):
+        return Outcome(state=RunState.FAILED, error=f"{text} ({decision.reason})",
+                       brief=f"{error} ({decision.reason})")  # fmt: skip
+    return Outcome(
+        state=RunState.RETRYING,
+        error=text,
+        brief=error,
+        retry_delay=decision.delay_seconds,
+        next_attempt=decision.next_attempt,
+    )
+
+
+def attempts_exhausted(job: ScheduledJob, message: RunMessage) -> Outcome | None:
+    """Failed, if this delivery comes after the last allowed attempt (its worker died
+    during it, and the lease expired); None if the attempt may run."""
+    if message.attempt <= job.spec.retry.max_attempts:
+        return None
+    return Outcome(
+        state=RunState.FAILED,
+        error=f"attempt {message.attempt - 1} of {job.spec.retry.max_attempts} was cut "
+        "short (its worker stopped answering) and no attempts are left",
+    )
+
+
+class RunProgress:
+    """The run's state as this worker moves it, through the state machine's table: a
+    delivery starts Queued (whatever the last attempt left in status, the queue
+    requeued it), and every move is checked, so a code path that would, say, record
+    Succeeded for a skipped run raises instead of writing it."""
+
+    def __init__(self) -> None:
+        self.state = RunState.QUEUED
+
+    def move(self, target: RunState) -> RunState:
+        self.state = transition(self.state, target)
+        return self.state
+
+
+@overload
+def scheduled_at(message: RunMessage, default: dt.datetime) -> dt.datetime: ...
+@overload
+def scheduled_at(message: RunMessage, default: None) -> dt.datetime | None: ...
+def scheduled_at(message: RunMessage, default: dt.datetime | None) -> dt.datetime | None:
+    """The run's nominal time; ``default`` for a manual run, which has none."""
+    if message.scheduled_at:
+        return dt.datetime.fromisoformat(message.scheduled_at)
+    return default
