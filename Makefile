@@ -29,7 +29,7 @@ $(VENV)/.installed: pyproject.toml dev/pyproject.toml constraints.txt
 install: $(VENV)/.installed ## create .venv and install Tickwork with its test and dev tools
 
 controlplane-bin: install ## build (or find cached) the control plane, a node's parts, helm, the autoscalers
-	@$(BIN)/tickwork-devcluster build --helm --actionlint --node --autoscaling
+	@$(BIN)/tickwork-devcluster build --helm --actionlint --helm-docs --node --autoscaling
 
 image: install ## build Tickwork's image with podman on a Debian base (no registry needed)
 	@$(BIN)/tickwork-devcluster image
@@ -90,7 +90,7 @@ crd: install ## regenerate the CRD from the pydantic models (tickwork/api/models
 manifests: crd ## render manifests/tickwork.yaml from the Helm chart
 	$(BIN)/tickwork-devcluster manifests
 
-chart-docs: install ## render charts/tickwork/README.md from the documented values
+chart-docs: install ## render charts/tickwork/README.md from the documented values (helm-docs)
 	$(BIN)/python -m tickwork_dev.devcluster.chartdocs --write
 
 generate: crd manifests chart-docs ## every generated file

@@ -82,6 +82,8 @@ def cmd_build(args: argparse.Namespace) -> int:
         bundles.append(build.helm_bundle())
     if args.actionlint:
         bundles.append(build.actionlint_bundle())
+    if args.helm_docs:
+        bundles.append(build.helm_docs_bundle())
     if args.node:
         bundles += [build.node_bundle(), build.containerd_bundle(), build.runc_bundle(),
                     build.kube_router_bundle(), build.coredns_bundle()]  # fmt: skip
@@ -95,7 +97,11 @@ def cmd_build(args: argparse.Namespace) -> int:
     return 0
 
 
-TOOLS = {"helm": build.helm_bundle, "actionlint": build.actionlint_bundle}
+TOOLS = {
+    "helm": build.helm_bundle,
+    "actionlint": build.actionlint_bundle,
+    "helm-docs": build.helm_docs_bundle,
+}
 
 
 def cmd_tool_path(args: argparse.Namespace) -> int:
@@ -245,6 +251,7 @@ def main(argv: list[str] | None = None) -> int:
     p_build = sub.add_parser("build", help="build (or find cached) control-plane binaries")
     p_build.add_argument("--helm", action="store_true", help="build helm too")
     p_build.add_argument("--actionlint", action="store_true", help="build actionlint too")
+    p_build.add_argument("--helm-docs", action="store_true", help="build helm-docs too")
     p_build.add_argument(
         "--node",
         action="store_true",

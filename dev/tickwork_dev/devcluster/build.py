@@ -221,6 +221,14 @@ def actionlint_bundle() -> Bundle:
     return Bundle("actionlint", HACK_DIR / "actionlint", {"actionlint": version}, (target,))
 
 
+def helm_docs_bundle() -> Bundle:
+    """helm-docs, which renders the chart's README (values table) from values.yaml."""
+    version = _required_version(_gomod("helm-docs"), "github.com/norwoodj/helm-docs")
+    flags = f"-s -w -X main.version={version}"
+    target = Target("helm-docs", "github.com/norwoodj/helm-docs/cmd/helm-docs", flags)
+    return Bundle("helm-docs", HACK_DIR / "helm-docs", {"helm-docs": version}, (target,))
+
+
 def _go() -> str:
     go = shutil.which("go")
     if go is None:
