@@ -12,149 +12,30 @@ next publish time) and, for finished one-shot jobs with a TTL,
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from pydantic import ValidationError
-
-from tickwork.api.models import ScheduledJobSpec, ScheduledJobStatus
 from tickwork.core.buckets import BucketIndex
-from tickwork.core.planning import JobFacts, PendingRun, pending_for, pending_run
-from tickwork.core.runs import RUN_NOW_ANNOTATION, belongs_to, same_trigger, trigger_key
-from tickwork.core.schedule import OneShotSchedule, Schedule, cron_schedule
-from tickwork.core.states import ACTIVE_STATES, FINAL_STATES, JobPhase, RunState
+from tickwork.core.planning import pending_for, pending_run
+from tickwork.core.runs import RUN_NOW_ANNOTATION, same_trigger, trigger_key
+from tickwork.core.states import FINAL_STATES, JobPhase, RunState
 from tickwork.kube.status import (
     CONDITION_READY,
     CONDITION_SUSPENDED,
     OperatorStatus,
 )
-
-JobKey = tuple[str, str]
-IndexKey = tuple[str, str, str]
-
-
-@dataclass
-class JobEntry:
-    """One ScheduledJob as the watcher sees it."""
-
-    namespace: str
-    name: str
-    uid: str
-    generation: int
-    created_at: dt.datetime
-    spec: ScheduledJobSpec | None
-    invalid_reason: str | None
-    observed: ScheduledJobStatus
-    wanted: OperatorStatus
-    """The operator's share of status as it should be (sent when it differs)."""
-    written: OperatorStatus
-    """The operator's share as last written or observed."""
-    schedule: Schedule | None = None
-    pending: PendingRun | None = None
-    published_run_id: str | None = None
-    """A run this replica published and has not yet seen finish."""
-    run_now: str | None = None
-    settled_run_ids: set[str] = field(default_factory=set)
-    """Runs the queue reports done although status never said so (a lost status write)."""
-    resource_version: str = ""
-    """Of the newest version seen (watch event or our own write), for conditional writes."""
-
-    @property
-    def key(self) -> JobKey:
-        return (self.namespace, self.name)
-
-    @property
-    def suspended(self) -> bool:
-        return bool(self.spec and self.spec.suspend)
-
-    def active_run_id(self) -> str | None:
-        """The run that is queued, running or waiting for a retry, if any.
-
-        Only run IDs of this very object count: status is writable by whoever may
-        patch it, and a foreign run ID re-published from here would make another
-        job's real run look done (the queue deduplicates by run ID).
-        """
-        current = self.observed.current_run
-        if current is not None and current.state in ACTIVE_STATES:
-            return current.id if belongs_to(current.id, self.uid) else None
-        finished = {r.id for r in self.observed.runs} | self.settled_run_ids
-        if self.observed.last_run is not None:
-            finished.add(self.observed.last_run.id)
-        queued = self.observed.queued_run
-        candidates = [queued.id] if queued is not None else []
-        if self.published_run_id is not None:
-            candidates.append(self.published_run_id)
-        for run_id in candidates:
-            if run_id not in finished and belongs_to(run_id, self.uid):
-                return run_id
-        return None
-
-    def facts(self) -> JobFacts:
-        assert self.spec is not None  # noqa: S101 - only valid jobs are planned
-        assert self.schedule is not None  # noqa: S101
-        status = self.observed
-        return JobFacts(
-            uid=self.uid,
-            schedule=self.schedule,
-            one_shot=self.spec.one_shot,
-            created_at=self.created_at,
-            concurrency_policy=self.spec.concurrency_policy,
-            starting_deadline_seconds=self.spec.starting_deadline_seconds,
-            jitter_seconds=self.spec.jitter_seconds,
-            next_run_at=self.written.next_run_at,
-            last_schedule_time=self.written.last_schedule_time,
-            status_is_current=status.observed_generation == self.generation,
-            active_run_id=self.active_run_id(),
-        )
-
-
-def _explain(error: Exception) -> str:
-    if isinstance(error, ValidationError):
-        parts = []
-        for item in error.errors()[:5]:
-            where = ".".join(str(p) for p in item["loc"])
-            message = item["msg"].removeprefix("Value error, ")
-            message = message.removeprefix(f"{item['loc'][-1]}: ") if item["loc"] else message
-            parts.append(f"{where}: {message}" if where else message)
-        return "; ".join(parts)
-    return str(error)
-
-
-def _parse(body: dict[str, Any]) -> tuple[ScheduledJobSpec | None, Schedule | None, str | None]:
-    try:
-        spec = ScheduledJobSpec.model_validate(body.get("spec") or {})
-    except (ValidationError, ValueError) as exc:
-        return None, None, f"spec.{_explain(exc)}"
-    schedule: Schedule
-    if spec.run_at is not None:
-        schedule = OneShotSchedule(spec.run_at)
-    else:
-        assert spec.schedule is not None  # noqa: S101 - the model requires one of the two
-        schedule = cron_schedule(spec.schedule, spec.time_zone)
-    return spec, schedule, None
-
-
-def reported(status: ScheduledJobStatus, run_id: str) -> bool:
-    """Has a worker already reported ``run_id`` (running, finished or in history)?"""
-    if any(run is not None and run.id == run_id
-           for run in (status.current_run, status.last_run)):  # fmt: skip
-        return True
-    return any(run.id == run_id for run in status.runs)
-
-
-def status_of(body: dict[str, Any]) -> ScheduledJobStatus:
-    try:
-        return ScheduledJobStatus.model_validate(body.get("status") or {})
-    except ValidationError:
-        return ScheduledJobStatus()  # a mangled status must not stop scheduling
-
-
-def _created(body: dict[str, Any], now: dt.datetime) -> dt.datetime:
-    stamp = body.get("metadata", {}).get("creationTimestamp")
-    if not stamp:
-        return now
-    return dt.datetime.fromisoformat(stamp)
+from tickwork_operator.entry import (
+    IndexKey,
+    JobEntry,
+    JobKey,
+    created_at,
+    parse,
+    reported,
+    status_of,
+)
 
 
 @dataclass
@@ -175,6 +56,49 @@ class WatchState:
     """Jobs that may have a run queued, running or waiting for a retry: what the
     reconciler looks at, so that its cost follows the active runs, not all jobs."""
 
+    # -- what the leader acts on (the publisher, reporter and reconciler) ----------
+
+    @contextlib.contextmanager
+    def acting_on(self, key: JobKey) -> Iterator[None]:
+        """While the leader decides about a job, the watch leaves its index entry alone
+        (the leader re-indexes it when it is done)."""
+        self.busy.add(key)
+        try:
+            yield
+        finally:
+            self.busy.discard(key)
+
+    def owe_status(self, key: JobKey) -> None:
+        """The operator's share of ``key``'s status must be written (again)."""
+        self.dirty[key] = None
+
+    def owes_status(self, key: JobKey) -> bool:
+        return key in self.dirty
+
+    def status_written(self, key: JobKey) -> None:
+        self.dirty.pop(key, None)
+
+    def take_triggers(self) -> list[tuple[JobKey, str]]:
+        """The run-now tokens to act on; each is taken, so a failure must give it back
+        (:meth:`retry_trigger`)."""
+        taken = list(self.triggers.items())
+        self.triggers.clear()
+        return taken
+
+    def retry_trigger(self, key: JobKey, token: str, *, newer_wins: bool = True) -> None:
+        """Act on ``token`` again next tick; with ``newer_wins`` a token the watch
+        delivered meanwhile takes its place."""
+        if newer_wins:
+            self.triggers.setdefault(key, token)
+        else:
+            self.triggers[key] = token
+
+    def withdrawn_runs(self) -> list[str]:
+        return list(self.withdrawn)
+
+    def withdrawal_done(self, run_id: str) -> None:
+        self.withdrawn.pop(run_id, None)
+
     # -- the watch stream -----------------------------------------------------
 
     def observe(self, body: dict[str, Any], *, now: dt.datetime) -> JobEntry:
@@ -190,7 +114,7 @@ class WatchState:
             # Most events are status writes: the spec (and its parsed schedule) is unchanged.
             spec, schedule, invalid = previous.spec, previous.schedule, previous.invalid_reason
         else:
-            spec, schedule, invalid = _parse(body)
+            spec, schedule, invalid = parse(body)
         observed = status_of(body)
         written = OperatorStatus.observed(observed)
         entry = JobEntry(
@@ -198,7 +122,7 @@ class WatchState:
             name=key[1],
             uid=meta["uid"],
             generation=generation,
-            created_at=_created(body, now),
+            created_at=created_at(body, now),
             spec=spec,
             invalid_reason=invalid,
             observed=observed,
@@ -376,4 +300,12 @@ def _differs(wanted: OperatorStatus, written: OperatorStatus) -> bool:
     return wanted.apply_body() != written.apply_body()
 
 
-__all__ = ["RUN_NOW_ANNOTATION", "JobEntry", "WatchState"]
+__all__ = [
+    "RUN_NOW_ANNOTATION",
+    "IndexKey",
+    "JobEntry",
+    "JobKey",
+    "WatchState",
+    "reported",
+    "status_of",
+]

@@ -1,0 +1,145 @@
+"""One ScheduledJob as the watcher holds it (:class:`JobEntry`), and how a watched
+object becomes one: its spec parsed once per generation, its status read
+leniently (a mangled status must not stop scheduling).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import ValidationError
+
+from tickwork.api.models import ScheduledJobSpec, ScheduledJobStatus
+from tickwork.core.planning import JobFacts, PendingRun
+from tickwork.core.runs import belongs_to
+from tickwork.core.schedule import OneShotSchedule, Schedule, cron_schedule
+from tickwork.core.states import ACTIVE_STATES
+from tickwork.kube.status import OperatorStatus
+
+JobKey = tuple[str, str]
+IndexKey = tuple[str, str, str]
+
+
+@dataclass
+class JobEntry:
+    """One ScheduledJob as the watcher sees it."""
+
+    namespace: str
+    name: str
+    uid: str
+    generation: int
+    created_at: dt.datetime
+    spec: ScheduledJobSpec | None
+    invalid_reason: str | None
+    observed: ScheduledJobStatus
+    wanted: OperatorStatus
+    """The operator's share of status as it should be (sent when it differs)."""
+    written: OperatorStatus
+    """The operator's share as last written or observed."""
+    schedule: Schedule | None = None
+    pending: PendingRun | None = None
+    published_run_id: str | None = None
+    """A run this replica published and has not yet seen finish."""
+    run_now: str | None = None
+    settled_run_ids: set[str] = field(default_factory=set)
+    """Runs the queue reports done although status never said so (a lost status write)."""
+    resource_version: str = ""
+    """Of the newest version seen (watch event or our own write), for conditional writes."""
+
+    @property
+    def key(self) -> JobKey:
+        return (self.namespace, self.name)
+
+    @property
+    def suspended(self) -> bool:
+        return bool(self.spec and self.spec.suspend)
+
+    def active_run_id(self) -> str | None:
+        """The run that is queued, running or waiting for a retry, if any.
+
+        Only run IDs of this very object count: status is writable by whoever may
+        patch it, and a foreign run ID re-published from here would make another
+        job's real run look done (the queue deduplicates by run ID).
+        """
+        current = self.observed.current_run
+        if current is not None and current.state in ACTIVE_STATES:
+            return current.id if belongs_to(current.id, self.uid) else None
+        finished = {r.id for r in self.observed.runs} | self.settled_run_ids
+        if self.observed.last_run is not None:
+            finished.add(self.observed.last_run.id)
+        queued = self.observed.queued_run
+        candidates = [queued.id] if queued is not None else []
+        if self.published_run_id is not None:
+            candidates.append(self.published_run_id)
+        for run_id in candidates:
+            if run_id not in finished and belongs_to(run_id, self.uid):
+                return run_id
+        return None
+
+    def facts(self) -> JobFacts:
+        assert self.spec is not None  # noqa: S101 - only valid jobs are planned
+        assert self.schedule is not None  # noqa: S101
+        status = self.observed
+        return JobFacts(
+            uid=self.uid,
+            schedule=self.schedule,
+            one_shot=self.spec.one_shot,
+            created_at=self.created_at,
+            concurrency_policy=self.spec.concurrency_policy,
+            starting_deadline_seconds=self.spec.starting_deadline_seconds,
+            jitter_seconds=self.spec.jitter_seconds,
+            next_run_at=self.written.next_run_at,
+            last_schedule_time=self.written.last_schedule_time,
+            status_is_current=status.observed_generation == self.generation,
+            active_run_id=self.active_run_id(),
+        )
+
+
+def _explain(error: Exception) -> str:
+    if isinstance(error, ValidationError):
+        parts = []
+        for item in error.errors()[:5]:
+            where = ".".join(str(p) for p in item["loc"])
+            message = item["msg"].removeprefix("Value error, ")
+            message = message.removeprefix(f"{item['loc'][-1]}: ") if item["loc"] else message
+            parts.append(f"{where}: {message}" if where else message)
+        return "; ".join(parts)
+    return str(error)
+
+
+def parse(body: dict[str, Any]) -> tuple[ScheduledJobSpec | None, Schedule | None, str | None]:
+    try:
+        spec = ScheduledJobSpec.model_validate(body.get("spec") or {})
+    except (ValidationError, ValueError) as exc:
+        return None, None, f"spec.{_explain(exc)}"
+    schedule: Schedule
+    if spec.run_at is not None:
+        schedule = OneShotSchedule(spec.run_at)
+    else:
+        assert spec.schedule is not None  # noqa: S101 - the model requires one of the two
+        schedule = cron_schedule(spec.schedule, spec.time_zone)
+    return spec, schedule, None
+
+
+def reported(status: ScheduledJobStatus, run_id: str) -> bool:
+    """Has a worker already reported ``run_id`` (running, finished or in history)?"""
+    if any(run is not None and run.id == run_id
+           for run in (status.current_run, status.last_run)):  # fmt: skip
+        return True
+    return any(run.id == run_id for run in status.runs)
+
+
+def status_of(body: dict[str, Any]) -> ScheduledJobStatus:
+    try:
+        return ScheduledJobStatus.model_validate(body.get("status") or {})
+    except ValidationError:
+        return ScheduledJobStatus()  # a mangled status must not stop scheduling
+
+
+def created_at(body: dict[str, Any], now: dt.datetime) -> dt.datetime:
+    stamp = body.get("metadata", {}).get("creationTimestamp")
+    if not stamp:
+        return now
+    return dt.datetime.fromisoformat(stamp)

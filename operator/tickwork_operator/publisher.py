@@ -1,0 +1,254 @@
+"""The leader's publishing: due runs and run-now triggers, through one path.
+
+A due entry of the bucket index is planned by :func:`tickwork.core.planning.decide`
+(publish, skip under Forbid, or miss) and a trigger names a manual run; both go
+through :meth:`Publisher._publish`: check the Lease, enqueue (run IDs make a
+second publish a no-op), note the run as active, and update the operator's
+share of status, which the :class:`~tickwork_operator.reporter.Reporter` sends.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from collections.abc import Callable
+from dataclasses import replace
+
+from tickwork.core.errors import QueueUnavailableError
+from tickwork.core.planning import Action, Decision, PendingRun, decide
+from tickwork.core.runs import manual_run_id, same_trigger, trigger_key
+from tickwork.core.states import JobPhase
+from tickwork.kube.events import NORMAL, WARNING, EventRecorder
+from tickwork.kube.status import CONDITION_READY, OperatorStatus, QueuedRunInfo
+from tickwork.queue.messages import EnqueueOutcome, RunMessage
+from tickwork.queue.protocol import RunQueue
+from tickwork_operator.clock import Clock
+from tickwork_operator.metrics import OperatorMetrics
+from tickwork_operator.reporter import Reporter, job_ref
+from tickwork_operator.state import JobEntry, WatchState
+
+logger = logging.getLogger(__name__)
+
+#: A due entry that could not be handled (Redis away, the Lease in doubt) is due
+#: again this much later.
+RETRY_DELAY = 1.0
+
+
+class Publisher:
+    def __init__(
+        self,
+        *,
+        state: WatchState,
+        queue: RunQueue,
+        events: EventRecorder,
+        metrics: OperatorMetrics,
+        reporter: Reporter,
+        clock: Clock,
+        holds_lease: Callable[[], bool],
+    ) -> None:
+        self.state = state
+        self.queue = queue
+        self.events = events
+        self.metrics = metrics
+        self.reporter = reporter
+        self.clock = clock
+        self.holds_lease = holds_lease
+
+    # -- due runs -----------------------------------------------------------------
+
+    async def run_due(self, entry: JobEntry) -> None:
+        """Decide and publish; the status report follows in the background."""
+        if entry.pending is None or entry.spec is None or entry.suspended:
+            return
+        pending = entry.pending
+        if not self.holds_lease():
+            # The Lease may be someone else's by now: publish nothing, keep the entry
+            # (a leader again, or the new leader from its own index, publishes it).
+            self.reindex(entry, pending, retry=True)
+            return
+        with self.state.acting_on(entry.key):
+            now = self.clock.now()
+            decision = decide(entry.facts(), pending, now=now)
+            if decision.action is Action.PUBLISH:
+                if not await self._publish_due(entry, decision, now=now):
+                    self.reindex(entry, pending, retry=True)
+                    return
+            else:
+                self._not_published(entry, decision, now=now)
+            entry.pending = decision.following
+            self.reindex(entry, decision.following)
+
+    def reindex(self, entry: JobEntry, pending: PendingRun | None, *, retry: bool = False) -> None:
+        key = ("run", entry.namespace, entry.name)
+        if pending is None:
+            self.state.index.remove(key)
+        elif retry:
+            self.state.index.put(key, self.clock.wall() + RETRY_DELAY)
+        else:
+            self.state.index.put(key, pending.due_at.timestamp())
+
+    async def _publish_due(self, entry: JobEntry, decision: Decision, *, now: dt.datetime) -> bool:
+        assert decision.scheduled_at is not None  # noqa: S101 - a publish names its run
+        assert decision.run_id is not None  # noqa: S101
+        if decision.cancel_run_id is not None:
+            await self._replace(entry, decision.cancel_run_id)
+        queued = QueuedRunInfo(id=decision.run_id, scheduled_at=decision.scheduled_at,
+                               queued_at=now)  # fmt: skip
+        outcome = await self._publish(entry, queued, trigger="schedule")
+        if outcome is None:
+            return False
+        if outcome is EnqueueOutcome.ENQUEUED:
+            lag = (now - decision.scheduled_at).total_seconds()
+            self.metrics.schedule_lag.observe(max(0.0, lag))
+        wanted = replace(
+            entry.wanted,
+            last_schedule_time=decision.scheduled_at,
+            next_run_at=decision.following.scheduled_at if decision.following else None,
+        )
+        entry.wanted = self._count_missed(wanted, decision)
+        report = self.reporter.owe(entry, run_id=decision.run_id)
+        if decision.missed:
+            report.events.append((WARNING, "MissedRuns", (
+                f"{decision.missed} run(s) missed while no watcher ran; the latest due "
+                f"run ({decision.scheduled_at.isoformat()}) was published"
+            )))  # fmt: skip
+        return True
+
+    async def _publish(
+        self, entry: JobEntry, queued: QueuedRunInfo, *, trigger: str
+    ) -> EnqueueOutcome | None:
+        """The one way a run is published, scheduled or manual: enqueue it, note it
+        active, and want status to show it Queued. None if Redis is away."""
+        message = RunMessage(
+            run_id=queued.id, namespace=entry.namespace, name=entry.name, uid=entry.uid,
+            scheduled_at=None if queued.manual else queued.scheduled_at.isoformat(),
+            generation=entry.generation,
+        )  # fmt: skip
+        try:
+            outcome = await self.queue.enqueue(message)
+        except QueueUnavailableError as exc:
+            self.metrics.api_errors.labels(operation="queue.enqueue").inc()
+            logger.warning("could not publish %s, retrying: %s", message.run_id, exc)
+            return None
+        if outcome is EnqueueOutcome.ENQUEUED:
+            self.metrics.runs_published.labels(trigger=trigger).inc()
+        entry.published_run_id = queued.id
+        self.state.track_active(entry)
+        entry.wanted = replace(entry.wanted, phase=JobPhase.QUEUED, queued_run=queued)
+        return outcome
+
+    def _count_missed(self, wanted: OperatorStatus, decision: Decision) -> OperatorStatus:
+        if not decision.missed:
+            return wanted
+        self.metrics.runs_skipped.labels(reason="missed").inc(decision.missed)
+        return replace(
+            wanted,
+            missed_runs=wanted.missed_runs + decision.missed,
+            last_missed_time=decision.latest_missed or wanted.last_missed_time,
+        )
+
+    def _not_published(self, entry: JobEntry, decision: Decision, *, now: dt.datetime) -> None:
+        wanted = entry.wanted
+        report = self.reporter.owe(entry, force=decision.action is Action.MISS)
+        following = decision.following.scheduled_at if decision.following else None
+        if decision.action is Action.SKIP:
+            self.metrics.runs_skipped.labels(reason="forbid").inc()
+            wanted = replace(
+                wanted,
+                next_run_at=following,
+                last_schedule_time=decision.scheduled_at,
+                missed_runs=wanted.missed_runs + 1 + decision.missed,
+                last_missed_time=decision.scheduled_at,
+            )
+            report.events.append((NORMAL, "RunSkipped", decision.reason))
+        else:  # MISS
+            self.metrics.runs_skipped.labels(reason="missed").inc(decision.missed)
+            wanted = replace(
+                wanted,
+                next_run_at=following,
+                missed_runs=wanted.missed_runs + decision.missed,
+                last_missed_time=decision.latest_missed,
+                last_schedule_time=decision.latest_missed,
+            )
+            if entry.spec is not None and entry.spec.one_shot:
+                wanted = replace(wanted, phase=JobPhase.FAILED).with_condition(
+                    CONDITION_READY, status=False, reason="Missed", message=decision.reason,
+                    now=now,
+                )  # fmt: skip
+            report.events.append((WARNING, "MissedRun", decision.reason))
+        entry.wanted = wanted
+
+    async def _replace(self, entry: JobEntry, run_id: str) -> None:
+        withdrawn = await self.cancel(run_id)
+        if withdrawn is None:
+            return
+        how = "withdrawn from the queue" if withdrawn else "cancelled by its worker"
+        await self.events.post(
+            job_ref(entry), type_=NORMAL, reason="RunReplaced",
+            message=f"run {run_id} {how}: a newer run fell due (concurrencyPolicy Replace)",
+        )  # fmt: skip
+
+    async def cancel(self, run_id: str) -> bool | None:
+        """Take a run out of the queue if it has not started; None if Redis is away."""
+        try:
+            return await self.queue.cancel(run_id)
+        except QueueUnavailableError as exc:
+            self.metrics.api_errors.labels(operation="queue.cancel").inc()
+            logger.warning("could not cancel %s: %s", run_id, exc)
+            return None
+
+    async def withdraw(self) -> None:
+        """Take queued runs of deleted jobs out of the queue (a run already claimed is
+        not touched: its worker finds the job gone)."""
+        for run_id in self.state.withdrawn_runs():
+            withdrawn = await self.cancel(run_id)
+            if withdrawn is None:
+                return  # Redis is away: next tick
+            self.state.withdrawal_done(run_id)
+            if withdrawn:
+                logger.info("withdrew %s: its job was deleted", run_id)
+
+    # -- manual runs --------------------------------------------------------------
+
+    async def run_triggers(self) -> None:
+        """Publish a manual run for every new run-now token."""
+        for key, token in self.state.take_triggers():
+            entry = self.state.jobs.get(key)
+            if entry is None:
+                continue
+            try:
+                await self.run_now(entry, token)
+            except Exception:
+                # Tried again next tick; the rest of this tick (reports, reconciling,
+                # owed status writes) must not wait on one trigger that keeps failing.
+                self.state.retry_trigger(key, token)
+                logger.exception("run-now %s/%s failed; it is retried", *key)
+
+    async def run_now(self, entry: JobEntry, token: str) -> None:
+        key = trigger_key(token)
+        if key is None or same_trigger(token, entry.wanted.last_trigger_token):
+            return
+        if not self.holds_lease():
+            self.state.retry_trigger(entry.key, token)
+            return
+        if entry.spec is None or entry.suspended:
+            why = "the job is suspended" if entry.suspended else "the spec is invalid"
+            entry.wanted = replace(entry.wanted, last_trigger_token=key)
+            await self.events.post(
+                job_ref(entry),
+                type_=WARNING,
+                reason="RunNowIgnored",
+                message=f"run-now {token!r} ignored: {why}",
+            )
+            await self.reporter.write(entry, force=False)
+            return
+        now = self.clock.now()
+        run_id = manual_run_id(entry.uid, token)
+        queued = QueuedRunInfo(id=run_id, scheduled_at=now, queued_at=now, manual=True)
+        if await self._publish(entry, queued, trigger="manual") is None:
+            self.state.retry_trigger(entry.key, token, newer_wins=False)  # next tick
+            return
+        # The token as a key: it fits status whatever the annotation holds.
+        entry.wanted = replace(entry.wanted, last_trigger_token=key)
+        report = self.reporter.owe(entry, run_id=run_id)
+        report.events.append((NORMAL, "RunNow", f"manual run {run_id} published (token {token!r})"))

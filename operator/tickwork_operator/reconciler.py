@@ -1,0 +1,132 @@
+"""The leader's housekeeping: re-publish runs that status shows active but the queue
+has lost, keep the queue's own timers going (expired leases, due retries) and
+report its depth, and delete finished one-shot jobs whose TTL ran out.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from tickwork.core.errors import QueueUnavailableError
+from tickwork.kube.client import KubeApiError, KubeClient
+from tickwork.queue.messages import EnqueueOutcome, RunLocation, RunMessage
+from tickwork.queue.protocol import RunQueue
+from tickwork_operator.clock import Clock
+from tickwork_operator.metrics import OperatorMetrics
+from tickwork_operator.state import JobEntry, WatchState
+
+logger = logging.getLogger(__name__)
+
+#: A TTL deletion the API server refused is tried again this much later.
+TTL_RETRY_SECONDS = 30.0
+
+
+class Reconciler:
+    def __init__(
+        self,
+        *,
+        state: WatchState,
+        queue: RunQueue,
+        kube: KubeClient,
+        metrics: OperatorMetrics,
+        clock: Clock,
+        holds_lease: Callable[[], bool],
+        queue_name: str,
+    ) -> None:
+        self.state = state
+        self.queue = queue
+        self.kube = kube
+        self.metrics = metrics
+        self.clock = clock
+        self.holds_lease = holds_lease
+        self.queue_name = queue_name
+
+    async def reconcile(self) -> int:
+        """Re-publish runs that status shows active but the queue has lost."""
+        if not self.holds_lease():
+            return 0
+        republished = 0
+        unheard: list[str] = []
+        for entry in self.state.active_jobs():
+            run_id = entry.active_run_id()
+            if run_id is None:
+                continue
+            try:
+                location = await self.queue.locate(run_id)
+                if location is RunLocation.DONE:
+                    # Finished (or cancelled) but status never heard: stop counting
+                    # it as active, or Forbid would skip every later run.
+                    entry.settled_run_ids.add(run_id)
+                    self.state.track_active(entry)
+                    unheard.append(run_id)
+                    continue
+                if location is not None:
+                    continue
+                if await self.queue.enqueue(_lost(entry, run_id)) is EnqueueOutcome.ENQUEUED:
+                    republished += 1
+                    self.metrics.runs_published.labels(trigger="republish").inc()
+                    logger.warning("re-published lost run %s", run_id)
+            except QueueUnavailableError as exc:
+                self.metrics.api_errors.labels(operation="queue.reconcile").inc()
+                logger.warning("reconcile postponed: %s", exc)
+                return republished
+        if unheard:
+            # Normal for a moment under load (the watch is behind the workers' writes);
+            # if it persists, status writes are failing: see the workers' logs.
+            logger.warning("%d run(s) done in the queue but not yet in status, e.g. %s",
+                           len(unheard), ", ".join(unheard[:3]))  # fmt: skip
+        self.metrics.reconciliations.inc()
+        return republished
+
+    async def maintain_queue(self) -> None:
+        try:
+            await self.queue.reap_expired()
+            await self.queue.promote_due()
+            depth = await self.queue.depth()
+        except QueueUnavailableError as exc:
+            self.metrics.api_errors.labels(operation="queue.maintain").inc()
+            logger.warning("queue maintenance postponed: %s", exc)
+            return
+        for state, value in (
+            ("ready", depth.ready), ("in_flight", depth.in_flight),
+            ("delayed", depth.delayed), ("dead", depth.dead), ("parked", depth.parked),
+        ):  # fmt: skip
+            self.metrics.queue_depth.labels(state=state).set(value)
+        self.metrics.queue_backlog.labels(queue=self.queue_name).set(depth.backlog)
+        self.metrics.queue_remembered.set(depth.remembered)
+        self.metrics.queue_dead_oldest.set(depth.oldest_dead_seconds)
+        if depth.memory_used_bytes is not None:
+            self.metrics.redis_memory_used.set(depth.memory_used_bytes)
+            self.metrics.redis_memory_max.set(depth.memory_max_bytes or 0)
+
+    def forget_queue(self) -> None:
+        """A standby reports no queue: autoscalers must see the leader's value only."""
+        self.metrics.queue_depth.clear()
+        self.metrics.queue_backlog.clear()
+
+    async def delete_finished(self, entry: JobEntry) -> None:
+        try:
+            await self.kube.delete_job(entry.namespace, entry.name, entry.uid)
+            logger.info("deleted finished one-shot job %s/%s (ttl)", entry.namespace, entry.name)
+        except KubeApiError as exc:
+            if not exc.not_found and not exc.conflict:
+                self.metrics.api_errors.labels(operation="job.delete").inc()
+                self.state.index.put(("ttl", entry.namespace, entry.name),
+                                     self.clock.wall() + TTL_RETRY_SECONDS)  # fmt: skip
+
+
+def _lost(entry: JobEntry, run_id: str) -> RunMessage:
+    """The message of a run the queue lost, rebuilt from status: the attempt a worker
+    reported, the nominal time (none for a manual run)."""
+    current = entry.observed.current_run
+    attempt = current.attempt if current is not None and current.id == run_id else 1
+    scheduled = current.scheduled_at if current is not None else None
+    queued = entry.observed.queued_run
+    if scheduled is None and queued is not None and queued.id == run_id:
+        scheduled = None if queued.manual else queued.scheduled_at
+    return RunMessage(
+        run_id=run_id, namespace=entry.namespace, name=entry.name, uid=entry.uid,
+        attempt=attempt, scheduled_at=scheduled.isoformat() if scheduled else None,
+        generation=entry.generation,
+    )  # fmt: skip

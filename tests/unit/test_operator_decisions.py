@@ -1,0 +1,288 @@
+"""The leader's decisions in milliseconds: the real ticker, publisher, reporter and
+watch state over the in-memory queue, a clock moved by hand, and a sink for status
+writes and Events in place of the API server. (The same behaviour against the real
+API server and Redis: tests/integration/test_operator.py.)
+
+Due, missed and caught up, Forbid, Replace, jitter, suspend, run-now, leader loss.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import pytest
+
+from tickwork.core.buckets import BucketIndex
+from tickwork.core.errors import QueueUnavailableError
+from tickwork.core.runs import RUN_NOW_ANNOTATION, jitter_seconds, manual_run_id, scheduled_run_id
+from tickwork.kube.client import KubeApiError
+from tickwork.queue.memory import MemoryRunQueue
+from tickwork.queue.messages import EnqueueOutcome, RunLocation, RunMessage
+from tickwork_operator.clock import Clock
+from tickwork_operator.metrics import OperatorMetrics
+from tickwork_operator.state import WatchState
+from tickwork_operator.ticker import Ticker
+
+pytestmark = [pytest.mark.unit, pytest.mark.asyncio]
+
+UID = "7c8e4d0a-1111-4222-8333-444455556666"
+T0 = dt.datetime(2026, 12, 1, 9, 0, 30, tzinfo=dt.UTC)  # created half a minute past 09:00
+
+
+NINE = dt.datetime(2026, 12, 1, 9, 0, tzinfo=dt.UTC)
+
+
+def minute(m: int, second: float = 0.0) -> dt.datetime:
+    return NINE + dt.timedelta(minutes=m, seconds=second)
+
+
+class Sink:
+    """Stands in for the API server's status subresource and Events: records what the
+    operator sends and answers as the API server would (a new resourceVersion)."""
+
+    def __init__(self) -> None:
+        self.status: dict[str, Any] = {}
+        self.writes = 0
+        self.events: list[tuple[str, str]] = []
+
+    async def apply_job_status(self, *job: Any, **options: Any) -> dict[str, Any]:
+        # Called as (namespace, name, uid, body, field_manager=..., ...).
+        status: dict[str, Any] = job[3]
+        assert options["field_manager"] == "tickwork-operator"  # the operator's share only
+        self.writes += 1
+        self.status.update({k: v for k, v in status.items() if v is not None})
+        return {"metadata": {"resourceVersion": str(100 + self.writes)}}
+
+    async def get_job(self, *job: str) -> dict[str, Any]:
+        raise KubeApiError(404, "NotFound", f"{job} is gone")
+
+    async def delete_job(self, *job: str) -> None:
+        raise KubeApiError(404, "NotFound", f"{job} is gone")
+
+    async def post(self, job: Any, *, type_: str, reason: str, message: str) -> None:
+        assert job.uid == UID
+        assert type_ in {"Normal", "Warning"}
+        self.events.append((reason, message))
+
+    def reasons(self) -> list[str]:
+        return [reason for reason, _ in self.events]
+
+
+class FlakyQueue(MemoryRunQueue):
+    """The in-memory queue, unreachable while ``down`` (as Redis in an outage)."""
+
+    down = False
+
+    async def enqueue(self, message: RunMessage) -> EnqueueOutcome:
+        if self.down:
+            raise QueueUnavailableError("Redis is down")
+        return await super().enqueue(message)
+
+
+class Leader:
+    """One operator replica, leading unless told otherwise, with a hand-moved clock."""
+
+    def __init__(self, start: dt.datetime = T0) -> None:
+        self.t = start.timestamp()
+        self.leading = True
+        self.queue = FlakyQueue(clock=lambda: self.t)
+        self.sink = Sink()
+        self.state = WatchState(index=BucketIndex(start=self.t, width=1.0))
+        self.ticker = Ticker(
+            state=self.state, queue=self.queue, kube=self.sink,  # type: ignore[arg-type]
+            events=self.sink, metrics=OperatorMetrics(),  # type: ignore[arg-type]
+            tick_seconds=1.0, reconcile_seconds=3600, holds_lease=lambda: self.leading,
+            clock=Clock(wall=lambda: self.t, monotonic=lambda: self.t), report_hold_seconds=0,
+        )  # fmt: skip
+
+    def observe(
+        self, spec: dict[str, Any], *, status: dict[str, Any] | None = None,
+        generation: int = 1, annotations: dict[str, str] | None = None,
+    ) -> None:  # fmt: skip
+        body = {
+            "metadata": {"namespace": "ns", "name": "j", "uid": UID, "generation": generation,
+                         "creationTimestamp": T0.isoformat(), "resourceVersion": "7",
+                         "annotations": annotations or {}},
+            "spec": {"task": {"http": {"url": "https://example.com/"}}, **spec},
+            "status": status or {},
+        }  # fmt: skip
+        self.state.observe(body, now=dt.datetime.fromtimestamp(self.t, dt.UTC))
+
+    async def tick_at(self, when: dt.datetime) -> None:
+        self.t = when.timestamp()
+        await self.ticker.tick()
+        await self.ticker.reporter.idle()
+
+    async def queued(self) -> list[str]:
+        """The run IDs waiting in the queue, oldest first (taken out to look)."""
+        claims = await self.queue.claim(consumer="test", lease_seconds=30, count=100)
+        for claim in claims:
+            await self.queue.release(claim)
+        return [claim.message.run_id for claim in claims]
+
+
+EVERY_MINUTE = {"schedule": "* * * * *"}
+
+
+async def test_a_run_is_published_when_it_falls_due_and_not_before() -> None:
+    leader = Leader()
+    leader.observe(EVERY_MINUTE)
+    await leader.tick_at(minute(0, 59.9))
+    assert await leader.queued() == []
+    await leader.tick_at(minute(1, 0.005))
+    assert await leader.queued() == [scheduled_run_id(UID, minute(1))]
+    status = leader.sink.status
+    assert status["phase"] == "Queued"
+    assert status["queuedRun"]["id"] == scheduled_run_id(UID, minute(1))
+    assert status["nextRunAt"] == "2026-12-01T09:02:00Z"
+
+
+async def test_a_tick_repeated_publishes_nothing_twice() -> None:
+    leader = Leader()
+    leader.observe(EVERY_MINUTE)
+    await leader.tick_at(minute(1, 0.005))
+    await leader.tick_at(minute(1, 0.5))
+    await leader.tick_at(minute(1, 0.9))
+    assert await leader.queued() == [scheduled_run_id(UID, minute(1))]
+
+
+async def test_after_downtime_the_latest_missed_run_is_published_and_the_rest_counted() -> None:
+    # Status from before the operator went down: last run 08:55, the next due at 08:56.
+    leader = Leader()
+    before = {"observedGeneration": 1, "lastScheduleTime": "2026-12-01T08:55:00Z",
+              "nextRunAt": "2026-12-01T08:56:00Z", "phase": "Scheduled"}  # fmt: skip
+    leader.observe(EVERY_MINUTE, status=before)
+    await leader.tick_at(minute(0, 30.01))
+    assert await leader.queued() == [scheduled_run_id(UID, minute(0))]  # 09:00, the latest
+    assert leader.sink.status["missedRuns"] == 4  # 08:56 .. 08:59
+    assert "MissedRuns" in leader.sink.reasons()
+
+
+async def test_past_the_starting_deadline_nothing_is_published_and_the_miss_is_told() -> None:
+    leader = Leader()
+    before = {"observedGeneration": 1, "lastScheduleTime": "2026-12-01T08:55:00Z",
+              "nextRunAt": "2026-12-01T08:56:00Z"}  # fmt: skip
+    leader.observe({**EVERY_MINUTE, "startingDeadlineSeconds": 10}, status=before)
+    await leader.tick_at(minute(0, 30.01))  # 09:00 is 30 s late, past the 10 s deadline
+    assert await leader.queued() == []
+    assert leader.sink.status["missedRuns"] == 5
+    assert "MissedRun" in leader.sink.reasons()
+    await leader.tick_at(minute(1, 0.005))  # the next one is on time again
+    assert await leader.queued() == [scheduled_run_id(UID, minute(1))]
+
+
+def running(run_at: dt.datetime) -> dict[str, Any]:
+    return {"currentRun": {"id": scheduled_run_id(UID, run_at), "state": "Running",
+                           "scheduledAt": run_at.isoformat(), "attempt": 1}}  # fmt: skip
+
+
+async def worker_took(leader: Leader, run_at: dt.datetime) -> None:
+    """A worker claimed the run of ``run_at`` and is running it."""
+    message = RunMessage(run_id=scheduled_run_id(UID, run_at), namespace="ns", name="j",
+                         uid=UID, scheduled_at=run_at.isoformat())  # fmt: skip
+    await leader.queue.enqueue(message)
+    [claim] = await leader.queue.claim(consumer="worker", lease_seconds=300)
+    assert claim.message.run_id == message.run_id
+
+
+async def test_forbid_skips_a_run_while_the_previous_one_is_still_running() -> None:
+    leader = Leader()
+    await worker_took(leader, minute(0))
+    leader.observe({**EVERY_MINUTE, "concurrencyPolicy": "Forbid"}, status=running(minute(0)))
+    await leader.tick_at(minute(1, 0.005))
+    assert await leader.queued() == []
+    assert "RunSkipped" in leader.sink.reasons()
+    assert leader.sink.status["missedRuns"] == 1
+    # Allow publishes next to it.
+    allowing = Leader()
+    await worker_took(allowing, minute(0))
+    allowing.observe({**EVERY_MINUTE, "concurrencyPolicy": "Allow"}, status=running(minute(0)))
+    await allowing.tick_at(minute(1, 0.005))
+    assert await allowing.queued() == [scheduled_run_id(UID, minute(1))]
+
+
+async def test_replace_withdraws_the_queued_run_for_the_newer_one() -> None:
+    leader = Leader()
+    leader.observe({**EVERY_MINUTE, "concurrencyPolicy": "Replace"})
+    await leader.tick_at(minute(1, 0.005))
+    first = scheduled_run_id(UID, minute(1))
+    assert await leader.queued() == [first]  # no worker took it
+    await leader.tick_at(minute(2, 0.005))
+    assert await leader.queued() == [scheduled_run_id(UID, minute(2))]
+    assert await leader.queue.locate(first) is RunLocation.DONE  # withdrawn, remembered
+    assert "RunReplaced" in leader.sink.reasons()
+
+
+async def test_jitter_delays_the_publish_within_its_bound_and_keeps_the_run_id() -> None:
+    leader = Leader()
+    leader.observe({**EVERY_MINUTE, "jitterSeconds": 30})
+    run_id = scheduled_run_id(UID, minute(1))
+    delay = jitter_seconds(run_id, 30)
+    assert 0 < delay <= 30
+    await leader.tick_at(minute(1, delay - 0.01))
+    assert await leader.queued() == []
+    await leader.tick_at(minute(1, delay + 0.01))
+    assert await leader.queued() == [run_id]  # the nominal time's ID, published late
+
+
+async def test_a_suspended_job_publishes_nothing_and_a_resume_starts_from_now() -> None:
+    leader = Leader()
+    leader.observe({**EVERY_MINUTE, "suspend": True})
+    await leader.tick_at(minute(3, 0.005))
+    assert await leader.queued() == []
+    assert leader.sink.status["phase"] == "Suspended"
+    leader.observe(EVERY_MINUTE, generation=2, status=leader.sink.status)  # resumed at 09:03
+    await leader.tick_at(minute(3, 0.5))
+    assert await leader.queued() == []  # no burst of the minutes it was suspended
+    await leader.tick_at(minute(4, 0.005))
+    assert await leader.queued() == [scheduled_run_id(UID, minute(4))]
+
+
+async def test_run_now_publishes_one_manual_run_per_token() -> None:
+    leader = Leader()
+    leader.observe(EVERY_MINUTE, annotations={RUN_NOW_ANNOTATION: "tok-1"})
+    await leader.tick_at(minute(0, 40))
+    manual = manual_run_id(UID, "tok-1")
+    assert await leader.queued() == [manual]
+    assert leader.sink.status["queuedRun"]["manual"] is True
+    assert "RunNow" in leader.sink.reasons()
+    # The same token seen again (every later watch event carries it): nothing new.
+    leader.observe(EVERY_MINUTE, annotations={RUN_NOW_ANNOTATION: "tok-1"},
+                   status=leader.sink.status)  # fmt: skip
+    await leader.tick_at(minute(0, 41))
+    assert await leader.queued() == [manual]
+
+
+async def test_run_now_on_a_suspended_job_is_refused_with_an_event() -> None:
+    leader = Leader()
+    leader.observe({**EVERY_MINUTE, "suspend": True}, annotations={RUN_NOW_ANNOTATION: "t"})
+    await leader.tick_at(minute(0, 40))
+    assert await leader.queued() == []
+    assert "RunNowIgnored" in leader.sink.reasons()
+
+
+async def test_a_leader_that_lost_its_lease_publishes_nothing_until_it_holds_it_again() -> None:
+    leader = Leader()
+    leader.observe(EVERY_MINUTE, annotations={RUN_NOW_ANNOTATION: "tok"})
+    leader.leading = False
+    await leader.tick_at(minute(1, 0.005))
+    await leader.tick_at(minute(1, 2))
+    assert await leader.queued() == []
+    assert leader.sink.reasons() == []
+    leader.leading = True  # the due run and the trigger were kept, not dropped
+    await leader.tick_at(minute(1, 3.5))
+    assert sorted(await leader.queued()) == sorted(
+        [scheduled_run_id(UID, minute(1)), manual_run_id(UID, "tok")]
+    )
+
+
+async def test_a_redis_outage_keeps_the_due_run_and_publishes_it_after() -> None:
+    leader = Leader()
+    leader.observe(EVERY_MINUTE)
+    leader.queue.down = True
+    await leader.tick_at(minute(1, 0.005))
+    leader.queue.down = False
+    assert await leader.queued() == []
+    await leader.tick_at(minute(1, 1.5))
+    assert await leader.queued() == [scheduled_run_id(UID, minute(1))]
