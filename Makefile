@@ -12,7 +12,7 @@ DEMO_ARGS ?=
 .DEFAULT_GOAL := help
 .PHONY: help install test test-unit test-integration lint typecheck check \
 	controlplane controlplane-down controlplane-bin image e2e-pods demo bench bench-watcher \
-	bench-worker bench-autoscaling drills bench-cronjob crd manifests chart-docs generate clean
+	bench-worker bench-clients bench-autoscaling drills bench-cronjob crd manifests chart-docs generate clean
 
 # `make controlplane NODE=1` adds a node (kubelet, containerd, pod network, DNS; needs root).
 NODE ?=
@@ -71,6 +71,9 @@ bench: install ## run the benchmarks (JSON results and plots in benchmarks/resul
 
 bench-watcher: install controlplane-bin ## the operator: burst publish lag, tick cost and RSS at 10k/100k jobs
 	$(BIN)/python benchmarks/watcher.py
+
+bench-clients: install controlplane-bin ## status patches: Tickwork's httpx client vs the official one
+	$(BIN)/python benchmarks/kube_clients.py
 
 bench-worker: install controlplane-bin ## workers: end-to-end runs/s vs the API server's status-patch ceiling
 	$(BIN)/python benchmarks/worker.py

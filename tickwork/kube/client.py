@@ -97,6 +97,7 @@ class KubeClient:
         *,
         timeout_seconds: float = 30.0,
         max_connections: int = 64,
+        http2: bool = True,
     ) -> None:
         self._configuration = configuration
         self._token_checked = 0.0
@@ -106,7 +107,7 @@ class KubeClient:
             timeout=timeout_seconds,
             # One multiplexed connection instead of dozens: the API server speaks
             # HTTP/2, and httpcore's HTTP/1.1 pool costs CPU per queued request.
-            http2=True,
+            http2=http2,
             # Keep connections across the quiet minutes between bursts of runs:
             # a fresh TLS handshake per request at the top of every minute costs
             # the API server more than the requests themselves.
