@@ -132,9 +132,9 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
         if not mine:
             continue
         out[name] = {
-            "writes_per_second": statistics.median(r["writes_per_second"] for r in mine),
-            "client_cpu_ms_per_write": statistics.median(
-                r["client_cpu_ms_per_write"] for r in mine
+            "writes_per_second": round(statistics.median(r["writes_per_second"] for r in mine), 1),
+            "client_cpu_ms_per_write": round(
+                statistics.median(r["client_cpu_ms_per_write"] for r in mine), 3
             ),
         }
     return out
