@@ -169,6 +169,12 @@ def last_outcome(jobs: Jobs, name: str) -> str | None:
     return outcome
 
 
+def active_state(jobs: Jobs, name: str) -> str | None:
+    """The state of the job's first started, unfinished run (``activeRuns``), if any."""
+    active = jobs.status(name).get("activeRuns") or []
+    return str(active[0]["state"]) if active else None
+
+
 class Endpoint(BaseHTTPRequestHandler):
     """A real HTTP server for http tasks: answers with the next scripted status."""
 
@@ -304,13 +310,14 @@ def row(cluster: Cluster, namespace: str, name: str) -> dict[str, str]:
     """One line of `kubectl get scheduledjobs`, by column."""
     lines = cluster.kubectl("get", "scheduledjobs", "-n", namespace).stdout.splitlines()
     header = lines[0]
-    titles = ("NAME", "SCHEDULE", "RUN AT", "SUSPEND", "PHASE", "LAST RUN", "NEXT RUN", "AGE")
+    titles = ("NAME", "SCHEDULE", "RUN AT", "SUSPEND", "PHASE", "ACTIVE", "LAST", "LAST RUN",
+              "NEXT RUN", "AGE")  # fmt: skip
     starts = [header.index(title) for title in titles]
     for line in lines[1:]:
         if line.split()[0] == name:
             cells = [line[a:b].strip() for a, b in zip(starts, [*starts[1:], None], strict=True)]
-            return dict(zip(["name", "schedule", "runAt", "suspend", "phase", "lastRun",
-                             "nextRun", "age"], cells, strict=True))  # fmt: skip
+            return dict(zip(["name", "schedule", "runAt", "suspend", "phase", "active", "last",
+                             "lastRun", "nextRun", "age"], cells, strict=True))  # fmt: skip
     raise AssertionError(f"{name} not in kubectl get output")
 
 

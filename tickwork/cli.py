@@ -126,14 +126,19 @@ def cmd_runs(args: argparse.Namespace) -> str:
     jobs = _connect(args)
     status = jobs.get(args.name).get("status") or {}
     now = dt.datetime.now(dt.UTC)
-    rows = []
-    current = status.get("currentRun")
-    if current:
-        rows.append([
+    rows = [
+        [
             current["id"].split(".", 1)[-1], ago(current.get("scheduledAt"), now),
             current.get("state", ""), str(current.get("attempt", "")),
             ago(current.get("startedAt"), now), "-", f"on {current.get('worker', '?')}",
-        ])  # fmt: skip
+        ]
+        for current in status.get("activeRuns") or []
+    ]  # fmt: skip
+    history = sorted(  # kept oldest first; shown newest first
+        status.get("runs") or [],
+        key=lambda run: run.get("finishedAt") or run.get("startedAt") or run.get("scheduledAt"),
+        reverse=True,
+    )
     rows.extend(
         [
             run["id"].split(".", 1)[-1], ago(run.get("scheduledAt"), now), run.get("outcome", ""),
@@ -141,7 +146,7 @@ def cmd_runs(args: argparse.Namespace) -> str:
             duration(run.get("startedAt"), run.get("finishedAt")),
             one_line(run.get("error") or run.get("result")),
         ]
-        for run in status.get("runs") or []
+        for run in history
     )  # fmt: skip
     if not rows:
         return f'no runs of scheduledjob "{args.name}" yet'

@@ -11,12 +11,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from tickwork.api.models import ScheduledJobSpec, ScheduledJobStatus
+from tickwork.api.models import OperatorStatus, ScheduledJobSpec, ScheduledJobStatus
 from tickwork.core.planning import JobFacts, PendingRun
 from tickwork.core.runs import belongs_to
 from tickwork.core.schedule import OneShotSchedule, Schedule, cron_schedule
-from tickwork.core.states import ACTIVE_STATES
-from tickwork.kube.status import OperatorStatus
 
 JobKey = tuple[str, str]
 IndexKey = tuple[str, str, str]
@@ -45,8 +43,6 @@ class JobEntry:
     run_now: str | None = None
     settled_run_ids: set[str] = field(default_factory=set)
     """Runs the queue reports done although status never said so (a lost status write)."""
-    resource_version: str = ""
-    """Of the newest version seen (watch event or our own write), for conditional writes."""
 
     @property
     def key(self) -> JobKey:
@@ -63,9 +59,9 @@ class JobEntry:
         patch it, and a foreign run ID re-published from here would make another
         job's real run look done (the queue deduplicates by run ID).
         """
-        current = self.observed.current_run
-        if current is not None and current.state in ACTIVE_STATES:
-            return current.id if belongs_to(current.id, self.uid) else None
+        for active in self.observed.active_runs:
+            if belongs_to(active.id, self.uid):
+                return active.id
         finished = {r.id for r in self.observed.runs} | self.settled_run_ids
         if self.observed.last_run is not None:
             finished.add(self.observed.last_run.id)
@@ -121,14 +117,6 @@ def parse(body: dict[str, Any]) -> tuple[ScheduledJobSpec | None, Schedule | Non
         assert spec.schedule is not None  # noqa: S101 - the model requires one of the two
         schedule = cron_schedule(spec.schedule, spec.time_zone)
     return spec, schedule, None
-
-
-def reported(status: ScheduledJobStatus, run_id: str) -> bool:
-    """Has a worker already reported ``run_id`` (running, finished or in history)?"""
-    if any(run is not None and run.id == run_id
-           for run in (status.current_run, status.last_run)):  # fmt: skip
-        return True
-    return any(run.id == run_id for run in status.runs)
 
 
 def status_of(body: dict[str, Any]) -> ScheduledJobStatus:

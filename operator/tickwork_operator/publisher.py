@@ -12,14 +12,13 @@ from __future__ import annotations
 import datetime as dt
 import logging
 from collections.abc import Callable
-from dataclasses import replace
 
+from tickwork.api.models import OperatorStatus, QueuedRun
 from tickwork.core.errors import QueueUnavailableError
 from tickwork.core.planning import Action, Decision, PendingRun, decide
 from tickwork.core.runs import manual_run_id, same_trigger, trigger_key
-from tickwork.core.states import JobPhase
 from tickwork.kube.events import NORMAL, WARNING, EventRecorder
-from tickwork.kube.status import CONDITION_READY, OperatorStatus, QueuedRunInfo
+from tickwork.kube.status import CONDITION_READY, updated, with_condition
 from tickwork.queue.messages import EnqueueOutcome, RunMessage
 from tickwork.queue.protocol import RunQueue
 from tickwork_operator.clock import Clock
@@ -92,21 +91,21 @@ class Publisher:
         assert decision.run_id is not None  # noqa: S101
         if decision.cancel_run_id is not None:
             await self._replace(entry, decision.cancel_run_id)
-        queued = QueuedRunInfo(id=decision.run_id, scheduled_at=decision.scheduled_at,
-                               queued_at=now)  # fmt: skip
+        queued = QueuedRun(id=decision.run_id, scheduled_at=decision.scheduled_at,
+                           queued_at=now)  # fmt: skip
         outcome = await self._publish(entry, queued, trigger="schedule")
         if outcome is None:
             return False
         if outcome is EnqueueOutcome.ENQUEUED:
             lag = (now - decision.scheduled_at).total_seconds()
             self.metrics.schedule_lag.observe(max(0.0, lag))
-        wanted = replace(
+        wanted = updated(
             entry.wanted,
             last_schedule_time=decision.scheduled_at,
             next_run_at=decision.following.scheduled_at if decision.following else None,
         )
         entry.wanted = self._count_missed(wanted, decision)
-        report = self.reporter.owe(entry, run_id=decision.run_id)
+        report = self.reporter.owe(entry)
         if decision.missed:
             report.events.append((WARNING, "MissedRuns", (
                 f"{decision.missed} run(s) missed while no watcher ran; the latest due "
@@ -115,10 +114,10 @@ class Publisher:
         return True
 
     async def _publish(
-        self, entry: JobEntry, queued: QueuedRunInfo, *, trigger: str
+        self, entry: JobEntry, queued: QueuedRun, *, trigger: str
     ) -> EnqueueOutcome | None:
         """The one way a run is published, scheduled or manual: enqueue it, note it
-        active, and want status to show it Queued. None if Redis is away."""
+        active, and want status to name it (``queuedRun``). None if Redis is away."""
         message = RunMessage(
             run_id=queued.id, namespace=entry.namespace, name=entry.name, uid=entry.uid,
             scheduled_at=None if queued.manual else queued.scheduled_at.isoformat(),
@@ -134,46 +133,46 @@ class Publisher:
             self.metrics.runs_published.labels(trigger=trigger).inc()
         entry.published_run_id = queued.id
         self.state.track_active(entry)
-        entry.wanted = replace(entry.wanted, phase=JobPhase.QUEUED, queued_run=queued)
+        entry.wanted = updated(entry.wanted, queued_run=queued)
         return outcome
 
     def _count_missed(self, wanted: OperatorStatus, decision: Decision) -> OperatorStatus:
         if not decision.missed:
             return wanted
         self.metrics.runs_skipped.labels(reason="missed").inc(decision.missed)
-        return replace(
+        return updated(
             wanted,
-            missed_runs=wanted.missed_runs + decision.missed,
+            missed_runs=(wanted.missed_runs or 0) + decision.missed,
             last_missed_time=decision.latest_missed or wanted.last_missed_time,
         )
 
     def _not_published(self, entry: JobEntry, decision: Decision, *, now: dt.datetime) -> None:
         wanted = entry.wanted
-        report = self.reporter.owe(entry, force=decision.action is Action.MISS)
+        report = self.reporter.owe(entry)
         following = decision.following.scheduled_at if decision.following else None
         if decision.action is Action.SKIP:
             self.metrics.runs_skipped.labels(reason="forbid").inc()
-            wanted = replace(
+            wanted = updated(
                 wanted,
                 next_run_at=following,
                 last_schedule_time=decision.scheduled_at,
-                missed_runs=wanted.missed_runs + 1 + decision.missed,
+                missed_runs=(wanted.missed_runs or 0) + 1 + decision.missed,
                 last_missed_time=decision.scheduled_at,
             )
             report.events.append((NORMAL, "RunSkipped", decision.reason))
         else:  # MISS
             self.metrics.runs_skipped.labels(reason="missed").inc(decision.missed)
-            wanted = replace(
+            wanted = updated(
                 wanted,
                 next_run_at=following,
-                missed_runs=wanted.missed_runs + decision.missed,
+                missed_runs=(wanted.missed_runs or 0) + decision.missed,
                 last_missed_time=decision.latest_missed,
                 last_schedule_time=decision.latest_missed,
             )
             if entry.spec is not None and entry.spec.one_shot:
-                wanted = replace(wanted, phase=JobPhase.FAILED).with_condition(
-                    CONDITION_READY, status=False, reason="Missed", message=decision.reason,
-                    now=now,
+                wanted = with_condition(
+                    wanted, CONDITION_READY, status=False, reason="Missed",
+                    message=decision.reason, now=now,
                 )  # fmt: skip
             report.events.append((WARNING, "MissedRun", decision.reason))
         entry.wanted = wanted
@@ -233,22 +232,22 @@ class Publisher:
             return
         if entry.spec is None or entry.suspended:
             why = "the job is suspended" if entry.suspended else "the spec is invalid"
-            entry.wanted = replace(entry.wanted, last_trigger_token=key)
+            entry.wanted = updated(entry.wanted, last_trigger_token=key)
             await self.events.post(
                 job_ref(entry),
                 type_=WARNING,
                 reason="RunNowIgnored",
                 message=f"run-now {token!r} ignored: {why}",
             )
-            await self.reporter.write(entry, force=False)
+            await self.reporter.write(entry)
             return
         now = self.clock.now()
         run_id = manual_run_id(entry.uid, token)
-        queued = QueuedRunInfo(id=run_id, scheduled_at=now, queued_at=now, manual=True)
+        queued = QueuedRun(id=run_id, scheduled_at=now, queued_at=now, manual=True)
         if await self._publish(entry, queued, trigger="manual") is None:
             self.state.retry_trigger(entry.key, token, newer_wins=False)  # next tick
             return
         # The token as a key: it fits status whatever the annotation holds.
-        entry.wanted = replace(entry.wanted, last_trigger_token=key)
-        report = self.reporter.owe(entry, run_id=run_id)
+        entry.wanted = updated(entry.wanted, last_trigger_token=key)
+        report = self.reporter.owe(entry)
         report.events.append((NORMAL, "RunNow", f"manual run {run_id} published (token {token!r})"))

@@ -119,11 +119,11 @@ class Reconciler:
 def _lost(entry: JobEntry, run_id: str) -> RunMessage:
     """The message of a run the queue lost, rebuilt from status: the attempt a worker
     reported, the nominal time (none for a manual run)."""
-    current = entry.observed.current_run
-    attempt = current.attempt if current is not None and current.id == run_id else 1
-    scheduled = current.scheduled_at if current is not None else None
+    current = next((run for run in entry.observed.active_runs if run.id == run_id), None)
+    attempt = current.attempt if current is not None else 1
+    scheduled = None if current is None or current.manual else current.scheduled_at
     queued = entry.observed.queued_run
-    if scheduled is None and queued is not None and queued.id == run_id:
+    if current is None and queued is not None and queued.id == run_id:
         scheduled = None if queued.manual else queued.scheduled_at
     return RunMessage(
         run_id=run_id, namespace=entry.namespace, name=entry.name, uid=entry.uid,

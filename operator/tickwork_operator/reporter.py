@@ -3,7 +3,8 @@ background, after the workers have claimed the runs), and the owed writes of new
 or edited jobs (in what is left of each tick).
 
 The operator writes only its own share of status (field manager
-``tickwork-operator``); see :class:`~tickwork.kube.status.OperatorStatus`.
+``tickwork-operator``, :class:`~tickwork.api.models.OperatorStatus`): no worker
+writes any of its fields, so a report never reads, merges or races a worker's.
 """
 
 from __future__ import annotations
@@ -13,18 +14,18 @@ import contextlib
 import itertools
 import logging
 from collections.abc import Coroutine
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from tickwork.core.errors import QueueUnavailableError
 from tickwork.core.states import JobPhase
 from tickwork.kube.client import KubeApiError, KubeClient
 from tickwork.kube.events import WARNING, EventRecorder, JobRef
-from tickwork.kube.status import OPERATOR_MANAGER
+from tickwork.kube.status import OPERATOR_MANAGER, operator_body
 from tickwork.queue.protocol import RunQueue
 from tickwork_operator.clock import Clock
 from tickwork_operator.metrics import OperatorMetrics
-from tickwork_operator.state import JobEntry, JobKey, WatchState, reported, status_of
+from tickwork_operator.state import JobEntry, JobKey, WatchState
 
 logger = logging.getLogger(__name__)
 
@@ -36,9 +37,6 @@ REPORT_CONCURRENCY = 16
 #: While a backlog lasts, reports trickle out one round per hold, and a job's
 #: reports merge into one (the latest run, the latest nextRunAt).
 REPORT_HOLD_SECONDS = 3.0
-#: Reads and conditional applies of one Queued report before it is left to the
-#: next tick (each retry means a worker wrote the object in between).
-QUEUED_REPORT_ATTEMPTS = 4
 
 
 def job_ref(entry: JobEntry) -> JobRef:
@@ -50,9 +48,6 @@ class Report:
     """What one job's status and Events still owe for the due runs handled so far.
     Reports of one job merge: the status written is always the latest wanted one."""
 
-    run_id: str | None = None
-    """The latest run published, to report as Queued (unless a worker got there first)."""
-    force: bool = False
     events: list[tuple[str, str, str]] = field(default_factory=list)
     """(type, reason, message) of each Event to post, in order."""
 
@@ -99,12 +94,9 @@ class Reporter:
         """Jobs with a report still to send."""
         return len(self._reports)
 
-    def owe(self, entry: JobEntry, *, run_id: str | None = None, force: bool = False) -> Report:
+    def owe(self, entry: JobEntry) -> Report:
         """Owe ``entry`` a status report (merged with one still owed)."""
-        report = self._reports.setdefault(entry.key, Report())
-        report.run_id = run_id or report.run_id
-        report.force = report.force or force
-        return report
+        return self._reports.setdefault(entry.key, Report())
 
     def start(self) -> None:
         """Send what is owed, in the background."""
@@ -138,10 +130,7 @@ class Reporter:
         entry = self.state.jobs.get(key)
         if entry is None:
             return  # deleted meanwhile
-        if report.run_id is not None:
-            await self._write_queued(entry, report.run_id)
-        else:
-            await self.write(entry, force=report.force)
+        await self.write(entry)
         for type_, reason, message in report.events:
             await self.events.post(job_ref(entry), type_=type_, reason=reason, message=message)
 
@@ -155,67 +144,24 @@ class Reporter:
 
     # -- writes -------------------------------------------------------------------
 
-    async def _write_queued(self, entry: JobEntry, run_id: str) -> bool:
-        """Report a published run: ``phase: Queued`` with force — unless a worker got there
-        first. Workers claim a run within milliseconds, and a quick one can finish before
-        this report goes out; a forced Queued would then overwrite the worker's Running or
-        Succeeded for good. So the report is conditional: if status (as last seen) already
-        names the run, the phase the worker set is kept, and the apply carries that
-        version's resourceVersion, so a worker's write since makes it a 409. Then the
-        object is read afresh and the decision made again."""
-        from_watch = True  # first decide from what the watch showed: no extra read
-        for _ in range(QUEUED_REPORT_ATTEMPTS):
-            latest = self.state.jobs.get(entry.key)
-            if latest is None or latest.uid != entry.uid:
-                return False  # deleted (or re-created) meanwhile
-            entry = latest
-            if from_watch and entry.resource_version:
-                status, version = entry.observed, entry.resource_version
-            else:
-                try:
-                    current = await self.kube.get_job(entry.namespace, entry.name)
-                except KubeApiError as exc:
-                    if not exc.not_found:
-                        self.metrics.api_errors.labels(operation="job.get").inc()
-                        self.state.owe_status(entry.key)
-                    return False
-                status, version = status_of(current), str(current["metadata"]["resourceVersion"])
-            if reported(status, run_id):
-                entry.wanted = replace(entry.wanted, phase=status.phase)
-            if await self.write(entry, force=True, resource_version=version):
-                return True
-            if not self.state.owes_status(entry.key):
-                return False  # deleted meanwhile: the watch will tell us
-            self.state.status_written(entry.key)  # changed meanwhile: read and decide again
-            from_watch = False
-        self.state.owe_status(entry.key)
-        return False
-
-    async def write(
-        self, entry: JobEntry, *, force: bool, resource_version: str | None = None
-    ) -> bool:
-        """Send the operator's share. Without ``force`` a phase the worker changed
-        meanwhile makes this a conflict: the next watch event refreshes it and
-        the write is retried."""
+    async def write(self, entry: JobEntry) -> bool:
+        """Send the operator's share: every field of it, none of anyone else's, so it
+        is applied unconditionally (forced: after an upgrade it takes over ``phase``
+        from the workers of older versions)."""
         wanted = entry.wanted
         try:
-            written = await self.kube.apply_job_status(
-                entry.namespace, entry.name, entry.uid, wanted.apply_body(),
-                field_manager=OPERATOR_MANAGER, force=force, resource_version=resource_version,
+            await self.kube.apply_job_status(
+                entry.namespace, entry.name, entry.uid, operator_body(wanted),
+                field_manager=OPERATOR_MANAGER,
             )  # fmt: skip
         except KubeApiError as exc:
             if exc.not_found:
                 return False  # deleted meanwhile; the watch will tell us
-            if exc.conflict:
-                self.state.owe_status(entry.key)
-                return False
             self.metrics.api_errors.labels(operation="status.apply").inc()
             logger.warning("status of %s/%s not written: %s", entry.namespace, entry.name, exc)
             self.state.owe_status(entry.key)
             return False
-        entry.written = wanted
-        entry.resource_version = str(written.get("metadata", {}).get("resourceVersion") or "")
-        self.state.status_written(entry.key)
+        self.state.wrote(entry, wanted)
         return True
 
     async def write_owed(self, deadline: float) -> None:
@@ -236,8 +182,7 @@ class Reporter:
         if entry is None:
             return
         newly_invalid = entry.spec is None and entry.written.phase is not JobPhase.INVALID
-        force = entry.spec is None or entry.suspended
-        if await self.write(entry, force=force) and newly_invalid:
+        if await self.write(entry) and newly_invalid:
             await self.events.post(
                 job_ref(entry), type_=WARNING, reason="InvalidSpec",
                 message=f"{entry.invalid_reason}; fix the spec and apply it again",

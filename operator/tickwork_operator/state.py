@@ -15,27 +15,22 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 from collections.abc import Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
+from tickwork.api.models import OperatorStatus
 from tickwork.core.buckets import BucketIndex
 from tickwork.core.planning import pending_for, pending_run
 from tickwork.core.runs import RUN_NOW_ANNOTATION, same_trigger, trigger_key
-from tickwork.core.states import FINAL_STATES, JobPhase, RunState
+from tickwork.core.states import FINAL_STATES, JobPhase, job_phase
 from tickwork.kube.status import (
     CONDITION_READY,
     CONDITION_SUSPENDED,
-    OperatorStatus,
+    operator_body,
+    updated,
+    with_condition,
 )
-from tickwork_operator.entry import (
-    IndexKey,
-    JobEntry,
-    JobKey,
-    created_at,
-    parse,
-    reported,
-    status_of,
-)
+from tickwork_operator.entry import IndexKey, JobEntry, JobKey, created_at, parse, status_of
 
 
 @dataclass
@@ -72,11 +67,22 @@ class WatchState:
         """The operator's share of ``key``'s status must be written (again)."""
         self.dirty[key] = None
 
-    def owes_status(self, key: JobKey) -> bool:
-        return key in self.dirty
-
     def status_written(self, key: JobKey) -> None:
         self.dirty.pop(key, None)
+
+    def wrote(self, entry: JobEntry, share: OperatorStatus) -> None:
+        """``share`` of ``entry`` was written. The watch may have brought a newer
+        version of the job while the write was on its way, and with it a newer wanted
+        share: then the job stays owed (clearing it would lose that change)."""
+        entry.written = share
+        latest = self.jobs.get(entry.key)
+        if latest is None or latest.uid != entry.uid:
+            return
+        latest.written = share
+        if _differs(latest.wanted, share):
+            self.dirty[entry.key] = None
+        else:
+            self.dirty.pop(entry.key, None)
 
     def take_triggers(self) -> list[tuple[JobKey, str]]:
         """The run-now tokens to act on; each is taken, so a failure must give it back
@@ -116,7 +122,7 @@ class WatchState:
         else:
             spec, schedule, invalid = parse(body)
         observed = status_of(body)
-        written = OperatorStatus.observed(observed)
+        written = observed.operator_share()
         entry = JobEntry(
             namespace=key[0],
             name=key[1],
@@ -133,7 +139,6 @@ class WatchState:
             published_run_id=previous.published_run_id if previous else None,
             run_now=(meta.get("annotations") or {}).get(RUN_NOW_ANNOTATION),
             settled_run_ids=previous.settled_run_ids if previous else set(),
-            resource_version=str(meta.get("resourceVersion") or ""),
         )
         if entry.published_run_id and entry.active_run_id() != entry.published_run_id:
             entry.published_run_id = None  # it finished
@@ -160,8 +165,7 @@ class WatchState:
     def _withdraw(self, entry: JobEntry) -> None:
         """Mark the job's run for withdrawal if it has not started (a running one is
         the worker's to finish; its record is written as usual)."""
-        current = entry.observed.current_run
-        if current is not None and current.state in (RunState.RUNNING, RunState.RETRYING):
+        if entry.observed.active_runs:
             return
         run_id = entry.active_run_id()
         if run_id is not None:
@@ -209,37 +213,47 @@ class WatchState:
 
     def refresh_wanted(self, entry: JobEntry, *, now: dt.datetime) -> None:
         """Work out the operator's share of status; mark the job dirty if it must be sent."""
-        wanted = replace(
-            entry.wanted if entry.wanted.observed_generation == entry.generation else entry.written,
-            observed_generation=entry.generation,
-        )
+        current = entry.wanted.observed_generation == entry.generation
+        base = entry.wanted if current else entry.written
+        phase = job_phase(
+            suspended=entry.suspended, valid=entry.spec is not None,
+            one_shot=bool(entry.spec and entry.spec.one_shot),
+            finished=entry.pending is None and base.last_schedule_time is not None,
+            active=entry.active_run_id() is not None,
+        )  # fmt: skip
+        pending = entry.pending
+        wanted = updated(
+            base, observed_generation=entry.generation, phase=phase,
+            next_run_at=pending.scheduled_at if pending and entry.spec and not entry.suspended
+            else None,
+        )  # fmt: skip
         if entry.spec is None:
-            wanted = replace(wanted, phase=JobPhase.INVALID, next_run_at=None).with_condition(
-                CONDITION_READY, status=False, reason="InvalidSpec",
+            wanted = with_condition(
+                wanted, CONDITION_READY, status=False, reason="InvalidSpec",
                 message=entry.invalid_reason or "invalid spec", now=now,
             )  # fmt: skip
         elif entry.suspended:
-            wanted = replace(wanted, phase=JobPhase.SUSPENDED, next_run_at=None).with_condition(
-                CONDITION_SUSPENDED, status=True, reason="Suspended",
+            wanted = with_condition(
+                wanted, CONDITION_SUSPENDED, status=True, reason="Suspended",
                 message="spec.suspend is true: no run is published", now=now,
             )  # fmt: skip
-            wanted = wanted.with_condition(
-                CONDITION_READY, status=True, reason="Suspended", message="suspended", now=now
-            )
+            wanted = with_condition(
+                wanted, CONDITION_READY, status=True, reason="Suspended", message="suspended",
+                now=now,
+            )  # fmt: skip
+        elif phase is JobPhase.COMPLETED:
+            wanted = with_condition(
+                wanted, CONDITION_READY, status=True, reason="Completed",
+                message="the one-shot run is over (lastRun says how it ended)", now=now,
+            )  # fmt: skip
         else:
-            phase = entry.observed.phase
-            if phase in (None, JobPhase.INVALID, JobPhase.SUSPENDED):
-                phase = JobPhase.SCHEDULED
-            pending = entry.pending
-            wanted = replace(
-                wanted, phase=phase, next_run_at=pending.scheduled_at if pending else None
-            ).with_condition(
-                CONDITION_READY, status=True, reason="Scheduled",
+            wanted = with_condition(
+                wanted, CONDITION_READY, status=True, reason="Scheduled",
                 message="the schedule is valid and indexed", now=now,
             )  # fmt: skip
             if any(c.type == CONDITION_SUSPENDED for c in wanted.conditions):
-                wanted = wanted.with_condition(
-                    CONDITION_SUSPENDED, status=False, reason="Resumed",
+                wanted = with_condition(
+                    wanted, CONDITION_SUSPENDED, status=False, reason="Resumed",
                     message="runs are published again, from the resume on", now=now,
                 )  # fmt: skip
         entry.wanted = wanted
@@ -297,7 +311,7 @@ class WatchState:
 
 
 def _differs(wanted: OperatorStatus, written: OperatorStatus) -> bool:
-    return wanted.apply_body() != written.apply_body()
+    return operator_body(wanted) != operator_body(written)
 
 
 __all__ = [
@@ -306,6 +320,5 @@ __all__ = [
     "JobEntry",
     "JobKey",
     "WatchState",
-    "reported",
     "status_of",
 ]

@@ -52,8 +52,8 @@ def test_the_queued_run_of_a_deleted_job_is_withdrawn_a_suspended_ones_stays(
     for name, run_id in runs.items():
         wait_for(lambda run_id=run_id: probe.locate(run_id) is RunLocation.READY, timeout=30,
                  what="the run queued")  # fmt: skip
-        wait_for(lambda name=name: jobs.status(name).get("phase") == "Queued", timeout=10,
-                 what="Queued")  # fmt: skip
+        wait_for(lambda name=name: "queuedRun" in jobs.status(name), timeout=10,
+                 what="queuedRun")  # fmt: skip
     jobs.patch("held", {"spec": {"suspend": True}})
     jobs.delete("gone")
     wait_for(lambda: probe.locate(runs["gone"]) is RunLocation.CANCELLED, timeout=15,
@@ -144,8 +144,8 @@ def test_a_run_id_of_another_job_forged_into_status_is_never_published(
     # the victim's real run then deduplicated against it.
     jobs.api.patch_namespaced_custom_object_status(
         *jobs._args, "forger",
-        {"status": {"currentRun": {"id": victim_run, "scheduledAt": rfc3339(run_at),
-                                   "state": "Queued", "attempt": 1}}},
+        {"status": {"activeRuns": [{"id": victim_run, "scheduledAt": rfc3339(run_at),
+                                    "state": "Running", "attempt": 1}]}},
     )  # fmt: skip
     wait_for(lambda: probe.locate(victim_run) is RunLocation.READY, timeout=30,
              what="the victim's run")  # fmt: skip
@@ -167,7 +167,7 @@ def test_a_run_now_token_longer_than_status_holds_runs_once_and_status_follows(
     wait_for(lambda: probe.locate(run_id) is not None, timeout=30, what="manual run")
     # Status records the token's key; before, every write of this job's status was
     # refused (422) from then on.
-    wait_for(lambda: jobs.status("long-token").get("phase") == "Queued", timeout=30,
+    wait_for(lambda: "lastTriggerToken" in jobs.status("long-token"), timeout=30,
              what="status written")  # fmt: skip
     recorded = jobs.status("long-token")["lastTriggerToken"]
     assert len(recorded) <= 33

@@ -294,15 +294,16 @@ def test_runs_of_one_job_ending_together_keep_every_record(
             arrived = 3 * (round_ + 1)
             wait_for(lambda arrived=arrived: endpoint.saw(("start", arrived)), timeout=30,
                      what="all three requests held at once")  # fmt: skip
-            wait_for(lambda ids=ids: (jobs.status("overlapping").get("currentRun") or {}).get(
-                "id") in ids, timeout=10, what="a current run")  # fmt: skip
+            # Each run's own entry, side by side: none overwrote another's.
+            wait_for(lambda ids=ids: {r["id"] for r in jobs.status("overlapping").get(
+                "activeRuns") or []} == set(ids), timeout=10, what="three active runs")  # fmt: skip
             endpoint.released.set()  # all three end together
             expected += ids
             wait_for(lambda ids=ids: all(probe.locate(r) is RunLocation.DONE for r in ids),
                      timeout=30, what="the three runs acknowledged")  # fmt: skip
             history = {r["id"] for r in jobs.status("overlapping").get("runs", [])}
             assert set(expected) <= history, sorted(set(expected) - history)
-            assert "currentRun" not in jobs.status("overlapping")
+            assert not jobs.status("overlapping").get("activeRuns")
     finally:
         endpoint.close()
 

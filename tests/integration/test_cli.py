@@ -10,7 +10,6 @@ from pathlib import Path
 
 from tests.support import Jobs, QueueProbe, rfc3339, whole_seconds_from_now
 from tickwork.kube.client import KubeClient, load_configuration
-from tickwork.kube.status import WORKER_MANAGER
 from tickwork.queue import RedisRunQueue, RedisSettings
 from tickwork.queue.connection import create_client
 from tickwork.queue.messages import RunMessage
@@ -68,7 +67,7 @@ def test_runs_prints_the_history_as_a_table(cluster: Cluster, jobs: Jobs, namesp
     async def write() -> None:
         async with KubeClient(load_configuration(str(cluster.kubeconfig))) as kube:
             await kube.apply_job_status(namespace, "report", uid, {"runs": runs},
-                                        field_manager=WORKER_MANAGER)  # fmt: skip
+                                        field_manager="test-writer")  # fmt: skip
 
     asyncio.run(write())
     result = tickwork(cluster, namespace, "runs", "report")

@@ -13,6 +13,7 @@ import datetime as dt
 import json
 import time
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 import redis as redis_lib
@@ -25,9 +26,20 @@ from tests.support import (
     rfc3339,
     whole_seconds_from_now,
 )
+from tickwork.api.models import ActiveRun, OperatorStatus, RunRecord, ScheduledJobStatus
 from tickwork.core.runs import manual_run_id, scheduled_run_id
-from tickwork.kube.client import KubeApiError, KubeClient, load_configuration
-from tickwork.kube.status import WORKER_MANAGER
+from tickwork.core.states import JobPhase, RunState
+from tickwork.kube.client import KubeClient, load_configuration
+from tickwork.kube.status import (
+    OPERATOR_MANAGER,
+    active_body,
+    operator_body,
+    owned_fields,
+    record_body,
+    run_manager,
+    to_drop,
+    withdrawal_body,
+)
 from tickwork.queue.messages import RunLocation
 from tickwork_dev.devcluster.cluster import Cluster
 from tickwork_dev.devcluster.components import TickworkProcess, wait_for
@@ -51,7 +63,7 @@ def test_a_one_shot_run_is_published_within_a_tick_of_its_time(
     assert 0 <= lag < 1.5  # one tick (1 s) and then some
 
     # The report follows the publish: the operator gives workers a moment to claim first.
-    wait_for(lambda: jobs.status("once").get("phase") == "Queued", timeout=10, what="Queued")
+    wait_for(lambda: "queuedRun" in jobs.status("once"), timeout=10, what="queuedRun")
     status = jobs.status("once")
     assert status["lastScheduleTime"] == rfc3339(run_at)
     assert status["queuedRun"]["id"] == run_id
@@ -199,7 +211,7 @@ def test_a_one_shot_run_past_its_deadline_is_missed_and_reported(
     lead(start_operator())
     long_ago = whole_seconds_from_now(-600)
     jobs.create("late", {"runAt": rfc3339(long_ago), "startingDeadlineSeconds": 60, "task": ECHO})
-    wait_for(lambda: jobs.status("late").get("phase") == "Failed", timeout=30, what="Failed")
+    wait_for(lambda: jobs.status("late").get("phase") == "Completed", timeout=30, what="Completed")
     status = jobs.status("late")
     assert status["missedRuns"] == 1
     assert status["lastMissedTime"] == rfc3339(long_ago)
@@ -216,20 +228,17 @@ def test_a_finished_one_shot_job_is_deleted_after_its_ttl(
     job = jobs.create("ephemeral", {"runAt": rfc3339(run_at), "ttlSecondsAfterFinished": 2,
                                     "task": ECHO})  # fmt: skip
     uid = job["metadata"]["uid"]
-    wait_for(lambda: jobs.status("ephemeral").get("phase") == "Queued", timeout=30, what="Queued")
-    # The worker's report that the run finished, written as the worker writes it.
-    finished = {
-        "phase": "Succeeded",
-        "lastRun": {
-            "id": scheduled_run_id(uid, run_at), "scheduledAt": rfc3339(run_at),
-            "outcome": "Succeeded", "finishedAt": rfc3339(dt.datetime.now(dt.UTC)),
-        },
-    }  # fmt: skip
+    wait_for(lambda: "queuedRun" in jobs.status("ephemeral"), timeout=30, what="queuedRun")
+    # The run's record, written as the worker writes it.
+    run_id = scheduled_run_id(uid, run_at)
+    finished = record_body(RunRecord(id=run_id, scheduled_at=run_at, outcome=RunState.SUCCEEDED,
+                                     finished_at=dt.datetime.now(dt.UTC)),
+                           successful=1, failed=1)  # fmt: skip
 
     async def report() -> None:
         async with KubeClient(load_configuration(str(cluster.kubeconfig))) as kube:
             await kube.apply_job_status(
-                jobs.namespace, "ephemeral", uid, finished, field_manager=WORKER_MANAGER
+                jobs.namespace, "ephemeral", uid, finished, field_manager=run_manager(run_id)
             )
 
     asyncio.run(report())
@@ -315,28 +324,62 @@ def test_a_run_the_queue_lost_is_published_again(
     wait_for(lambda: probe.locate(run_id) is RunLocation.READY, timeout=30, what="re-publish")
 
 
-def test_a_status_apply_with_a_stale_resource_version_is_refused(
+def test_each_status_field_has_one_writer_and_overlapping_runs_keep_each_other(
     cluster: Cluster, jobs: Jobs
 ) -> None:
-    """The operator's Queued report relies on this precondition to never overwrite a
-    worker's newer phase."""
-    job = jobs.create("versioned", {"runAt": "2030-01-01T00:00:00Z", "task": ECHO})
-    uid, stale = job["metadata"]["uid"], job["metadata"]["resourceVersion"]
+    """The operator's share and each run's share are applied without force and without
+    a precondition, and never conflict: two overlapping runs add and remove only their
+    own entries; a record leaves the history by its own manager's empty apply, which
+    also drops that manager from managedFields."""
+    job = jobs.create("shared", {"schedule": "@daily", "history": {"successfulRuns": 1},
+                                 "task": ECHO})  # fmt: skip
+    uid = job["metadata"]["uid"]
+    now = dt.datetime.now(dt.UTC)
+    run_a, run_b = manual_run_id(uid, "a"), manual_run_id(uid, "b")
+    lifecycle = OperatorStatus(phase=JobPhase.SCHEDULED, observed_generation=1)
 
-    async def writes() -> tuple[int, str]:
+    def active(run_id: str) -> ActiveRun:
+        return ActiveRun(id=run_id, scheduled_at=now, state=RunState.RUNNING, attempt=1)
+
+    def record(run_id: str) -> RunRecord:
+        return RunRecord(id=run_id, scheduled_at=now, outcome=RunState.SUCCEEDED,
+                         finished_at=dt.datetime.now(dt.UTC))  # fmt: skip
+
+    async def writes() -> dict[str, Any]:
         async with KubeClient(load_configuration(str(cluster.kubeconfig))) as kube:
-            fresh = await kube.apply_job_status(jobs.namespace, "versioned", uid,
-                                                {"phase": "Running"}, field_manager=WORKER_MANAGER,
-                                                resource_version=stale)  # fmt: skip
-            try:
-                await kube.apply_job_status(jobs.namespace, "versioned", uid,
-                                            {"phase": "Queued"}, field_manager="tickwork-operator",
-                                            resource_version=stale)  # fmt: skip
-            except KubeApiError as exc:
-                return exc.status, fresh["metadata"]["resourceVersion"]
-            return 200, ""
 
-    status, fresh = asyncio.run(writes())
-    assert status == 409
-    assert fresh != stale
-    assert jobs.status("versioned")["phase"] == "Running"
+            async def apply(manager: str, body: dict[str, Any] | None, *, force: bool = False
+                            ) -> dict[str, Any]:  # fmt: skip
+                return await kube.apply_job_status(jobs.namespace, "shared", uid, body,
+                                                   field_manager=manager, force=force)  # fmt: skip
+
+            await apply(OPERATOR_MANAGER, operator_body(lifecycle))
+            await apply(run_manager(run_a), active_body(active(run_a)))
+            both = await apply(run_manager(run_b), active_body(active(run_b)))
+            assert [r["id"] for r in both["status"]["activeRuns"]] == [run_a, run_b]
+            done_a = record(run_a)
+            await apply(run_manager(run_a), record_body(done_a, successful=1, failed=1))
+            # lastRun is run A's now: run B, ending last, takes it over (forced).
+            done_b = record(run_b)
+            written = await apply(run_manager(run_b), record_body(done_b, successful=1, failed=1),
+                                  force=True)  # fmt: skip
+            status = ScheduledJobStatus.model_validate(written["status"])
+            assert status.active_runs == []
+            assert [r.id for r in status.runs] == [run_a, run_b]  # oldest first, none lost
+            # lastRun is atomic: run A kept no share of it (not even the equal outcome).
+            assert owned_fields(written["metadata"], run_manager(run_a)) == {"runs"}
+            [gone] = to_drop(status.runs, done_b, successful=1, failed=1)
+            assert gone == run_a
+            body = withdrawal_body(written["metadata"], status, gone)
+            assert body is None  # run A owns nothing else any more
+            return await apply(run_manager(gone), body)
+
+    final = asyncio.run(writes())
+    status = ScheduledJobStatus.model_validate(final["status"])
+    assert [r.id for r in status.runs] == [run_b]
+    assert status.last_run is not None
+    assert status.last_run.id == run_b
+    assert status.phase is JobPhase.SCHEDULED  # the operator's field, untouched by the runs
+    managers = {m["manager"] for m in final["metadata"]["managedFields"]}
+    assert run_manager(run_a) not in managers
+    assert {OPERATOR_MANAGER, run_manager(run_b)} <= managers

@@ -38,17 +38,17 @@ def job_list(cluster: Cluster, namespace: str) -> list[dict[str, Any]]:
     return items
 
 
-def wait_phases(cluster: Cluster, namespace: str, names: set[str], phase: str, *,
-                timeout: float) -> None:  # fmt: skip
-    """Until every job named has reached ``phase`` (polling the API server, which is the
-    only way to observe it from outside)."""
+def wait_outcomes(cluster: Cluster, namespace: str, names: set[str], outcome: str, *,
+                  timeout: float) -> None:  # fmt: skip
+    """Until the last run of every job named ended with ``outcome`` (polling the API
+    server, which is the only way to observe it from outside)."""
 
     def done() -> bool:
-        current = {job["metadata"]["name"]: job.get("status", {}).get("phase")
-                   for job in job_list(cluster, namespace)}  # fmt: skip
-        return all(current.get(name) == phase for name in names)
+        current = {job["metadata"]["name"]: (job.get("status", {}).get("lastRun") or {}).get(
+                   "outcome") for job in job_list(cluster, namespace)}  # fmt: skip
+        return all(current.get(name) == outcome for name in names)
 
-    wait_for(done, timeout=timeout, interval=2, what=f"{len(names)} jobs {phase}")
+    wait_for(done, timeout=timeout, interval=2, what=f"{len(names)} jobs {outcome}")
 
 
 def seconds_from_now(seconds: int) -> str:

@@ -26,7 +26,7 @@ from tests.pods.support import (
     job_list,
     one_shot,
     seconds_from_now,
-    wait_phases,
+    wait_outcomes,
 )
 from tests.support import row
 from tickwork_dev.devcluster.cluster import Cluster
@@ -146,13 +146,13 @@ def test_the_job_example_succeeds_and_kubectl_get_shows_it(release: Release) -> 
     example["spec"]["runAt"] = seconds_from_now(5)
     cluster.kubectl("apply", "-n", namespace, "-f", "-", input_text=json.dumps(example))
     name = example["metadata"]["name"]
-    wait_phases(cluster, namespace, {name}, "Succeeded", timeout=90)
+    wait_outcomes(cluster, namespace, {name}, "Succeeded", timeout=90)
     [job] = [j for j in job_list(cluster, namespace) if j["metadata"]["name"] == name]
     assert job["status"]["lastRun"]["result"] == "Executed: hello from Tickwork"
-    wait_for(lambda: row(cluster, namespace, name)["nextRun"] == "", timeout=30,
-             what="Next Run cleared")  # fmt: skip
+    wait_for(lambda: row(cluster, namespace, name)["phase"] == "Completed", timeout=30,
+             what="Completed")  # fmt: skip
     shown = row(cluster, namespace, name)
-    assert shown["phase"] == "Succeeded"
+    assert (shown["active"], shown["last"], shown["nextRun"]) == ("", "Succeeded", "")
     assert shown["runAt"] == example["spec"]["runAt"]
     assert shown["lastRun"] != ""
 
@@ -198,7 +198,7 @@ def test_deleting_the_leading_operator_hands_over_within_15_s_and_loses_no_run(
     wait_for(new_leader, timeout=30, interval=0.2, what="a new leader")
     assert time.monotonic() - started <= 15
     names = {str(job["metadata"]["name"]) for job in jobs}
-    wait_phases(cluster, namespace, names, "Succeeded", timeout=180)
+    wait_outcomes(cluster, namespace, names, "Succeeded", timeout=180)
     _assert_each_ran_once(recorder, release, names)
     wait_for(lambda: len(release.pods("operator")) == 2, timeout=120,
              what="the Deployment replacing the deleted operator")  # fmt: skip
@@ -214,7 +214,7 @@ def test_deleting_worker_pods_during_a_burst_loses_no_run(
     workers = [str(p["metadata"]["name"]) for p in release.pods("worker")]
     cluster.kubectl("-n", namespace, "delete", "pod", *workers, "--wait=false")
     names = {str(job["metadata"]["name"]) for job in jobs}
-    wait_phases(cluster, namespace, names, "Succeeded", timeout=240)
+    wait_outcomes(cluster, namespace, names, "Succeeded", timeout=240)
     _assert_each_ran_once(recorder, release, names)
 
 
@@ -230,7 +230,7 @@ def test_the_hpa_scales_the_workers_with_the_backlog_and_back_without_losing_a_r
     assert burst.back_to_min is not None, burst.summary()
     assert not burst.lost, burst.lost
     assert not burst.executed_more_than_attempts, burst.executed_more_than_attempts
-    assert set(burst.phases.values()) == {"Succeeded"}
+    assert set(burst.outcomes.values()) == {"Succeeded"}
     # The backlog counts in-flight runs: busy workers are not scaled away.
     crowded = [s for s in burst.samples if s.executing > MIN_WORKERS * CONCURRENCY]
     assert crowded
@@ -357,7 +357,7 @@ def test_helm_upgrade_to_a_rebuilt_image_while_runs_are_in_flight_loses_no_run(
     # helm --wait returns when the new Pods are ready; the old ones finish their runs.
     wait_for(rolled, timeout=120, interval=1, what="every Pod on the new image")
     names = {str(job["metadata"]["name"]) for job in jobs}
-    wait_phases(cluster, namespace, names, "Succeeded", timeout=240)
+    wait_outcomes(cluster, namespace, names, "Succeeded", timeout=240)
     _assert_each_ran_once(recorder, release, names)
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.pods.support import apply_jobs, seconds_from_now, wait_phases
+from tests.pods.support import apply_jobs, seconds_from_now, wait_outcomes
 from tickwork_dev.devcluster.cluster import Cluster
 from tickwork_dev.devcluster.release import ClusterImages, Release, merge
 
@@ -50,7 +50,7 @@ def test_a_command_gets_neither_the_redis_password_nor_the_api_token(
            "spec": {"runAt": seconds_from_now(0), "retry": {"maxAttempts": 1},
                     "task": {"command": {"args": ["sh", "-c", script]}}}}  # fmt: skip
     apply_jobs(cluster, namespace, [job])
-    wait_phases(cluster, namespace, {"peek"}, "Succeeded", timeout=120)
+    wait_outcomes(cluster, namespace, {"peek"}, "Succeeded", timeout=120)
     status = json.loads(cluster.kubectl("-n", namespace, "get", "scheduledjob", "peek",
                                         "-o", "json").stdout)["status"]  # fmt: skip
     output = status["lastRun"]["result"]

@@ -9,6 +9,7 @@ Due, missed and caught up, Forbid, Replace, jitter, suspend, run-now, leader los
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -45,6 +46,8 @@ class Sink:
         self.status: dict[str, Any] = {}
         self.writes = 0
         self.events: list[tuple[str, str]] = []
+        self.echo: Callable[[dict[str, Any]], None] | None = None
+        """The watch event of a write, when it arrives before the write's answer."""
 
     async def apply_job_status(self, *job: Any, **options: Any) -> dict[str, Any]:
         # Called as (namespace, name, uid, body, field_manager=..., ...).
@@ -52,6 +55,8 @@ class Sink:
         assert options["field_manager"] == "tickwork-operator"  # the operator's share only
         self.writes += 1
         self.status.update({k: v for k, v in status.items() if v is not None})
+        if self.echo is not None:
+            self.echo(dict(self.status))
         return {"metadata": {"resourceVersion": str(100 + self.writes)}}
 
     async def get_job(self, *job: str) -> dict[str, Any]:
@@ -133,7 +138,7 @@ async def test_a_run_is_published_when_it_falls_due_and_not_before() -> None:
     await leader.tick_at(minute(1, 0.005))
     assert await leader.queued() == [scheduled_run_id(UID, minute(1))]
     status = leader.sink.status
-    assert status["phase"] == "Queued"
+    assert status["phase"] == "Scheduled"  # the lifecycle; what its runs do is the workers'
     assert status["queuedRun"]["id"] == scheduled_run_id(UID, minute(1))
     assert status["nextRunAt"] == "2026-12-01T09:02:00Z"
 
@@ -172,9 +177,24 @@ async def test_past_the_starting_deadline_nothing_is_published_and_the_miss_is_t
     assert await leader.queued() == [scheduled_run_id(UID, minute(1))]
 
 
+async def test_a_missed_one_shot_completes_even_if_the_watch_outruns_the_write() -> None:
+    """The watch event of the operator's own report arrives before the report's answer;
+    the lifecycle it brings (Completed) must still be written, not lost as "done"."""
+    leader = Leader()
+    spec = {"runAt": minute(-10).isoformat(), "startingDeadlineSeconds": 60}
+    leader.sink.echo = lambda status: leader.observe(spec, status=status)
+    leader.observe(spec)
+    await leader.tick_at(minute(0, 31))
+    assert leader.sink.status["missedRuns"] == 1
+    await leader.tick_at(minute(0, 32))
+    assert leader.sink.status["phase"] == "Completed"
+    assert leader.sink.status["conditions"][0]["reason"] == "Completed"
+    assert not leader.state.dirty  # and then nothing more is owed
+
+
 def running(run_at: dt.datetime) -> dict[str, Any]:
-    return {"currentRun": {"id": scheduled_run_id(UID, run_at), "state": "Running",
-                           "scheduledAt": run_at.isoformat(), "attempt": 1}}  # fmt: skip
+    return {"activeRuns": [{"id": scheduled_run_id(UID, run_at), "state": "Running",
+                            "scheduledAt": run_at.isoformat(), "attempt": 1}]}  # fmt: skip
 
 
 async def worker_took(leader: Leader, run_at: dt.datetime) -> None:

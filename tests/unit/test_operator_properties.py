@@ -95,7 +95,7 @@ class Cluster:
             obj.generation += 1
         elif event == "queued":  # the leader published a run and reported it
             run_id = scheduled_run_id(obj.uid, now.replace(second=0, microsecond=0))
-            obj.status = {"phase": "Queued", "queuedRun": {
+            obj.status = {"phase": "Scheduled", "queuedRun": {
                 "id": run_id, "scheduledAt": stamp(now), "queuedAt": stamp(now)}}  # fmt: skip
             self.queued[name] = run_id
         elif event == "trigger":

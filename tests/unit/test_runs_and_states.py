@@ -232,22 +232,19 @@ def test_illegal_transitions_say_what_is_allowed(
 @pytest.mark.parametrize(
     ("kwargs", "phase"),
     [
-        ({"current_run": RunState.QUEUED}, JobPhase.QUEUED),
-        ({"current_run": RunState.RETRYING}, JobPhase.QUEUED),
-        ({"current_run": RunState.RUNNING}, JobPhase.RUNNING),
+        ({}, JobPhase.SCHEDULED),
         ({"suspended": True}, JobPhase.SUSPENDED),
-        ({"valid": False, "current_run": RunState.RUNNING}, JobPhase.INVALID),
-        ({"last_outcome": RunState.SUCCEEDED}, JobPhase.SCHEDULED),
-        ({"last_outcome": RunState.FAILED}, JobPhase.FAILED),
-        ({"one_shot": True, "last_outcome": RunState.SUCCEEDED}, JobPhase.SUCCEEDED),
-        ({"one_shot": True, "last_outcome": RunState.CANCELLED}, JobPhase.CANCELLED),
+        ({"valid": False, "active": True}, JobPhase.INVALID),
+        ({"valid": False, "one_shot": True, "finished": True}, JobPhase.INVALID),
+        ({"finished": True}, JobPhase.SCHEDULED),  # a recurring job never completes
         ({"one_shot": True}, JobPhase.SCHEDULED),
+        ({"one_shot": True, "finished": True}, JobPhase.COMPLETED),
+        ({"one_shot": True, "finished": True, "suspended": True}, JobPhase.COMPLETED),
+        ({"one_shot": True, "finished": True, "active": True}, JobPhase.SCHEDULED),
+        ({"one_shot": True, "suspended": True}, JobPhase.SUSPENDED),
     ],
 )
-def test_job_phase(kwargs: dict[str, object], phase: JobPhase) -> None:
-    arguments: dict[str, object] = {
-        "suspended": False, "valid": True, "one_shot": False,
-        "current_run": None, "last_outcome": None,
-    }  # fmt: skip
-    arguments.update(kwargs)
-    assert job_phase(**arguments) is phase  # type: ignore[arg-type]
+def test_job_phase_is_the_lifecycle(kwargs: dict[str, bool], phase: JobPhase) -> None:
+    arguments = {"suspended": False, "valid": True, "one_shot": False, "finished": False,
+                 "active": False} | kwargs  # fmt: skip
+    assert job_phase(**arguments) is phase

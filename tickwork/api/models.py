@@ -14,6 +14,7 @@ and surface as a status condition and an Event.
 
 from __future__ import annotations
 
+import datetime as dt
 import enum
 import re
 import urllib.parse
@@ -344,6 +345,14 @@ class ScheduledJobSpec(_Model):
 # -- status -------------------------------------------------------------------
 
 
+def _utc(moment: dt.datetime) -> dt.datetime:
+    return moment.astimezone(dt.UTC)
+
+
+#: An instant in status: read in any offset, kept and written in UTC ("...Z").
+Instant = Annotated[AwareDatetime, AfterValidator(_utc)]
+
+
 class ConditionStatus(enum.StrEnum):
     TRUE = "True"
     FALSE = "False"
@@ -357,7 +366,7 @@ class Condition(_Model):
     status: ConditionStatus
     reason: Annotated[StrictStr, Field(min_length=1, max_length=128)]
     message: Annotated[StrictStr, Field(max_length=2048)] = ""
-    last_transition_time: AwareDatetime
+    last_transition_time: Instant
     observed_generation: Annotated[StrictInt, Field(ge=0)] | None = None
 
 
@@ -365,20 +374,22 @@ class QueuedRun(_Model):
     """The run the operator published last (it stays after the run ended)."""
 
     id: Annotated[StrictStr, Field(max_length=256)]
-    scheduled_at: AwareDatetime
-    queued_at: AwareDatetime
+    scheduled_at: Instant
+    queued_at: Instant
     manual: StrictBool = False
 
 
-class CurrentRun(_Model):
-    """The run a worker is executing now; gone when it ends (see lastRun)."""
+class ActiveRun(_Model):
+    """A run a worker has started and not finished: running, or waiting for a retry.
+    Each entry is owned by its run's own field manager; it goes when its record is
+    written."""
 
     id: Annotated[StrictStr, Field(max_length=256)]
-    scheduled_at: AwareDatetime
+    scheduled_at: Instant
     state: RunState
     attempt: Annotated[StrictInt, Field(ge=1)]
-    queued_at: AwareDatetime | None = None
-    started_at: AwareDatetime | None = None
+    queued_at: Instant | None = None
+    started_at: Instant | None = None
     worker: Annotated[StrictStr, Field(max_length=253)] | None = None
     manual: StrictBool = False
 
@@ -387,32 +398,38 @@ class RunRecord(_Model):
     """A finished run, as kept in lastRun and runs."""
 
     id: Annotated[StrictStr, Field(max_length=256)]
-    scheduled_at: AwareDatetime
+    scheduled_at: Instant
     outcome: RunState
     attempts: Annotated[StrictInt, Field(ge=0)] = 1
-    started_at: AwareDatetime | None = None
-    finished_at: AwareDatetime | None = None
+    started_at: Instant | None = None
+    finished_at: Instant | None = None
     result: Annotated[StrictStr, Field(max_length=1024)] | None = None
     error: Annotated[StrictStr, Field(max_length=1024)] | None = None
 
 
-class ScheduledJobStatus(_Model):
-    """What the operator and the workers observed; written by server-side apply."""
+#: Finished runs ``status.runs`` may hold: the two history limits (20 each) plus
+#: room for records that runs ending together write before either trims.
+RUNS_LIMIT = 48
+#: Runs of one job started and not finished at once (concurrencyPolicy Allow).
+ACTIVE_RUNS_LIMIT = 16
 
-    model_config = ConfigDict(extra="ignore")  # tolerate fields of newer versions
 
-    phase: JobPhase | None = None
+class OperatorStatus(_Model):
+    """The operator's share of status (field manager tickwork-operator): the job's
+    lifecycle and its schedule. No worker writes any of these fields."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    phase: JobPhase | None = Field(
+        default=None, description="Lifecycle: Scheduled, Suspended, Completed or Invalid."
+    )
     observed_generation: Annotated[StrictInt, Field(ge=0)] | None = None
-    next_run_at: AwareDatetime | None = None
-    last_schedule_time: AwareDatetime | None = None
-    last_successful_time: AwareDatetime | None = None
+    next_run_at: Instant | None = None
+    last_schedule_time: Instant | None = None
     missed_runs: Annotated[StrictInt, Field(ge=0)] | None = None
-    last_missed_time: AwareDatetime | None = None
+    last_missed_time: Instant | None = None
     last_trigger_token: Annotated[StrictStr, Field(max_length=253)] | None = None
     queued_run: QueuedRun | None = None
-    current_run: CurrentRun | None = None
-    last_run: RunRecord | None = None
-    runs: Annotated[list[RunRecord], Field(max_length=40)] = []
     conditions: Annotated[
         list[Condition],
         Field(
@@ -420,6 +437,48 @@ class ScheduledJobStatus(_Model):
             json_schema_extra=_list_map("type"),
         ),
     ] = []
+
+
+class RunStatus(_Model):
+    """The workers' share of status: the run record. Every run writes under a field
+    manager of its own (tickwork-run-...), so runs of one job that overlap add and
+    remove only their own entries of activeRuns and runs; lastRun and
+    lastSuccessfulTime go to the run that finished last."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    active_runs: Annotated[
+        list[ActiveRun],
+        Field(max_length=ACTIVE_RUNS_LIMIT, json_schema_extra=_list_map("id")),
+    ] = []
+    last_run: RunRecord | None = Field(
+        default=None,
+        description="The run that finished last (its run's field manager owns it whole).",
+        # Atomic: a run that takes lastRun over takes every field of it, so the run
+        # before keeps no share of equal values (outcome, attempts) and its field
+        # manager goes once it owns nothing else.
+        json_schema_extra={"x-kubernetes-map-type": "atomic"},
+    )
+    last_successful_time: Instant | None = None
+    runs: Annotated[
+        list[RunRecord],
+        Field(
+            max_length=RUNS_LIMIT,
+            json_schema_extra=_list_map("id"),
+            description="Finished runs kept by spec.history, oldest first.",
+        ),
+    ] = []
+
+
+class ScheduledJobStatus(RunStatus, OperatorStatus):
+    """What the operator and the workers observed; written by server-side apply, each
+    field by one writer: the operator's lifecycle and schedule, each run's record."""
+
+    model_config = ConfigDict(extra="ignore")  # tolerate fields of newer versions
+
+    def operator_share(self) -> OperatorStatus:
+        own = set(OperatorStatus.model_fields)
+        return OperatorStatus.model_validate(self.model_dump(include=own))
 
 
 class ScheduledJob(_Model):

@@ -66,45 +66,25 @@ def transition(current: RunState, target: RunState) -> RunState:
 
 
 class JobPhase(enum.StrEnum):
-    """The one-word summary of a ScheduledJob in kubectl get."""
+    """A ScheduledJob's lifecycle, written by the operator alone. What its runs are
+    doing is the workers' share of status (``activeRuns``, ``lastRun``); ``kubectl
+    get`` shows both."""
 
     SCHEDULED = "Scheduled"
-    QUEUED = "Queued"
-    RUNNING = "Running"
-    SUCCEEDED = "Succeeded"
-    FAILED = "Failed"
     SUSPENDED = "Suspended"
-    CANCELLED = "Cancelled"
+    COMPLETED = "Completed"
     INVALID = "Invalid"
 
 
-_OUTCOME_PHASES = {
-    RunState.SUCCEEDED: JobPhase.SUCCEEDED,
-    RunState.FAILED: JobPhase.FAILED,
-    RunState.CANCELLED: JobPhase.CANCELLED,
-    RunState.SKIPPED: JobPhase.CANCELLED,
-}
-
-
 def job_phase(
-    *,
-    suspended: bool,
-    valid: bool,
-    one_shot: bool,
-    current_run: RunState | None,
-    last_outcome: RunState | None,
+    *, suspended: bool, valid: bool, one_shot: bool, finished: bool, active: bool
 ) -> JobPhase:
-    """Summarise a job: what it is doing now, else how its last run ended.
-
-    A recurring job whose last run failed shows Failed until its next run is
-    queued, so failures stand out in ``kubectl get``; otherwise it is Scheduled.
-    """
+    """The lifecycle: a one-shot job whose run ended (and none is active) is
+    Completed, however the run ended (``lastRun.outcome`` says how)."""
     if not valid:
         return JobPhase.INVALID
-    if current_run is not None and current_run in ACTIVE_STATES:
-        return JobPhase.RUNNING if current_run is RunState.RUNNING else JobPhase.QUEUED
+    if one_shot and finished and not active:
+        return JobPhase.COMPLETED
     if suspended:
         return JobPhase.SUSPENDED
-    if last_outcome is RunState.FAILED or (one_shot and last_outcome is not None):
-        return _OUTCOME_PHASES.get(last_outcome, JobPhase.SCHEDULED)
     return JobPhase.SCHEDULED

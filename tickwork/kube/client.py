@@ -244,23 +244,22 @@ class KubeClient:
         namespace: str,
         name: str,
         uid: str,
-        status: dict[str, Any],
+        status: dict[str, Any] | None,
         *,
         field_manager: str,
         force: bool = True,
-        resource_version: str | None = None,
     ) -> dict[str, Any]:
-        """Server-side apply of ``status`` as ``field_manager``; refused if the uid changed,
-        and with ``resource_version``, a 409 if the object changed since that version."""
+        """Server-side apply of ``status`` as ``field_manager``; refused (409) if the uid
+        changed. ``status`` None gives up every status field the manager owns (and the manager's
+        entry in ``managedFields``): an empty ``status: {}`` would keep the entry."""
         metadata = {"name": name, "namespace": namespace, "uid": uid}
-        if resource_version is not None:
-            metadata["resourceVersion"] = resource_version
-        body = {
+        body: dict[str, Any] = {
             "apiVersion": models.API_VERSION,
             "kind": models.KIND,
             "metadata": metadata,
-            "status": status,
         }
+        if status is not None:
+            body["status"] = status
         return await self.request(
             "PATCH",
             f"{self._job_path(namespace, name)}/status",

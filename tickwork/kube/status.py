@@ -1,43 +1,55 @@
 """Every status write of Tickwork, in one module: who owns which field, and the bodies.
 
-Status is written by server-side apply, the operator and the workers as
-separate field managers. With server-side apply, an apply states *all* of a
-manager's intent: a field it owned and leaves out is removed. So each
-manager always sends its whole share, built here from a small record:
+Status is written by server-side apply, and every field has exactly one writer,
+so no write reads, merges and re-sends another writer's field:
 
-============================  =======================================
-operator (``tickwork-operator``)   worker (``tickwork-worker``)
-============================  =======================================
-observedGeneration, nextRunAt      currentRun (while a run executes)
-lastScheduleTime, queuedRun        lastRun, runs, lastSuccessfulTime
-missedRuns, lastMissedTime
-lastTriggerToken, conditions
-============================  =======================================
+=====================================  ===========================================
+operator (``tickwork-operator``)        each run (``tickwork-run-<hash of run ID>``)
+=====================================  ===========================================
+phase (the lifecycle),                  its entry of ``activeRuns`` while it runs or
+observedGeneration, nextRunAt,          waits for a retry; its record in ``runs``;
+lastScheduleTime, queuedRun,            ``lastRun`` and (on success)
+missedRuns, lastMissedTime,             ``lastSuccessfulTime``, taken over (forced)
+lastTriggerToken, conditions            by whichever run finishes last
+=====================================  ===========================================
 
-``phase`` is shared: whoever changes what the job is doing sets it, with
-``force``; the operator's routine updates send the phase it last saw,
-without force, so a worker's newer phase is never overwritten (a conflict
-makes the operator re-read the object instead). The one forced write of the
-operator that races a worker — "Queued" right after publishing, when a quick
-run may already have finished — reads the object first, keeps the worker's
-phase if status already names the run, and carries that read's
-resourceVersion as a precondition (``Ticker._write_queued``).
+With server-side apply an apply states *all* of a manager's intent: a field it
+owned and leaves out is removed. A run's own manager therefore moves it from
+``activeRuns`` to ``runs`` in one apply (its record, without its active entry),
+and runs of one job that overlap never touch each other's entries:
+``activeRuns`` and ``runs`` are list-maps keyed by ``id``. A record falls out
+of the history when a newer run's worker applies, *as the old run's manager*,
+nothing (or only the ``lastRun``/``lastSuccessfulTime`` that manager may still
+own) — which also removes that manager from ``managedFields``.
 
-The builders are pure; :class:`~tickwork.kube.client.KubeClient` sends them.
+The bodies are the API models (:mod:`tickwork.api.models`) dumped in their wire
+form; :class:`~tickwork.kube.client.KubeClient` sends them.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass, field, replace
+import hashlib
 from typing import Any
 
-from tickwork.api.models import RunRecord, ScheduledJobStatus
-from tickwork.core.states import ACTIVE_STATES, JobPhase, RunState
+from tickwork.api.models import (
+    ActiveRun,
+    Condition,
+    ConditionStatus,
+    OperatorStatus,
+    RunRecord,
+    RunStatus,
+    ScheduledJobStatus,
+)
+from tickwork.core.states import RunState
 from tickwork.core.text import HISTORY_TEXT_LIMIT, TEXT_LIMIT, cap_optional
 
 OPERATOR_MANAGER = "tickwork-operator"
-WORKER_MANAGER = "tickwork-worker"
+RUN_MANAGER_PREFIX = "tickwork-run-"
+#: The one field manager of every worker before each run had its own: what it
+#: still owns after an upgrade (old records, the old lastRun) is let go by the
+#: first run that trims the history.
+LEGACY_WORKER_MANAGER = "tickwork-worker"
 
 CONDITION_READY = "Ready"
 CONDITION_SUSPENDED = "Suspended"
@@ -52,226 +64,141 @@ def timestamp(moment: dt.datetime | None) -> str | None:
     return text.replace("+00:00", "Z")
 
 
-@dataclass(frozen=True)
-class Condition:
-    type: str
-    status: bool
-    reason: str
-    message: str
-    last_transition_time: dt.datetime
-
-    def to_wire(self, generation: int | None) -> dict[str, Any]:
-        wire: dict[str, Any] = {
-            "type": self.type,
-            "status": "True" if self.status else "False",
-            "reason": self.reason,
-            "message": cap_optional(self.message, 2048) or "",
-            "lastTransitionTime": timestamp(self.last_transition_time),
-        }
-        if generation is not None:
-            wire["observedGeneration"] = generation
-        return wire
+def _wire(share: OperatorStatus | RunStatus) -> dict[str, Any]:
+    """Only the fields set on ``share`` (each whole): the whole intent of its manager."""
+    full = share.model_dump(mode="json", by_alias=True, exclude_none=True)
+    named = {type(share).model_fields[name].alias or name for name in share.model_fields_set}
+    return {key: value for key, value in full.items() if key in named}
 
 
-def set_condition(
-    conditions: tuple[Condition, ...],
-    *,
-    type_: str,
-    status: bool,
-    reason: str,
-    message: str,
-    now: dt.datetime,
-) -> tuple[Condition, ...]:
+# -- the operator's share -----------------------------------------------------
+
+
+def updated(share: OperatorStatus, **changes: Any) -> OperatorStatus:
+    """``share`` with ``changes``, validated (instants kept in UTC, bounds checked)."""
+    return OperatorStatus.model_validate({**share.model_dump(), **changes})
+
+
+def with_condition(
+    share: OperatorStatus, type_: str, *, status: bool, reason: str, message: str, now: dt.datetime
+) -> OperatorStatus:
     """Replace the condition of ``type_``; its transition time moves only if status flips."""
-    previous = next((c for c in conditions if c.type == type_), None)
-    since = previous.last_transition_time if previous and previous.status == status else now
-    updated = Condition(type_, status, reason, message, since)
-    return (*(c for c in conditions if c.type != type_), updated)
+    wanted = ConditionStatus.TRUE if status else ConditionStatus.FALSE
+    previous = next((c for c in share.conditions if c.type == type_), None)
+    since = previous.last_transition_time if previous and previous.status is wanted else now
+    condition = Condition(
+        type=type_, status=wanted, reason=reason, message=cap_optional(message, 2048) or "",
+        last_transition_time=since, observed_generation=share.observed_generation,
+    )  # fmt: skip
+    kept = [c for c in share.conditions if c.type != type_]
+    return updated(share, conditions=[*(c.model_dump() for c in kept), condition.model_dump()])
 
 
-@dataclass(frozen=True)
-class QueuedRunInfo:
-    id: str
-    scheduled_at: dt.datetime
-    queued_at: dt.datetime
-    manual: bool = False
-
-
-@dataclass(frozen=True)
-class OperatorStatus:
-    """The operator's share of a job's status; ``apply_body`` is what it sends."""
-
-    phase: JobPhase | None = None
-    observed_generation: int | None = None
-    next_run_at: dt.datetime | None = None
-    last_schedule_time: dt.datetime | None = None
-    missed_runs: int = 0
-    last_missed_time: dt.datetime | None = None
-    last_trigger_token: str | None = None
-    queued_run: QueuedRunInfo | None = None
-    conditions: tuple[Condition, ...] = field(default_factory=tuple)
-
-    @classmethod
-    def observed(cls, status: ScheduledJobStatus) -> OperatorStatus:
-        """The operator's share as the API server has it (after a restart, say)."""
-        queued = status.queued_run
-        return cls(
-            phase=status.phase,
-            observed_generation=status.observed_generation,
-            next_run_at=status.next_run_at,
-            last_schedule_time=status.last_schedule_time,
-            missed_runs=status.missed_runs or 0,
-            last_missed_time=status.last_missed_time,
-            last_trigger_token=status.last_trigger_token,
-            queued_run=QueuedRunInfo(
-                id=queued.id,
-                scheduled_at=queued.scheduled_at,
-                queued_at=queued.queued_at,
-                manual=queued.manual,
-            )
-            if queued
-            else None,
-            conditions=tuple(
-                Condition(
-                    c.type, c.status.value == "True", c.reason, c.message, c.last_transition_time
-                )
-                for c in status.conditions
-                if c.type in (CONDITION_READY, CONDITION_SUSPENDED)
-            ),
-        )
-
-    def with_condition(
-        self, type_: str, *, status: bool, reason: str, message: str, now: dt.datetime
-    ) -> OperatorStatus:
-        conditions = set_condition(
-            self.conditions, type_=type_, status=status, reason=reason, message=message, now=now
-        )
-        return replace(self, conditions=conditions)
-
-    def apply_body(self) -> dict[str, Any]:
-        body: dict[str, Any] = {
-            "observedGeneration": self.observed_generation,
-            "nextRunAt": timestamp(self.next_run_at),
-            "lastScheduleTime": timestamp(self.last_schedule_time),
-            "missedRuns": self.missed_runs or None,
-            "lastMissedTime": timestamp(self.last_missed_time),
-            "lastTriggerToken": self.last_trigger_token,
-            "conditions": [c.to_wire(self.observed_generation) for c in self.conditions],
-        }
-        if self.phase is not None:
-            body["phase"] = self.phase.value
-        if self.queued_run is not None:
-            run = self.queued_run
-            body["queuedRun"] = {
-                "id": run.id,
-                "scheduledAt": timestamp(run.scheduled_at),
-                "queuedAt": timestamp(run.queued_at),
-                "manual": run.manual,
-            }
-        return {key: value for key, value in body.items() if value is not None}
-
-
-# -- the worker's share ---------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class RunInfo:
-    """What the worker knows of the run it executes."""
-
-    id: str
-    scheduled_at: dt.datetime
-    attempt: int
-    queued_at: dt.datetime | None
-    started_at: dt.datetime
-    worker: str
-    manual: bool = False
-
-
-def _kept_fields(observed: ScheduledJobStatus) -> dict[str, Any]:
-    """The worker-owned fields it must send again unchanged (or they would vanish)."""
-    kept: dict[str, Any] = {}
-    if observed.last_run is not None:
-        kept["lastRun"] = observed.last_run.to_wire()
-    kept["runs"] = [record.to_wire() for record in observed.runs]
-    if observed.last_successful_time is not None:
-        kept["lastSuccessfulTime"] = timestamp(observed.last_successful_time)
-    return kept
-
-
-def running_body(observed: ScheduledJobStatus, run: RunInfo, *, state: RunState) -> dict[str, Any]:
-    """The worker's apply when a run starts (``Running``) or waits for a retry."""
-    current = {
-        "id": run.id,
-        "scheduledAt": timestamp(run.scheduled_at),
-        "state": state.value,
-        "attempt": run.attempt,
-        "queuedAt": timestamp(run.queued_at),
-        "startedAt": timestamp(run.started_at),
-        "worker": run.worker,
-        "manual": run.manual,
-    }
-    phase = JobPhase.RUNNING if state is RunState.RUNNING else JobPhase.QUEUED
-    return {
-        **_kept_fields(observed),
-        "phase": phase.value,
-        "currentRun": {k: v for k, v in current.items() if v is not None},
-    }
-
-
-def keep_history(
-    history: list[RunRecord], record: RunRecord, *, successful: int, failed: int
-) -> list[RunRecord]:
-    """The newest first, at most ``successful`` successes and ``failed`` of the rest."""
-    kept: list[RunRecord] = []
-    wins = losses = 0
-    for item in [record, *(r for r in history if r.id != record.id)]:
-        if item.outcome is RunState.SUCCEEDED:
-            if wins < successful:
-                kept.append(item)
-                wins += 1
-        elif losses < failed:
-            kept.append(item)
-            losses += 1
-    return kept
-
-
-def finished_body(
-    observed: ScheduledJobStatus,
-    record: RunRecord,
-    *,
-    phase: JobPhase,
-    successful_history: int,
-    failed_history: int,
-) -> dict[str, Any]:
-    """The worker's apply when a run ended: no ``currentRun`` of this run (so it is
-    removed), but another run's current one is sent again (runs of a job may overlap)."""
-    record = replace_record_texts(record)
-    runs = keep_history(
-        list(observed.runs), record, successful=successful_history, failed=failed_history
-    )
-    runs = [replace_record_texts(r, limit=HISTORY_TEXT_LIMIT) for r in runs]
-    body: dict[str, Any] = {
-        "phase": phase.value,
-        "lastRun": record.to_wire(),
-        "runs": [r.to_wire() for r in runs],
-    }
-    other = observed.current_run
-    if other is not None and other.id != record.id and other.state in ACTIVE_STATES:
-        body["currentRun"] = {
-            "id": other.id, "scheduledAt": timestamp(other.scheduled_at),
-            "state": other.state.value, "attempt": other.attempt,
-            "queuedAt": timestamp(other.queued_at), "startedAt": timestamp(other.started_at),
-            "worker": other.worker, "manual": other.manual,
-        }  # fmt: skip
-        body["currentRun"] = {k: v for k, v in body["currentRun"].items() if v is not None}
-    last_success = observed.last_successful_time
-    if record.outcome is RunState.SUCCEEDED:
-        last_success = record.finished_at or last_success
-    if last_success is not None:
-        body["lastSuccessfulTime"] = timestamp(last_success)
+def operator_body(share: OperatorStatus) -> dict[str, Any]:
+    """The operator's apply: all its fields (a missing one would be removed), each
+    condition stamped with the generation the share describes."""
+    body = share.model_dump(mode="json", by_alias=True, exclude_none=True)
+    for condition in body["conditions"]:
+        condition.pop("observedGeneration", None)
+        if share.observed_generation is not None:
+            condition["observedGeneration"] = share.observed_generation
     return body
 
 
-def replace_record_texts(record: RunRecord, *, limit: int = TEXT_LIMIT) -> RunRecord:
+# -- each run's share ---------------------------------------------------------
+
+
+def run_manager(run_id: str) -> str:
+    """The field manager of one run's entries (run IDs are too long for the name)."""
+    return RUN_MANAGER_PREFIX + hashlib.sha256(run_id.encode()).hexdigest()[:24]
+
+
+def active_body(run: ActiveRun) -> dict[str, Any]:
+    """The run's apply while it runs or waits for a retry: its ``activeRuns`` entry."""
+    return _wire(RunStatus(active_runs=[run]))
+
+
+def keeps(record: RunRecord, *, successful: int, failed: int) -> bool:
+    """Does the history keep records like ``record`` at all?"""
+    return (successful if record.outcome is RunState.SUCCEEDED else failed) > 0
+
+
+def record_body(record: RunRecord, *, successful: int, failed: int) -> dict[str, Any]:
+    """The run's apply when it ended: its record (without its ``activeRuns`` entry,
+    which this removes), ``lastRun``, and ``lastSuccessfulTime`` if it succeeded."""
+    fields: dict[str, Any] = {"last_run": cap_record(record, TEXT_LIMIT)}
+    if keeps(record, successful=successful, failed=failed):
+        fields["runs"] = [cap_record(record, HISTORY_TEXT_LIMIT)]
+    if record.outcome is RunState.SUCCEEDED and record.finished_at is not None:
+        fields["last_successful_time"] = record.finished_at
+    return _wire(RunStatus(**fields))
+
+
+def to_drop(
+    history: list[RunRecord], record: RunRecord, *, successful: int, failed: int
+) -> list[str]:
+    """IDs of the records in ``history`` that fall out now that ``record`` is in: the
+    newest (by finish) first, at most ``successful`` successes and ``failed`` others."""
+    ordered = sorted(
+        [record, *(r for r in history if r.id != record.id)],
+        key=lambda r: r.finished_at or r.started_at or r.scheduled_at,
+        reverse=True,
+    )
+    drop: list[str] = []
+    wins = losses = 0
+    for item in ordered:
+        if item.outcome is RunState.SUCCEEDED:
+            wins += 1
+            over = wins > successful
+        else:
+            losses += 1
+            over = losses > failed
+        if over and item.id != record.id:
+            drop.append(item.id)
+    return drop
+
+
+def owned_fields(metadata: dict[str, Any], manager: str) -> set[str]:
+    """The top-level status fields ``manager`` owns (from ``managedFields``)."""
+    for entry in metadata.get("managedFields") or []:
+        if entry.get("manager") == manager and entry.get("subresource") == "status":
+            status = (entry.get("fieldsV1") or {}).get("f:status") or {}
+            return {key.removeprefix("f:") for key in status if key.startswith("f:")}
+    return set()
+
+
+def withdrawal_body(
+    metadata: dict[str, Any], status: ScheduledJobStatus, run_id: str
+) -> dict[str, Any] | None:
+    """What the manager of ``run_id`` applies so that its record leaves the history:
+    nothing (None: no status at all), except the ``lastRun`` or
+    ``lastSuccessfulTime`` it may still own, re-sent unchanged."""
+    owned = owned_fields(metadata, run_manager(run_id))
+    fields: dict[str, Any] = {}
+    if "lastRun" in owned and status.last_run is not None:
+        fields["last_run"] = status.last_run
+    if "lastSuccessfulTime" in owned and status.last_successful_time is not None:
+        fields["last_successful_time"] = status.last_successful_time
+    return _wire(RunStatus(**fields)) if fields else None
+
+
+def cap_record(record: RunRecord, limit: int) -> RunRecord:
     return record.model_copy(update={"result": cap_optional(record.result, limit),
                                      "error": cap_optional(record.error, limit)})  # fmt: skip
+
+
+def withdrawals(
+    metadata: dict[str, Any], status: ScheduledJobStatus, record: RunRecord, *,
+    successful: int, failed: int,
+) -> list[tuple[str, dict[str, Any] | None]]:  # fmt: skip
+    """(field manager, body) of each apply that trims the history now that ``record``
+    is in it (see :func:`to_drop`, :func:`withdrawal_body`), and that lets go of what
+    the workers' single manager of older versions still owns."""
+    applies = [
+        (run_manager(run_id), withdrawal_body(metadata, status, run_id))
+        for run_id in to_drop(status.runs, record, successful=successful, failed=failed)
+    ]
+    managers = {entry.get("manager") for entry in metadata.get("managedFields") or []}
+    if LEGACY_WORKER_MANAGER in managers:
+        applies.append((LEGACY_WORKER_MANAGER, None))
+    return applies

@@ -1,6 +1,7 @@
 """The worker's access to a job: read it to decide whether a run may start, and
-write the worker's share of its status (the Running mark, Retrying, the run's
-record), conditional on the resourceVersion each write was built on.
+write the run's share of its status (its ``activeRuns`` entry while it runs or
+waits for a retry, then its record), as the run's own field manager: no write
+reads or re-sends another run's entries or the operator's fields.
 
 Reads come from the worker's watched copy (:class:`~tickwork.kube.cache.JobCache`)
 when it can vouch for them, else from the API server; every status write is
@@ -18,12 +19,16 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from tickwork.api.models import RunRecord, ScheduledJob
-from tickwork.core.planning import ConcurrencyPolicy
-from tickwork.core.states import JobPhase, RunState, job_phase
+from tickwork.api.models import ActiveRun, RunRecord, ScheduledJob, ScheduledJobStatus
 from tickwork.kube.cache import JobCache
 from tickwork.kube.client import KubeApiError, KubeClient
-from tickwork.kube.status import WORKER_MANAGER, finished_body
+from tickwork.kube.status import (
+    active_body,
+    record_body,
+    run_manager,
+    withdrawal_body,
+    withdrawals,
+)
 from tickwork.queue.messages import Claim
 from tickwork_worker.decisions import Outcome, scheduled_at
 from tickwork_worker.lease import Lease
@@ -38,14 +43,6 @@ _RECORD_PATIENCE_SECONDS = 600.0
 #: Status writes in flight at once per worker. Reads of jobs whose runs are
 #: starting are not limited, so at the top of a busy minute they go first.
 _STATUS_WRITES_IN_FLIGHT = 16
-#: A run shorter than this finishes before another run of its job can start
-#: and finish around it (schedules are at least a minute apart), except with
-#: concurrencyPolicy Allow, where manual runs may overlap within the window.
-_QUICK_RUN_SECONDS = 1.0
-_OVERLAP_WINDOW_SECONDS = 0.2
-#: Conditional status writes overtaken by another writer, built anew each time,
-#: before the write is given up (it takes a burst of writes to one job).
-_OVERTAKEN_ATTEMPTS = 20
 
 
 class RunningMarker:
@@ -141,25 +138,12 @@ class JobAccess:
             self.jobs.observe(body, since=since)
         return body
 
-    async def reread(self, claim: Claim) -> ScheduledJob | None:
-        """The job from the API server itself; None if it is gone or another object."""
-        body = await self.get(claim)
-        if body is None or (body.get("metadata") or {}).get("uid") != claim.message.uid:
-            return None
-        try:
-            return ScheduledJob.model_validate(body)
-        except ValidationError:
-            return None
-
-    async def fresh(self, claim: Claim, job: ScheduledJob) -> ScheduledJob:
-        """The job re-read after an attempt; the copy at hand if the API server is away
-        or refuses: an attempt that ran must be recorded, not redelivered and run again."""
-        try:
-            return await self.read(claim) or job
-        except KubeApiError as exc:
-            logger.warning("recording on the job as read before (%s)", exc,
-                           extra={"run_id": claim.run_id})  # fmt: skip
-            return job
+    async def mark(self, claim: Claim, lease: Lease, job: ScheduledJob, run: ActiveRun) -> bool:
+        """Show the run in ``activeRuns`` (Running, or Retrying between attempts). A run
+        that ended before (a dead letter requeued by hand) keeps the ``lastRun`` it may
+        still own until its new record replaces it."""
+        kept = withdrawal_body(job.metadata, job.status, run.id) or {}
+        return await self.write(claim, lease, {**kept, **active_body(run)})
 
     async def finish(
         self,
@@ -172,20 +156,11 @@ class JobAccess:
     ) -> bool:
         """Write the run's record into status; False if the API server refused it.
 
-        The history is re-sent whole (server-side apply), so it is re-read
-        when another run of the job may have finished meanwhile: the run took a
-        while, or runs of this job may overlap. A quick run needs no extra read from
-        the API server; the watched copy is always worth a look.
+        One apply as the run's manager adds its record (and takes ``lastRun``) and
+        removes its ``activeRuns`` entry; another run of the job that ends at the same
+        moment adds its own, untouched. Records past the job's history limits then
+        leave, each withdrawn by its own run's manager (see :meth:`trim`).
         """
-        elapsed = (dt.datetime.now(dt.UTC) - started_at).total_seconds() if started_at else 0.0
-        may_overlap = job.spec.concurrency_policy is ConcurrencyPolicy.ALLOW
-        stale = (
-            self.jobs is not None
-            or started_at is None
-            or elapsed > _QUICK_RUN_SECONDS
-            or (may_overlap and elapsed > _OVERLAP_WINDOW_SECONDS)
-        )
-        fresh = await self.fresh(claim, job) if stale else job
         record = RunRecord(
             id=claim.run_id,
             scheduled_at=scheduled_at(claim.message, started_at or dt.datetime.now(dt.UTC)),
@@ -196,47 +171,66 @@ class JobAccess:
             result=outcome.result,
             error=outcome.error,
         )
+        limits = job.spec.history
+        body = record_body(record, successful=limits.successful_runs, failed=limits.failed_runs)
+        written: dict[str, Any] = {}
+        if not await self.write(claim, lease, body, record=True, written=written):
+            return False
+        if written:
+            await self.trim(claim, written, record, job)
+        return True
 
-        def build(current: ScheduledJob) -> dict[str, Any]:
-            other = current.status.current_run
-            if other is not None and other.id == claim.run_id:
-                other = None  # this run's own mark: removed with the record
-            phase = job_phase(
-                suspended=current.spec.suspend,
-                valid=True,
-                one_shot=current.spec.one_shot,
-                current_run=other.state if other is not None else None,
-                last_outcome=outcome.state,
-            )
-            if outcome.state is RunState.SKIPPED and phase is JobPhase.CANCELLED:
-                phase = JobPhase.SUSPENDED
-            return finished_body(
-                current.status,
-                record,
-                phase=phase,
-                successful_history=current.spec.history.successful_runs,
-                failed_history=current.spec.history.failed_runs,
-            )
-
-        return await self.write(claim, lease, fresh, build, record=True)
+    async def trim(
+        self, claim: Claim, written: dict[str, Any], record: RunRecord, job: ScheduledJob
+    ) -> None:
+        """Let records past the history limits go, as seen in the object just written.
+        Each goes by an apply of its own run's manager that no longer names it (and
+        keeps what else that manager still owns), so a record another run added
+        meanwhile is never touched; two runs trimming at once drop the same IDs.
+        A failure is left for the next run of the job to trim."""
+        try:
+            status = ScheduledJobStatus.model_validate(written.get("status") or {})
+        except ValueError:
+            return
+        limits = job.spec.history
+        metadata = written.get("metadata") or {}
+        message = claim.message
+        for manager, first in withdrawals(metadata, status, record,
+                                          successful=limits.successful_runs,
+                                          failed=limits.failed_runs):  # fmt: skip
+            body = first
+            for attempt in range(2):
+                try:
+                    await self.kube.apply_job_status(
+                        message.namespace, message.name, message.uid, body,
+                        field_manager=manager, force=False,
+                    )  # fmt: skip
+                    break
+                except KubeApiError as exc:
+                    if exc.conflict and attempt == 0 and body is not None:
+                        body = None  # another run took lastRun meanwhile: give up the rest
+                        continue
+                    if not exc.not_found:
+                        logger.warning("history of %s/%s not trimmed: %s",
+                                       message.namespace, message.name, exc,
+                                       extra={"run_id": claim.run_id})  # fmt: skip
+                    return
 
     async def write(
         self,
         claim: Claim,
         lease: Lease,
-        job: ScheduledJob,
-        build: Callable[[ScheduledJob], dict[str, Any]],
+        body: dict[str, Any],
         *,
         record: bool = False,
+        written: dict[str, Any] | None = None,
     ) -> bool:
-        """Apply the worker's share of status, built on ``job``; False if the API
-        server refused it.
+        """Apply ``body`` as the run's field manager; False if the API server refused it.
+        ``written`` receives the object as the API server returned it.
 
-        The share includes the whole history, so the apply is conditional on the
-        resourceVersion it was built on: if another writer got in first (another run
-        of the job finished, the operator reported), the job is read again from the
-        API server and the share built anew. Runs of one job that end together
-        therefore never drop each other's records or clear each other's current run.
+        The body names only this run's entries (and ``lastRun``, which the run that
+        ends last takes over), so it is applied unconditionally: runs of one job that
+        end together never drop each other's records or clear each other's entry.
 
         While the API server is away, a progress mark (Running, Retrying) is given
         up after a few tries. The run's record is not: acknowledging a run whose
@@ -249,20 +243,21 @@ class JobAccess:
         delay = 0.5
         attempt = 0
         give_up = time.monotonic() + _RECORD_PATIENCE_SECONDS
-        overtaken = 0
-        current: ScheduledJob | None = job
         while True:
             attempt += 1
             lease.check()  # status is written only under a lease this worker still holds
             try:
-                await self._apply_on(claim, current, build)
+                async with self._writes:
+                    since = self.jobs.mark() if self.jobs is not None else 0
+                    result = await self.kube.apply_job_status(
+                        message.namespace, message.name, message.uid, body,
+                        field_manager=run_manager(message.run_id),
+                    )  # fmt: skip
             except KubeApiError as exc:
                 if exc.not_found:
                     return True  # gone meanwhile: nothing left to report to
-                if exc.conflict and overtaken < _OVERTAKEN_ATTEMPTS:
-                    overtaken += 1  # another writer first (or the job was replaced)
-                    current = None
-                    continue
+                if exc.conflict:
+                    return True  # another object under the name now (the uid differs)
                 tired = attempt == _STATUS_ATTEMPTS if not record else time.monotonic() > give_up
                 if not exc.unavailable or tired:
                     logger.error(  # noqa: TRY400 - the API error says it all; no traceback
@@ -278,28 +273,8 @@ class JobAccess:
                 await asyncio.sleep(delay)  # backoff while the API server is unavailable
                 delay = min(delay * 2, 8.0)
             else:
-                return True  # written, or the job is gone or replaced: nothing to report to
-
-    async def _apply_on(
-        self,
-        claim: Claim,
-        current: ScheduledJob | None,
-        build: Callable[[ScheduledJob], dict[str, Any]],
-    ) -> dict[str, Any] | None:
-        """One apply built on ``current`` (read from the API server first if None) and
-        conditional on its resourceVersion; None if the job is gone or replaced."""
-        if current is None:
-            current = await self.reread(claim)
-            if current is None:
-                return None
-        message = claim.message
-        async with self._writes:
-            since = self.jobs.mark() if self.jobs is not None else 0
-            written = await self.kube.apply_job_status(
-                message.namespace, message.name, message.uid, build(current),
-                field_manager=WORKER_MANAGER,
-                resource_version=current.metadata.get("resourceVersion"),
-            )  # fmt: skip
-        if self.jobs is not None:
-            self.jobs.observe(written, since=since)  # the next run of the job builds on it
-        return written
+                if self.jobs is not None:
+                    self.jobs.observe(result, since=since)  # the next run of the job sees it
+                if written is not None:
+                    written.update(result)
+                return True

@@ -30,14 +30,13 @@ import logging
 import time
 from typing import Any
 
-from tickwork.api.models import ScheduledJob
+from tickwork.api.models import ActiveRun, ScheduledJob
 from tickwork.core.errors import PermanentTaskError, QueueUnavailableError
 from tickwork.core.planning import ConcurrencyPolicy
 from tickwork.core.states import RunState
 from tickwork.kube.cache import JobCache
 from tickwork.kube.client import KubeApiError, KubeClient
 from tickwork.kube.events import NORMAL, WARNING, EventRecorder, JobRef
-from tickwork.kube.status import RunInfo, running_body
 from tickwork.queue.messages import Claim
 from tickwork.queue.protocol import RunQueue
 from tickwork_worker.decisions import (
@@ -171,12 +170,9 @@ class Runner:
         if exhausted is not None:  # redelivered after its worker died on the last attempt
             await self._conclude(claim, job, exhausted, progress, started_at=started_at)
             return
-        info = self._run_info(claim, started_at)
-        marker = RunningMarker(
-            lambda: self.access.write(claim, lease, job, lambda j: running_body(
-                j.status, info, state=RunState.RUNNING)),
-            self.running_after_seconds,
-        )  # fmt: skip
+        running = self._active(claim, started_at, RunState.RUNNING)
+        marker = RunningMarker(lambda: self.access.mark(claim, lease, job, running),
+                               self.running_after_seconds)  # fmt: skip
         await marker.start()
         self.metrics.in_flight.inc()
         begun = time.perf_counter()
@@ -188,11 +184,12 @@ class Runner:
             await marker.settle()
         await self._conclude(claim, job, outcome, progress, started_at=started_at)
 
-    def _run_info(self, claim: Claim, started_at: dt.datetime) -> RunInfo:
+    def _active(self, claim: Claim, started_at: dt.datetime, state: RunState) -> ActiveRun:
         message = claim.message
-        return RunInfo(
+        return ActiveRun(
             id=message.run_id,
             scheduled_at=scheduled_at(message, started_at),
+            state=state,
             attempt=message.attempt,
             queued_at=dt.datetime.fromtimestamp(message.enqueued_at, dt.UTC)
             if message.enqueued_at
@@ -283,12 +280,8 @@ class Runner:
         if outcome.state is RunState.RETRYING:
             assert outcome.retry_delay is not None  # noqa: S101 - set with RETRYING
             assert outcome.next_attempt is not None  # noqa: S101
-            fresh = await self.access.fresh(claim, job)
-            info = self._run_info(claim, started_at)
-            retrying = RunState.RETRYING
-            await self.access.write(
-                claim, lease, fresh, lambda j: running_body(j.status, info, state=retrying)
-            )
+            await self.access.mark(claim, lease, job,
+                                   self._active(claim, started_at, RunState.RETRYING))  # fmt: skip
             self.metrics.retries.inc()
             await self.events.post(
                 ref, type_=NORMAL, reason="RunRetrying",

@@ -56,7 +56,12 @@ def _phases(cluster: Cluster) -> collections.Counter[str]:
     if found.returncode != 0:
         return collections.Counter()
     items = json.loads(found.stdout)["items"]
-    return collections.Counter((i.get("status") or {}).get("phase") or "New" for i in items)
+    return collections.Counter(
+        ((i.get("status") or {}).get("activeRuns") or [{}])[0].get("state")
+        or ((i.get("status") or {}).get("lastRun") or {}).get("outcome")
+        or "New"
+        for i in items
+    )
 
 
 def _workers(release: Release) -> tuple[int, int]:

@@ -3,7 +3,7 @@
 One scenario serves the autoscaling tests (which assert what happened) and
 ``benchmarks/autoscaling.py`` (which records how fast): N one-shot jobs fall
 due in the same second, each calls the recorder and lasts ``seconds``; the
-worker Deployment's replicas, ready replicas and the jobs' phases are sampled
+worker Deployment's replicas, ready replicas and the jobs' last outcomes are sampled
 until the backlog has drained and the workers are back at the minimum.
 """
 
@@ -41,7 +41,7 @@ class Burst:
     samples: list[Sample] = field(default_factory=list)
     counts: dict[str, int] = field(default_factory=dict)
     attempts: dict[str, int] = field(default_factory=dict)
-    phases: dict[str, str] = field(default_factory=dict)
+    outcomes: dict[str, str] = field(default_factory=dict)
 
     def _first(self, predicate: Any) -> float | None:
         return next((s.at for s in self.samples if predicate(s)), None)
@@ -67,7 +67,7 @@ class Burst:
 
     @property
     def lost(self) -> list[str]:
-        return sorted(name for name in self.phases if self.counts.get(name, 0) == 0)
+        return sorted(name for name in self.outcomes if self.counts.get(name, 0) == 0)
 
     @property
     def executed_more_than_attempts(self) -> list[str]:
@@ -134,19 +134,19 @@ def run_burst(
     while time.monotonic() < deadline:
         status = release.deployment("worker").get("status", {})
         found = _jobs(release, key)
-        phases = [job.get("status", {}).get("phase") for job in found]
+        outcomes = [_outcome(job) for job in found]
         burst.samples.append(Sample(
             at=round(time.time() - due, 1),
             replicas=int(status.get("replicas") or 0),
             ready=int(status.get("readyReplicas") or 0),
-            succeeded=phases.count("Succeeded"),
+            succeeded=outcomes.count("Succeeded"),
             executing=recorder.inflight(),
         ))  # fmt: skip
         if burst.drained is not None and burst.back_to_min is not None:
             break
         time.sleep(SAMPLE_SECONDS)
     final = _jobs(release, key)
-    burst.phases = {job["metadata"]["name"]: job.get("status", {}).get("phase") for job in final}
+    burst.outcomes = {job["metadata"]["name"]: _outcome(job) for job in final}
     burst.attempts = {
         job["metadata"]["name"]: int(
             (job.get("status", {}).get("lastRun") or {}).get("attempts") or 1
@@ -156,3 +156,8 @@ def run_burst(
     burst.counts = {name: count for name, count in recorder.counts().items()
                     if name.startswith(f"burst-{key}-")}  # fmt: skip
     return burst
+
+
+def _outcome(job: dict[str, Any]) -> str:
+    """How the job's last run ended ("" before it has)."""
+    return str(((job.get("status") or {}).get("lastRun") or {}).get("outcome") or "")

@@ -1,0 +1,163 @@
+"""Every status field has one writer, and the bodies come from the API models.
+
+(The same against the real API server, where server-side apply merges them:
+tests/integration/test_operator.py::test_each_status_field_has_one_writer_and_overlapping_runs_keep_each_other.)
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from pathlib import Path
+
+import pytest
+
+from tickwork.api.models import (
+    ActiveRun,
+    OperatorStatus,
+    RunRecord,
+    RunStatus,
+    ScheduledJobStatus,
+)
+from tickwork.core.states import JobPhase, RunState
+from tickwork.kube.status import (
+    CONDITION_READY,
+    active_body,
+    operator_body,
+    owned_fields,
+    record_body,
+    run_manager,
+    to_drop,
+    updated,
+    with_condition,
+    withdrawal_body,
+    withdrawals,
+)
+
+pytestmark = pytest.mark.unit
+T0 = dt.datetime(2026, 12, 1, 9, tzinfo=dt.UTC)
+BERLIN = dt.timezone(dt.timedelta(hours=1))
+
+
+def _record(run_id: str, minute: int, outcome: RunState = RunState.SUCCEEDED) -> RunRecord:
+    at = T0 + dt.timedelta(minutes=minute)
+    return RunRecord(id=run_id, scheduled_at=at, outcome=outcome, finished_at=at)
+
+
+def test_the_two_shares_split_every_status_field_between_them() -> None:
+    operator, runs = set(OperatorStatus.model_fields), set(RunStatus.model_fields)
+    assert not operator & runs
+    assert operator | runs == set(ScheduledJobStatus.model_fields)
+
+
+def test_the_operator_body_names_only_the_operators_fields() -> None:
+    share = with_condition(
+        updated(OperatorStatus(), phase=JobPhase.SCHEDULED, observed_generation=3,
+                next_run_at=T0.astimezone(BERLIN), missed_runs=2),
+        CONDITION_READY, status=True, reason="Scheduled", message="ok", now=T0,
+    )  # fmt: skip
+    body = operator_body(share)
+    wire = {field.alias for field in OperatorStatus.model_fields.values()}
+    assert set(body) <= wire
+    assert body["nextRunAt"] == "2026-12-01T09:00:00Z"  # kept in UTC whatever zone it came in
+    assert body["conditions"][0]["observedGeneration"] == 3
+    assert body["phase"] == "Scheduled"
+
+
+def test_a_condition_keeps_its_transition_time_until_its_status_flips() -> None:
+    later = T0 + dt.timedelta(hours=1)
+    share = with_condition(OperatorStatus(), "Ready", status=True, reason="A", message="", now=T0)
+    same = with_condition(share, "Ready", status=True, reason="B", message="", now=later)
+    flipped = with_condition(same, "Ready", status=False, reason="C", message="", now=later)
+    assert same.conditions[0].last_transition_time == T0
+    assert same.conditions[0].reason == "B"
+    assert flipped.conditions[0].last_transition_time == later
+
+
+def test_a_runs_bodies_name_only_its_own_entries() -> None:
+    active = ActiveRun(id="u.1", scheduled_at=T0, state=RunState.RUNNING, attempt=1)
+    assert active_body(active) == {
+        "activeRuns": [{"id": "u.1", "scheduledAt": "2026-12-01T09:00:00Z",
+                        "state": "Running", "attempt": 1, "manual": False}],
+    }  # fmt: skip
+    body = record_body(_record("u.1", 0), successful=3, failed=3)
+    assert set(body) == {"lastRun", "runs", "lastSuccessfulTime"}
+    assert [r["id"] for r in body["runs"]] == ["u.1"]
+    failed = record_body(_record("u.2", 1, RunState.FAILED), successful=3, failed=3)
+    assert set(failed) == {"lastRun", "runs"}  # lastSuccessfulTime stays the last success's
+    unkept = record_body(_record("u.3", 2), successful=0, failed=3)
+    assert set(unkept) == {"lastRun", "lastSuccessfulTime"}  # the history keeps no successes
+
+
+def test_run_managers_are_distinct_stable_and_short() -> None:
+    ids = [f"{'u' * 36}.2026120{day}T090000Z" for day in range(1, 10)]
+    managers = {run_manager(run_id) for run_id in ids}
+    assert len(managers) == len(ids)
+    assert run_manager(ids[0]) == run_manager(ids[0])
+    assert all(len(m) <= 128 for m in managers)  # the API server's limit
+
+
+def test_the_oldest_records_beyond_each_limit_are_dropped_by_finish_time() -> None:
+    history = [_record("s1", 1), _record("f1", 2, RunState.FAILED), _record("s2", 3),
+               _record("s3", 4), _record("f2", 5, RunState.FAILED)]  # fmt: skip
+    assert to_drop(history, _record("s4", 6), successful=2, failed=1) == ["s2", "f1", "s1"]
+    assert to_drop(history, _record("s4", 6), successful=5, failed=5) == []
+    # Order of the list does not matter, only when each run finished.
+    assert to_drop(list(reversed(history)), _record("s4", 6), successful=2, failed=1) == [
+        "s2", "f1", "s1",
+    ]  # fmt: skip
+    # The run that just ended is never dropped, even when its limit is 0.
+    assert "s4" not in to_drop(history, _record("s4", 6), successful=0, failed=0)
+
+
+def _managed(manager: str, *fields: str) -> dict[str, object]:
+    return {"manager": manager, "operation": "Apply", "subresource": "status",
+            "fieldsV1": {"f:status": {f"f:{name}": {} for name in fields}}}  # fmt: skip
+
+
+def test_a_withdrawal_gives_up_everything_but_what_else_its_manager_still_owns() -> None:
+    status = ScheduledJobStatus(
+        runs=[_record("old", 1), _record("new", 2)], last_run=_record("new", 2),
+        last_successful_time=T0 + dt.timedelta(minutes=2),
+    )  # fmt: skip
+    metadata = {"managedFields": [
+        _managed(run_manager("old"), "runs"),
+        _managed(run_manager("new"), "runs", "lastRun", "lastSuccessfulTime"),
+        _managed("tickwork-operator", "phase", "nextRunAt"),
+    ]}  # fmt: skip
+    assert owned_fields(metadata, "tickwork-operator") == {"phase", "nextRunAt"}
+    assert withdrawal_body(metadata, status, "old") is None  # no status at all: entry goes too
+    kept = withdrawal_body(metadata, status, "new")
+    assert kept is not None
+    assert set(kept) == {"lastRun", "lastSuccessfulTime"}
+    assert json.dumps(kept["lastRun"]) == json.dumps(status.last_run.to_wire())  # type: ignore[union-attr]
+    assert withdrawal_body({}, status, "new") is None  # a copy without managedFields
+
+
+def test_status_of_older_versions_and_other_zones_reads_cleanly() -> None:
+    status = ScheduledJobStatus.model_validate({
+        "phase": "Scheduled", "currentRun": {"id": "x"},  # a field of an older version
+        "nextRunAt": "2026-12-01T10:00:00+01:00",
+    })  # fmt: skip
+    assert status.next_run_at == T0
+    assert status.operator_share().to_wire()["nextRunAt"] == "2026-12-01T09:00:00Z"
+
+
+def test_the_api_docs_name_every_status_field_and_its_writer() -> None:
+    text = (Path(__file__).parents[2] / "docs/api.md").read_text()
+    table = text[text.index("| written by | fields |") : text.index("`activeRuns` and `runs` are")]
+    rows = [line for line in table.splitlines() if line.startswith(("| the", "| each"))]
+    operator_row, runs_row = rows
+    for share, row in ((OperatorStatus, operator_row), (RunStatus, runs_row)):
+        for field in share.model_fields.values():
+            assert f"`{field.alias}" in row, (field.alias, share.__name__)
+
+
+def test_the_first_trim_after_an_upgrade_lets_the_old_workers_manager_go() -> None:
+    status = ScheduledJobStatus(runs=[_record("old", 1), _record("new", 2)])
+    legacy = {"managedFields": [_managed("tickwork-worker", "runs", "lastRun"),
+                                _managed(run_manager("new"), "runs", "lastRun")]}  # fmt: skip
+    applies = withdrawals(legacy, status, _record("new", 2), successful=1, failed=1)
+    assert applies == [(run_manager("old"), None), ("tickwork-worker", None)]
+    current = {"managedFields": [_managed(run_manager("new"), "runs", "lastRun")]}
+    assert withdrawals(current, status, _record("new", 2), successful=5, failed=5) == []
