@@ -19,6 +19,9 @@ rely on them:
 
 Everything here works on naive wall-clock minute numbers; time zones are the
 schedule module's business.
+
+Why one long module (~400 lines): parsing and matching share the field
+tables and the Vixie rules above; kept together so the rules are read once.
 """
 
 from __future__ import annotations

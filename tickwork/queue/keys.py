@@ -36,6 +36,10 @@ Every run leaving the in-flight set (ack, retry, bury, release, reap) frees its
 namespace's slot and returns that namespace's oldest parked run to the claim end
 of ``ready``. The per-namespace lists are named from the ``parked`` key inside the
 scripts; they share the hash tag, so they live in the same Cluster slot.
+
+Why one long module (~560 lines): the Lua scripts are here verbatim, each
+next to the key layout it assumes; Redis runs them as one unit each, and a
+reviewer checks a script against this layout, not across files.
 """
 
 from __future__ import annotations

@@ -8,6 +8,9 @@ aggregated APIs (the metrics adapters the autoscaler reads) are set up either wa
 Binaries come from, in order: ``TICKWORK_CONTROLPLANE_BIN`` or
 ``KUBEBUILDER_ASSETS`` (a directory holding ``kube-apiserver`` and ``etcd``,
 as envtest users have), else the cached Go build (:mod:`.build`).
+
+Why one long module (~390 lines): the PKI, the flags and the start order of
+etcd and the control-plane components depend on each other line by line.
 """
 
 from __future__ import annotations

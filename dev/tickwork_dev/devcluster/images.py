@@ -14,6 +14,9 @@ Three kinds, each saved as an archive that the node's containerd imports:
 
 Archives are cached under ``<cache>/images`` by a digest of what went into
 them, so a warm run builds nothing.
+
+Why one long module (~430 lines): the three kinds of image share the archive
+format and the cache; each kind is a short section below.
 """
 
 from __future__ import annotations

@@ -11,6 +11,10 @@ Two settings this machine requires (``../shared/notes/local-node.md``):
 the kubelet runs on cgroup v1 with the cgroupfs driver (``failCgroupV1:
 false``), and containerd restricts OOM score adjustments, because processes
 here lack CAP_SYS_RESOURCE.
+
+Why one long module (~480 lines): the node's parts (containerd, kubelet,
+kube-proxy, CNI, DNS) are configured against each other's paths and
+addresses; the configuration files they read are generated here together.
 """
 
 from __future__ import annotations
