@@ -72,7 +72,7 @@ bench: install ## run the benchmarks (JSON results and plots in benchmarks/resul
 bench-watcher: install controlplane-bin ## the operator: burst publish lag, tick cost and RSS at 10k/100k jobs
 	$(BIN)/python benchmarks/watcher.py
 
-bench-clients: install controlplane-bin ## status patches: Tickwork's httpx client vs the official one
+bench-clients: install controlplane-bin ## status patches: Tickwork's client (aiohttp) vs httpx and the official one
 	$(BIN)/python benchmarks/kube_clients.py
 
 bench-worker: install controlplane-bin ## workers: end-to-end runs/s vs the API server's status-patch ceiling

@@ -1,21 +1,24 @@
-"""The three ways Tickwork could talk to the API server, on the call that dominates a
-run: a server-side-apply status patch of a ScheduledJob.
+"""Four ways Tickwork could talk to the API server, on the call that dominates a run:
+a server-side-apply status patch of a ScheduledJob.
 
     python benchmarks/kube_clients.py [--writes 2000] [--concurrency 16] [--rounds 2]
 
 Measured in one run, on one control plane, against the same jobs, each client in
 turn (rounds interleave the clients, so drift on a noisy machine hits all alike):
 
-* ``httpx-h2``: Tickwork's :class:`~tickwork.kube.client.KubeClient` (asyncio,
-  one multiplexed HTTP/2 connection): what the workers and the operator use.
-* ``httpx-h1``: the same client on HTTP/1.1 (a pool of connections).
+* ``tickwork``: Tickwork's :class:`~tickwork.kube.client.KubeClient` (asyncio on
+  aiohttp, the HTTP stack kopf already brings): what the workers and the
+  operator use.
+* ``httpx-h2``: the same request from httpx on one multiplexed HTTP/2
+  connection (what KubeClient used before December 2026).
+* ``httpx-h1``: httpx on HTTP/1.1 (a pool of connections).
 * ``official``: the official ``kubernetes`` package (synchronous, urllib3) from a
   pool of threads, the usual way to call it from asyncio.
 
 For each: writes per second, and the client process's CPU per write (user +
-system of this process only: the API server runs in its own). The ratio of
-CPU per write, official / httpx-h2, is the httpx client's share of the workers'
-speed-up. Prints JSON lines, writes benchmarks/results/kube_clients.json and a plot.
+system of this process only: the API server runs in its own), and the ratio of
+CPU per write to Tickwork's. Prints JSON lines, writes
+benchmarks/results/kube_clients.json and a plot.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import asyncio
 import datetime as dt
 import json
 import platform
+import ssl
 import statistics
 import sys
 import tempfile
@@ -46,7 +50,7 @@ from tickwork_dev.devcluster.measure import (
     save_figure,
 )
 
-CLIENTS = ("httpx-h2", "httpx-h1", "official")
+CLIENTS = ("tickwork", "httpx-h2", "httpx-h1", "official")
 Patch = Callable[[dict[str, Any], dict[str, Any]], Awaitable[object]]
 
 
@@ -65,14 +69,51 @@ async def _drive(patch: Patch, jobs: list[dict[str, Any]], writes: int, concurre
     await asyncio.gather(*(loop() for _ in range(concurrency)))
 
 
-async def _httpx(kubeconfig: Path, jobs: list[dict[str, Any]], writes: int, concurrency: int,
-                 *, http2: bool) -> None:  # fmt: skip
-    async with KubeClient(load_configuration(str(kubeconfig)), http2=http2) as kube:
+async def _tickwork(kubeconfig: Path, jobs: list[dict[str, Any]], writes: int,
+                    concurrency: int) -> None:  # fmt: skip
+    async with KubeClient(load_configuration(str(kubeconfig))) as kube:
 
         async def patch(job: dict[str, Any], status: dict[str, Any]) -> object:
             meta = job["metadata"]
             return await kube.apply_job_status(meta["namespace"], meta["name"], meta["uid"],
                                                status, field_manager="bench-clients")  # fmt: skip
+
+        await _drive(patch, jobs, writes, concurrency)
+
+
+def _request(job: dict[str, Any], status: dict[str, Any]) -> tuple[str, bytes]:
+    """The path and body of one status apply, as every client sends it."""
+    meta = job["metadata"]
+    body = {"apiVersion": models.API_VERSION, "kind": models.KIND,
+            "metadata": {"name": meta["name"], "namespace": meta["namespace"],
+                         "uid": meta["uid"]},
+            "status": status}  # fmt: skip
+    path = (f"/apis/{models.GROUP}/{models.VERSION}/namespaces/{meta['namespace']}/"
+            f"{models.PLURAL}/{meta['name']}/status")  # fmt: skip
+    return path, json.dumps(body).encode()
+
+
+_HEADERS = {"Content-Type": "application/apply-patch+yaml", "Accept": "application/json"}
+_PARAMS = {"fieldManager": "bench-clients", "force": "true"}
+
+
+async def _httpx(kubeconfig: Path, jobs: list[dict[str, Any]], writes: int, concurrency: int,
+                 *, http2: bool) -> None:  # fmt: skip
+    import httpx  # noqa: PLC0415 - only these variants
+
+    configuration = load_configuration(str(kubeconfig))
+    context = ssl.create_default_context(cafile=configuration.ssl_ca_cert)
+    if configuration.cert_file and configuration.key_file:
+        context.load_cert_chain(configuration.cert_file, configuration.key_file)
+    limits = httpx.Limits(max_connections=64, max_keepalive_connections=64, keepalive_expiry=600)
+    async with httpx.AsyncClient(base_url=configuration.host, verify=context, http2=http2,
+                                 limits=limits, timeout=30) as client:  # fmt: skip
+
+        async def patch(job: dict[str, Any], status: dict[str, Any]) -> object:
+            path, body = _request(job, status)
+            response = await client.patch(path, content=body, headers=_HEADERS, params=_PARAMS)
+            response.raise_for_status()
+            return response.json()
 
         await _drive(patch, jobs, writes, concurrency)
 
@@ -111,6 +152,8 @@ def measure(kubeconfig: Path, jobs: list[dict[str, Any]], name: str, *, writes: 
             concurrency: int) -> dict[str, Any]:  # fmt: skip
     if name == "official":
         work = _official(kubeconfig, jobs, writes, concurrency)
+    elif name == "tickwork":
+        work = _tickwork(kubeconfig, jobs, writes, concurrency)
     else:
         work = _httpx(kubeconfig, jobs, writes, concurrency, http2=name == "httpx-h2")
     cpu, wall = time.process_time(), time.perf_counter()
@@ -180,9 +223,9 @@ def main(argv: list[str] | None = None) -> int:
                 print(json.dumps(row), flush=True)
                 report["rounds"].append(row)
     report["summary"] = summary = summarise(report["rounds"])
-    h2 = summary["httpx-h2"]["client_cpu_ms_per_write"]
+    ours = summary["tickwork"]["client_cpu_ms_per_write"]
     report["cpu_per_write_ratio"] = {
-        name: round(values["client_cpu_ms_per_write"] / h2, 2) for name, values in summary.items()
+        name: round(values["client_cpu_ms_per_write"] / ours, 2) for name, values in summary.items()
     }
     print(json.dumps({"summary": summary, "cpu_per_write_ratio": report["cpu_per_write_ratio"]}))
     args.out.parent.mkdir(parents=True, exist_ok=True)

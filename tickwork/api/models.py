@@ -10,6 +10,10 @@ Each CEL rule the API server enforces has a Python twin here, so the operator
 and the CLI reach the same verdict; checks CEL cannot express (the cron
 ranges' order, a schedule that never fires, an unknown zone) live only here
 and surface as a status condition and an Event.
+
+Why one long module (~490 lines): it is the whole v1alpha1 API — spec, task
+kinds and status — and the single source the CRD and the docs' field tables
+are generated from or checked against.
 """
 
 from __future__ import annotations
