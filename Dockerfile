@@ -1,6 +1,8 @@
 # syntax=docker/dockerfile:1
 # One image, two entry points: tickwork-operator (default) and tickwork-worker.
 # Build:  docker build -t tickwork:dev .
+# The demo image (the same plus Tickwork's demo tasks, for the scaling guide and
+# the Pods tests): docker build --target demo -t tickwork-demo:dev .
 # Runs as a non-root user and works with a read-only root filesystem.
 #
 # PYTHON_IMAGE is any Debian-family image with python3 (and python3-venv on
@@ -25,6 +27,8 @@ COPY tickwork ./tickwork
 COPY operator ./operator
 COPY worker ./worker
 RUN /opt/build/bin/pip wheel --no-deps --wheel-dir /wheels .
+COPY dev/demo-tasks ./demo-tasks
+RUN /opt/build/bin/pip wheel --no-deps --wheel-dir /demo-wheels ./demo-tasks
 
 FROM ${PYTHON_IMAGE} AS runtime
 ARG TICKWORK_VERSION
@@ -51,3 +55,17 @@ USER 10001:10001
 EXPOSE 8080 8081
 ENTRYPOINT []
 CMD ["tickwork-operator"]
+
+# Tickwork's demo tasks on top of the product (users build their own task images
+# the same way, see docs/tasks.md). The runtime has no pip: a pure-Python wheel
+# is a zip, unpacked into the virtualenv's site-packages.
+FROM runtime AS demo
+USER 0:0
+COPY --from=build /demo-wheels /demo-wheels
+RUN site="$(/opt/tickwork/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" \
+ && /opt/tickwork/bin/python -c "import sys, zipfile; [zipfile.ZipFile(w).extractall(sys.argv[1]) for w in sys.argv[2:]]" "$site" /demo-wheels/*.whl \
+ && rm -rf /demo-wheels
+USER 10001:10001
+
+# The default target: the product, without the demo tasks.
+FROM runtime AS product

@@ -20,10 +20,10 @@ NODE ?=
 help: ## show this help
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-20s %s\n", $$1, $$2}'
 
-$(VENV)/.installed: pyproject.toml dev/pyproject.toml constraints.txt
+$(VENV)/.installed: pyproject.toml dev/pyproject.toml dev/demo-tasks/pyproject.toml constraints.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	@$(BIN)/python -m pip install --quiet --upgrade pip
-	@$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev,bench]' -e ./dev
+	@$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev,bench]' -e ./dev -e ./dev/demo-tasks
 	@touch $@
 
 install: $(VENV)/.installed ## create .venv and install Tickwork with its test and dev tools

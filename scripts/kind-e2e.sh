@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# End-to-end on kind, for users with Docker: build Tickwork's image (and a
-# rebuild of it for the upgrade journey), load both into a kind cluster, then
+# End-to-end on kind, for users with Docker: build Tickwork's image (its demo image, and a
+# rebuild of it for the upgrade journey), load all three into a kind cluster, then
 # run the same suite that CI runs on its local node, tests/pods, against that
 # cluster: helm install, the journeys, the HPA (prometheus-adapter) and KEDA
 # scaling on queue depth, NetworkPolicy, upgrade, uninstall. kind's default
@@ -16,6 +16,7 @@ cluster="${1:-tickwork-e2e}"
 if [ "$#" -gt 0 ]; then shift; fi
 image="tickwork:e2e"
 upgrade="tickwork:e2e-upgrade"
+demo="tickwork-demo:e2e"
 here="$(cd "$(dirname "$0")/.." && pwd)"
 
 for tool in docker kind python3 go make; do
@@ -31,10 +32,11 @@ cleanup() {
 trap cleanup EXIT
 
 docker build -t "$image" "$here"
+docker build --target demo -t "$demo" "$here"
 # A different image from the same sources: `helm upgrade` rolls every Pod to it.
 printf 'FROM %s\nLABEL dev.tickwork.rebuild="upgrade"\n' "$image" | docker build -t "$upgrade" -
 kind get clusters | grep -qx "$cluster" || kind create cluster --name "$cluster" --wait 120s
-kind load docker-image "$image" "$upgrade" --name "$cluster"
+kind load docker-image "$image" "$upgrade" "$demo" --name "$cluster"
 kind get kubeconfig --name "$cluster" > "$kubeconfig"
 
 make -C "$here" install
@@ -42,5 +44,6 @@ cd "$here"
 TICKWORK_TEST_KUBECONFIG="$kubeconfig" \
 TICKWORK_TEST_IMAGE="$image" \
 TICKWORK_TEST_UPGRADE_IMAGE="$upgrade" \
+TICKWORK_TEST_DEMO_IMAGE="$demo" \
     .venv/bin/pytest tests/pods -ra "$@"
 echo "e2e on kind: ok"

@@ -187,6 +187,31 @@ def test_commands_get_a_container_without_tickworks_credentials(helm: str) -> No
         assert not any(e["name"].startswith("TICKWORK_REDIS") for e in runner["env"])
 
 
+def test_the_workers_may_run_their_own_image_and_the_operator_keeps_tickworks(
+    helm: str,
+) -> None:
+    def images(*extra: str) -> dict[str, list[str]]:
+        return {o["metadata"]["name"].rsplit("-", 1)[-1]:
+                [c["image"] for c in o["spec"]["template"]["spec"]["containers"]]
+                for o in _objects(render(helm, "tickwork", "--set", "image.tag=1.2.3", *extra))
+                if o["kind"] == "Deployment"}  # fmt: skip
+
+    assert images() == {"operator": ["ghcr.io/tickwork/tickwork:1.2.3"],
+                        "worker": ["ghcr.io/tickwork/tickwork:1.2.3"]}  # fmt: skip
+    own = images(
+        "--set",
+        "worker.image.repository=example.com/acme/tasks",
+        "--set",
+        "worker.image.tag=4.5",
+        "--set",
+        "worker.commandTasks.enabled=true",
+    )
+    assert own == {
+        "operator": ["ghcr.io/tickwork/tickwork:1.2.3"],
+        "worker": ["example.com/acme/tasks:4.5", "example.com/acme/tasks:4.5"],
+    }
+
+
 def test_workers_get_secrets_only_when_the_installer_allows_it(helm: str) -> None:
     def secret_rules(*extra: str) -> dict[str, list[list[str]]]:
         """The workers' rules on Secrets, by the Role's (or ClusterRole's) namespace."""

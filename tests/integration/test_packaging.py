@@ -42,7 +42,15 @@ def test_the_dockerfile_passes_hadolint_and_pins_the_project_version() -> None:
 
 PRODUCT_PACKAGES = {"tickwork", "tickwork_operator", "tickwork_worker"}
 # What the wheel must never carry: the development harness and its dependencies.
-HARNESS = ("tickwork_dev", "devcluster", "/demo/", "reference.py", "cryptography")
+HARNESS = (
+    "tickwork_dev",
+    "devcluster",
+    "/demo/",
+    "reference.py",
+    "cryptography",
+    "demo_tasks",
+    "builtin.py",
+)
 
 
 def image_build_context(tmp_path: Path) -> Path:
@@ -56,7 +64,8 @@ def image_build_context(tmp_path: Path) -> Path:
         source = ROOT / name
         if source.is_dir():
             shutil.copytree(source, context / name,
-                            ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))  # fmt: skip
+                            ignore=shutil.ignore_patterns("__pycache__", "*.pyc",
+                                                          "*.egg-info"))  # fmt: skip
         else:
             shutil.copy2(source, context / name)
     return context
@@ -89,6 +98,7 @@ def test_the_wheel_holds_the_product_and_nothing_of_the_harness(tmp_path: Path) 
         assert script in scripts
     assert "devcluster" not in scripts
     assert "tickwork-demo" not in scripts
+    assert "tickwork.demo_tasks" not in scripts  # the demo tasks are not the product's
 
 
 def test_the_wheel_installs_alone_and_both_entry_points_run(

@@ -22,12 +22,18 @@ tickwork-operator --help >/dev/null && echo "operator=ok"
 tickwork-worker --help >/dev/null && echo "worker=ok"
 if touch /usr/probe 2>/dev/null; then echo "root=writable"; else echo "root=read-only"; fi
 if python3 -m pip --version >/dev/null 2>&1; then echo "pip=present"; else echo "pip=absent"; fi
+if python3 -c "import tickwork_demo_tasks" 2>/dev/null; then echo "demo=present"
+else echo "demo=absent"; fi
 """
 
 
+@pytest.mark.parametrize("which", ["product", "demo"])
 def test_the_image_runs_both_entry_points_as_non_root_on_a_read_only_root(
-    pods_cluster: Cluster, test_images: ClusterImages
+    pods_cluster: Cluster, test_images: ClusterImages, which: str
 ) -> None:
+    """Tickwork's image holds no demo tasks; the demo image is the same plus them."""
+    image = test_images.tickwork if which == "product" else test_images.demo
+    assert image is not None
     namespace = f"image-{secrets.token_hex(3)}"
     pod = {
         "apiVersion": "v1",
@@ -39,7 +45,7 @@ def test_the_image_runs_both_entry_points_as_non_root_on_a_read_only_root(
             "securityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
             "containers": [{
                 "name": "check",
-                "image": test_images.tickwork,
+                "image": image,
                 "imagePullPolicy": "IfNotPresent",
                 "command": ["sh", "-c", SCRIPT],
                 "securityContext": {"readOnlyRootFilesystem": True,
@@ -59,7 +65,8 @@ def test_the_image_runs_both_entry_points_as_non_root_on_a_read_only_root(
 
         wait_for(finished, timeout=120, interval=1, what="the image check Pod")
         output = pods_cluster.kubectl("-n", namespace, "logs", "image-check").stdout.split()
+        demo = "demo=absent" if which == "product" else "demo=present"
         assert output == ["uid=10001", "gid=10001", "operator=ok", "worker=ok",
-                          "root=read-only", "pip=absent"], output  # fmt: skip
+                          "root=read-only", "pip=absent", demo], output  # fmt: skip
     finally:
         pods_cluster.kubectl("delete", "namespace", namespace, "--wait=false")

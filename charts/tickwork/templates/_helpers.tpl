@@ -40,6 +40,14 @@ app.kubernetes.io/component: {{ .component }}
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
 {{- end }}
 
+{{- define "tickwork.workerImage" -}}
+{{- if .Values.worker.image.repository -}}
+{{- printf "%s:%s" .Values.worker.image.repository (default .Chart.AppVersion .Values.worker.image.tag) }}
+{{- else -}}
+{{- include "tickwork.image" . }}
+{{- end }}
+{{- end }}
+
 {{- define "tickwork.operatorName" -}}
 {{- printf "%s-operator" (include "tickwork.fullname" .) | trunc 63 | trimSuffix "-" }}
 {{- end }}

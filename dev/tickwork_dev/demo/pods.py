@@ -86,8 +86,7 @@ def show(cluster: Cluster, args: argparse.Namespace) -> int:
                               adapter=images.prometheus_adapter)  # fmt: skip
     # A CRD that another release installed (and kept) stays that release's.
     crd = cluster.kubectl("get", "crd", "scheduledjobs.tickwork.dev", check=False)
-    values = merge(images.values(), RECORDER_EGRESS, {
-        "worker": {"demoTasks": {"enabled": True}},  # the burst's tickwork.sleep
+    values = merge(images.values(), images.demo_values(), RECORDER_EGRESS, {  # tickwork.sleep
         "crds": {"install": crd.returncode != 0},
         # Scale down 30 s after the burst, all at once: a demo need not wait minutes.
         "autoscaling": {"minReplicas": MIN_WORKERS, "maxReplicas": MAX_WORKERS,

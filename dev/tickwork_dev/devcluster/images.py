@@ -6,7 +6,8 @@ Three kinds, each saved as an archive that the node's containerd imports:
   Debian's packages, imported into podman (the stand-in for the public
   ``python`` image, which no registry here can serve);
 * **images from a Dockerfile** built with podman on that base: Tickwork's own
-  image (the repository's ``Dockerfile``) and Redis from Debian's package
+  image (the repository's ``Dockerfile``), its demo image (the ``demo`` stage:
+  the product plus the demo tasks) and Redis from Debian's package
   (``hack/images/redis.Containerfile``);
 * **single-binary images** of Go components (the pause sandbox, CoreDNS,
   Prometheus, ...), written directly as OCI archives: a static binary, a
@@ -62,7 +63,7 @@ NONROOT_UID = 65532
 
 #: Files of the repository that go into Tickwork's image (see .dockerignore).
 _TICKWORK_CONTEXT = ("Dockerfile", "pyproject.toml", "constraints.txt", "README.md")
-_TICKWORK_TREES = ("tickwork", "operator", "worker")
+_TICKWORK_TREES = ("tickwork", "operator", "worker", "dev/demo-tasks")
 
 #: podman runs its build steps with Debian's runc and ulimits within the hard
 #: limits of this machine (its defaults raise RLIMIT_NOFILE, which fails here).
@@ -197,7 +198,10 @@ def _files_under(root: Path, names: Iterable[str], trees: Iterable[str]) -> list
         files += sorted(
             path
             for path in (root / tree).rglob("*")
-            if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc"
+            if path.is_file()
+            and "__pycache__" not in path.parts
+            and path.suffix != ".pyc"
+            and not any(part.endswith(".egg-info") for part in path.parts)
         )
     return files
 
@@ -210,9 +214,12 @@ def _context_digest(root: Path, files: list[Path], *extra: str) -> str:
 
 
 def _podman_build(
-    *, dockerfile: Path, context: Path, ref: str, build_args: dict[str, str], target: Path
-) -> None:
+    *, dockerfile: Path, context: Path, ref: str, build_args: dict[str, str], target: Path,
+    stage: str | None = None,
+) -> None:  # fmt: skip
     argv = ["build", "--network", "host", *_ULIMITS, "--file", str(dockerfile), "--tag", ref]
+    if stage is not None:
+        argv += ["--target", stage]
     if _HOST_CA_BUNDLE.exists():
         argv += ["--volume", f"{_HOST_CA_BUNDLE}:/etc/ssl/certs/ca-certificates.crt:ro"]
     for name, value in build_args.items():
@@ -264,6 +271,22 @@ def tickwork_image(*, tag_suffix: str = "") -> BuildReport:
     archive = _cached("tickwork", key, make)
     image = Image(repository, tag, archive)
     return BuildReport(image, time.monotonic() - started, _image_size(image, archive), cached)
+
+
+def demo_image() -> Image:
+    """Tickwork's image plus its demo tasks (the Dockerfile's ``demo`` stage): the
+    workers' image wherever ``tickwork.sleep`` and friends are used in Pods."""
+    base = debian_base()
+    files = _files_under(ROOT, _TICKWORK_CONTEXT, _TICKWORK_TREES)
+    key = _context_digest(ROOT, files, base.ref, "demo")
+    repository, tag = "localhost/tickwork-demo", f"dev-{key}"
+
+    def make(target: Path) -> None:
+        _podman_build(dockerfile=ROOT / "Dockerfile", context=ROOT, ref=f"{repository}:{tag}",
+                      build_args={"PYTHON_IMAGE": base.ref}, target=target,
+                      stage="demo")  # fmt: skip
+
+    return Image(repository, tag, _cached("tickwork-demo", key, make))
 
 
 def _image_size(image: Image, archive: Path) -> int:

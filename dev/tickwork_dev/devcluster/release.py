@@ -25,6 +25,7 @@ from tickwork_dev.devcluster.errors import StartError
 CHART = build.HACK_DIR.parent / "charts" / "tickwork"
 IMAGE_ENV = "TICKWORK_TEST_IMAGE"
 UPGRADE_IMAGE_ENV = "TICKWORK_TEST_UPGRADE_IMAGE"
+DEMO_IMAGE_ENV = "TICKWORK_TEST_DEMO_IMAGE"
 #: The Redis StatefulSet's data volume (volumeClaimTemplates `data`, replica 0).
 _REDIS_UID = 999
 
@@ -67,6 +68,8 @@ class ClusterImages:
     """Redis for the chart; None keeps the chart's default (a cluster that can pull)."""
     prometheus: str
     prometheus_adapter: str
+    demo: str | None = None
+    """Tickwork's demo image (its demo tasks too); None where none was named."""
 
     def values(self) -> dict[str, object]:
         """Chart values that run this Tickwork image (and Redis image) on this cluster."""
@@ -77,6 +80,15 @@ class ClusterImages:
             dns = [53, addons.COREDNS_POD_PORT]
             layers.append({"networkPolicy": {"workerEgress": {"dnsPorts": dns}}})
         return merge(*layers)
+
+    def demo_values(self) -> dict[str, object]:
+        """Chart values whose workers run the demo image with the demo tasks on."""
+        if self.demo is None:
+            raise StartError(f"{DEMO_IMAGE_ENV} must name Tickwork's demo image "
+                             "(docker build --target demo), loaded into the cluster")  # fmt: skip
+        repository, tag = self.demo.rsplit(":", 1)
+        return {"worker": {"image": {"repository": repository, "tag": tag},
+                           "demoTasks": {"enabled": True}}}  # fmt: skip
 
     def keda(self) -> tuple[str, str]:
         """KEDA's operator and metrics-server images: built and loaded on first use
@@ -92,8 +104,9 @@ class ClusterImages:
 
 
 def cluster_images(cluster: Cluster) -> ClusterImages:
-    """Tickwork's image (and a rebuild of it), Redis and the monitoring add-on's images:
-    built here and loaded into the local node, or named by the environment elsewhere."""
+    """Tickwork's image (a rebuild of it, and its demo image), Redis and the monitoring
+    add-on's images: built here and loaded into the local node, or named by the
+    environment elsewhere."""
     node = cluster.node
     if node is None:
         image = os.environ.get(IMAGE_ENV)
@@ -101,13 +114,14 @@ def cluster_images(cluster: Cluster) -> ClusterImages:
             raise StartError(f"{IMAGE_ENV} must name Tickwork's image, loaded into the cluster")
         public = addons.public_images()
         return ClusterImages(cluster, image, os.environ.get(UPGRADE_IMAGE_ENV, image), None,
-                             public.prometheus, public.prometheus_adapter)  # fmt: skip
+                             public.prometheus, public.prometheus_adapter,
+                             os.environ.get(DEMO_IMAGE_ENV))  # fmt: skip
     built = [images.tickwork_image().image, images.tickwork_image(tag_suffix="upgrade").image,
-             images.redis_image(), *addons.monitoring_images()]  # fmt: skip
+             images.redis_image(), *addons.monitoring_images(), images.demo_image()]  # fmt: skip
     for built_image in built:
         node.load_image(built_image)
-    tickwork, upgrade, redis, prometheus, adapter = (built_image.ref for built_image in built)
-    return ClusterImages(cluster, tickwork, upgrade, redis, prometheus, adapter)
+    tickwork, upgrade, redis, prometheus, adapter, demo = (image.ref for image in built)
+    return ClusterImages(cluster, tickwork, upgrade, redis, prometheus, adapter, demo)
 
 
 @dataclass

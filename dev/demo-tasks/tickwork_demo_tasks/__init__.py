@@ -1,4 +1,5 @@
-"""Small registered tasks that ship with Tickwork, for demos, tests and benchmarks.
+"""Small registered tasks for Tickwork's demos, tests and benchmarks — not part of
+the product: its wheel and image do not contain them (the demo image does).
 
 Registered in the entry-point group ``tickwork.demo_tasks``, which workers load only
 when the installer turns demo tasks on (``worker.demoTasks.enabled``).
