@@ -131,6 +131,8 @@ class Publisher:
             return None
         if outcome is EnqueueOutcome.ENQUEUED:
             self.metrics.runs_published.labels(trigger=trigger).inc()
+            logger.info("run published", extra={**message.log_fields(), "event": "published",
+                                                 "trigger": trigger})  # fmt: skip
         entry.published_run_id = queued.id
         self.state.track_active(entry)
         entry.wanted = updated(entry.wanted, queued_run=queued)

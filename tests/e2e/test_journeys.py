@@ -130,6 +130,49 @@ def test_a_failing_webhook_is_retried_dead_lettered_then_requeued_and_succeeds(
     assert endpoint.requests[-1]["headers"]["Idempotency-Key"] == run_id  # type: ignore[index]
 
 
+def _run_events(process: TickworkProcess, run_id: str) -> list[dict[str, object]]:
+    """The JSON log lines of ``process`` about ``run_id``, in order."""
+    lines = [json.loads(line) for line in process.log_path.read_text().splitlines()
+             if line.startswith("{")]  # fmt: skip
+    return [line for line in lines if line.get("run_id") == run_id and "event" in line]
+
+
+def test_one_run_can_be_followed_across_the_operators_and_the_workers_json_logs(
+    start_operator: Start, start_worker: Start, jobs: Jobs, namespace: str
+) -> None:
+    operator = start_operator(TICKWORK_OPERATOR_LOG_FORMAT="json")
+    lead(operator)
+    worker = start_worker(TICKWORK_WORKER_LOG_FORMAT="json")
+    run_at = whole_seconds_from_now(3)
+    retry = {"maxAttempts": 2, "backoffSeconds": 1, "maxBackoffSeconds": 1}
+    ok = jobs.create("fine", {"runAt": rfc3339(run_at), "task": {"echo": {"message": "x"}}})
+    bad = jobs.create("broken", {"runAt": rfc3339(run_at), "retry": retry,
+                                 "task": {"python": {"name": "tickwork.fail"}}})  # fmt: skip
+    wait_for(lambda: last_outcome(jobs, "fine") == "Succeeded", timeout=60, what="success")
+    wait_for(lambda: last_outcome(jobs, "broken") == "Failed", timeout=60, what="dead letter")
+    from tickwork.core.runs import scheduled_run_id  # noqa: PLC0415
+
+    expected = {
+        "fine": ([("claimed", 1), ("started", 1), ("finished", 1)], "Succeeded"),
+        "broken": ([("claimed", 1), ("started", 1), ("retrying", 1), ("claimed", 2),
+                    ("started", 2), ("dead-lettered", 2)], "Failed"),
+    }  # fmt: skip
+    for job in (ok, bad):
+        name = job["metadata"]["name"]
+        events, outcome = expected[name]
+        run_id = scheduled_run_id(job["metadata"]["uid"], run_at)
+        count = len(events)
+        wait_for(lambda run_id=run_id, count=count: len(_run_events(worker, run_id)) >= count,
+                 timeout=10, what="the worker's log lines")  # fmt: skip
+        published, seen = _run_events(operator, run_id), _run_events(worker, run_id)
+        assert [e["event"] for e in published] == ["published"]
+        assert [(e["event"], e["attempt"]) for e in seen] == events
+        for event in [*published, *seen]:  # fields, not words inside the message
+            assert (event["namespace"], event["job"]) == (namespace, name)
+        assert seen[-1]["outcome"] == outcome
+        assert isinstance(seen[-1]["duration_seconds"], float | int)
+
+
 def test_suspending_a_job_while_its_run_is_queued_skips_the_run(
     start_operator: Start,
     start_worker: Start,

@@ -32,6 +32,12 @@ class RunMessage:
     """The job's metadata.generation when the operator published the run: a worker
     never starts it from a copy of the job older than that."""
 
+    def log_fields(self) -> dict[str, Any]:
+        """The fields every log line about this run carries (``extra=``), so that one
+        run can be followed across the operator's and the workers' logs by ``run_id``."""
+        return {"run_id": self.run_id, "namespace": self.namespace, "job": self.name,
+                "attempt": self.attempt}  # fmt: skip
+
     def to_json(self) -> str:
         return json.dumps(
             {k: v for k, v in self.__dict__.items() if v is not None and v is not False},

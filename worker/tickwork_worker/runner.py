@@ -89,7 +89,8 @@ class Runner:
     async def process(self, claim: Claim) -> None:
         """Handle one claim to the end. Cancellation (shutdown) hands the run back."""
         message = claim.message
-        log = {"run_id": message.run_id, "attempt": message.attempt}
+        log = message.log_fields()
+        logger.info("run claimed", extra={**log, "event": "claimed"})
         lease = self._leases[claim.token] = Lease(claim.sent_at, self.lease_seconds)
         renewals = asyncio.create_task(heartbeat(self.queue, claim, lease))
         try:
@@ -150,7 +151,9 @@ class Runner:
         self, claim: Claim, job: ScheduledJob | None, reason: SkipReason, progress: RunProgress
     ) -> None:
         self.metrics.skipped.labels(reason=reason.value).inc()
-        logger.info("skipping run: %s", reason.value, extra={"run_id": claim.run_id})
+        logger.info("run skipped: %s", reason.value, extra={
+            **claim.message.log_fields(), "event": "skipped", "reason": reason.value,
+            "outcome": reason.state.value if reason.state is not None else None})  # fmt: skip
         if job is not None and reason.state is not None:
             outcome = Outcome(state=progress.move(reason.state), error=reason.text)
             await self.access.finish(claim, self._leases[claim.token], job, outcome,
@@ -166,6 +169,7 @@ class Runner:
         if message.enqueued_at is not None:
             self.metrics.queue_wait.observe(max(0.0, started_at.timestamp() - message.enqueued_at))
         progress.move(RunState.RUNNING)
+        logger.info("run started", extra={**message.log_fields(), "event": "started"})
         exhausted = attempts_exhausted(job, message)
         if exhausted is not None:  # redelivered after its worker died on the last attempt
             await self._conclude(claim, job, exhausted, progress, started_at=started_at)
@@ -275,6 +279,9 @@ class Runner:
     ) -> None:  # fmt: skip
         progress.move(outcome.state)
         lease = self._leases[claim.token]
+        log = {**claim.message.log_fields(), "outcome": outcome.state.value,
+               "duration_seconds": round(
+                   (dt.datetime.now(dt.UTC) - started_at).total_seconds(), 3)}  # fmt: skip
         ref = JobRef(namespace=claim.message.namespace, name=claim.message.name,
                      uid=claim.message.uid)  # fmt: skip
         if outcome.state is RunState.RETRYING:
@@ -283,6 +290,9 @@ class Runner:
             await self.access.mark(claim, lease, job,
                                    self._active(claim, started_at, RunState.RETRYING))  # fmt: skip
             self.metrics.retries.inc()
+            logger.info("run failed, retrying in %.0fs", outcome.retry_delay,
+                        extra={**log, "event": "retrying", "retry_in_seconds": outcome.retry_delay,
+                               "error": outcome.told})  # fmt: skip
             await self.events.post(
                 ref, type_=NORMAL, reason="RunRetrying",
                 message=f"attempt {claim.message.attempt} of run {claim.run_id} failed, retrying "
@@ -295,6 +305,11 @@ class Runner:
             return
         recorded = await self.access.finish(claim, lease, job, outcome, started_at=started_at)
         self.metrics.runs.labels(outcome=outcome.state.value).inc()
+        dead = outcome.state is RunState.FAILED or not recorded
+        logger.log(logging.WARNING if dead else logging.INFO,
+                   "run dead-lettered" if dead else "run finished",
+                   extra={**log, "event": "dead-lettered" if dead else "finished",
+                          "recorded": recorded})  # fmt: skip
         if not recorded and outcome.state is not RunState.FAILED:
             # Status refused the record: keep the outcome where an operator sees it.
             self.metrics.dead_lettered.inc()
