@@ -6,9 +6,12 @@
     tickwork dlq list                     dead-lettered runs
     tickwork dlq requeue RUN_ID | --all   give them another go, as attempt 1
     tickwork dlq purge RUN_ID | --all     forget them
+    tickwork version                      this client's version
 
 Kubernetes access follows kubectl (``$KUBECONFIG``, ``--context``,
-``-n/--namespace``); Redis comes from ``TICKWORK_REDIS_*`` or ``--redis-url``.
+``-n/--namespace``), and as with kubectl these flags go anywhere on the line
+(``kubectl tickwork runs nightly -n prod``); Redis comes from
+``TICKWORK_REDIS_*`` or ``--redis-url``.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import datetime as dt
+import importlib.metadata
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -188,29 +192,42 @@ def _dead_table(letters: list[DeadLetter]) -> str:
     return table(["RUN ID", "JOB", "ATTEMPTS", "FAILED", "ERROR"], rows)
 
 
+def _global_flags(*, nested: bool) -> argparse.ArgumentParser:
+    """The flags kubectl users put anywhere: on the root parser with their defaults,
+    on every subcommand without (SUPPRESS), so a flag given before the subcommand is
+    not reset by it and one given after it still counts."""
+    flags = argparse.ArgumentParser(add_help=False)
+    default = argparse.SUPPRESS if nested else None
+    flags.add_argument("-n", "--namespace", default=default)
+    flags.add_argument("--kubeconfig", default=default)
+    flags.add_argument("--context", default=default)
+    flags.add_argument("--redis-url", default=default,
+                       help="overrides TICKWORK_REDIS_URL (dlq commands)")  # fmt: skip
+    return flags
+
+
 def parser() -> argparse.ArgumentParser:
     root = argparse.ArgumentParser(
-        prog="tickwork", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    root.add_argument("-n", "--namespace")
-    root.add_argument("--kubeconfig")
-    root.add_argument("--context")
-    root.add_argument("--redis-url", help="overrides TICKWORK_REDIS_URL (dlq commands)")
+        prog="tickwork", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+        parents=[_global_flags(nested=False)],
+    )  # fmt: skip
+    nested = [_global_flags(nested=True)]
     sub = root.add_subparsers(dest="command", required=True)
     for name, text in (("trigger", "run a job now"), ("suspend", "stop publishing runs"),
                        ("resume", "publish runs again, from now on"),
                        ("runs", "show the run history")):  # fmt: skip
-        cmd = sub.add_parser(name, help=text)
+        cmd = sub.add_parser(name, help=text, parents=nested)
         cmd.add_argument("name")
         if name == "trigger":
             cmd.add_argument("--token", help="a distinct token runs once (default: a timestamp)")
-    dlq = sub.add_parser("dlq", help="the dead-letter queue").add_subparsers(
+    sub.add_parser("version", help="this client's version", parents=nested)
+    dlq = sub.add_parser("dlq", help="the dead-letter queue", parents=nested).add_subparsers(
         dest="dlq_command", required=True
     )
-    listing = dlq.add_parser("list", help="dead-lettered runs, newest first")
+    listing = dlq.add_parser("list", help="dead-lettered runs, newest first", parents=nested)
     listing.add_argument("--limit", type=int, default=50)
     for name in ("requeue", "purge"):
-        cmd = dlq.add_parser(name)
+        cmd = dlq.add_parser(name, parents=nested)
         cmd.add_argument("run_id", nargs="?")
         cmd.add_argument("--all", action="store_true")
     return root
@@ -225,6 +242,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             output = cmd_suspend(args, suspend=args.command == "suspend")
         elif args.command == "runs":
             output = cmd_runs(args)
+        elif args.command == "version":
+            output = f"tickwork {importlib.metadata.version('tickwork')}"
         else:
             output = asyncio.run(_dlq(args))
     except (CliError, QueueUnavailableError) as exc:

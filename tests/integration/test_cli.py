@@ -80,6 +80,20 @@ def test_runs_prints_the_history_as_a_table(cluster: Cluster, jobs: Jobs, namesp
     assert "2.0s" in first
     assert "Executed: report" in first
     assert "Failed" in second
+    # As with kubectl, the namespace may come after the command.
+    env = {**os.environ, "KUBECONFIG": str(cluster.kubeconfig)}
+    last = subprocess.run(
+        [console_script("tickwork"), "runs", "report", "-n", namespace],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert last.returncode == 0, last.stderr
+    assert [line.split()[0] for line in last.stdout.splitlines()] == [
+        line.split()[0] for line in result.stdout.splitlines()
+    ]
     assert "HTTP 500: upstream down" in second
 
 
