@@ -29,17 +29,8 @@ from tests.support import (
 from tickwork.api.models import ActiveRun, OperatorStatus, RunRecord, ScheduledJobStatus
 from tickwork.core.runs import manual_run_id, scheduled_run_id
 from tickwork.core.states import JobPhase, RunState
+from tickwork.kube import status as writes
 from tickwork.kube.client import KubeClient, load_configuration
-from tickwork.kube.status import (
-    OPERATOR_MANAGER,
-    active_body,
-    operator_body,
-    owned_fields,
-    record_body,
-    run_manager,
-    to_drop,
-    withdrawal_body,
-)
 from tickwork.queue.messages import RunLocation
 from tickwork_dev.devcluster.cluster import Cluster
 from tickwork_dev.devcluster.components import TickworkProcess, wait_for
@@ -231,14 +222,14 @@ def test_a_finished_one_shot_job_is_deleted_after_its_ttl(
     wait_for(lambda: "queuedRun" in jobs.status("ephemeral"), timeout=30, what="queuedRun")
     # The run's record, written as the worker writes it.
     run_id = scheduled_run_id(uid, run_at)
-    finished = record_body(RunRecord(id=run_id, scheduled_at=run_at, outcome=RunState.SUCCEEDED,
-                                     finished_at=dt.datetime.now(dt.UTC)),
-                           successful=1, failed=1)  # fmt: skip
+    record = RunRecord(id=run_id, scheduled_at=run_at, outcome=RunState.SUCCEEDED,
+                       finished_at=dt.datetime.now(dt.UTC))  # fmt: skip
+    finished = writes.record_body(record, successful=1, failed=1)
 
     async def report() -> None:
         async with KubeClient(load_configuration(str(cluster.kubeconfig))) as kube:
             await kube.apply_job_status(
-                jobs.namespace, "ephemeral", uid, finished, field_manager=run_manager(run_id)
+                jobs.namespace, "ephemeral", uid, finished, field_manager=writes.run_manager(run_id)
             )
 
     asyncio.run(report())
@@ -353,26 +344,28 @@ def test_each_status_field_has_one_writer_and_overlapping_runs_keep_each_other(
                 return await kube.apply_job_status(jobs.namespace, "shared", uid, body,
                                                    field_manager=manager, force=force)  # fmt: skip
 
-            await apply(OPERATOR_MANAGER, operator_body(lifecycle))
-            await apply(run_manager(run_a), active_body(active(run_a)))
-            both = await apply(run_manager(run_b), active_body(active(run_b)))
+            await apply(writes.OPERATOR_MANAGER, writes.operator_body(lifecycle))
+            await apply(writes.run_manager(run_a), writes.active_body(active(run_a)))
+            both = await apply(writes.run_manager(run_b), writes.active_body(active(run_b)))
             assert [r["id"] for r in both["status"]["activeRuns"]] == [run_a, run_b]
             done_a = record(run_a)
-            await apply(run_manager(run_a), record_body(done_a, successful=1, failed=1))
+            await apply(
+                writes.run_manager(run_a), writes.record_body(done_a, successful=1, failed=1)
+            )
             # lastRun is run A's now: run B, ending last, takes it over (forced).
             done_b = record(run_b)
-            written = await apply(run_manager(run_b), record_body(done_b, successful=1, failed=1),
-                                  force=True)  # fmt: skip
+            body_b = writes.record_body(done_b, successful=1, failed=1)
+            written = await apply(writes.run_manager(run_b), body_b, force=True)
             status = ScheduledJobStatus.model_validate(written["status"])
             assert status.active_runs == []
             assert [r.id for r in status.runs] == [run_a, run_b]  # oldest first, none lost
             # lastRun is atomic: run A kept no share of it (not even the equal outcome).
-            assert owned_fields(written["metadata"], run_manager(run_a)) == {"runs"}
-            [gone] = to_drop(status.runs, done_b, successful=1, failed=1)
+            assert writes.owned_fields(written["metadata"], writes.run_manager(run_a)) == {"runs"}
+            [gone] = writes.to_drop(status.runs, done_b, successful=1, failed=1)
             assert gone == run_a
-            body = withdrawal_body(written["metadata"], status, gone)
+            body = writes.withdrawal_body(written["metadata"], status, gone)
             assert body is None  # run A owns nothing else any more
-            return await apply(run_manager(gone), body)
+            return await apply(writes.run_manager(gone), body)
 
     final = asyncio.run(writes())
     status = ScheduledJobStatus.model_validate(final["status"])
@@ -381,5 +374,5 @@ def test_each_status_field_has_one_writer_and_overlapping_runs_keep_each_other(
     assert status.last_run.id == run_b
     assert status.phase is JobPhase.SCHEDULED  # the operator's field, untouched by the runs
     managers = {m["manager"] for m in final["metadata"]["managedFields"]}
-    assert run_manager(run_a) not in managers
-    assert {OPERATOR_MANAGER, run_manager(run_b)} <= managers
+    assert writes.run_manager(run_a) not in managers
+    assert {writes.OPERATOR_MANAGER, writes.run_manager(run_b)} <= managers
