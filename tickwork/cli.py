@@ -2,7 +2,7 @@
 
     tickwork trigger NAME [--token T]     run now (the tickwork.dev/run-now annotation)
     tickwork suspend NAME / resume NAME   stop / restart publishing runs
-    tickwork runs NAME                    the run history as a table
+    tickwork runs NAME [-o json|yaml]     the run history as a table (or for scripts)
     tickwork dlq list                     dead-lettered runs
     tickwork dlq requeue RUN_ID | --all   give them another go, as attempt 1
     tickwork dlq purge RUN_ID | --all     forget them
@@ -20,10 +20,12 @@ import argparse
 import asyncio
 import datetime as dt
 import importlib.metadata
+import json
 import sys
 from collections.abc import Sequence
 from typing import Any
 
+import yaml
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 from kubernetes.config.config_exception import ConfigException
@@ -129,7 +131,22 @@ def cmd_suspend(args: argparse.Namespace, *, suspend: bool) -> str:
 def cmd_runs(args: argparse.Namespace) -> str:
     jobs = _connect(args)
     status = jobs.get(args.name).get("status") or {}
-    now = dt.datetime.now(dt.UTC)
+    return render_runs(args.name, status, output=args.output, now=dt.datetime.now(dt.UTC))
+
+
+def render_runs(name: str, status: dict[str, Any], *, output: str, now: dt.datetime) -> str:
+    """The job's runs: started ones first, then the history newest first; as a table,
+    or as JSON or YAML (``{"activeRuns": [...], "runs": [...]}``, for scripts)."""
+    history = sorted(  # kept oldest first; shown newest first
+        status.get("runs") or [],
+        key=lambda run: run.get("finishedAt") or run.get("startedAt") or run.get("scheduledAt"),
+        reverse=True,
+    )
+    if output in ("json", "yaml"):
+        document = {"activeRuns": status.get("activeRuns") or [], "runs": history}
+        if output == "json":
+            return json.dumps(document, indent=2)
+        return yaml.safe_dump(document, sort_keys=False).rstrip()
     rows = [
         [
             current["id"].split(".", 1)[-1], ago(current.get("scheduledAt"), now),
@@ -138,11 +155,6 @@ def cmd_runs(args: argparse.Namespace) -> str:
         ]
         for current in status.get("activeRuns") or []
     ]  # fmt: skip
-    history = sorted(  # kept oldest first; shown newest first
-        status.get("runs") or [],
-        key=lambda run: run.get("finishedAt") or run.get("startedAt") or run.get("scheduledAt"),
-        reverse=True,
-    )
     rows.extend(
         [
             run["id"].split(".", 1)[-1], ago(run.get("scheduledAt"), now), run.get("outcome", ""),
@@ -153,7 +165,7 @@ def cmd_runs(args: argparse.Namespace) -> str:
         for run in history
     )  # fmt: skip
     if not rows:
-        return f'no runs of scheduledjob "{args.name}" yet'
+        return f'no runs of scheduledjob "{name}" yet'
     headers = ["RUN", "SCHEDULED", "OUTCOME", "ATTEMPTS", "STARTED", "DURATION", "RESULT"]
     return table(headers, rows)
 
@@ -218,6 +230,8 @@ def parser() -> argparse.ArgumentParser:
                        ("runs", "show the run history")):  # fmt: skip
         cmd = sub.add_parser(name, help=text, parents=nested)
         cmd.add_argument("name")
+        if name == "runs":
+            cmd.add_argument("-o", "--output", choices=("table", "json", "yaml"), default="table")
         if name == "trigger":
             cmd.add_argument("--token", help="a distinct token runs once (default: a timestamp)")
     sub.add_parser("version", help="this client's version", parents=nested)
