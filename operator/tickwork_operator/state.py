@@ -311,7 +311,8 @@ class WatchState:
 
 
 def _differs(wanted: OperatorStatus, written: OperatorStatus) -> bool:
-    return operator_body(wanted) != operator_body(written)
+    # Equal models send equal bodies: the common case needs no dump at all.
+    return wanted != written and operator_body(wanted) != operator_body(written)
 
 
 __all__ = [

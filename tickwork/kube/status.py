@@ -75,7 +75,10 @@ def _wire(share: OperatorStatus | RunStatus) -> dict[str, Any]:
 
 
 def updated(share: OperatorStatus, **changes: Any) -> OperatorStatus:
-    """``share`` with ``changes``, validated (instants kept in UTC, bounds checked)."""
+    """``share`` with ``changes``, validated (instants kept in UTC, bounds checked);
+    ``share`` itself when nothing changes (most watch events change nothing of it)."""
+    if all(getattr(share, name) == value for name, value in changes.items()):
+        return share
     return OperatorStatus.model_validate({**share.model_dump(), **changes})
 
 
@@ -85,9 +88,15 @@ def with_condition(
     """Replace the condition of ``type_``; its transition time moves only if status flips."""
     wanted = ConditionStatus.TRUE if status else ConditionStatus.FALSE
     previous = next((c for c in share.conditions if c.type == type_), None)
+    text = cap_optional(message, 2048) or ""
+    if previous is not None and (previous.status, previous.reason, previous.message,
+                                 previous.observed_generation) == (
+        wanted, reason, text, share.observed_generation
+    ):  # fmt: skip
+        return share  # unchanged: no new object, no validation
     since = previous.last_transition_time if previous and previous.status is wanted else now
     condition = Condition(
-        type=type_, status=wanted, reason=reason, message=cap_optional(message, 2048) or "",
+        type=type_, status=wanted, reason=reason, message=text,
         last_transition_time=since, observed_generation=share.observed_generation,
     )  # fmt: skip
     kept = [c for c in share.conditions if c.type != type_]
