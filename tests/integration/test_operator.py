@@ -336,7 +336,7 @@ def test_each_status_field_has_one_writer_and_overlapping_runs_keep_each_other(
         return RunRecord(id=run_id, scheduled_at=now, outcome=RunState.SUCCEEDED,
                          finished_at=dt.datetime.now(dt.UTC))  # fmt: skip
 
-    async def writes() -> dict[str, Any]:
+    async def apply_all() -> dict[str, Any]:
         async with KubeClient(load_configuration(str(cluster.kubeconfig))) as kube:
 
             async def apply(manager: str, body: dict[str, Any] | None, *, force: bool = False
@@ -367,7 +367,7 @@ def test_each_status_field_has_one_writer_and_overlapping_runs_keep_each_other(
             assert body is None  # run A owns nothing else any more
             return await apply(writes.run_manager(gone), body)
 
-    final = asyncio.run(writes())
+    final = asyncio.run(apply_all())
     status = ScheduledJobStatus.model_validate(final["status"])
     assert [r.id for r in status.runs] == [run_b]
     assert status.last_run is not None
