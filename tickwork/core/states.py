@@ -49,9 +49,6 @@ FINAL_STATES = frozenset({
     RunState.SUCCEEDED, RunState.FAILED, RunState.CANCELLED, RunState.SKIPPED,
 })  # fmt: skip
 
-#: States in which a run holds a place in the queue or a worker.
-ACTIVE_STATES = frozenset({RunState.QUEUED, RunState.RUNNING, RunState.RETRYING})
-
 
 def can_transition(current: RunState, target: RunState) -> bool:
     return target in TRANSITIONS[current]
