@@ -55,6 +55,46 @@ def demo_jobs(now: dt.datetime) -> list[dict[str, Any]]:
     ]  # fmt: skip
 
 
+def choose_queue(requested: str, *, redis_server: str | None) -> tuple[str, str]:
+    """The queue the demo runs on, and a one-line notice when that is not what was asked.
+
+    Without ``redis-server`` the default falls back to the in-memory queue rather than
+    stopping a first try; ``--queue redis`` asked for explicitly still needs it
+    (:class:`ValueError` says so).
+    """
+    if requested == "redis" and redis_server is None:
+        raise ValueError("redis-server is not installed: install it (apt-get install "
+                         "redis-server), or leave --queue out to run in memory")  # fmt: skip
+    if requested != "auto":
+        return requested, ""
+    if redis_server is not None:
+        return "redis", ""
+    return "memory", ("Notice: redis-server is not installed, so watcher and worker share an "
+                      "in-memory queue in one process (apt-get install redis-server for the "
+                      "real thing).")  # fmt: skip
+
+
+class Screen:
+    """What the demo prints as the table changes: the whole screen redrawn in place on a
+    terminal; elsewhere (a log, a pipe) only tables that changed, AGE aside."""
+
+    CLEAR = "\x1b[H\x1b[2J"
+
+    def __init__(self, *, terminal: bool) -> None:
+        self.terminal = terminal
+        self._last: list[list[str]] | None = None
+
+    def frame(self, title: str, table: str) -> str | None:
+        if self.terminal:
+            return f"{self.CLEAR}{title}\n{table}"
+        # AGE (the last column) ticks on every refresh; a change is anything else.
+        shape = [line.split()[:-1] for line in table.splitlines()]
+        if shape == self._last:
+            return None
+        self._last = shape
+        return f"{title}\n{table}"
+
+
 def _succeeded(cluster: Cluster, name: str) -> bool:
     result = cluster.kubectl("get", "sj", name, "-n", NAMESPACE, "-o", "json", check=False)
     if result.returncode != 0:
@@ -113,11 +153,15 @@ def run_demo(args: argparse.Namespace) -> int:
         cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s",
                         "crd/scheduledjobs.tickwork.dev")  # fmt: skip
         redis = None
-        if args.queue == "redis":
-            if shutil.which("redis-server") is None:
-                _say("redis-server is not installed: run with --queue memory, or install it "
-                     "(apt-get install redis-server)")  # fmt: skip
-                return 1
+        try:
+            queue, notice = choose_queue(args.queue, redis_server=shutil.which("redis-server"))
+        except ValueError as exc:
+            _say(f"error: {exc}")
+            return 1
+        if notice:
+            _say(notice)
+        args.queue = queue
+        if queue == "redis":
             redis = stack.enter_context(RedisServer(workdir=workdir / "redis", appendonly=True))
             _say(f"  Redis on 127.0.0.1:{redis.port} (with a password, AOF on)")
         _say("Starting Tickwork ...")
@@ -134,11 +178,15 @@ def run_demo(args: argparse.Namespace) -> int:
 
 def _watch(cluster: Cluster, args: argparse.Namespace) -> int:
     deadline = time.monotonic() + args.duration if args.duration else None
+    screen = Screen(terminal=sys.stdout.isatty())
     try:
         while True:
             table = cluster.kubectl("get", "scheduledjobs", "-n", NAMESPACE, check=False).stdout
-            _say(f"--- {dt.datetime.now().astimezone():%H:%M:%S}  kubectl get scheduledjobs -n "
-                 f"{NAMESPACE}\n{table}")  # fmt: skip
+            title = (f"--- {dt.datetime.now().astimezone():%H:%M:%S}  kubectl get "
+                     f"scheduledjobs -n {NAMESPACE}   (Ctrl-C stops)")  # fmt: skip
+            shown = screen.frame(title, table)
+            if shown is not None:
+                _say(shown)
             if args.until_succeeded and all(
                 _succeeded(cluster, name) for name in ("hello-now", "every-minute")
             ):
@@ -179,7 +227,12 @@ def main(argv: list[str] | None = None) -> int:
         default="demo",
         help="local: watcher and worker in this process (used by --queue memory)",
     )
-    parser.add_argument("--queue", choices=["redis", "memory"], default="redis")
+    parser.add_argument(
+        "--queue",
+        choices=["auto", "redis", "memory"],
+        default="auto",
+        help="auto (the default): Redis if redis-server is installed, else in memory",
+    )
     parser.add_argument(
         "--pods",
         action="store_true",
