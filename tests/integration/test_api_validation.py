@@ -111,9 +111,19 @@ def test_kubectl_get_shows_the_printer_columns(cluster: Cluster, crd: None, name
         "NEXT", "RUN", "AGE",
     ]  # fmt: skip
     rows = {line.split()[0]: line for line in table[1:]}
-    assert "2026-12-01T09:00:00Z" in rows["hello-once"]
+    assert "2026-01-01T00:00:00Z" in rows["hello-once"]  # manifests/examples/job.yaml
     assert "0 3 1 jan,apr,jul,oct *" in rows["quarterly-cleanup"]
     assert " true " in rows["quarterly-cleanup"]
     wide = cluster.kubectl("get", "scheduledjobs", "-n", namespace, "-o", "wide").stdout
     assert "ZONE" in wide  # only with -o wide
     assert "ZONE" not in table[0]
+
+
+def test_kubectl_explain_describes_the_fields(cluster: Cluster, crd: None) -> None:
+    explained = cluster.kubectl("explain", "scheduledjob.spec.retry").stdout
+    assert "Attempts per run and the backoff between them." in explained
+    for field in ("maxAttempts", "backoffSeconds", "maxBackoffSeconds"):
+        assert field in explained
+    assert "doubles with each further attempt" in explained
+    status = cluster.kubectl("explain", "scheduledjob.status.activeRuns.state").stdout
+    assert "Running, or Retrying between attempts." in status

@@ -115,8 +115,9 @@ def build_crd() -> dict[str, Any]:
         "description": "ScheduledJob runs a task on a cron schedule or once at a given time.",
         "required": ["spec"],
         "properties": {
-            "apiVersion": {"type": "string"},
-            "kind": {"type": "string"},
+            "apiVersion": {"type": "string", "description": "tickwork.dev/v1alpha1"},
+            "kind": {"type": "string", "description": "ScheduledJob"},
+            # The API server allows nothing on metadata but its type (no description).
             "metadata": {"type": "object"},
             "spec": spec,
             "status": status,

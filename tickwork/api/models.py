@@ -71,6 +71,8 @@ class _Model(BaseModel):
         extra="forbid",
         frozen=True,
         use_enum_values=False,
+        # A field's docstring is its description in the CRD (kubectl explain).
+        use_attribute_docstrings=True,
     )
 
     def to_wire(self) -> dict[str, Any]:
@@ -135,13 +137,16 @@ class SecretKeyRef(_Model):
     name: Annotated[
         StrictStr, Field(min_length=1, max_length=253, pattern=rules.SECRET_NAME_PATTERN)
     ]
+    """Name of the Secret, in the job's namespace."""
     key: Annotated[StrictStr, Field(min_length=1, max_length=253, pattern=rules.SECRET_KEY_PATTERN)]
+    """Key within the Secret's data."""
 
 
 class ValueSource(_Model):
     """Where a value comes from instead of the spec."""
 
     secret_key_ref: SecretKeyRef
+    """A key of a Secret in the job's own namespace."""
 
 
 def _one_source(value: str, source: ValueSource | None, rule: rules.CelRule) -> None:
@@ -155,6 +160,7 @@ class _ValueOrSecret(_Model):
     model_config = ConfigDict(json_schema_extra=_cel(rules.VALUE_OR_VALUE_FROM))
 
     value: Annotated[StrictStr, Field(max_length=4096)] = ""
+    """The value itself (leave empty with valueFrom)."""
     value_from: ValueSource | None = Field(
         default=None, description="Take the value from a Secret (a token, a password)."
     )
@@ -166,9 +172,12 @@ class _ValueOrSecret(_Model):
 
 
 class HttpHeader(_ValueOrSecret):
+    """A request header: a value, or a Secret's key (a token)."""
+
     name: Annotated[
         StrictStr, Field(min_length=1, max_length=256, pattern=rules.HEADER_NAME_PATTERN)
     ]
+    """Header name, e.g. Authorization."""
 
 
 def _within_budget(rule: rules.CelRule, *texts: str) -> None:
@@ -185,7 +194,11 @@ class HttpTask(_Model):
     )
 
     url: HttpUrl
+    """http:// or https:// URL to call. Redirects are not followed; addresses the installer has
+    not allowed (cluster-internal ones by default) are refused.
+    """
     method: HttpMethod = HttpMethod.POST
+    """HTTP method."""
     headers: Annotated[
         list[HttpHeader],
         Field(
@@ -193,7 +206,9 @@ class HttpTask(_Model):
             json_schema_extra=_list_map("name"),
         ),
     ] = []
+    """Request headers; a value may come from a Secret."""
     body: Annotated[StrictStr, Field(max_length=rules.TASK_TEXT_BUDGET)] = ""
+    """Request body (sent as is)."""
     body_from: ValueSource | None = Field(
         default=None, description="Take the body from a Secret instead."
     )
@@ -210,7 +225,10 @@ class HttpTask(_Model):
 
 
 class EnvVar(_ValueOrSecret):
+    """An environment variable of the program: a value, or a Secret's key."""
+
     name: Annotated[StrictStr, Field(min_length=1, max_length=128, pattern=rules.ENV_NAME_PATTERN)]
+    """Environment variable name."""
 
 
 class CommandTask(_Model):
@@ -221,6 +239,7 @@ class CommandTask(_Model):
     args: Annotated[
         list[Annotated[StrictStr, Field(max_length=4096)]], Field(min_length=1, max_length=32)
     ]
+    """The program and its arguments; no shell is involved."""
     env: Annotated[
         list[EnvVar],
         Field(
@@ -228,6 +247,7 @@ class CommandTask(_Model):
             json_schema_extra=_list_map("name"),
         ),
     ] = []
+    """Extra environment variables; a value may come from a Secret."""
 
     @model_validator(mode="after")
     def _budget(self) -> Self:
@@ -241,10 +261,13 @@ class PythonTask(_Model):
     model_config = ConfigDict(json_schema_extra=_cel(rules.PYTHON_TEXT_BUDGET))
 
     name: Annotated[StrictStr, Field(min_length=1, max_length=253, pattern=rules.TASK_NAME_PATTERN)]
+    """Registered task name, e.g. mypackage.cleanup."""
     args: Annotated[list[Annotated[StrictStr, Field(max_length=4096)]], Field(max_length=32)] = []
+    """Positional string arguments."""
     kwargs: Annotated[
         dict[str, Annotated[StrictStr, Field(max_length=4096)]], Field(max_length=32)
     ] = {}
+    """Keyword string arguments."""
 
     @model_validator(mode="after")
     def _budget(self) -> Self:
@@ -256,6 +279,7 @@ class EchoTask(_Model):
     """Built in: records "Executed: <message>" as the result. For demos and benchmarks."""
 
     message: Annotated[StrictStr, Field(max_length=1024)] = ""
+    """Text the result repeats."""
 
 
 class Task(_Model):
@@ -264,9 +288,13 @@ class Task(_Model):
     model_config = ConfigDict(json_schema_extra=_cel(rules.ONE_TASK_KIND))
 
     http: HttpTask | None = None
+    """Call a URL."""
     command: CommandTask | None = None
+    """Run a program in the worker's container (only when the installer enabled command tasks)."""
     python: PythonTask | None = None
+    """Call a registered Python task."""
     echo: EchoTask | None = None
+    """Record a message as the result (built in)."""
 
     @model_validator(mode="after")
     def _one_kind(self) -> Self:
@@ -289,8 +317,11 @@ class RetryPolicy(_Model):
     model_config = ConfigDict(json_schema_extra=_cel(rules.BACKOFF_ORDER))
 
     max_attempts: Annotated[StrictInt, Field(ge=1, le=20)] = 3
+    """Attempts per run, the first included; 1 means no retry."""
     backoff_seconds: Annotated[StrictInt, Field(ge=1, le=3600)] = 10
+    """Wait before the second attempt; doubles with each further attempt."""
     max_backoff_seconds: Annotated[StrictInt, Field(ge=1, le=86400)] = 600
+    """Longest wait between attempts."""
 
     @model_validator(mode="after")
     def _ordered(self) -> Self:
@@ -303,7 +334,9 @@ class HistoryLimits(_Model):
     """How many finished runs status.runs keeps, by outcome."""
 
     successful_runs: Annotated[StrictInt, Field(ge=0, le=20)] = 3
+    """Succeeded runs kept in status.runs."""
     failed_runs: Annotated[StrictInt, Field(ge=0, le=20)] = 3
+    """Runs that did not succeed (Failed, Cancelled, Skipped) kept in status.runs."""
 
 
 class ScheduledJobSpec(_Model):
@@ -319,19 +352,34 @@ class ScheduledJobSpec(_Model):
     run_at: AwareDatetime | None = Field(default=None, description="Instant of a one-shot run.")
     time_zone: ZoneName = Field(default="UTC", description="IANA zone the schedule is read in.")
     suspend: StrictBool = False
+    """Stop starting runs (a run already started finishes; none starts once the suspend is
+    visible).
+    """
     description: ShortText = ""
+    """Free text for people; Tickwork does not read it."""
     concurrency_policy: ConcurrencyPolicy = ConcurrencyPolicy.FORBID
+    """When a run falls due while another of this job is active: Forbid skips
+    the new run, Allow runs both, Replace cancels the active run and starts the new one."""
     starting_deadline_seconds: Annotated[StrictInt, Field(ge=10, le=2592000)] | None = Field(
         default=None,
         description="A run that could not start within this many seconds of its time is "
         "counted as missed instead.",
     )
     jitter_seconds: Annotated[StrictInt, Field(ge=0, le=3600)] = 0
+    """Delay each run by a stable pseudo-random 0..jitterSeconds, to spread jobs due on the
+    same minute.
+    """
     timeout_seconds: Annotated[StrictInt, Field(ge=1, le=86400)] = 600
+    """An attempt running longer is cancelled and fails ("timed out"), then is retried
+    like any failure."""
     retry: RetryPolicy = RetryPolicy()
+    """Attempts per run and the backoff between them."""
     history: HistoryLimits = HistoryLimits()
+    """How many finished runs status.runs keeps."""
     ttl_seconds_after_finished: Annotated[StrictInt, Field(ge=0, le=31536000)] | None = None
+    """One-shot jobs only: delete the object this many seconds after its run finished."""
     task: Task
+    """What each run does: exactly one of http, command, python, echo."""
 
     @model_validator(mode="after")
     def _schedule_xor_run_at(self) -> Self:
@@ -367,20 +415,30 @@ class Condition(_Model):
     """A ``metav1.Condition``: the standard shape, so tools understand it."""
 
     type: Annotated[StrictStr, Field(min_length=1, max_length=128)]
+    """Ready or Suspended."""
     status: ConditionStatus
+    """True, False or Unknown."""
     reason: Annotated[StrictStr, Field(min_length=1, max_length=128)]
+    """One CamelCase word for programs (see docs/api.md for every reason)."""
     message: Annotated[StrictStr, Field(max_length=2048)] = ""
+    """Details for people."""
     last_transition_time: Instant
+    """When status last changed."""
     observed_generation: Annotated[StrictInt, Field(ge=0)] | None = None
+    """The metadata.generation this condition describes."""
 
 
 class QueuedRun(_Model):
     """The run the operator published last (it stays after the run ended)."""
 
     id: Annotated[StrictStr, Field(max_length=256)]
+    """Run ID: <namespace>.<name>.<uid prefix>.<scheduled epoch>[.manual.<token>]."""
     scheduled_at: Instant
+    """When the run was due."""
     queued_at: Instant
+    """When the operator published it to the queue."""
     manual: StrictBool = False
+    """Started by the run-now annotation or kubectl tickwork trigger."""
 
 
 class ActiveRun(_Model):
@@ -389,26 +447,42 @@ class ActiveRun(_Model):
     written."""
 
     id: Annotated[StrictStr, Field(max_length=256)]
+    """Run ID."""
     scheduled_at: Instant
+    """When the run was due."""
     state: RunState
+    """Running, or Retrying between attempts."""
     attempt: Annotated[StrictInt, Field(ge=1)]
+    """The attempt running or next (1-based)."""
     queued_at: Instant | None = None
+    """When it was published to the queue."""
     started_at: Instant | None = None
+    """When the current attempt started."""
     worker: Annotated[StrictStr, Field(max_length=253)] | None = None
+    """The worker Pod running it."""
     manual: StrictBool = False
+    """Started by the run-now annotation or kubectl tickwork trigger."""
 
 
 class RunRecord(_Model):
     """A finished run, as kept in lastRun and runs."""
 
     id: Annotated[StrictStr, Field(max_length=256)]
+    """Run ID."""
     scheduled_at: Instant
+    """When the run was due."""
     outcome: RunState
+    """Succeeded, Failed (after its last attempt, or refused), Cancelled or Skipped."""
     attempts: Annotated[StrictInt, Field(ge=0)] = 1
+    """Attempts made."""
     started_at: Instant | None = None
+    """When its last attempt started."""
     finished_at: Instant | None = None
+    """When the last attempt ended."""
     result: Annotated[StrictStr, Field(max_length=1024)] | None = None
+    """What the task returned, shortened to 1,024 characters (never a Secret's value)."""
     error: Annotated[StrictStr, Field(max_length=1024)] | None = None
+    """Why the last attempt failed, shortened to 1,024 characters."""
 
 
 #: Finished runs ``status.runs`` may hold: the two history limits (20 each) plus
@@ -428,12 +502,19 @@ class OperatorStatus(_Model):
         default=None, description="Lifecycle: Scheduled, Suspended, Completed or Invalid."
     )
     observed_generation: Annotated[StrictInt, Field(ge=0)] | None = None
+    """The metadata.generation the operator last acted on."""
     next_run_at: Instant | None = None
+    """When the next run is due (empty when none will be)."""
     last_schedule_time: Instant | None = None
+    """When the last run published was due."""
     missed_runs: Annotated[StrictInt, Field(ge=0)] | None = None
+    """Runs that could not start within startingDeadlineSeconds, counted since creation."""
     last_missed_time: Instant | None = None
+    """When the last missed run was due."""
     last_trigger_token: Annotated[StrictStr, Field(max_length=253)] | None = None
+    """The last tickwork.dev/run-now token acted on (each token starts one run)."""
     queued_run: QueuedRun | None = None
+    """The run the operator published last (it stays after the run ended)."""
     conditions: Annotated[
         list[Condition],
         Field(
@@ -441,6 +522,9 @@ class OperatorStatus(_Model):
             json_schema_extra=_list_map("type"),
         ),
     ] = []
+    """Ready (False when the spec is invalid, a run was missed or the last run did not succeed)
+    and Suspended.
+    """
 
 
 class RunStatus(_Model):
@@ -455,6 +539,7 @@ class RunStatus(_Model):
         list[ActiveRun],
         Field(max_length=ACTIVE_RUNS_LIMIT, json_schema_extra=_list_map("id")),
     ] = []
+    """Runs started and not finished, one entry per run (each written by its own run)."""
     last_run: RunRecord | None = Field(
         default=None,
         description="The run that finished last (its run's field manager owns it whole).",
@@ -464,6 +549,7 @@ class RunStatus(_Model):
         json_schema_extra={"x-kubernetes-map-type": "atomic"},
     )
     last_successful_time: Instant | None = None
+    """When the last run that succeeded finished."""
     runs: Annotated[
         list[RunRecord],
         Field(
