@@ -18,7 +18,7 @@ from tickwork.core.errors import QueueUnavailableError
 from tickwork.core.planning import Action, Decision, PendingRun, decide
 from tickwork.core.runs import manual_run_id, same_trigger, trigger_key
 from tickwork.kube.events import NORMAL, WARNING, EventRecorder
-from tickwork.kube.status import CONDITION_READY, updated, with_condition
+from tickwork.kube.status import updated
 from tickwork.queue.messages import EnqueueOutcome, RunMessage
 from tickwork.queue.protocol import RunQueue
 from tickwork_operator.clock import Clock
@@ -73,7 +73,7 @@ class Publisher:
                     self.reindex(entry, pending, retry=True)
                     return
             else:
-                self._not_published(entry, decision, now=now)
+                self._not_published(entry, decision)
             entry.pending = decision.following
             self.reindex(entry, decision.following)
 
@@ -148,7 +148,7 @@ class Publisher:
             last_missed_time=decision.latest_missed or wanted.last_missed_time,
         )
 
-    def _not_published(self, entry: JobEntry, decision: Decision, *, now: dt.datetime) -> None:
+    def _not_published(self, entry: JobEntry, decision: Decision) -> None:
         wanted = entry.wanted
         report = self.reporter.owe(entry)
         following = decision.following.scheduled_at if decision.following else None
@@ -171,11 +171,8 @@ class Publisher:
                 last_missed_time=decision.latest_missed,
                 last_schedule_time=decision.latest_missed,
             )
-            if entry.spec is not None and entry.spec.one_shot:
-                wanted = with_condition(
-                    wanted, CONDITION_READY, status=False, reason="Missed",
-                    message=decision.reason, now=now,
-                )  # fmt: skip
+            # Ready turns False (Missed) for a one-shot when the state refreshes its
+            # lifecycle from this write: one place decides Ready (core.states.readiness).
             report.events.append((WARNING, "MissedRun", decision.reason))
         entry.wanted = wanted
 

@@ -22,7 +22,7 @@ from tickwork.api.models import OperatorStatus
 from tickwork.core.buckets import BucketIndex
 from tickwork.core.planning import pending_for, pending_run
 from tickwork.core.runs import RUN_NOW_ANNOTATION, same_trigger, trigger_key
-from tickwork.core.states import FINAL_STATES, JobPhase, job_phase
+from tickwork.core.states import FINAL_STATES, JobPhase, job_phase, readiness
 from tickwork.kube.status import (
     CONDITION_READY,
     CONDITION_SUSPENDED,
@@ -227,35 +227,30 @@ class WatchState:
             next_run_at=pending.scheduled_at if pending and entry.spec and not entry.suspended
             else None,
         )  # fmt: skip
-        if entry.spec is None:
-            wanted = with_condition(
-                wanted, CONDITION_READY, status=False, reason="InvalidSpec",
-                message=entry.invalid_reason or "invalid spec", now=now,
-            )  # fmt: skip
-        elif entry.suspended:
+        last = entry.observed.last_run
+        ready = readiness(
+            phase=phase, invalid_reason=entry.invalid_reason,
+            last_outcome=last.outcome if last else None, last_run_id=last.id if last else None,
+            last_error=last.error if last else None,
+            missed_one_shot=wanted.missed_runs is not None and wanted.missed_runs > 0
+            and wanted.last_missed_time == wanted.last_schedule_time and last is None,
+        )  # fmt: skip
+        wanted = with_condition(
+            wanted, CONDITION_READY, status=ready.ready, reason=ready.reason,
+            message=ready.message, now=now,
+        )  # fmt: skip
+        if entry.spec is not None and entry.suspended:
             wanted = with_condition(
                 wanted, CONDITION_SUSPENDED, status=True, reason="Suspended",
                 message="spec.suspend is true: no run is published", now=now,
             )  # fmt: skip
+        elif entry.spec is not None and any(
+            c.type == CONDITION_SUSPENDED for c in wanted.conditions
+        ):
             wanted = with_condition(
-                wanted, CONDITION_READY, status=True, reason="Suspended", message="suspended",
-                now=now,
+                wanted, CONDITION_SUSPENDED, status=False, reason="Resumed",
+                message="runs are published again, from the resume on", now=now,
             )  # fmt: skip
-        elif phase is JobPhase.COMPLETED:
-            wanted = with_condition(
-                wanted, CONDITION_READY, status=True, reason="Completed",
-                message="the one-shot run is over (lastRun says how it ended)", now=now,
-            )  # fmt: skip
-        else:
-            wanted = with_condition(
-                wanted, CONDITION_READY, status=True, reason="Scheduled",
-                message="the schedule is valid and indexed", now=now,
-            )  # fmt: skip
-            if any(c.type == CONDITION_SUSPENDED for c in wanted.conditions):
-                wanted = with_condition(
-                    wanted, CONDITION_SUSPENDED, status=False, reason="Resumed",
-                    message="runs are published again, from the resume on", now=now,
-                )  # fmt: skip
         entry.wanted = wanted
         if _differs(wanted, entry.written):
             self.dirty[entry.key] = None

@@ -23,6 +23,7 @@ from tests.support import (
     row,
     whole_seconds_from_now,
 )
+from tickwork_dev import argocd
 from tickwork_dev.devcluster.cluster import Cluster
 from tickwork_dev.devcluster.components import TickworkProcess, console_script, wait_for
 
@@ -113,6 +114,17 @@ def test_a_failing_webhook_is_retried_dead_lettered_then_requeued_and_succeeds(
              what="Completed")  # fmt: skip
     assert len(endpoint.requests) == 3
 
+    def ready() -> dict[str, str]:
+        conditions = jobs.status("webhook").get("conditions") or []
+        return next((c for c in conditions if c["type"] == "Ready"), {})
+
+    # The job's health says so: Ready is False while its last run failed.
+    wait_for(lambda: ready().get("reason") == "LastRunFailed", timeout=10, what="LastRunFailed")
+    assert ready()["status"] == "False"
+    assert "HTTP 503" in ready()["message"]
+    # ... and so does Argo CD's view of it (the shipped health check on the real object).
+    assert argocd.health(jobs.get("webhook"))[0] == "Degraded"
+
     env = {**os.environ, "KUBECONFIG": str(cluster.kubeconfig), "TICKWORK_REDIS_URL": redis_url,
            "TICKWORK_REDIS_QUEUE": namespace}  # fmt: skip
     cli = [console_script("tickwork"), "-n", namespace, "dlq"]
@@ -127,6 +139,9 @@ def test_a_failing_webhook_is_retried_dead_lettered_then_requeued_and_succeeds(
     assert requeued.stdout.strip() == "requeued 1 run(s)"
     wait_for(lambda: last_outcome(jobs, "webhook") == "Succeeded", timeout=60, what="success")
     assert row(cluster, namespace, "webhook")["last"] == "Succeeded"
+    wait_for(lambda: ready().get("status") == "True", timeout=10, what="Ready again")
+    assert ready()["reason"] == "Completed"
+    assert argocd.health(jobs.get("webhook")) == ("Healthy", "The one-shot run is over: Succeeded")
     assert len(endpoint.requests) == 4
     assert endpoint.requests[-1]["headers"]["Idempotency-Key"] == run_id  # type: ignore[index]
 

@@ -108,17 +108,20 @@ def test_server_errors_are_retried_with_backoff_then_dead_lettered(
     assert worker.metric("tickwork_runs_dead_lettered_total") == 1.0
 
 
-def test_a_client_error_fails_at_once(
-    start_worker: Start, jobs: Jobs, probe: QueueProbe, endpoint: ScriptedServer
-) -> None:
+@pytest.mark.parametrize(("code", "says"), [(404, "retrying cannot help"),
+                                            (302, "redirects are not followed")])  # fmt: skip
+def test_a_client_error_or_a_redirect_fails_at_once(
+    start_worker: Start, jobs: Jobs, probe: QueueProbe, endpoint: ScriptedServer,
+    code: int, says: str,
+) -> None:  # fmt: skip
     start_worker()
-    endpoint.script = [(404, 0.0)]
+    endpoint.script = [(code, 0.0)]
     spec = {"retry": {"maxAttempts": 5}, "task": {"http": {"url": endpoint.url}}}
     publish(jobs, probe, "wrong-url", spec)
     last = finished(jobs, "wrong-url")["lastRun"]
     assert isinstance(last, dict)
     assert (last["outcome"], last["attempts"]) == ("Failed", 1)
-    assert "retrying cannot help" in last["error"]
+    assert says in last["error"]
     assert len(endpoint.requests) == 1
 
 

@@ -188,7 +188,8 @@ async def test_a_missed_one_shot_completes_even_if_the_watch_outruns_the_write()
     assert leader.sink.status["missedRuns"] == 1
     await leader.tick_at(minute(0, 32))
     assert leader.sink.status["phase"] == "Completed"
-    assert leader.sink.status["conditions"][0]["reason"] == "Completed"
+    ready = leader.sink.status["conditions"][0]
+    assert (ready["type"], ready["status"], ready["reason"]) == ("Ready", "False", "Missed")
     assert not leader.state.dirty  # and then nothing more is owed
 
 
@@ -306,3 +307,29 @@ async def test_a_redis_outage_keeps_the_due_run_and_publishes_it_after() -> None
     assert await leader.queued() == []
     await leader.tick_at(minute(1, 1.5))
     assert await leader.queued() == [scheduled_run_id(UID, minute(1))]
+
+
+def finished(run_at: dt.datetime, outcome: str, error: str | None = None) -> dict[str, Any]:
+    record = {"id": scheduled_run_id(UID, run_at), "scheduledAt": run_at.isoformat(),
+              "outcome": outcome, **({"error": error} if error else {})}  # fmt: skip
+    return {"observedGeneration": 1, "lastScheduleTime": run_at.isoformat(), "lastRun": record,
+            "nextRunAt": minute(1).isoformat(), "phase": "Scheduled"}  # fmt: skip
+
+
+async def test_ready_goes_false_while_the_last_run_failed_and_back_when_one_succeeds() -> None:
+    leader = Leader()
+    leader.observe(EVERY_MINUTE, status=finished(minute(0), "Succeeded"))
+    await leader.tick_at(minute(0, 30))
+    [ready] = leader.sink.status["conditions"]
+    assert (ready["status"], ready["reason"]) == ("True", "Scheduled")
+    leader.observe(EVERY_MINUTE, status=finished(minute(0), "Failed", "HTTP 503 from the URL"))
+    await leader.tick_at(minute(0, 31))
+    [ready] = leader.sink.status["conditions"]
+    assert (ready["status"], ready["reason"]) == ("False", "LastRunFailed")
+    run_id = scheduled_run_id(UID, minute(0))
+    assert ready["message"] == f"run {run_id} failed: HTTP 503 from the URL"
+    assert leader.sink.status["phase"] == "Scheduled"  # the lifecycle is not the health
+    leader.observe(EVERY_MINUTE, status=finished(minute(0), "Succeeded"))
+    await leader.tick_at(minute(0, 32))
+    [ready] = leader.sink.status["conditions"]
+    assert (ready["status"], ready["reason"]) == ("True", "Scheduled")

@@ -1,4 +1,4 @@
-"""The run state machine, and the job phase shown by ``kubectl get scheduledjobs``.
+"""The run state machine, and the job phase and readiness shown by ``kubectl get``.
 
 A run is born Queued when the watcher publishes it. Every later move must be
 one of :data:`TRANSITIONS`; anything else raises
@@ -11,6 +11,7 @@ would record, say, an outcome for a run it skipped fails instead.
 from __future__ import annotations
 
 import enum
+from dataclasses import dataclass
 
 from tickwork.core.errors import IllegalTransitionError
 
@@ -85,3 +86,48 @@ def job_phase(
     if suspended:
         return JobPhase.SUSPENDED
     return JobPhase.SCHEDULED
+
+
+@dataclass(frozen=True)
+class Readiness:
+    """The ``Ready`` condition: True while the job does what it is meant to."""
+
+    ready: bool
+    reason: str
+    message: str
+
+
+#: How much of a failed run's error the Ready message repeats (lastRun has it whole).
+READY_ERROR_CHARS = 200
+
+
+_COMPLETED = "the one-shot run is over (lastRun says how it ended)"
+
+
+def readiness(
+    *,
+    phase: JobPhase,
+    invalid_reason: str | None,
+    last_outcome: RunState | None,
+    last_run_id: str | None,
+    last_error: str | None,
+    missed_one_shot: bool,
+) -> Readiness:
+    """``Ready`` from what the operator knows: False for an invalid spec, a last run
+    that failed (until a later run succeeds) and a one-shot run that was missed; a
+    suspended job is Ready (it does what it was told)."""
+    if phase is JobPhase.INVALID:
+        text = invalid_reason or "invalid spec"
+        return Readiness(ready=False, reason="InvalidSpec", message=text)
+    if last_outcome is RunState.FAILED:
+        error = (last_error or "")[:READY_ERROR_CHARS]
+        text = f"run {last_run_id} failed: {error}".rstrip(": ")
+        return Readiness(ready=False, reason="LastRunFailed", message=text)
+    if missed_one_shot and phase is JobPhase.COMPLETED:
+        text = "the one-shot run could not start within startingDeadlineSeconds"
+        return Readiness(ready=False, reason="Missed", message=text)
+    if phase is JobPhase.SUSPENDED:
+        return Readiness(ready=True, reason="Suspended", message="suspended")
+    if phase is JobPhase.COMPLETED:
+        return Readiness(ready=True, reason="Completed", message=_COMPLETED)
+    return Readiness(ready=True, reason="Scheduled", message="the schedule is valid and indexed")

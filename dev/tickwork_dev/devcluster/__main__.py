@@ -100,6 +100,7 @@ def cmd_build(args: argparse.Namespace) -> int:
 TOOLS = {
     "helm": build.helm_bundle,
     "actionlint": build.actionlint_bundle,
+    "glua": build.lua_bundle,
     "helm-docs": build.helm_docs_bundle,
 }
 

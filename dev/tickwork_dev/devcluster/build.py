@@ -221,6 +221,13 @@ def actionlint_bundle() -> Bundle:
     return Bundle("actionlint", HACK_DIR / "actionlint", {"actionlint": version}, (target,))
 
 
+def lua_bundle() -> Bundle:
+    """glua, gopher-lua's interpreter: the Lua VM Argo CD runs health checks in."""
+    version = _required_version(_gomod("lua"), "github.com/yuin/gopher-lua")
+    target = Target("glua", "github.com/yuin/gopher-lua/cmd/glua", "-s -w")
+    return Bundle("lua", HACK_DIR / "lua", {"gopher-lua": version}, (target,))
+
+
 def helm_docs_bundle() -> Bundle:
     """helm-docs, which renders the chart's README (values table) from values.yaml."""
     version = _required_version(_gomod("helm-docs"), "github.com/norwoodj/helm-docs")

@@ -1,9 +1,9 @@
 """The ``http`` task: call a URL, the run ID as ``Idempotency-Key``.
 
-Success is a status in ``successCodes`` (default: any 2xx). A 4xx other than
-408 and 429 is permanent (the request itself is wrong; retrying repeats the
-mistake); 408, 429, 5xx, timeouts and connection errors are retried.
-Redirects are not followed. Neither headers nor bodies are ever logged, and URLs
+Success is a status in ``successCodes`` (default: any 2xx). A 3xx and a 4xx
+other than 408 and 429 are permanent (the request itself is wrong; retrying
+repeats the mistake); 408, 429, 5xx, timeouts and connection errors are
+retried. Redirects are not followed. Neither headers nor bodies are ever logged, and URLs
 in messages lose their user, password and query. Header values and the body may
 come from Secrets of the job's namespace (``valueFrom``, ``bodyFrom``).
 
@@ -75,6 +75,9 @@ class HttpTask:
         if succeeded:
             return TaskResult(summary=f"HTTP {code}" + (f": {preview}" if preview else ""))
         # The body's preview goes to status only: Events are readable more widely.
+        if 300 <= code < 400:  # noqa: PLR2004 - the same URL redirects again on a retry
+            raise PermanentTaskError(f"HTTP {code}: redirects are not followed; point url at "
+                                     "the target, or list the code in successCodes")  # fmt: skip
         if 400 <= code < 500 and code not in _RETRYABLE_4XX:  # noqa: PLR2004
             raise PermanentTaskError(f"HTTP {code}", detail=preview or None)
         raise RetryableTaskError(f"HTTP {code}", detail=preview or None)
