@@ -101,6 +101,7 @@ TOOLS = {
     "helm": build.helm_bundle,
     "actionlint": build.actionlint_bundle,
     "helm-docs": build.helm_docs_bundle,
+    "promtool": build.prometheus_bundle,
 }
 
 
