@@ -295,11 +295,12 @@ def _build_into(bundle: Bundle, target: Path, *, log: bool) -> None:
 
 
 #: CRDs of optional integrations the chart can render objects for, fetched from
-#: the Go module proxy (module, version, files inside the module), so that the
-#: API server can validate ServiceMonitors and KEDA ScaledObjects in tests.
+#: the Go module proxy (module, version, files inside the module), so that the API
+#: server can validate ServiceMonitors, PrometheusRules and KEDA ScaledObjects in tests.
 THIRD_PARTY_CRDS = (
     ("github.com/prometheus-operator/prometheus-operator", "v0.85.0",
-     ("example/prometheus-operator-crd/monitoring.coreos.com_servicemonitors.yaml",)),
+     ("example/prometheus-operator-crd/monitoring.coreos.com_servicemonitors.yaml",
+      "example/prometheus-operator-crd/monitoring.coreos.com_prometheusrules.yaml")),
     ("github.com/kedacore/keda/v2", "v2.21.0",
      ("config/crd/bases/keda.sh_scaledobjects.yaml",
       "config/crd/bases/keda.sh_triggerauthentications.yaml")),
