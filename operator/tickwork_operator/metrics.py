@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+#: Why the operator did not publish a due run (``tickwork_runs_skipped_total{reason}``).
+SKIP_REASONS = ("forbid", "missed")
 #: Buckets for schedule lag: publishing should take milliseconds; minutes mean trouble.
 LAG_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 300)
 
@@ -42,6 +44,13 @@ class OperatorMetrics:
             "Redis' maxmemory; 0 when it has none (then alert on the container's limit).",
             registry=r,
         )
+        self.redis_up = Gauge(
+            "tickwork_redis_up",
+            "1 while the leader's queue maintenance reaches Redis (every tick); 0 when Redis "
+            "is unreachable or refuses it. Only the leader reports it.",
+            ["queue"],
+            registry=r,
+        )
         self.queue_backlog = Gauge(
             "tickwork_queue_backlog",
             "Ready plus in-flight runs: what the worker autoscaler scales on.",
@@ -60,6 +69,8 @@ class OperatorMetrics:
             ["reason"],
             registry=r,
         )
+        for reason in SKIP_REASONS:  # from 0, so an alert's increase() sees the first miss
+            self.runs_skipped.labels(reason=reason)
         self.schedule_lag = Histogram(
             "tickwork_schedule_lag_seconds",
             "Publish time minus scheduled time (jitter included).",

@@ -86,8 +86,10 @@ class Reconciler:
             depth = await self.queue.depth()
         except QueueUnavailableError as exc:
             self.metrics.api_errors.labels(operation="queue.maintain").inc()
+            self.metrics.redis_up.labels(queue=self.queue_name).set(0)
             logger.warning("queue maintenance postponed: %s", exc)
             return
+        self.metrics.redis_up.labels(queue=self.queue_name).set(1)
         for state, value in (
             ("ready", depth.ready), ("in_flight", depth.in_flight),
             ("delayed", depth.delayed), ("dead", depth.dead), ("parked", depth.parked),
@@ -101,9 +103,10 @@ class Reconciler:
             self.metrics.redis_memory_max.set(depth.memory_max_bytes or 0)
 
     def forget_queue(self) -> None:
-        """A standby reports no queue: autoscalers must see the leader's value only."""
+        """A standby reports no queue: autoscalers and alerts must see the leader's only."""
         self.metrics.queue_depth.clear()
         self.metrics.queue_backlog.clear()
+        self.metrics.redis_up.clear()
 
     async def delete_finished(self, entry: JobEntry) -> None:
         try:

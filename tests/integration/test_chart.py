@@ -41,11 +41,11 @@ def render(helm: str, namespace: str, *extra: str) -> str:
 
 @pytest.fixture(scope="session")
 def third_party_crds(cluster: Cluster) -> None:
-    """ServiceMonitor and KEDA CRDs, so that objects of those kinds can be validated."""
+    """Prometheus Operator and KEDA CRDs, so that objects of those kinds can be validated."""
     for path in build.third_party_crds():
         cluster.kubectl("apply", "--server-side", "-f", str(path))
-    for name in ("servicemonitors.monitoring.coreos.com", "scaledobjects.keda.sh",
-                 "triggerauthentications.keda.sh"):  # fmt: skip
+    for name in ("servicemonitors.monitoring.coreos.com", "prometheusrules.monitoring.coreos.com",
+                 "scaledobjects.keda.sh", "triggerauthentications.keda.sh"):  # fmt: skip
         cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s", f"crd/{name}")
 
 

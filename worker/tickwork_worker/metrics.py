@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from tickwork.core.states import RunState
+
 _DURATION_BUCKETS = (0.005, 0.01, 0.05, 0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600)
 _WAIT_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300)
 
@@ -16,6 +18,8 @@ class WorkerMetrics:
             "tickwork_runs_total", "Runs finished by this worker, by outcome.", ["outcome"],
             registry=r,
         )  # fmt: skip
+        for outcome in (RunState.SUCCEEDED, RunState.FAILED):  # from 0, for increase()
+            self.runs.labels(outcome=outcome.value)
         self.retries = Counter(
             "tickwork_run_retries_total", "Failed attempts that will be retried.", registry=r
         )

@@ -102,6 +102,7 @@ TOOLS = {
     "actionlint": build.actionlint_bundle,
     "glua": build.lua_bundle,
     "helm-docs": build.helm_docs_bundle,
+    "promtool": build.prometheus_bundle,
 }
 
 

@@ -170,15 +170,17 @@ def kube_router_bundle() -> Bundle:
 
 
 def prometheus_bundle() -> Bundle:
-    """Prometheus with Kubernetes service discovery only (the others need cloud SDKs)."""
+    """Prometheus with Kubernetes service discovery only (the others need cloud SDKs), and
+    promtool, which checks and unit-tests the chart's alerting rules."""
     module = "github.com/prometheus/prometheus"
     version = _required_version(_gomod("prometheus"), module)
     minor, patch = version.lstrip("v").split(".")[1:3]  # module v0.316.0 is Prometheus 3.16.0
     release = f"{int(minor) // 100}.{int(minor) % 100}.{patch}"
     flags = f"-s -w -X github.com/prometheus/common/version.Version={release}"
     tags = ("netgo", "remove_all_sd", "enable_kubernetes_sd")
-    target = Target("prometheus", f"{module}/cmd/prometheus", flags, tags)
-    return Bundle("prometheus", HACK_DIR / "prometheus", {"prometheus": release}, (target,))
+    targets = (Target("prometheus", f"{module}/cmd/prometheus", flags, tags),
+               Target("promtool", f"{module}/cmd/promtool", flags, tags))  # fmt: skip
+    return Bundle("prometheus", HACK_DIR / "prometheus", {"prometheus": release}, targets)
 
 
 def prometheus_adapter_bundle() -> Bundle:
@@ -300,11 +302,12 @@ def _build_into(bundle: Bundle, target: Path, *, log: bool) -> None:
 
 
 #: CRDs of optional integrations the chart can render objects for, fetched from
-#: the Go module proxy (module, version, files inside the module), so that the
-#: API server can validate ServiceMonitors and KEDA ScaledObjects in tests.
+#: the Go module proxy (module, version, files inside the module), so that the API
+#: server can validate ServiceMonitors, PrometheusRules and KEDA ScaledObjects in tests.
 THIRD_PARTY_CRDS = (
     ("github.com/prometheus-operator/prometheus-operator", "v0.85.0",
-     ("example/prometheus-operator-crd/monitoring.coreos.com_servicemonitors.yaml",)),
+     ("example/prometheus-operator-crd/monitoring.coreos.com_servicemonitors.yaml",
+      "example/prometheus-operator-crd/monitoring.coreos.com_prometheusrules.yaml")),
     ("github.com/kedacore/keda/v2", "v2.21.0",
      ("config/crd/bases/keda.sh_scaledobjects.yaml",
       "config/crd/bases/keda.sh_triggerauthentications.yaml")),

@@ -1,0 +1,153 @@
+"""What the dashboard and the alerts ask Prometheus for exists: every metric their
+PromQL names is one Tickwork exports (read from the components' metric registries) or
+one of a short, documented list of others. And the metrics the alerts rely on behave
+as the alerts assume. (When the alerts fire: tests/integration/test_alerts.py.)
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+from prometheus_client import CollectorRegistry
+
+from tickwork.core.buckets import BucketIndex
+from tickwork.core.errors import QueueUnavailableError
+from tickwork.queue.memory import MemoryRunQueue
+from tickwork_operator.clock import Clock
+from tickwork_operator.metrics import OperatorMetrics
+from tickwork_operator.reconciler import Reconciler
+from tickwork_operator.state import WatchState
+from tickwork_worker.metrics import WorkerMetrics
+
+CHART = Path(__file__).parents[2] / "charts" / "tickwork"
+
+#: Metrics the dashboard and alerts may use that Tickwork does not export.
+EXTERNAL = {
+    "up": "Prometheus' own, per scraped target (TickworkNoLeader: no operator answers)",
+    "kube_deployment_status_replicas_available": (
+        "kube-state-metrics (TickworkNoLeader: the operator Deployment has no pod at all)"
+    ),
+}
+_SUFFIXES = {"counter": ("_total", "_created"), "gauge": ("",),
+             "histogram": ("_bucket", "_sum", "_count", "_created")}  # fmt: skip
+_NOT_METRICS = {"and", "or", "unless", "by", "without", "on", "ignoring", "group_left",
+                "group_right", "offset", "bool", "inf", "nan"}  # fmt: skip
+
+
+def exported(registry: CollectorRegistry) -> set[str]:
+    """The series names a registry can expose, labelled children or not."""
+    return {family.name + suffix for family in registry.collect()
+            for suffix in _SUFFIXES[family.type]}  # fmt: skip
+
+
+def metric_names(promql: str) -> set[str]:
+    """The metric names a PromQL expression selects (not functions, labels or keywords)."""
+    text = re.sub(r'"(?:[^"\\]|\\.)*"', "", promql)  # strings: label values, Grafana vars
+    text = re.sub(r"\{[^}]*\}|\[[^\]]*\]", "", text)  # label matchers, ranges
+    text = re.sub(r"\b(?:by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)", "", text)
+    names = re.findall(r"(?<![\w.])([a-zA-Z_:][\w:]*)(?![\w:]|\s*\()", text)
+    return {name for name in names if name not in _NOT_METRICS}
+
+
+def dashboard_queries() -> dict[str, list[str]]:
+    board = json.loads((CHART / "files" / "dashboard.json").read_text())
+    return {panel["title"]: [target["expr"] for target in panel["targets"]]
+            for panel in board["panels"]}  # fmt: skip
+
+
+def alert_queries() -> dict[str, str]:
+    """The alerts' expressions, read from the template with every template action left
+    out (they only fill in label selectors)."""
+    template = (CHART / "templates" / "prometheusrule.yaml").read_text()
+    rule = yaml.safe_load(re.sub(r"\{\{.*?\}\}", "", template, flags=re.DOTALL))
+    return {r["alert"]: r["expr"] for group in rule["spec"]["groups"] for r in group["rules"]}
+
+
+TICKWORK = exported(OperatorMetrics().registry) | exported(WorkerMetrics().registry)
+
+
+@pytest.mark.parametrize(
+    ("promql", "names"),
+    [
+        ('sum by (state) (tickwork_queue_depth{namespace=~"$namespace"})',
+         {"tickwork_queue_depth"}),
+        ("histogram_quantile(0.99, sum by (le) (rate(tickwork_tick_seconds_bucket[5m])))",
+         {"tickwork_tick_seconds_bucket"}),
+        ('a{x="y"} / (b > 0) and on (namespace, pod) c == 1', {"a", "b", "c"}),
+        ("(m unless m offset 15m) or increase(m[15m]) > 1e3", {"m"}),
+        ("sum without (pod) (rate(x_total[$__rate_interval])) > bool 0", {"x_total"}),
+    ],
+)  # fmt: skip
+def test_metric_names_are_read_from_promql(promql: str, names: set[str]) -> None:
+    assert metric_names(promql) == names
+
+
+def test_every_panel_asks_for_metrics_tickwork_exports() -> None:
+    queries = dashboard_queries()
+    for title in ("Missed and skipped runs (per 15 min)", "Tick time p50 / p99",
+                  "Pending status writes", "Workers' job cache", "Redis memory",
+                  "Worker replicas"):  # fmt: skip
+        assert title in queries
+    for title, exprs in queries.items():
+        for expr in exprs:
+            names = metric_names(expr)
+            assert names & TICKWORK, f"panel {title!r} names no Tickwork metric: {expr}"
+            assert names <= TICKWORK, f"panel {title!r}: {names - TICKWORK} not exported"
+
+
+def test_every_alert_asks_for_metrics_tickwork_exports_or_documented_others() -> None:
+    queries = alert_queries()
+    assert len(queries) == 6
+    for alert, expr in queries.items():
+        names = metric_names(expr)
+        assert names & TICKWORK, f"{alert} names no Tickwork metric"
+        assert names <= TICKWORK | set(EXTERNAL), f"{alert}: {names - TICKWORK} unknown"
+
+
+def test_the_counters_alerts_take_increase_of_start_at_zero() -> None:
+    # A labelled child appears when first used; increase() cannot see its first value,
+    # so the first missed or failed run would never alert.
+    operator, worker = OperatorMetrics().registry, WorkerMetrics().registry
+    assert operator.get_sample_value("tickwork_runs_skipped_total", {"reason": "missed"}) == 0
+    assert worker.get_sample_value("tickwork_runs_total", {"outcome": "Failed"}) == 0
+    assert worker.get_sample_value("tickwork_runs_total", {"outcome": "Succeeded"}) == 0
+
+
+class _Unreachable(MemoryRunQueue):
+    down = False
+
+    async def reap_expired(self, *, limit: int = 1000) -> int:
+        if self.down:
+            raise QueueUnavailableError("cannot reach Redis")
+        return await super().reap_expired(limit=limit)
+
+
+@pytest.mark.asyncio
+async def test_redis_up_follows_the_leaders_queue_maintenance_and_a_standby_has_none() -> None:
+    metrics = OperatorMetrics()
+    queue = _Unreachable(clock=lambda: 0.0)
+    reconciler = Reconciler(
+        state=WatchState(index=BucketIndex(start=0.0, width=1.0)), queue=queue,
+        kube=None,  # type: ignore[arg-type]  # maintenance never calls the API server
+        metrics=metrics, clock=Clock(wall=lambda: 0.0, monotonic=lambda: 0.0),
+        holds_lease=lambda: True, queue_name="default",
+    )  # fmt: skip
+
+    def up() -> float | None:
+        return metrics.registry.get_sample_value("tickwork_redis_up", {"queue": "default"})
+
+    assert up() is None
+    await reconciler.maintain_queue()
+    assert up() == 1
+    queue.down = True
+    await reconciler.maintain_queue()
+    assert up() == 0
+    queue.down = False
+    await reconciler.maintain_queue()
+    assert up() == 1
+    reconciler.forget_queue()
+    assert up() is None
