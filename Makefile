@@ -49,7 +49,7 @@ lint: install ## ruff, the import layers, hadolint, shellcheck, actionlint
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
 	$(BIN)/hadolint Dockerfile
-	$(BIN)/shellcheck .ci/run scripts/kind-e2e.sh hack/controlplane/gen-gomod.sh
+	$(BIN)/shellcheck .ci/run scripts/kind-e2e.sh scripts/build-kubectl-plugin.sh hack/controlplane/gen-gomod.sh
 	$$($(BIN)/python -m tickwork_dev.devcluster tool-path actionlint) -shellcheck $(BIN)/shellcheck .github/workflows/*.yml
 
 typecheck: install ## mypy --strict

@@ -142,3 +142,114 @@ def test_dlq_list_requeue_and_purge(
     assert cli("purge", "--all").stdout.strip() == "purged 2 run(s)"
     assert cli("list").stdout.strip() == "the dead-letter queue is empty"
     assert [m.run_id for m in probe.drain()] == ["u2.20261201T090000Z"]
+
+
+def _with_runs(cluster: Cluster, jobs: Jobs, namespace: str, name: str) -> str:
+    """A job whose status holds one finished run (as its worker would write it)."""
+    uid = jobs.create(name, {"schedule": "@daily", "task": {"echo": {}}})["metadata"]["uid"]
+    run_id = f"{uid}.20261201T000000Z"
+    record = {"id": run_id, "scheduledAt": "2026-12-01T00:00:00Z", "outcome": "Failed",
+              "attempts": 3, "startedAt": "2026-12-01T00:00:01Z",
+              "finishedAt": "2026-12-01T00:00:03Z", "error": "HTTP 500: upstream down"}  # fmt: skip
+
+    async def write() -> None:
+        async with KubeClient(load_configuration(str(cluster.kubeconfig))) as kube:
+            status = {"runs": [record], "lastRun": record}
+            await kube.apply_job_status(namespace, name, uid, status, field_manager="test-writer")
+
+    asyncio.run(write())
+    return run_id
+
+
+def test_get_lists_jobs_like_kubectl_and_an_unknown_name_exits_1(
+    cluster: Cluster, jobs: Jobs, namespace: str
+) -> None:
+    _with_runs(cluster, jobs, namespace, "alpha")
+    jobs.create("beta", {"runAt": "2026-01-01T00:00:00Z", "suspend": True, "task": {"echo": {}}})
+    listing = tickwork(cluster, namespace, "get")
+    assert listing.returncode == 0, listing.stderr
+    header, *rows = listing.stdout.splitlines()
+    assert header.split()[:5] == ["NAME", "SCHEDULE", "SUSPEND", "PHASE", "READY"]
+    assert [row.split()[0] for row in rows] == ["alpha", "beta"]
+    assert "Failed" in rows[0]
+    assert "at 2026-01-01T00:00:00Z" in rows[1]
+
+    wide = tickwork(cluster, namespace, "get", "alpha", "-o", "wide")
+    assert wide.stdout.splitlines()[0].split()[-6:] == ["ZONE", "REASON", "MISSED", "LAST",
+                                                         "RUN", "ID"]  # fmt: skip
+    assert "LastRunFailed" not in wide.stdout  # no operator runs here: no condition yet
+    assert "20261201T000000Z" in wide.stdout
+
+    names = tickwork(cluster, namespace, "get", "-o", "name")
+    assert names.stdout.split() == ["scheduledjob.tickwork.dev/alpha",
+                                    "scheduledjob.tickwork.dev/beta"]  # fmt: skip
+    everywhere = tickwork(cluster, namespace, "get", "-A")
+    assert everywhere.stdout.splitlines()[0].split()[0] == "NAMESPACE"
+    assert any(line.split()[:2] == [namespace, "alpha"]
+               for line in everywhere.stdout.splitlines())  # fmt: skip
+
+    missing = tickwork(cluster, namespace, "get", "nope")
+    assert missing.returncode == 1
+    assert missing.stderr.strip() == (
+        f'error: scheduledjob "nope" not found in namespace "{namespace}"'
+    )
+    for command in ("runs", "suspend", "resume"):
+        assert tickwork(cluster, namespace, command, "nope").returncode == 1
+
+
+def test_describe_finds_a_run_by_its_id_alone(cluster: Cluster, jobs: Jobs, namespace: str) -> None:
+    run_id = _with_runs(cluster, jobs, namespace, "gamma")
+    described = tickwork(cluster, namespace, "describe", run_id)
+    assert described.returncode == 0, described.stderr
+    fields = dict(line.split(":", 1) for line in described.stdout.splitlines())
+    assert fields["Job"].strip() == f"{namespace}/gamma"
+    assert fields["State"].strip() == "Failed"
+    assert fields["Attempts"].strip() == "3 of 3"
+    assert fields["Error"].strip() == "HTTP 500: upstream down"
+    # From another namespace it takes -A; a run of no job is an error.
+    env = {**os.environ, "KUBECONFIG": str(cluster.kubeconfig)}
+    script = console_script("tickwork")
+    elsewhere = subprocess.run([script, "describe", run_id, "-n", "default"], env=env,
+                               capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+    assert elsewhere.returncode == 1
+    assert "-A looks everywhere" in elsewhere.stderr
+    found = subprocess.run([script, "describe", run_id, "-A"], env=env, capture_output=True,
+                           text=True, timeout=60, check=False)  # fmt: skip
+    assert found.returncode == 0, found.stderr
+    unknown = tickwork(cluster, namespace, "describe", "nouid.20261201T000000Z")
+    assert unknown.returncode == 1
+
+
+def test_bash_completes_commands_and_the_clusters_job_names(
+    cluster: Cluster, jobs: Jobs, namespace: str
+) -> None:
+    jobs.create("nightly-report", {"schedule": "@daily", "task": {"echo": {}}})
+    jobs.create("nightly-backup", {"schedule": "@daily", "task": {"echo": {}}})
+    bin_dir = str(Path(console_script("tickwork")).parent)
+    env = {**os.environ, "KUBECONFIG": str(cluster.kubeconfig),
+           "PATH": f"{bin_dir}:{os.environ['PATH']}"}  # fmt: skip
+
+    def complete(*words: str) -> list[str]:
+        line = " ".join(f"'{w}'" for w in words)
+        script = ("source <(tickwork completion bash); COMP_WORDS=(tickwork " + line + '); '
+                  'COMP_CWORD=$((${#COMP_WORDS[@]} - 1)); _tickwork; '
+                  'printf "%s\\n" "${COMPREPLY[@]}"')  # fmt: skip
+        done = subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True,
+                              timeout=60, check=True)  # fmt: skip
+        return sorted(done.stdout.split())
+
+    made = subprocess.run([console_script("tickwork"), "completion", "bash"], env=env,
+                          capture_output=True, text=True, timeout=60, check=True)  # fmt: skip
+    script = made.stdout
+    subprocess.run([str(Path(bin_dir) / "shellcheck"), "-s", "bash", "-"], input=script,
+                   text=True, timeout=60, check=True)  # fmt: skip
+    assert complete("ru") == ["runs"]
+    assert complete("-n", namespace, "runs", "nightly-") == ["nightly-backup", "nightly-report"]
+    assert complete("runs", "-n", namespace, "nightly-r") == ["nightly-report"]
+    assert complete("get", "-o", "ya") == ["yaml"]
+    assert complete("dlq", "") == ["list", "purge", "requeue"]
+    # kubectl's plugin protocol: candidates, then cobra's no-file directive.
+    plugin = subprocess.run([console_script("kubectl_complete-tickwork"), "-n", namespace,
+                             "trigger", "nightly-b"], env=env, capture_output=True, text=True,
+                            timeout=60, check=True)  # fmt: skip
+    assert plugin.stdout.split() == ["nightly-backup", ":4"]

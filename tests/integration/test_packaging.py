@@ -94,7 +94,13 @@ def test_the_wheel_holds_the_product_and_nothing_of_the_harness(tmp_path: Path) 
     }
     assert not any("cryptography" in r for r in requires), requires
     assert not any("http2" in r for r in requires), requires  # aiohttp talks to the API server
-    for script in ("tickwork-operator", "tickwork-worker", "tickwork ", "kubectl-tickwork"):
+    for script in (
+        "tickwork-operator",
+        "tickwork-worker",
+        "tickwork ",
+        "kubectl-tickwork",
+        "kubectl_complete-tickwork",
+    ):
         assert script in scripts
     assert "devcluster" not in scripts
     assert "tickwork-demo" not in scripts
@@ -148,7 +154,13 @@ def test_the_wheel_installs_alone_and_both_entry_points_run(
 
 def test_the_kind_script_and_ci_script_pass_shellcheck() -> None:
     shellcheck = Path(sys.executable).parent / "shellcheck"
-    run(shellcheck, ".ci/run", "scripts/kind-e2e.sh", "hack/controlplane/gen-gomod.sh")
+    run(
+        shellcheck,
+        ".ci/run",
+        "scripts/kind-e2e.sh",
+        "scripts/build-kubectl-plugin.sh",
+        "hack/controlplane/gen-gomod.sh",
+    )
     script = (ROOT / "scripts" / "kind-e2e.sh").read_text()
     # kind runs the very suite CI runs on its local node, pointed at the kind cluster.
     for step in ("docker build", "kind load docker-image", "TICKWORK_TEST_KUBECONFIG=",

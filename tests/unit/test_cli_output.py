@@ -8,7 +8,7 @@ import json
 import pytest
 import yaml
 
-from tickwork.cli import parser, render_runs
+from tickwork.cli import completion, parser, render, render_jobs, render_runs
 
 pytestmark = pytest.mark.unit
 NOW = dt.datetime(2026, 12, 1, 9, 5, tzinfo=dt.UTC)
@@ -47,3 +47,93 @@ def test_no_runs_yet_is_said_in_words_and_output_is_checked() -> None:
     )
     with pytest.raises(SystemExit):
         parser().parse_args(["runs", "j", "-o", "xml"])
+
+
+JOB = {
+    "metadata": {"name": "nightly", "namespace": "prod", "uid": "u",
+                 "creationTimestamp": "2026-11-28T09:05:00Z"},
+    "spec": {"schedule": "0 2 * * *", "timeZone": "Europe/Berlin", "task": {"http": {}}},
+    "status": {**STATUS, "phase": "Scheduled", "nextRunAt": "2026-12-01T09:10:00Z",
+               "missedRuns": 2, "lastRun": STATUS["runs"][1],
+               "conditions": [{"type": "Ready", "status": "False", "reason": "LastRunFailed"}]},
+}  # fmt: skip
+
+
+def test_get_shows_a_row_per_job_with_readiness_and_times_relative_to_now() -> None:
+    header, row = render_jobs([JOB], output="table", all_namespaces=False, now=NOW).splitlines()
+    assert header.split() == ["NAME", "SCHEDULE", "SUSPEND", "PHASE", "READY", "ACTIVE", "LAST",
+                              "LAST", "RUN", "NEXT", "RUN", "AGE"]  # fmt: skip
+    cells = [cell.strip() for cell in row.split("   ") if cell.strip()]
+    assert cells == ["nightly", "0 2 * * *", "false", "Scheduled", "False", "Running",
+                     "Succeeded", "2m", "in 5m", "3d"]  # fmt: skip
+
+
+def test_get_wide_and_all_namespaces_add_columns() -> None:
+    header, row = render_jobs([JOB], output="wide", all_namespaces=True, now=NOW).splitlines()
+    assert header.split()[0] == "NAMESPACE"
+    assert header.split()[-6:] == ["ZONE", "REASON", "MISSED", "LAST", "RUN", "ID"]
+    assert row.split()[0] == "prod"
+    assert row.split()[-4:] == ["Europe/Berlin", "LastRunFailed", "2", "u.20261201T090300Z"]
+
+
+def test_get_names_and_documents_are_for_scripts() -> None:
+    assert render_jobs([JOB], output="name", all_namespaces=False, now=NOW) == (
+        "scheduledjob.tickwork.dev/nightly"
+    )
+    assert json.loads(render_jobs([JOB], output="json", all_namespaces=False, now=NOW)) == JOB
+    listed = yaml.safe_load(render_jobs([JOB, JOB], output="yaml", all_namespaces=False, now=NOW))
+    assert (listed["kind"], len(listed["items"])) == ("List", 2)
+
+
+def test_runs_wide_adds_the_whole_id_when_it_finished_and_the_worker() -> None:
+    lines = render_runs("j", STATUS, output="wide", now=NOW).splitlines()
+    assert lines[0].split()[-4:] == ["FINISHED", "WORKER", "RUN", "ID"]
+    assert lines[1].split()[-2:] == ["w-1", "u.20261201T090400Z"]
+    assert lines[2].split()[-2:] == ["1m", "u.20261201T090300Z"]
+
+
+def test_describe_lays_out_one_run_and_says_where_it_was_found() -> None:
+    assert render.find_run(JOB, "u.nothing") is None
+    where, run = render.find_run(JOB, "u.20261201T090400Z") or ("", {})
+    assert where == "active"
+    text = render.describe_run(JOB, where, run, now=NOW)
+    fields = {k: v.strip() for k, v in (line.split(":", 1) for line in text.splitlines())}
+    assert fields["Job"] == "prod/nightly"
+    assert (fields["State"], fields["Attempts"], fields["Worker"]) == ("Running", "2 of 3", "w-1")
+    assert fields["Trigger"] == "schedule"
+    where, run = render.find_run(JOB, "u.20261201T090200Z") or ("", {})
+    failed = render.describe_run(JOB, where, run, now=NOW)
+    assert "Error:" in failed
+    assert "HTTP 500" in failed
+
+
+@pytest.mark.parametrize(
+    ("words", "current", "offered"),
+    [
+        ([], "r", ["resume", "runs"]),
+        (["runs"], "", ["alpha", "beta"]),  # job names come from the cluster
+        (["-n", "prod", "trigger"], "b", ["beta"]),
+        (["runs", "alpha"], "", []),  # one name only
+        (["get", "-o"], "w", ["wide"]),
+        (["runs"], "--o", ["--output"]),
+        (["describe"], "", ["u.1"]),
+        (["completion"], "", ["bash"]),
+        (["dlq"], "re", ["requeue"]),
+        (["--context", "kind", "get"], "-", ["--all-namespaces", "--context", "--help",
+                                             "--kubeconfig", "--namespace", "--output",
+                                             "--redis-url", "-A", "-h", "-n", "-o"]),
+    ],
+)  # fmt: skip
+def test_completion_offers_what_fits_where_the_cursor_is(
+    words: list[str], current: str, offered: list[str]
+) -> None:
+    got = completion.candidates(parser(), words, current, names=lambda: ["alpha", "beta"],
+                                run_ids=lambda: ["u.1"])  # fmt: skip
+    assert sorted(got) == sorted(offered)
+
+
+def test_completion_asks_the_cluster_only_where_a_name_fits() -> None:
+    def boom() -> list[str]:
+        raise AssertionError("the cluster was asked")
+
+    assert completion.candidates(parser(), [], "g", names=boom, run_ids=boom) == ["get"]

@@ -1,0 +1,25 @@
+"""``tickwork`` (also ``kubectl tickwork``): everyday operations on ScheduledJobs.
+
+    tickwork get [NAME] [-A] [-o wide|json|yaml|name]   jobs, as kubectl shows them
+    tickwork runs NAME [-o wide|json|yaml|name]         a job's runs, started then newest
+    tickwork describe RUN_ID [-A]                       one run, whatever job it is of
+    tickwork trigger NAME [--token T]     run now (the tickwork.dev/run-now annotation)
+    tickwork suspend NAME / resume NAME   stop / restart publishing runs
+    tickwork dlq list                     dead-lettered runs
+    tickwork dlq requeue RUN_ID | --all   give them another go, as attempt 1
+    tickwork dlq purge RUN_ID | --all     forget them
+    tickwork completion bash              shell completion (source <(tickwork completion bash))
+    tickwork version                      this client's version
+
+Kubernetes access follows kubectl (``$KUBECONFIG``, ``--context``,
+``-n/--namespace``), and as with kubectl these flags go anywhere on the line
+(``kubectl tickwork runs nightly -n prod``); an unknown name exits 1. Redis
+comes from ``TICKWORK_REDIS_*`` or ``--redis-url``.
+"""
+
+from __future__ import annotations
+
+from tickwork.cli.commands import complete_main, main, parser
+from tickwork.cli.render import render_jobs, render_runs
+
+__all__ = ["complete_main", "main", "parser", "render_jobs", "render_runs"]

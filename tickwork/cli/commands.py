@@ -1,0 +1,234 @@
+"""The commands, their flags, and ``main``: each command reads or patches
+ScheduledJobs with the user's own kubeconfig and prints what :mod:`render` makes
+of them."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime as dt
+import importlib.metadata
+import sys
+from collections.abc import Callable, Sequence
+
+from tickwork.cli import completion, render
+from tickwork.cli.access import CliError, connect
+from tickwork.core.errors import QueueUnavailableError
+from tickwork.core.runs import RUN_NOW_ANNOTATION, parse_run_id
+from tickwork.queue import RedisRunQueue, RedisSettings
+from tickwork.queue.connection import create_client
+from tickwork.queue.messages import DeadLetter
+
+
+def _now() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+def cmd_trigger(args: argparse.Namespace) -> str:
+    jobs = connect(args)
+    token = args.token or _now().strftime("cli-%Y%m%d-%H%M%S-%f")
+    jobs.patch(args.name, {"metadata": {"annotations": {RUN_NOW_ANNOTATION: token}}})
+    return f'scheduledjob "{args.name}" triggered (token {token})'
+
+
+def cmd_suspend(args: argparse.Namespace, *, suspend: bool) -> str:
+    jobs = connect(args)
+    jobs.patch(args.name, {"spec": {"suspend": suspend}})
+    return f'scheduledjob "{args.name}" {"suspended" if suspend else "resumed"}'
+
+
+def cmd_get(args: argparse.Namespace) -> str:
+    jobs = connect(args)
+    if args.name:
+        if args.all_namespaces:
+            raise CliError("a name and -A do not go together: name the namespace with -n")
+        found = [jobs.get(args.name)]
+    else:
+        found = jobs.list(all_namespaces=args.all_namespaces)
+    if not found and args.output == "table" and not args.all_namespaces:
+        return f"No resources found in {jobs.namespace} namespace."
+    return render.render_jobs(found, output=args.output, all_namespaces=args.all_namespaces,
+                              now=_now())  # fmt: skip
+
+
+def cmd_runs(args: argparse.Namespace) -> str:
+    jobs = connect(args)
+    status = jobs.get(args.name).get("status") or {}
+    return render.render_runs(args.name, status, output=args.output, now=_now())
+
+
+def cmd_describe(args: argparse.Namespace) -> str:
+    """A run by its ID: the job is found by the uid the ID starts with."""
+    try:
+        uid = parse_run_id(args.run_id).uid
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
+    jobs = connect(args)
+    for job in jobs.list(all_namespaces=args.all_namespaces):
+        if job["metadata"].get("uid") == uid:
+            found = render.find_run(job, args.run_id)
+            if found is None:
+                name = job["metadata"]["name"]
+                raise CliError(f'run "{args.run_id}" is not in the status of scheduledjob '
+                               f'"{name}" (it may have left the history)')  # fmt: skip
+            return render.describe_run(job, *found, now=_now())
+    where = "any namespace you may list" if args.all_namespaces else (
+        f'namespace "{jobs.namespace}" (-A looks everywhere)')  # fmt: skip
+    raise CliError(f'no scheduledjob of run "{args.run_id}" in {where}')
+
+
+async def _dlq(args: argparse.Namespace) -> str:
+    settings = RedisSettings(**({"url": args.redis_url} if args.redis_url else {}))
+    queue = RedisRunQueue(create_client(settings), settings)
+    try:
+        if args.dlq_command == "list":
+            return _dead_table(await queue.dead_letters(limit=args.limit))
+        target = None if args.all else args.run_id
+        if target is None and not args.all:
+            raise CliError("name a run ID, or --all")
+        if args.dlq_command == "requeue":
+            moved = await queue.requeue_dead(target)
+            return f"requeued {moved} run(s)" if moved else "no such dead run"
+        removed = await queue.purge_dead(target)
+        return f"purged {removed} run(s)" if removed else "no such dead run"
+    finally:
+        await queue.close()
+
+
+def _dead_table(letters: list[DeadLetter]) -> str:
+    if not letters:
+        return "the dead-letter queue is empty"
+    now = _now()
+    rows = [
+        [
+            letter.message.run_id, f"{letter.message.namespace}/{letter.message.name}",
+            str(letter.message.attempt),
+            render.ago(dt.datetime.fromtimestamp(letter.failed_at, dt.UTC).isoformat(), now),
+            render.one_line(letter.error, 70),
+        ]
+        for letter in letters
+    ]  # fmt: skip
+    return render.table(["RUN ID", "JOB", "ATTEMPTS", "FAILED", "ERROR"], rows)
+
+
+def _global_flags(*, nested: bool) -> argparse.ArgumentParser:
+    """The flags kubectl users put anywhere: on the root parser with their defaults,
+    on every subcommand without (SUPPRESS), so a flag given before the subcommand is
+    not reset by it and one given after it still counts."""
+    flags = argparse.ArgumentParser(add_help=False)
+    default = argparse.SUPPRESS if nested else None
+    flags.add_argument("-n", "--namespace", default=default)
+    flags.add_argument("--kubeconfig", default=default)
+    flags.add_argument("--context", default=default)
+    flags.add_argument("--redis-url", default=default,
+                       help="overrides TICKWORK_REDIS_URL (dlq commands)")  # fmt: skip
+    return flags
+
+
+def parser() -> argparse.ArgumentParser:
+    root = argparse.ArgumentParser(
+        prog="tickwork", description=sys.modules["tickwork.cli"].__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        parents=[_global_flags(nested=False)],
+    )  # fmt: skip
+    nested = [_global_flags(nested=True)]
+    sub = root.add_subparsers(dest="command", required=True)
+    get = sub.add_parser("get", help="list jobs, or show one", parents=nested)
+    get.add_argument("name", nargs="?")
+    get.add_argument("-A", "--all-namespaces", action="store_true")
+    get.add_argument("-o", "--output", choices=render.FORMATS, default="table")
+    for name, text in (("trigger", "run a job now"), ("suspend", "stop publishing runs"),
+                       ("resume", "publish runs again, from now on"),
+                       ("runs", "show the run history")):  # fmt: skip
+        cmd = sub.add_parser(name, help=text, parents=nested)
+        cmd.add_argument("name")
+        if name == "runs":
+            cmd.add_argument("-o", "--output", choices=render.FORMATS, default="table")
+        if name == "trigger":
+            cmd.add_argument("--token", help="a distinct token runs once (default: a timestamp)")
+    describe = sub.add_parser("describe", help="one run, by its ID", parents=nested)
+    describe.add_argument("run_id")
+    describe.add_argument("-A", "--all-namespaces", action="store_true")
+    sub.add_parser("version", help="this client's version", parents=nested)
+    shells = sub.add_parser("completion", help="a shell completion script", parents=nested)
+    shells.add_argument("shell", choices=sorted(completion.SCRIPTS))
+    dlq = sub.add_parser("dlq", help="the dead-letter queue", parents=nested).add_subparsers(
+        dest="dlq_command", required=True
+    )
+    listing = dlq.add_parser("list", help="dead-lettered runs, newest first", parents=nested)
+    listing.add_argument("--limit", type=int, default=50)
+    for name in ("requeue", "purge"):
+        cmd = dlq.add_parser(name, parents=nested)
+        cmd.add_argument("run_id", nargs="?")
+        cmd.add_argument("--all", action="store_true")
+    return root
+
+
+def _complete(words: list[str]) -> str:
+    """``tickwork __complete WORDS... CURRENT``: candidates, then cobra's directive."""
+    *before, current = words or [""]
+    namespace = argparse.Namespace(namespace=None, kubeconfig=None, context=None)
+    known, _ = _global_flags(nested=False).parse_known_args(before)
+    namespace.__dict__.update({k: v for k, v in vars(known).items() if v is not None})
+
+    def job_names() -> list[str]:
+        try:
+            return [job["metadata"]["name"] for job in connect(namespace).list()]
+        except CliError:
+            return []
+
+    def run_ids() -> list[str]:
+        try:
+            jobs = connect(namespace).list()
+        except CliError:
+            return []
+        ids = []
+        for job in jobs:
+            status = job.get("status") or {}
+            ids += [run["id"] for run in [*(status.get("activeRuns") or []),
+                                          *(status.get("runs") or [])]]  # fmt: skip
+        return ids
+
+    offered = completion.candidates(parser(), before, current, names=job_names, run_ids=run_ids)
+    return "\n".join([*offered, completion.NO_FILES])
+
+
+def _version(_args: argparse.Namespace) -> str:
+    return f"tickwork {importlib.metadata.version('tickwork')}"
+
+
+def _completion(args: argparse.Namespace) -> str:
+    return completion.SCRIPTS[args.shell].rstrip()
+
+
+COMMANDS: dict[str, Callable[[argparse.Namespace], str]] = {
+    "get": cmd_get,
+    "runs": cmd_runs,
+    "describe": cmd_describe,
+    "trigger": cmd_trigger,
+    "suspend": lambda args: cmd_suspend(args, suspend=True),
+    "resume": lambda args: cmd_suspend(args, suspend=False),
+    "version": _version,
+    "completion": _completion,
+    "dlq": lambda args: asyncio.run(_dlq(args)),
+}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    words = list(sys.argv[1:] if argv is None else argv)
+    if words[:1] == ["__complete"]:
+        print(_complete(words[1:]))  # noqa: T201
+        return 0
+    args = parser().parse_args(words)
+    try:
+        output = COMMANDS[args.command](args)
+    except (CliError, QueueUnavailableError) as exc:
+        print(f"error: {exc}", file=sys.stderr)  # noqa: T201
+        return 1
+    print(output)  # noqa: T201
+    return 0
+
+
+def complete_main() -> int:
+    """``kubectl_complete-tickwork``: kubectl's plugin completion calls it with the words."""
+    return main(["__complete", *sys.argv[1:]])

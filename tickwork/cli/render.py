@@ -1,0 +1,214 @@
+"""What the CLI prints: kubectl-style tables for people, JSON and YAML for scripts.
+
+Pure functions of the objects read and the time now, so every format is unit-tested
+without an API server.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import yaml
+
+#: Output formats: what `-o` accepts, as kubectl spells them.
+FORMATS = ("table", "wide", "json", "yaml", "name")
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """A kubectl-style table: upper-case headers, columns padded by three spaces."""
+    widths = [len(h) for h in headers]
+    for row in rows:
+        widths = [max(w, len(cell)) for w, cell in zip(widths, row, strict=True)]
+    lines = [
+        "   ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip()
+        for line in [list(headers), *rows]
+    ]
+    return "\n".join(lines)
+
+
+def ago(stamp: str | None, now: dt.datetime) -> str:
+    """kubectl's short age ("5m", "3d"); "-" for nothing, "in 5m" for the future."""
+    if not stamp:
+        return "-"
+    seconds = int((now - dt.datetime.fromisoformat(stamp)).total_seconds())
+    ahead = seconds < 0
+    seconds = abs(seconds)
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            text = f"{seconds // size}{unit}"
+            break
+    else:
+        text = f"{seconds}s"
+    return f"in {text}" if ahead else text
+
+
+def duration(started: str | None, finished: str | None) -> str:
+    if not started or not finished:
+        return "-"
+    seconds = dt.datetime.fromisoformat(finished) - dt.datetime.fromisoformat(started)
+    return f"{seconds.total_seconds():.1f}s"
+
+
+def one_line(text: str | None, limit: int = 60) -> str:
+    if not text:
+        return ""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def document(value: Any, output: str) -> str:
+    if output == "json":
+        return json.dumps(value, indent=2)
+    return yaml.safe_dump(value, sort_keys=False).rstrip()
+
+
+# -- get ----------------------------------------------------------------------
+
+
+def _ready(status: dict[str, Any]) -> tuple[str, str]:
+    for condition in status.get("conditions") or []:
+        if condition.get("type") == "Ready":
+            return condition.get("status", ""), condition.get("reason", "")
+    return "", ""
+
+
+def render_jobs(
+    jobs: list[dict[str, Any]], *, output: str, all_namespaces: bool, now: dt.datetime
+) -> str:
+    """``get``: the jobs as kubectl prints them (``-o wide`` adds the zone, readiness
+    reason, missed runs and the last run's ID); ``name`` gives ``scheduledjob/x``."""
+    if output in ("json", "yaml"):
+        body = jobs[0] if len(jobs) == 1 and not all_namespaces else {
+            "apiVersion": "v1", "kind": "List", "items": jobs}  # fmt: skip
+        return document(body, output)
+    if output == "name":
+        return "\n".join(f"scheduledjob.tickwork.dev/{j['metadata']['name']}" for j in jobs)
+    if not jobs:
+        return "No resources found."
+    headers = ["NAME", "SCHEDULE", "SUSPEND", "PHASE", "READY", "ACTIVE", "LAST", "LAST RUN",
+               "NEXT RUN", "AGE"]  # fmt: skip
+    wide = output == "wide"
+    if wide:
+        headers += ["ZONE", "REASON", "MISSED", "LAST RUN ID"]
+    if all_namespaces:
+        headers.insert(0, "NAMESPACE")
+    rows = []
+    for job in jobs:
+        meta, spec, status = job["metadata"], job.get("spec") or {}, job.get("status") or {}
+        last = status.get("lastRun") or {}
+        ready, reason = _ready(status)
+        row = [
+            meta["name"],
+            spec.get("schedule") or f"at {spec.get('runAt', '?')}",
+            str(bool(spec.get("suspend"))).lower(),
+            status.get("phase", ""),
+            ready,
+            ",".join(run.get("state", "") for run in status.get("activeRuns") or []),
+            last.get("outcome", ""),
+            ago(last.get("scheduledAt"), now),
+            ago(status.get("nextRunAt"), now),
+            ago(meta.get("creationTimestamp"), now),
+        ]
+        if wide:
+            row += [spec.get("timeZone", "UTC"), reason, str(status.get("missedRuns", 0)),
+                    last.get("id", "")]  # fmt: skip
+        if all_namespaces:
+            row.insert(0, meta.get("namespace", ""))
+        rows.append(row)
+    return table(headers, rows)
+
+
+# -- runs ---------------------------------------------------------------------
+
+
+def render_runs(name: str, status: dict[str, Any], *, output: str, now: dt.datetime) -> str:
+    """The job's runs: started ones first, then the history newest first; as a table
+    (``wide`` adds the whole run ID, when it finished and the worker), or as JSON or
+    YAML (``{"activeRuns": [...], "runs": [...]}``, for scripts)."""
+    history = sorted(  # kept oldest first; shown newest first
+        status.get("runs") or [],
+        key=lambda run: run.get("finishedAt") or run.get("startedAt") or run.get("scheduledAt"),
+        reverse=True,
+    )
+    if output in ("json", "yaml"):
+        return document({"activeRuns": status.get("activeRuns") or [], "runs": history}, output)
+    active = status.get("activeRuns") or []
+    if output == "name":
+        return "\n".join(run["id"] for run in [*active, *history])
+    wide = output == "wide"
+    rows = []
+    for current in active:
+        row = [
+            current["id"].split(".", 1)[-1], ago(current.get("scheduledAt"), now),
+            current.get("state", ""), str(current.get("attempt", "")),
+            ago(current.get("startedAt"), now), "-", f"on {current.get('worker', '?')}",
+        ]  # fmt: skip
+        rows.append([*row, "-", current.get("worker", ""), current["id"]] if wide else row)
+    for run in history:
+        row = [
+            run["id"].split(".", 1)[-1], ago(run.get("scheduledAt"), now), run.get("outcome", ""),
+            str(run.get("attempts", "")), ago(run.get("startedAt"), now),
+            duration(run.get("startedAt"), run.get("finishedAt")),
+            one_line(run.get("error") or run.get("result"), 200 if wide else 60),
+        ]  # fmt: skip
+        rows.append([*row, ago(run.get("finishedAt"), now), "", run["id"]] if wide else row)
+    if not rows:
+        return f'no runs of scheduledjob "{name}" yet'
+    headers = ["RUN", "SCHEDULED", "OUTCOME", "ATTEMPTS", "STARTED", "DURATION", "RESULT"]
+    if wide:
+        headers += ["FINISHED", "WORKER", "RUN ID"]
+    return table(headers, rows)
+
+
+# -- describe -----------------------------------------------------------------
+
+
+def find_run(job: dict[str, Any], run_id: str) -> tuple[str, dict[str, Any]] | None:
+    """Where the job's status holds ``run_id`` (active, kept, last, or only queued)."""
+    status = job.get("status") or {}
+    for where, runs in (("active", status.get("activeRuns") or []),
+                        ("history", status.get("runs") or [])):  # fmt: skip
+        for run in runs:
+            if run.get("id") == run_id:
+                return where, run
+    if (status.get("lastRun") or {}).get("id") == run_id:
+        return "last", status["lastRun"]
+    if (status.get("queuedRun") or {}).get("id") == run_id:
+        return "queued", status["queuedRun"]
+    return None
+
+
+def describe_run(job: dict[str, Any], where: str, run: dict[str, Any], *, now: dt.datetime) -> str:
+    """``describe RUN``: one run, as ``kubectl describe`` lays an object out."""
+    meta, spec = job["metadata"], job.get("spec") or {}
+    task = spec.get("task") or {}
+    state = {"active": run.get("state"), "queued": "Queued"}.get(where) or run.get("outcome")
+
+    def stamp(key: str) -> str:
+        value = run.get(key)
+        return f"{value} ({ago(value, now)})" if value else "-"
+
+    attempts = run.get("attempt") if where == "active" else run.get("attempts")
+    lines = [
+        ("Run ID", run["id"]),
+        ("Job", f"{meta.get('namespace')}/{meta['name']}"),
+        ("Task", next(iter(task), "?")),
+        ("Trigger", "manual (run-now)" if run.get("manual") or ".manual." in run["id"]
+         else "schedule"),
+        ("State", state or "?"),
+        ("Attempts", f"{attempts} of {(spec.get('retry') or {}).get('maxAttempts', 3)}"
+         if attempts else "-"),
+        ("Scheduled", stamp("scheduledAt")),
+        ("Queued", stamp("queuedAt")),
+        ("Started", stamp("startedAt")),
+        ("Finished", stamp("finishedAt")),
+        ("Duration", duration(run.get("startedAt"), run.get("finishedAt"))),
+        ("Worker", run.get("worker") or "-"),
+        ("Result", run.get("result") or "-"),
+        ("Error", run.get("error") or "-"),
+    ]  # fmt: skip
+    width = max(len(key) for key, _ in lines) + 2
+    return "\n".join(f"{key + ':':<{width}}{value}" for key, value in lines)
