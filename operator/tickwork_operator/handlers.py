@@ -43,7 +43,8 @@ async def scheduled_job_event(
         state.forget(meta.get("namespace", ""), meta.get("name", ""))
         return
     entry = state.observe(dict(body), now=dt.datetime.now(dt.UTC))
-    if entry.key in state.triggers or entry.key in state.dirty:
+    asked = any((entry.key, verb) in state.dead_letter_asks for verb in ("requeue", "purge"))
+    if entry.key in state.triggers or entry.key in state.dirty or asked:
         ticker.wakeup.set()
 
 

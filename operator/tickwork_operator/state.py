@@ -21,7 +21,14 @@ from typing import Any
 from tickwork.api.models import OperatorStatus
 from tickwork.core.buckets import BucketIndex
 from tickwork.core.planning import pending_for, pending_run
-from tickwork.core.runs import RUN_NOW_ANNOTATION, same_trigger, trigger_key
+from tickwork.core.runs import (
+    DEAD_LETTER_ANNOTATIONS,
+    RUN_NOW_ANNOTATION,
+    DeadLetterRequest,
+    dead_letter_request,
+    same_trigger,
+    trigger_key,
+)
 from tickwork.core.states import FINAL_STATES, JobPhase, job_phase, readiness
 from tickwork.kube.status import (
     CONDITION_READY,
@@ -41,6 +48,8 @@ class WatchState:
     jobs: dict[JobKey, JobEntry] = field(default_factory=dict)
     dirty: dict[JobKey, None] = field(default_factory=dict)  # ordered set
     triggers: dict[JobKey, str] = field(default_factory=dict)
+    dead_letter_asks: dict[tuple[JobKey, str], DeadLetterRequest] = field(default_factory=dict)
+    """Requeue or purge requests (by job and verb) not acted on yet."""
     withdrawn: dict[str, None] = field(default_factory=dict)  # ordered set
     """Queued runs of jobs just deleted: the leader takes them out of the queue, so
     that no worker (whatever its copy of the job says) starts them. (A suspended
@@ -138,6 +147,11 @@ class WatchState:
             pending=previous.pending if previous else None,
             published_run_id=previous.published_run_id if previous else None,
             run_now=(meta.get("annotations") or {}).get(RUN_NOW_ANNOTATION),
+            dead_letter_asks={
+                verb: value
+                for verb, annotation in DEAD_LETTER_ANNOTATIONS.items()
+                if (value := (meta.get("annotations") or {}).get(annotation))
+            },
             settled_run_ids=previous.settled_run_ids if previous else set(),
         )
         if entry.published_run_id and entry.active_run_id() != entry.published_run_id:
@@ -147,6 +161,7 @@ class WatchState:
         self.jobs[key] = entry
         self._plan(entry, previous, spec_changed=spec_changed, now=now)
         self._track_trigger(entry)
+        self._track_dead_letter_asks(entry)
         self._track_ttl(entry)
         return entry
 
@@ -159,6 +174,8 @@ class WatchState:
         self.dirty.pop(key, None)
         self.active.pop(key, None)
         self.triggers.pop(key, None)
+        for verb in DEAD_LETTER_ANNOTATIONS:
+            self.dead_letter_asks.pop((key, verb), None)
         self.index.remove(("run", namespace, name))
         self.index.remove(("ttl", namespace, name))
 
@@ -256,6 +273,26 @@ class WatchState:
             self.dirty[entry.key] = None
         else:
             self.dirty.pop(entry.key, None)
+
+    def _track_dead_letter_asks(self, entry: JobEntry) -> None:
+        done = {"requeue": entry.wanted.last_requeue_token,
+                "purge": entry.wanted.last_purge_token}  # fmt: skip
+        for verb in DEAD_LETTER_ANNOTATIONS:
+            ask = dead_letter_request(verb, entry.dead_letter_asks.get(verb))
+            if ask is not None and ask.token != done[verb]:
+                self.dead_letter_asks[(entry.key, verb)] = ask
+            else:
+                self.dead_letter_asks.pop((entry.key, verb), None)
+
+    def take_dead_letter_asks(self) -> list[tuple[JobKey, DeadLetterRequest]]:
+        """The requests to act on; each is taken, so a failure must give it back."""
+        taken = [(key, ask) for (key, _verb), ask in self.dead_letter_asks.items()]
+        self.dead_letter_asks.clear()
+        return taken
+
+    def retry_dead_letter_ask(self, key: JobKey, ask: DeadLetterRequest) -> None:
+        """Act on ``ask`` next tick, unless the watch brought a newer one meanwhile."""
+        self.dead_letter_asks.setdefault((key, ask.verb), ask)
 
     def _track_trigger(self, entry: JobEntry) -> None:
         token = entry.run_now

@@ -24,6 +24,7 @@ from tickwork.kube.client import KubeClient
 from tickwork.kube.events import EventRecorder
 from tickwork.queue.protocol import RunQueue
 from tickwork_operator.clock import SYSTEM, Clock
+from tickwork_operator.dead_letters import DeadLetterDesk
 from tickwork_operator.metrics import OperatorMetrics
 from tickwork_operator.publisher import RETRY_DELAY, Publisher
 from tickwork_operator.reconciler import Reconciler
@@ -73,6 +74,9 @@ class Ticker:
         self.publisher = Publisher(state=state, queue=queue, events=events, metrics=metrics,
                                    reporter=self.reporter, clock=clock,
                                    holds_lease=holds_lease)  # fmt: skip
+        self.dead_letters = DeadLetterDesk(state=state, queue=queue, kube=kube, events=events,
+                                           reporter=self.reporter,
+                                           holds_lease=holds_lease)  # fmt: skip
         self.reconciler = Reconciler(state=state, queue=queue, kube=kube, metrics=metrics,
                                      clock=clock, holds_lease=holds_lease,
                                      queue_name=queue_name)  # fmt: skip
@@ -133,6 +137,7 @@ class Ticker:
         # in the background, so five thousand reports never hold up the next tick.
         await bounded(work, CONCURRENCY)
         await self.publisher.run_triggers()
+        await self.dead_letters.act()
         await self.publisher.withdraw()
         monotonic = self.clock.monotonic()
         if self._last_reconcile is None or monotonic - self._last_reconcile >= (

@@ -3,6 +3,7 @@ worker as the processes users run, kubectl and the tickwork CLI as users type th
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import itertools
 import json
@@ -23,6 +24,8 @@ from tests.support import (
     row,
     whole_seconds_from_now,
 )
+from tickwork.queue import RedisRunQueue, RedisSettings
+from tickwork.queue.connection import create_client
 from tickwork_dev import argocd
 from tickwork_dev.devcluster.cluster import Cluster
 from tickwork_dev.devcluster.components import TickworkProcess, console_script, wait_for
@@ -125,25 +128,39 @@ def test_a_failing_webhook_is_retried_dead_lettered_then_requeued_and_succeeds(
     # ... and so does Argo CD's view of it (the shipped health check on the real object).
     assert argocd.health(jobs.get("webhook"))[0] == "Degraded"
 
-    env = {**os.environ, "KUBECONFIG": str(cluster.kubeconfig), "TICKWORK_REDIS_URL": redis_url,
-           "TICKWORK_REDIS_QUEUE": namespace}  # fmt: skip
+    # The dead letter, through the Kubernetes API alone: no Redis address or password.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TICKWORK_REDIS")}
+    env["KUBECONFIG"] = str(cluster.kubeconfig)
     cli = [console_script("tickwork"), "-n", namespace, "dlq"]
-    listing = subprocess.run([*cli, "list"], env=env, capture_output=True, text=True, check=True)
     run_id = jobs.status("webhook")["lastRun"]["id"]
+    assert [d["id"] for d in jobs.status("webhook")["deadRuns"]] == [run_id]
+    listing = subprocess.run([*cli, "list"], env=env, capture_output=True, text=True, check=True)
     assert run_id in listing.stdout
     assert "HTTP 503" in listing.stdout
+    assert asyncio.run(dead_letter_ids(redis_url, namespace)) == [run_id]
 
     endpoint.script = []  # the receiver is fixed
     requeued = subprocess.run([*cli, "requeue", run_id], env=env, capture_output=True, text=True,
                               check=True)  # fmt: skip
-    assert requeued.stdout.strip() == "requeued 1 run(s)"
+    assert requeued.stdout.startswith("asked the operator to requeue 1 dead run(s)")
     wait_for(lambda: last_outcome(jobs, "webhook") == "Succeeded", timeout=60, what="success")
+    assert not jobs.status("webhook").get("deadRuns")  # it left the list as it started again
+    assert asyncio.run(dead_letter_ids(redis_url, namespace)) == []
     assert row(cluster, namespace, "webhook")["last"] == "Succeeded"
     wait_for(lambda: ready().get("status") == "True", timeout=10, what="Ready again")
     assert ready()["reason"] == "Completed"
     assert argocd.health(jobs.get("webhook")) == ("Healthy", "The one-shot run is over: Succeeded")
     assert len(endpoint.requests) == 4
     assert endpoint.requests[-1]["headers"]["Idempotency-Key"] == run_id  # type: ignore[index]
+
+
+async def dead_letter_ids(redis_url: str, queue_name: str) -> list[str]:
+    settings = RedisSettings(url=redis_url, queue=queue_name)
+    queue = RedisRunQueue(create_client(settings), settings)
+    try:
+        return [letter.message.run_id for letter in await queue.dead_letters()]
+    finally:
+        await queue.close()
 
 
 def _run_events(process: TickworkProcess, run_id: str) -> list[dict[str, object]]:

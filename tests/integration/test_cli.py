@@ -111,9 +111,12 @@ def test_the_kubectl_plugin_is_the_same_cli(cluster: Cluster, jobs: Jobs, namesp
     assert jobs.get("plugged")["spec"]["suspend"] is True
 
 
-def test_dlq_list_requeue_and_purge(
+def test_dlq_with_redis_lists_requeues_and_purges_every_dead_letter(
     cluster: Cluster, namespace: str, redis_url: str, probe: QueueProbe
 ) -> None:
+    """``--redis``: the queue itself, for whoever holds its password (dead letters of
+    jobs deleted since, too)."""
+
     async def bury_three() -> None:
         settings = RedisSettings(url=redis_url, queue=namespace)
         queue = RedisRunQueue(create_client(settings), settings)
@@ -127,7 +130,8 @@ def test_dlq_list_requeue_and_purge(
     asyncio.run(bury_three())
 
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
-        return tickwork(cluster, namespace, "dlq", *args, redis_url=redis_url, queue=namespace)
+        return tickwork(cluster, namespace, "dlq", *args, "--redis", redis_url=redis_url,
+                        queue=namespace)  # fmt: skip
 
     listing = cli("list")
     assert listing.returncode == 0, listing.stderr
@@ -253,3 +257,42 @@ def test_bash_completes_commands_and_the_clusters_job_names(
                              "trigger", "nightly-b"], env=env, capture_output=True, text=True,
                             timeout=60, check=True)  # fmt: skip
     assert plugin.stdout.split() == ["nightly-backup", ":4"]
+
+
+def test_dlq_lists_the_dead_runs_of_jobs_the_user_may_read_and_asks_the_operator(
+    cluster: Cluster, jobs: Jobs, namespace: str
+) -> None:
+    """Without --redis: the jobs' status and annotations, with the user's RBAC (no
+    Redis address or password anywhere in the environment)."""
+    uid = jobs.create("flaky", {"schedule": "@daily", "task": {"echo": {}}})["metadata"]["uid"]
+    jobs.create("fine", {"schedule": "@daily", "task": {"echo": {}}})
+    dead = [{"id": f"{uid}.2026120{d}T000000Z", "scheduledAt": f"2026-12-0{d}T00:00:00Z",
+             "failedAt": f"2026-12-0{d}T00:01:00Z", "attempts": 3, "error": f"HTTP 50{d}"}
+            for d in (1, 2)]  # fmt: skip
+
+    async def write() -> None:
+        async with KubeClient(load_configuration(str(cluster.kubeconfig))) as kube:
+            await kube.apply_job_status(namespace, "flaky", uid, {"deadRuns": dead},
+                                        field_manager="test-writer")  # fmt: skip
+
+    asyncio.run(write())
+    listing = tickwork(cluster, namespace, "dlq", "list")
+    assert listing.returncode == 0, listing.stderr
+    header, newest, older = listing.stdout.splitlines()
+    assert header.split() == ["RUN", "ID", "JOB", "ATTEMPTS", "FAILED", "ERROR"]
+    assert newest.split()[:3] == [dead[1]["id"], f"{namespace}/flaky", "3"]
+    assert "HTTP 502" in newest
+    assert older.split()[0] == dead[0]["id"]
+    assert tickwork(cluster, "default", "dlq", "list").stdout.strip() == "no dead runs"
+
+    one = tickwork(cluster, namespace, "dlq", "requeue", dead[0]["id"])
+    assert one.returncode == 0, one.stderr
+    assert one.stdout.startswith("asked the operator to requeue 1 dead run(s) of 1 job(s)")
+    token = one.stdout.rsplit("(token ", 1)[1].rstrip(")\n")
+    annotations = jobs.get("flaky")["metadata"]["annotations"]
+    assert annotations["tickwork.dev/requeue"] == f"{token}:{dead[0]['id']}"
+    every = tickwork(cluster, namespace, "dlq", "purge", "--all")
+    assert every.stdout.startswith("asked the operator to purge 2 dead run(s) of 1 job(s)")
+    assert ":" not in jobs.get("flaky")["metadata"]["annotations"]["tickwork.dev/purge"]
+    assert "tickwork.dev/purge" not in (jobs.get("fine")["metadata"].get("annotations") or {})
+    assert tickwork(cluster, namespace, "dlq", "requeue", "nouid.20261201T000000Z").returncode == 1

@@ -16,8 +16,16 @@ import pytest
 
 from tickwork.core.buckets import BucketIndex
 from tickwork.core.errors import QueueUnavailableError
-from tickwork.core.runs import RUN_NOW_ANNOTATION, jitter_seconds, manual_run_id, scheduled_run_id
+from tickwork.core.runs import (
+    PURGE_ANNOTATION,
+    REQUEUE_ANNOTATION,
+    RUN_NOW_ANNOTATION,
+    jitter_seconds,
+    manual_run_id,
+    scheduled_run_id,
+)
 from tickwork.kube.client import KubeApiError
+from tickwork.kube.status import run_manager
 from tickwork.queue.memory import MemoryRunQueue
 from tickwork.queue.messages import EnqueueOutcome, RunLocation, RunMessage
 from tickwork_operator.clock import Clock
@@ -48,11 +56,18 @@ class Sink:
         self.events: list[tuple[str, str]] = []
         self.echo: Callable[[dict[str, Any]], None] | None = None
         """The watch event of a write, when it arrives before the write's answer."""
+        self.run_applies: list[tuple[str, dict[str, Any] | None]] = []
+        self.job: dict[str, Any] | None = None
+        """What a read of the job returns (None: it is gone)."""
 
     async def apply_job_status(self, *job: Any, **options: Any) -> dict[str, Any]:
         # Called as (namespace, name, uid, body, field_manager=..., ...).
         status: dict[str, Any] = job[3]
-        assert options["field_manager"] == "tickwork-operator"  # the operator's share only
+        if options["field_manager"] != "tickwork-operator":  # as one run (purging it)
+            assert options["field_manager"].startswith("tickwork-run-")
+            assert options["force"] is False
+            self.run_applies.append((options["field_manager"], status))
+            return {"metadata": {}}
         self.writes += 1
         self.status.update({k: v for k, v in status.items() if v is not None})
         if self.echo is not None:
@@ -60,6 +75,8 @@ class Sink:
         return {"metadata": {"resourceVersion": str(100 + self.writes)}}
 
     async def get_job(self, *job: str) -> dict[str, Any]:
+        if self.job is not None:
+            return self.job
         raise KubeApiError(404, "NotFound", f"{job} is gone")
 
     async def delete_job(self, *job: str) -> None:
@@ -333,3 +350,78 @@ async def test_ready_goes_false_while_the_last_run_failed_and_back_when_one_succ
     await leader.tick_at(minute(0, 32))
     [ready] = leader.sink.status["conditions"]
     assert (ready["status"], ready["reason"]) == ("True", "Scheduled")
+
+
+async def dead_letter(leader: Leader, run_at: dt.datetime, *, uid: str = UID) -> str:
+    """A run of ``run_at`` that failed for good: in the queue's dead letters."""
+    message = RunMessage(run_id=scheduled_run_id(uid, run_at), namespace="ns", name="j",
+                         uid=uid, scheduled_at=run_at.isoformat())  # fmt: skip
+    await leader.queue.enqueue(message)
+    [claim] = await leader.queue.claim(consumer="worker", lease_seconds=300)
+    assert await leader.queue.bury(claim, error="HTTP 500")
+    return message.run_id
+
+
+def listed_dead(*run_ids: str) -> dict[str, Any]:
+    return {"observedGeneration": 1, "phase": "Scheduled", "deadRuns": [
+        {"id": run_id, "scheduledAt": "2026-12-01T08:00:00Z",
+         "failedAt": "2026-12-01T08:01:00Z", "attempts": 3, "error": "HTTP 500"}
+        for run_id in run_ids]}  # fmt: skip
+
+
+async def test_a_requeue_annotation_requeues_the_jobs_dead_runs_once_per_token() -> None:
+    leader = Leader()
+    first, second = await dead_letter(leader, minute(-60)), await dead_letter(leader, minute(-30))
+    status = listed_dead(first, second)
+    leader.observe(EVERY_MINUTE, status=status, annotations={REQUEUE_ANNOTATION: "t1"})
+    await leader.tick_at(minute(0, 10))
+    assert (await leader.queue.depth()).dead == 0
+    assert sorted(await leader.queued()) == sorted([first, second])
+    assert leader.sink.status["lastRequeueToken"] == "t1"
+    assert "DeadRunsRequeued" in leader.sink.reasons()
+    # Both fail again; the same token, seen again (with its status), does nothing more.
+    for claim in await leader.queue.claim(consumer="worker", lease_seconds=300, count=10):
+        assert await leader.queue.bury(claim, error="HTTP 500")
+    leader.observe(EVERY_MINUTE, status={**status, "lastRequeueToken": "t1"},
+                   annotations={REQUEUE_ANNOTATION: "t1"})  # fmt: skip
+    await leader.tick_at(minute(0, 20))
+    assert (await leader.queue.depth()).dead == 2
+    # A new token naming one run requeues that run alone.
+    leader.observe(EVERY_MINUTE, status={**status, "lastRequeueToken": "t1"},
+                   annotations={REQUEUE_ANNOTATION: f"t2:{second}"})  # fmt: skip
+    await leader.tick_at(minute(0, 30))
+    assert await leader.queued() == [second]
+    assert leader.sink.status["lastRequeueToken"] == "t2"
+
+
+async def test_a_run_of_another_job_is_refused_and_left_alone() -> None:
+    leader = Leader()
+    foreign = await dead_letter(leader, minute(-60), uid="someone-else")
+    leader.observe(EVERY_MINUTE, status=listed_dead(),
+                   annotations={REQUEUE_ANNOTATION: f"t1:{foreign}"})  # fmt: skip
+    await leader.tick_at(minute(0, 10))
+    assert (await leader.queue.depth()).dead == 1
+    assert "DeadLetterRequestRefused" in leader.sink.reasons()
+    assert leader.sink.status["lastRequeueToken"] == "t1"  # acted on: refused once
+
+
+async def test_a_purge_forgets_the_run_in_the_queue_and_takes_it_out_of_status() -> None:
+    leader = Leader()
+    run_id = await dead_letter(leader, minute(-60))
+    status = listed_dead(run_id)
+    leader.sink.job = {"metadata": {"managedFields": [
+        {"manager": run_manager(run_id), "subresource": "status",
+         "fieldsV1": {"f:status": {"f:deadRuns": {}, "f:lastRun": {}}}}]},
+        "status": {**status, "lastRun": {"id": run_id, "scheduledAt": "2026-12-01T08:00:00Z",
+                                          "outcome": "Failed"}}}  # fmt: skip
+    leader.observe(EVERY_MINUTE, status=status, annotations={PURGE_ANNOTATION: f"p1:{run_id}"})
+    await leader.tick_at(minute(0, 10))
+    assert (await leader.queue.depth()).dead == 0
+    assert await leader.queued() == []
+    # As the run's own manager: what it still owns (lastRun), without its deadRuns entry.
+    [(manager, body)] = leader.sink.run_applies
+    assert manager == run_manager(run_id)
+    assert body is not None
+    assert "deadRuns" not in body
+    assert body["lastRun"]["id"] == run_id
+    assert leader.sink.status["lastPurgeToken"] == "p1"

@@ -13,12 +13,15 @@ from pathlib import Path
 import pytest
 
 from tickwork.api.models import (
+    DEAD_RUNS_LISTED,
     ActiveRun,
+    DeadRun,
     OperatorStatus,
     RunRecord,
     RunStatus,
     ScheduledJobStatus,
 )
+from tickwork.core.runs import DeadLetterRequest, dead_letter_request
 from tickwork.core.states import JobPhase, RunState
 from tickwork.kube.status import (
     CONDITION_READY,
@@ -161,3 +164,43 @@ def test_the_first_trim_after_an_upgrade_lets_the_old_workers_manager_go() -> No
     assert applies == [(run_manager("old"), None), ("tickwork-worker", None)]
     current = {"managedFields": [_managed(run_manager("new"), "runs", "lastRun")]}
     assert withdrawals(current, status, _record("new", 2), successful=5, failed=5) == []
+
+
+def test_a_failed_run_lists_itself_as_dead_until_the_list_is_full() -> None:
+    failed = _record("u.1", 1, RunState.FAILED).model_copy(update={"error": "HTTP 500"})
+    body = record_body(failed, successful=3, failed=3, dead_listed=0)
+    assert body["deadRuns"] == [{"id": "u.1", "scheduledAt": "2026-12-01T09:01:00Z",
+                                 "failedAt": "2026-12-01T09:01:00Z", "attempts": 1,
+                                 "error": "HTTP 500"}]  # fmt: skip
+    assert "deadRuns" not in record_body(failed, successful=3, failed=3)  # not dead-lettered
+    full = record_body(failed, successful=3, failed=3, dead_listed=DEAD_RUNS_LISTED)
+    assert "deadRuns" not in full
+    assert full["lastRun"]["id"] == "u.1"  # the record itself is written all the same
+
+
+def test_a_dead_run_stays_listed_through_trims_and_leaves_when_it_starts_again() -> None:
+    dead = DeadRun(id="old", scheduled_at=T0, failed_at=T0, attempts=3)
+    status = ScheduledJobStatus(runs=[_record("old", 1, RunState.FAILED)], dead_runs=[dead])
+    metadata = {"managedFields": [_managed(run_manager("old"), "runs", "deadRuns")]}
+    trimmed = withdrawal_body(metadata, status, "old")
+    assert trimmed == {"deadRuns": [dead.to_wire()]}  # the history trim keeps it listed
+    assert withdrawal_body(metadata, status, "old", keep_dead=False) is None  # requeued, purged
+    mine = withdrawals(metadata, status, _record("new", 2, RunState.FAILED), successful=1,
+                       failed=1)  # fmt: skip
+    assert mine == [(run_manager("old"), {"deadRuns": [dead.to_wire()]})]
+
+
+@pytest.mark.parametrize(
+    ("verb", "value", "token", "run_id"),
+    [("requeue", "t1", "t1", None), ("purge", "t2:u.20261201T090000Z", "t2", "u.20261201T090000Z"),
+     ("requeue", " t3 : u.1 ", "t3", "u.1")],
+)  # fmt: skip
+def test_requeue_and_purge_annotations_name_a_token_and_maybe_one_run(
+    verb: str, value: str, token: str, run_id: str | None
+) -> None:
+    assert dead_letter_request(verb, value) == DeadLetterRequest(verb, token, run_id)
+
+
+@pytest.mark.parametrize("value", [None, "", "  ", ":u.1"])
+def test_a_blank_token_asks_for_nothing(value: str | None) -> None:
+    assert dead_letter_request("requeue", value) is None

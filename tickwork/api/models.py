@@ -485,11 +485,31 @@ class RunRecord(_Model):
     """Why the last attempt failed, shortened to 1,024 characters."""
 
 
+class DeadRun(_Model):
+    """A run that failed for good and waits in the dead-letter queue: requeue or purge
+    it with the tickwork.dev/requeue or tickwork.dev/purge annotation."""
+
+    id: Annotated[StrictStr, Field(max_length=256)]
+    """Run ID."""
+    scheduled_at: Instant
+    """When the run was due."""
+    failed_at: Instant
+    """When its last attempt failed."""
+    attempts: Annotated[StrictInt, Field(ge=1)] = 1
+    """Attempts made."""
+    error: Annotated[StrictStr, Field(max_length=1024)] | None = None
+    """Why the last attempt failed, shortened to 1,024 characters."""
+
+
 #: Finished runs ``status.runs`` may hold: the two history limits (20 each) plus
 #: room for records that runs ending together write before either trims.
 RUNS_LIMIT = 48
 #: Runs of one job started and not finished at once (concurrencyPolicy Allow).
 ACTIVE_RUNS_LIMIT = 16
+#: Dead runs a worker lists in one job's status; more stay in the queue, unlisted.
+DEAD_RUNS_LISTED = 20
+#: What the schema allows: room for runs that die together past the listed number.
+DEAD_RUNS_LIMIT = 64
 
 
 class OperatorStatus(_Model):
@@ -515,6 +535,10 @@ class OperatorStatus(_Model):
     """The last tickwork.dev/run-now token acted on (each token starts one run)."""
     queued_run: QueuedRun | None = None
     """The run the operator published last (it stays after the run ended)."""
+    last_requeue_token: Annotated[StrictStr, Field(max_length=253)] | None = None
+    """The last tickwork.dev/requeue token acted on."""
+    last_purge_token: Annotated[StrictStr, Field(max_length=253)] | None = None
+    """The last tickwork.dev/purge token acted on."""
     conditions: Annotated[
         list[Condition],
         Field(
@@ -550,6 +574,12 @@ class RunStatus(_Model):
     )
     last_successful_time: Instant | None = None
     """When the last run that succeeded finished."""
+    dead_runs: Annotated[
+        list[DeadRun],
+        Field(max_length=DEAD_RUNS_LIMIT, json_schema_extra=_list_map("id")),
+    ] = []
+    """Runs in the dead-letter queue (up to 20 listed per job), each written by its own
+    run; it leaves when the run is requeued and starts again, or is purged."""
     runs: Annotated[
         list[RunRecord],
         Field(

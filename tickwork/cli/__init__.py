@@ -5,16 +5,17 @@
     tickwork describe RUN_ID [-A]                       one run, whatever job it is of
     tickwork trigger NAME [--token T]     run now (the tickwork.dev/run-now annotation)
     tickwork suspend NAME / resume NAME   stop / restart publishing runs
-    tickwork dlq list                     dead-lettered runs
+    tickwork dlq list [-A]                dead runs the jobs' status lists
     tickwork dlq requeue RUN_ID | --all   give them another go, as attempt 1
-    tickwork dlq purge RUN_ID | --all     forget them
+    tickwork dlq purge RUN_ID | --all     forget them (both: an annotation the operator
+                                          acts on; --redis: Redis itself, its password)
     tickwork completion bash              shell completion (source <(tickwork completion bash))
     tickwork version                      this client's version
 
 Kubernetes access follows kubectl (``$KUBECONFIG``, ``--context``,
 ``-n/--namespace``), and as with kubectl these flags go anywhere on the line
-(``kubectl tickwork runs nightly -n prod``); an unknown name exits 1. Redis
-comes from ``TICKWORK_REDIS_*`` or ``--redis-url``.
+(``kubectl tickwork runs nightly -n prod``); an unknown name exits 1. Only
+``dlq --redis`` talks to Redis (``TICKWORK_REDIS_*`` or ``--redis-url``).
 """
 
 from __future__ import annotations

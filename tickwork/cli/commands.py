@@ -10,11 +10,12 @@ import datetime as dt
 import importlib.metadata
 import sys
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from tickwork.cli import completion, render
-from tickwork.cli.access import CliError, connect
+from tickwork.cli.access import CliError, Jobs, connect
 from tickwork.core.errors import QueueUnavailableError
-from tickwork.core.runs import RUN_NOW_ANNOTATION, parse_run_id
+from tickwork.core.runs import DEAD_LETTER_ANNOTATIONS, RUN_NOW_ANNOTATION, parse_run_id
 from tickwork.queue import RedisRunQueue, RedisSettings
 from tickwork.queue.connection import create_client
 from tickwork.queue.messages import DeadLetter
@@ -59,25 +60,61 @@ def cmd_runs(args: argparse.Namespace) -> str:
 
 def cmd_describe(args: argparse.Namespace) -> str:
     """A run by its ID: the job is found by the uid the ID starts with."""
+    job = _job_of_run(connect(args), args.run_id, all_namespaces=args.all_namespaces)
+    found = render.find_run(job, args.run_id)
+    if found is None:
+        name = job["metadata"]["name"]
+        raise CliError(f'run "{args.run_id}" is not in the status of scheduledjob '
+                       f'"{name}" (it may have left the history)')  # fmt: skip
+    return render.describe_run(job, *found, now=_now())
+
+
+def cmd_dlq(args: argparse.Namespace) -> str:
+    """Dead runs as the jobs' status lists them, requeued or purged through an
+    annotation the operator acts on: the user's RBAC on the jobs decides, not the
+    Redis password. ``--redis`` goes to Redis itself (every dead letter, also of jobs
+    deleted since; for whoever holds the password)."""
+    if args.redis:
+        return asyncio.run(_dlq_redis(args))
+    jobs = connect(args)
+    if args.dlq_command == "list":
+        found = jobs.list(all_namespaces=args.all_namespaces)
+        return render.render_dead_runs(found, now=_now())
+    if args.run_id is None and not args.all:
+        raise CliError("name a run ID, or --all")
+    token = _now().strftime("cli-%Y%m%d-%H%M%S-%f")
+    annotation = DEAD_LETTER_ANNOTATIONS[args.dlq_command]
+    if args.run_id is not None:
+        job = _job_of_run(jobs, args.run_id, all_namespaces=args.all_namespaces)
+        asks = [(job, f"{token}:{args.run_id}", 1)]
+    else:
+        asks = [(job, token, len(job["status"]["deadRuns"]))
+                for job in jobs.list(all_namespaces=args.all_namespaces)
+                if (job.get("status") or {}).get("deadRuns")]  # fmt: skip
+    for job, value, _count in asks:
+        meta = job["metadata"]
+        Jobs(jobs.api.api_client, meta["namespace"]).patch(
+            meta["name"], {"metadata": {"annotations": {annotation: value}}})  # fmt: skip
+    runs = sum(count for _job, _value, count in asks)
+    return (f"asked the operator to {args.dlq_command} {runs} dead run(s) of "
+            f"{len(asks)} job(s) (token {token})")  # fmt: skip
+
+
+def _job_of_run(jobs: Jobs, run_id: str, *, all_namespaces: bool) -> dict[str, Any]:
+    """The job ``run_id`` is of (its ID starts with the job's uid)."""
     try:
-        uid = parse_run_id(args.run_id).uid
+        uid = parse_run_id(run_id).uid
     except ValueError as exc:
         raise CliError(str(exc)) from None
-    jobs = connect(args)
-    for job in jobs.list(all_namespaces=args.all_namespaces):
+    for job in jobs.list(all_namespaces=all_namespaces):
         if job["metadata"].get("uid") == uid:
-            found = render.find_run(job, args.run_id)
-            if found is None:
-                name = job["metadata"]["name"]
-                raise CliError(f'run "{args.run_id}" is not in the status of scheduledjob '
-                               f'"{name}" (it may have left the history)')  # fmt: skip
-            return render.describe_run(job, *found, now=_now())
-    where = "any namespace you may list" if args.all_namespaces else (
+            return job
+    where = "any namespace you may list" if all_namespaces else (
         f'namespace "{jobs.namespace}" (-A looks everywhere)')  # fmt: skip
-    raise CliError(f'no scheduledjob of run "{args.run_id}" in {where}')
+    raise CliError(f'no scheduledjob of run "{run_id}" in {where}')
 
 
-async def _dlq(args: argparse.Namespace) -> str:
+async def _dlq_redis(args: argparse.Namespace) -> str:
     settings = RedisSettings(**({"url": args.redis_url} if args.redis_url else {}))
     queue = RedisRunQueue(create_client(settings), settings)
     try:
@@ -156,11 +193,15 @@ def parser() -> argparse.ArgumentParser:
         dest="dlq_command", required=True
     )
     listing = dlq.add_parser("list", help="dead-lettered runs, newest first", parents=nested)
-    listing.add_argument("--limit", type=int, default=50)
+    listing.add_argument("--limit", type=int, default=50, help="with --redis")
     for name in ("requeue", "purge"):
         cmd = dlq.add_parser(name, parents=nested)
         cmd.add_argument("run_id", nargs="?")
         cmd.add_argument("--all", action="store_true")
+    for cmd in dlq.choices.values():
+        cmd.add_argument("-A", "--all-namespaces", action="store_true")
+        cmd.add_argument("--redis", action="store_true",
+                         help="Redis itself (its password), not the jobs' status")  # fmt: skip
     return root
 
 
@@ -210,7 +251,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], str]] = {
     "resume": lambda args: cmd_suspend(args, suspend=False),
     "version": _version,
     "completion": _completion,
-    "dlq": lambda args: asyncio.run(_dlq(args)),
+    "dlq": cmd_dlq,
 }
 
 

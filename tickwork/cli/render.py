@@ -13,6 +13,8 @@ from typing import Any
 
 import yaml
 
+from tickwork.api.models import DEAD_RUNS_LISTED
+
 #: Output formats: what `-o` accepts, as kubectl spells them.
 FORMATS = ("table", "wide", "json", "yaml", "name")
 
@@ -212,3 +214,29 @@ def describe_run(job: dict[str, Any], where: str, run: dict[str, Any], *, now: d
     ]  # fmt: skip
     width = max(len(key) for key, _ in lines) + 2
     return "\n".join(f"{key + ':':<{width}}{value}" for key, value in lines)
+
+
+# -- dlq ----------------------------------------------------------------------
+
+
+def render_dead_runs(jobs: list[dict[str, Any]], *, now: dt.datetime) -> str:
+    """``dlq list``: the dead runs the jobs' status lists, newest first."""
+    rows = []
+    full = []
+    for job in jobs:
+        meta = job["metadata"]
+        dead = (job.get("status") or {}).get("deadRuns") or []
+        if len(dead) >= DEAD_RUNS_LISTED:
+            full.append(f"{meta.get('namespace')}/{meta['name']}")
+        rows += [(run.get("failedAt") or "", [
+            run["id"], f"{meta.get('namespace')}/{meta['name']}", str(run.get("attempts", "")),
+            ago(run.get("failedAt"), now), one_line(run.get("error"), 70),
+        ]) for run in dead]  # fmt: skip
+    if not rows:
+        return "no dead runs"
+    rows.sort(key=lambda row: row[0], reverse=True)
+    text = table(["RUN ID", "JOB", "ATTEMPTS", "FAILED", "ERROR"], [row for _, row in rows])
+    if full:
+        text += (f"\n{', '.join(full)}: status lists {DEAD_RUNS_LISTED} dead runs at most; "
+                 "requeue or purge them to see more (or dlq list --redis)")  # fmt: skip
+    return text

@@ -118,3 +118,31 @@ def jitter_seconds(run_id: str, max_seconds: int) -> int:
         return 0
     digest = hashlib.sha256(run_id.encode()).digest()
     return int.from_bytes(digest[:8], "big") % (max_seconds + 1)
+
+
+#: Annotations that ask the operator to requeue or purge a job's dead runs: the
+#: value is a token (each new one acts once), optionally ``TOKEN:RUN_ID`` for one run.
+REQUEUE_ANNOTATION = "tickwork.dev/requeue"
+PURGE_ANNOTATION = "tickwork.dev/purge"
+DEAD_LETTER_ANNOTATIONS = {"requeue": REQUEUE_ANNOTATION, "purge": PURGE_ANNOTATION}
+
+
+@dataclass(frozen=True)
+class DeadLetterRequest:
+    """What a requeue or purge annotation asks: ``run_id`` None means every dead run."""
+
+    verb: str
+    token: str
+    run_id: str | None
+
+
+def dead_letter_request(verb: str, value: str | None) -> DeadLetterRequest | None:
+    """The request an annotation value makes; None for a blank one. The token is kept
+    as its key (see :func:`manual_token_key`), so any value fits status."""
+    if verb not in DEAD_LETTER_ANNOTATIONS:
+        raise ValueError(f"no dead-letter verb {verb!r}")
+    token, _, run_id = (value or "").strip().partition(":")
+    key = trigger_key(token)
+    if key is None:
+        return None
+    return DeadLetterRequest(verb=verb, token=key, run_id=run_id.strip() or None)

@@ -10,7 +10,8 @@ phase (the lifecycle),                  its entry of ``activeRuns`` while it run
 observedGeneration, nextRunAt,          waits for a retry; its record in ``runs``;
 lastScheduleTime, queuedRun,            ``lastRun`` and (on success)
 missedRuns, lastMissedTime,             ``lastSuccessfulTime``, taken over (forced)
-lastTriggerToken, conditions            by whichever run finishes last
+lastTriggerToken, lastRequeueToken,     by whichever run finishes last; its
+lastPurgeToken, conditions              ``deadRuns`` entry while it is dead-lettered
 =====================================  ===========================================
 
 With server-side apply an apply states *all* of a manager's intent: a field it
@@ -20,7 +21,10 @@ and runs of one job that overlap never touch each other's entries:
 ``activeRuns`` and ``runs`` are list-maps keyed by ``id``. A record falls out
 of the history when a newer run's worker applies, *as the old run's manager*,
 nothing (or only the ``lastRun``/``lastSuccessfulTime`` that manager may still
-own) — which also removes that manager from ``managedFields``.
+own, and its ``deadRuns`` entry) — which also removes that manager from
+``managedFields``. A dead run's entry leaves when the run is requeued (its first
+apply as it starts again names only ``activeRuns``) or purged (the operator applies
+as that run's manager without it).
 
 The bodies are the API models (:mod:`tickwork.api.models`) dumped in their wire
 form; :class:`~tickwork.kube.client.KubeClient` sends them.
@@ -33,9 +37,11 @@ import hashlib
 from typing import Any
 
 from tickwork.api.models import (
+    DEAD_RUNS_LISTED,
     ActiveRun,
     Condition,
     ConditionStatus,
+    DeadRun,
     OperatorStatus,
     RunRecord,
     RunStatus,
@@ -132,10 +138,20 @@ def keeps(record: RunRecord, *, successful: int, failed: int) -> bool:
     return (successful if record.outcome is RunState.SUCCEEDED else failed) > 0
 
 
-def record_body(record: RunRecord, *, successful: int, failed: int) -> dict[str, Any]:
+def record_body(
+    record: RunRecord, *, successful: int, failed: int, dead_listed: int | None = None
+) -> dict[str, Any]:
     """The run's apply when it ended: its record (without its ``activeRuns`` entry,
-    which this removes), ``lastRun``, and ``lastSuccessfulTime`` if it succeeded."""
+    which this removes), ``lastRun``, and ``lastSuccessfulTime`` if it succeeded. A
+    run that goes to the dead-letter queue also lists itself in ``deadRuns`` (given
+    ``dead_listed``, the other runs listed there), up to :data:`DEAD_RUNS_LISTED`."""
     fields: dict[str, Any] = {"last_run": cap_record(record, TEXT_LIMIT)}
+    if dead_listed is not None and dead_listed < DEAD_RUNS_LISTED:
+        fields["dead_runs"] = [DeadRun(
+            id=record.id, scheduled_at=record.scheduled_at,
+            failed_at=record.finished_at or record.scheduled_at, attempts=max(1, record.attempts),
+            error=cap_optional(record.error, TEXT_LIMIT),
+        )]  # fmt: skip
     if keeps(record, successful=successful, failed=failed):
         fields["runs"] = [cap_record(record, HISTORY_TEXT_LIMIT)]
     if record.outcome is RunState.SUCCEEDED and record.finished_at is not None:
@@ -177,13 +193,18 @@ def owned_fields(metadata: dict[str, Any], manager: str) -> set[str]:
 
 
 def withdrawal_body(
-    metadata: dict[str, Any], status: ScheduledJobStatus, run_id: str
+    metadata: dict[str, Any], status: ScheduledJobStatus, run_id: str, *, keep_dead: bool = True
 ) -> dict[str, Any] | None:
     """What the manager of ``run_id`` applies so that its record leaves the history:
     nothing (None: no status at all), except the ``lastRun`` or
-    ``lastSuccessfulTime`` it may still own, re-sent unchanged."""
+    ``lastSuccessfulTime`` it may still own, re-sent unchanged, and (``keep_dead``)
+    its ``deadRuns`` entry: a dead run stays listed until it is requeued or purged."""
     owned = owned_fields(metadata, run_manager(run_id))
     fields: dict[str, Any] = {}
+    if keep_dead and "deadRuns" in owned:
+        mine = [dead for dead in status.dead_runs if dead.id == run_id]
+        if mine:
+            fields["dead_runs"] = mine
     if "lastRun" in owned and status.last_run is not None:
         fields["last_run"] = status.last_run
     if "lastSuccessfulTime" in owned and status.last_successful_time is not None:

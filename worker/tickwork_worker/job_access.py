@@ -20,6 +20,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from tickwork.api.models import ActiveRun, RunRecord, ScheduledJob, ScheduledJobStatus
+from tickwork.core.states import RunState
 from tickwork.kube.cache import JobCache
 from tickwork.kube.client import KubeApiError, KubeClient
 from tickwork.kube.status import (
@@ -141,8 +142,8 @@ class JobAccess:
     async def mark(self, claim: Claim, lease: Lease, job: ScheduledJob, run: ActiveRun) -> bool:
         """Show the run in ``activeRuns`` (Running, or Retrying between attempts). A run
         that ended before (a dead letter requeued by hand) keeps the ``lastRun`` it may
-        still own until its new record replaces it."""
-        kept = withdrawal_body(job.metadata, job.status, run.id) or {}
+        still own until its new record replaces it, and leaves ``deadRuns``."""
+        kept = withdrawal_body(job.metadata, job.status, run.id, keep_dead=False) or {}
         return await self.write(claim, lease, {**kept, **active_body(run)})
 
     async def finish(
@@ -172,7 +173,12 @@ class JobAccess:
             error=outcome.error,
         )
         limits = job.spec.history
-        body = record_body(record, successful=limits.successful_runs, failed=limits.failed_runs)
+        # A failed run goes to the dead-letter queue: it lists itself in deadRuns.
+        dead = None
+        if outcome.state is RunState.FAILED:
+            dead = sum(1 for entry in job.status.dead_runs if entry.id != record.id)
+        body = record_body(record, successful=limits.successful_runs, failed=limits.failed_runs,
+                           dead_listed=dead)  # fmt: skip
         written: dict[str, Any] = {}
         if not await self.write(claim, lease, body, record=True, written=written):
             return False
