@@ -212,6 +212,58 @@ def test_the_workers_may_run_their_own_image_and_the_operator_keeps_tickworks(
     }
 
 
+DIGEST = "sha256:" + "0123456789abcdef" * 4
+
+
+@pytest.mark.parametrize(
+    ("values", "operator", "worker"),
+    [
+        ([], "ghcr.io/tickwork/tickwork:{app}", "ghcr.io/tickwork/tickwork:{app}"),
+        (["image.registry=registry.example.com", "image.repository=acme/tickwork",
+          "image.tag=1.2.3"],
+         "registry.example.com/acme/tickwork:1.2.3", "registry.example.com/acme/tickwork:1.2.3"),
+        ([f"image.digest={DIGEST}", "image.tag=1.2.3"],
+         f"ghcr.io/tickwork/tickwork@{DIGEST}", f"ghcr.io/tickwork/tickwork@{DIGEST}"),
+        (["global.imageRegistry=mirror.example.com:5000", "image.registry=registry.example.com"],
+         "mirror.example.com:5000/tickwork/tickwork:{app}",
+         "mirror.example.com:5000/tickwork/tickwork:{app}"),
+        # Values written when the repository held the registry name the same image.
+        (["image.repository=ghcr.io/tickwork/tickwork", "image.tag=0.0.9"],
+         "ghcr.io/tickwork/tickwork:0.0.9", "ghcr.io/tickwork/tickwork:0.0.9"),
+        (["image.repository=localhost/tickwork", "image.tag=dev"],
+         "localhost/tickwork:dev", "localhost/tickwork:dev"),
+        # No registry: the repository alone, as `kind load docker-image tickwork:dev` names it.
+        (["image.registry=", "image.repository=tickwork", "image.tag=dev"],
+         "tickwork:dev", "tickwork:dev"),
+        (["worker.image.repository=acme/tasks", "worker.image.tag=4.5"],
+         "ghcr.io/tickwork/tickwork:{app}", "ghcr.io/acme/tasks:4.5"),
+        (["worker.image.registry=docker.io", "worker.image.repository=acme/tasks",
+          f"worker.image.digest={DIGEST}", "worker.image.tag=4.5"],
+         "ghcr.io/tickwork/tickwork:{app}", f"docker.io/acme/tasks@{DIGEST}"),
+        (["global.imageRegistry=mirror.example.com", "worker.image.repository=acme/tasks"],
+         "mirror.example.com/tickwork/tickwork:{app}", "mirror.example.com/acme/tasks:{app}"),
+    ],
+)  # fmt: skip
+def test_images_are_named_by_registry_repository_and_tag_or_digest(
+    helm: str, values: list[str], operator: str, worker: str
+) -> None:
+    """The digest wins over the tag, global.imageRegistry over each registry, and an
+    empty worker.image is Tickwork's image, all of it."""
+    app = yaml.safe_load((CHART / "Chart.yaml").read_text())["appVersion"]
+    rendered = render(helm, "tickwork", *[a for v in values for a in ("--set", v)])
+    images = {o["metadata"]["name"].rsplit("-", 1)[-1]:
+              o["spec"]["template"]["spec"]["containers"][0]["image"]
+              for o in _objects(rendered) if o["kind"] == "Deployment"}  # fmt: skip
+    assert images == {"operator": operator.format(app=app), "worker": worker.format(app=app)}
+
+
+def test_the_values_schema_refuses_a_digest_that_is_not_sha256(helm: str) -> None:
+    for key in ("image.digest", "worker.image.digest"):
+        result = run(helm, "template", "tw", str(CHART), "--set", f"{key}=latest")
+        assert result.returncode != 0
+        assert "sha256" in result.stderr
+
+
 def test_workers_get_secrets_only_when_the_installer_allows_it(helm: str) -> None:
     def secret_rules(*extra: str) -> dict[str, list[list[str]]]:
         """The workers' rules on Secrets, by the Role's (or ClusterRole's) namespace."""

@@ -174,10 +174,12 @@ def test_the_github_workflows_pass_actionlint_and_run_the_real_scripts(tmp_path:
     actionlint = build.ensure_built(build.actionlint_bundle(), log=False) / "actionlint"
     shellcheck = Path(sys.executable).parent / "shellcheck"
     workflows = sorted((ROOT / ".github" / "workflows").glob("*.yml"))
-    assert {w.name for w in workflows} >= {"ci.yml", "kind-e2e.yml"}
+    assert {w.name for w in workflows} >= {"ci.yml", "kind-e2e.yml", "release.yml"}
     run(actionlint, "-shellcheck", shellcheck, *workflows)
     assert "run: .ci/run" in (ROOT / ".github" / "workflows" / "ci.yml").read_text()
     assert "scripts/kind-e2e.sh" in (ROOT / ".github" / "workflows" / "kind-e2e.yml").read_text()
+    release = (ROOT / ".github" / "workflows" / "release.yml").read_text()
+    assert "scripts/release_check.py" in release  # the check tests/unit runs too
 
     # The linter is live: a workflow with an unknown key and a bad expression fails it.
     broken = tmp_path / "broken.yml"

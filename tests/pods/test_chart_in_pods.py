@@ -34,7 +34,7 @@ from tickwork_dev.devcluster.components import wait_for
 from tickwork_dev.devcluster.hostnet import NODE_ADDRESS
 from tickwork_dev.devcluster.recorder import EGRESS_VALUES as RECORDER_EGRESS
 from tickwork_dev.devcluster.recorder import Recorder
-from tickwork_dev.devcluster.release import ClusterImages, Release, merge
+from tickwork_dev.devcluster.release import ClusterImages, Release, image_values, merge
 from tickwork_dev.devcluster.scaling import run_burst
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -346,8 +346,7 @@ def test_helm_upgrade_to_a_rebuilt_image_while_runs_are_in_flight_loses_no_run(
     jobs = _one_shots(recorder, "upgrade", 40, first_due=5, spread=40, delay=4)
     apply_jobs(cluster, namespace, jobs)
     wait_for(lambda: recorder.inflight() > 0, timeout=60, interval=0.2, what="runs executing")
-    repository, tag = test_images.upgrade.rsplit(":", 1)
-    release.upgrade({"image": {"repository": repository, "tag": tag}})
+    release.upgrade(image_values(test_images.upgrade))
 
     def rolled() -> bool:
         pods = [*release.pods("operator", terminating=True),

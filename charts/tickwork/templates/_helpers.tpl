@@ -36,15 +36,41 @@ app.kubernetes.io/instance: {{ .ctx.Release.Name }}
 app.kubernetes.io/component: {{ .component }}
 {{- end }}
 
-{{- define "tickwork.image" -}}
-{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{/*
+An image reference; call with (dict "ctx" $ "image" <values> "registry" <registry>).
+The digest wins over the tag (default: appVersion) and global.imageRegistry over the
+registry. A repository whose first part is a registry host (it has a "." or ":", or is
+"localhost", as docker reads a reference) is used as it is: values written when
+`repository` held the registry keep naming the same image.
+*/}}
+{{- define "tickwork.imageRef" -}}
+{{- $repository := .image.repository }}
+{{- $parts := splitList "/" $repository }}
+{{- $first := first $parts }}
+{{- $hasHost := and (gt (len $parts) 1) (or (contains "." $first) (contains ":" $first) (eq $first "localhost")) }}
+{{- $registry := .registry }}
+{{- with (.ctx.Values.global | default dict).imageRegistry }}{{ $registry = . }}{{ end }}
+{{- if and $registry (not $hasHost) }}{{ $repository = printf "%s/%s" (trimSuffix "/" $registry) $repository }}{{ end }}
+{{- if .image.digest }}
+{{- printf "%s@%s" $repository .image.digest }}
+{{- else }}
+{{- printf "%s:%s" $repository (default .ctx.Chart.AppVersion .image.tag) }}
+{{- end }}
 {{- end }}
 
+{{- define "tickwork.image" -}}
+{{- include "tickwork.imageRef" (dict "ctx" . "image" .Values.image "registry" .Values.image.registry) }}
+{{- end }}
+
+{{/* The workers' image: worker.image if it names a repository (its registry defaults to
+image.registry), else Tickwork's image. */}}
 {{- define "tickwork.workerImage" -}}
-{{- if .Values.worker.image.repository -}}
-{{- printf "%s:%s" .Values.worker.image.repository (default .Chart.AppVersion .Values.worker.image.tag) }}
-{{- else -}}
-{{- include "tickwork.image" . }}
+{{- with .Values.worker.image }}
+{{- if .repository }}
+{{- include "tickwork.imageRef" (dict "ctx" $ "image" . "registry" (default $.Values.image.registry .registry)) }}
+{{- else }}
+{{- include "tickwork.image" $ }}
+{{- end }}
 {{- end }}
 {{- end }}
 

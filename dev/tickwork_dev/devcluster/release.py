@@ -34,9 +34,17 @@ def helm_binary() -> str:
     return str(build.ensure_built(build.helm_bundle(), log=False) / "helm")
 
 
-def image_values(repository: str, tag: str) -> dict[str, object]:
+def image_fields(ref: str) -> dict[str, str]:
+    """The chart's image fields naming ``ref`` exactly: no registry, so that the
+    repository (``localhost/tickwork``, or ``tickwork`` as kind loads it) is used as
+    it is, and the rendered image equals ``ref``."""
+    repository, tag = ref.rsplit(":", 1)
+    return {"registry": "", "repository": repository, "tag": tag}
+
+
+def image_values(ref: str) -> dict[str, object]:
     """Values that run the chart on an image the cluster already holds."""
-    return {"image": {"repository": repository, "tag": tag, "pullPolicy": "Never"}}
+    return {"image": {**image_fields(ref), "pullPolicy": "Never"}}
 
 
 def redis_image_values(repository: str, tag: str) -> dict[str, object]:
@@ -73,7 +81,7 @@ class ClusterImages:
 
     def values(self) -> dict[str, object]:
         """Chart values that run this Tickwork image (and Redis image) on this cluster."""
-        layers = [image_values(*self.tickwork.rsplit(":", 1))]
+        layers = [image_values(self.tickwork)]
         if self.redis is not None:
             layers.append(redis_image_values(*self.redis.rsplit(":", 1)))
         if self.cluster.node is not None:  # the local node's DNS Pods listen on another port
@@ -82,13 +90,12 @@ class ClusterImages:
         return merge(*layers)
 
     def demo_values(self) -> dict[str, object]:
-        """Chart values whose workers run the demo image with the demo tasks on."""
+        """Chart values whose workers run the demo image with the demo tasks on: a layer
+        over :meth:`values`, whose empty ``image.registry`` the workers' image inherits."""
         if self.demo is None:
             raise StartError(f"{DEMO_IMAGE_ENV} must name Tickwork's demo image "
                              "(docker build --target demo), loaded into the cluster")  # fmt: skip
-        repository, tag = self.demo.rsplit(":", 1)
-        return {"worker": {"image": {"repository": repository, "tag": tag},
-                           "demoTasks": {"enabled": True}}}  # fmt: skip
+        return {"worker": {"image": image_fields(self.demo), "demoTasks": {"enabled": True}}}
 
     def keda(self) -> tuple[str, str]:
         """KEDA's operator and metrics-server images: built and loaded on first use
