@@ -81,10 +81,21 @@ def _step(job: dict[str, Any], action: str) -> dict[str, Any]:
 def test_the_workflow_checks_the_tag_before_anything_is_published() -> None:
     jobs = _jobs()
     assert 'scripts/release_check.py "$GITHUB_REF_NAME"' in str(jobs["verify"]["steps"])
-    publishing = {"image", "chart", "python-package"}
+    publishing = {"image", "chart", "python-package", "kubectl-plugin"}
     assert all(jobs[name]["needs"] == "verify" or "verify" in jobs[name]["needs"]
                for name in publishing)  # fmt: skip
-    assert set(jobs["github-release"]["needs"]) == {"verify", "image", "chart", "pypi"}
+    assert set(jobs["github-release"]["needs"]) == {"verify", "image", "chart", "pypi",
+                                                    "kubectl-plugin"}  # fmt: skip
+
+
+def test_the_kubectl_plugin_is_built_per_platform_by_the_suites_script_then_sent_to_krew() -> None:
+    jobs = _jobs()
+    plugin = jobs["kubectl-plugin"]
+    assert len(plugin["strategy"]["matrix"]["runner"]) == 4  # .krew.yaml's four platforms
+    assert "scripts/build-kubectl-plugin.sh dist" in str(plugin["steps"])
+    assert "artifacts/kubectl-plugin-*/*.tar.gz" in str(jobs["github-release"]["steps"])
+    assert jobs["krew-index"]["needs"] == "github-release"
+    _step(jobs["krew-index"], "rajatjindal/krew-release-bot")
 
 
 def test_the_image_is_multi_arch_with_an_sbom_and_a_keyless_signature() -> None:
