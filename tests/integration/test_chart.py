@@ -302,7 +302,12 @@ def test_every_scenario_is_accepted_by_the_api_server(
         assert {"ScaledObject", "TriggerAuthentication"} <= kinds
         assert "HorizontalPodAutoscaler" not in kinds
     if scenario.get("watchNamespaces"):
-        assert "ClusterRole" not in kinds
+        # Tickwork's own grants are per namespace; cluster-wide are only the rules it
+        # adds to the default user roles (rbac.aggregateToDefaultRoles).
+        assert "ClusterRoleBinding" not in kinds
+        cluster_roles = {d["metadata"]["name"] for d in yaml.safe_load_all(rendered)
+                         if d and d["kind"] == "ClusterRole"}  # fmt: skip
+        assert cluster_roles <= {"tw-tickwork-view", "tw-tickwork-edit"}
 
 
 @pytest.fixture(scope="module")

@@ -195,3 +195,97 @@ as the same user could read from /proc): the volume, and where it is mounted. */
 {{- else -}}0{{- end -}}
 {{- end -}}
 {{- end }}
+
+{{/*
+The ServiceAccount a component runs as; call with (dict "ctx" $ "component" "operator").
+Its own name by default; with create=false the installer's, which must be given:
+binding Tickwork's roles to the namespace's `default` account would hand them to
+every other pod there.
+*/}}
+{{- define "tickwork.serviceAccountName" -}}
+{{- $sa := (index .ctx.Values .component).serviceAccount }}
+{{- if $sa.create }}
+{{- default (printf "%s-%s" (include "tickwork.fullname" .ctx) .component | trunc 63 | trimSuffix "-") $sa.name }}
+{{- else }}
+{{- required (printf "%s.serviceAccount.name is required when %s.serviceAccount.create is false" .component .component) $sa.name }}
+{{- end }}
+{{- end }}
+
+{{/* The ServiceAccount of a component, unless the installer brings their own. */}}
+{{- define "tickwork.serviceAccount" -}}
+{{- $sa := (index .ctx.Values .component).serviceAccount }}
+{{- if $sa.create }}
+apiVersion: v1
+kind: ServiceAccount
+metadata:
+  name: {{ include "tickwork.serviceAccountName" . }}
+  namespace: {{ .ctx.Release.Namespace }}
+  labels:
+    {{- include "tickwork.labels" . | nindent 4 }}
+  {{- with merge (deepCopy ($sa.annotations | default dict)) (.ctx.Values.serviceAccount.annotations | default dict) }}
+  annotations:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+automountServiceAccountToken: true
+{{- end }}
+{{- end }}
+
+{{/* Labels of a component's pods: the chart's, then podLabels that do not clash. */}}
+{{- define "tickwork.podLabels" -}}
+{{- $labels := include "tickwork.labels" . }}
+{{- $labels }}
+{{- $own := $labels | fromYaml }}
+{{- range $key, $value := (index .ctx.Values .component).podLabels }}
+{{- if not (hasKey $own $key) }}
+{{ $key }}: {{ $value | quote }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* imagePullSecrets of every pod: global.imagePullSecrets, then imagePullSecrets. */}}
+{{- define "tickwork.imagePullSecrets" -}}
+{{- $secrets := concat ((.Values.global | default dict).imagePullSecrets | default list) (.Values.imagePullSecrets | default list) | uniq }}
+{{- with $secrets }}
+imagePullSecrets:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end }}
+
+{{/*
+The scheduling fields shared by the operator's and the worker's pods (affinity aside):
+priority class (the component's, else global.priorityClassName), node selector,
+tolerations, topology spread constraints (a constraint without a labelSelector selects
+the component's pods). Call with (dict "ctx" $ "component" "worker").
+*/}}
+{{- define "tickwork.podScheduling" -}}
+{{- $values := index .ctx.Values .component }}
+{{- with $values.priorityClassName | default (.ctx.Values.global | default dict).priorityClassName }}
+priorityClassName: {{ . | quote }}
+{{- end }}
+{{- with $values.nodeSelector }}
+nodeSelector:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with $values.tolerations }}
+tolerations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with $values.topologySpreadConstraints }}
+topologySpreadConstraints:
+  {{- range . }}
+  {{- $constraint := deepCopy . }}
+  {{- if not (hasKey $constraint "labelSelector") }}
+  {{- $_ := set $constraint "labelSelector" (dict "matchLabels" (include "tickwork.selectorLabels" $ | fromYaml)) }}
+  {{- end }}
+  - {{- toYaml $constraint | nindent 4 }}
+  {{- end }}
+{{- end }}
+{{- end }}
+
+{{/* An HTTP probe: the chart's check, the values' timing. */}}
+{{- define "tickwork.httpProbe" -}}
+httpGet:
+  path: {{ .path }}
+  port: http
+{{- toYaml .timing | nindent 0 }}
+{{- end }}
