@@ -113,6 +113,15 @@ def test_the_release_runs_every_component_in_pods(release: Release, cron_job: st
              timeout=30, what="a leader")  # fmt: skip
     [redis] = release.pods("redis")
     assert redis["status"]["phase"] == "Running"
+    # The server runs with maxmemory at half its container's memory limit (the chart
+    # computes it), and its probes (the CLI with the password from the environment) pass.
+    limit = redis["spec"]["containers"][0]["resources"]["limits"]["memory"]
+    assert limit.endswith("Mi"), limit
+    maxmemory = release.cluster.kubectl(
+        "-n", release.namespace, "exec", redis["metadata"]["name"], "--",
+        "sh", "-c", "redis-cli config get maxmemory | tail -n 1").stdout  # fmt: skip
+    assert maxmemory.strip() == str(int(limit[:-2]) * 1024 * 1024 // 2)
+    assert all(c["ready"] for c in redis["status"]["containerStatuses"])
     workers = release.deployment("worker")
     assert workers["status"]["readyReplicas"] >= MIN_WORKERS
     claim = release.cluster.kubectl("-n", release.namespace, "get", "pvc",

@@ -89,9 +89,59 @@ image.registry), else Tickwork's image. */}}
 {{/* The Secret holding the Redis password, and its key. */}}
 {{- define "tickwork.redisSecretName" -}}
 {{- if .Values.redis.enabled }}
-{{- default (include "tickwork.redisName" .) .Values.redis.auth.existingSecret }}
+{{- if .Values.redis.auth.existingSecret }}
+{{- .Values.redis.auth.existingSecret }}
+{{- else if .Values.redis.auth.generate }}
+{{- include "tickwork.redisName" . }}
+{{- else }}
+{{- fail "redis.auth.generate=false needs redis.auth.existingSecret: a Secret with the Redis password (GitOps: helm template and Argo CD cannot keep a generated one)" }}
+{{- end }}
 {{- else }}
 {{- required "externalRedis.existingSecret is required when redis.enabled is false" .Values.externalRedis.existingSecret }}
+{{- end }}
+{{- end }}
+
+{{/* The Redis server image. */}}
+{{- define "tickwork.redisImage" -}}
+{{- include "tickwork.imageRef" (dict "ctx" . "image" .Values.redis.image "registry" .Values.redis.image.registry) }}
+{{- end }}
+
+{{/*
+A Kubernetes memory quantity ("512Mi", "1.5Gi", "500M", "1073741824") in bytes, or
+a Redis size ("256mb", "1gb", "100000"); call with (list <text> "k8s"|"redis").
+*/}}
+{{- define "tickwork.bytes" -}}
+{{- $raw := index . 0 }}
+{{- $text := ternary (printf "%.0f" $raw) (toString $raw) (kindIs "float64" $raw) }}
+{{- $units := dict "" 1 "Ki" 1024 "Mi" 1048576 "Gi" 1073741824 "Ti" 1099511627776 "k" 1000 "M" 1000000 "G" 1000000000 "T" 1000000000000 }}
+{{- if eq (index . 1) "redis" }}
+{{- $text = lower $text }}
+{{- $units = dict "" 1 "b" 1 "k" 1000 "kb" 1024 "m" 1000000 "mb" 1048576 "g" 1000000000 "gb" 1073741824 }}
+{{- end }}
+{{- $number := regexFind "^[0-9]+(\\.[0-9]+)?" $text }}
+{{- $unit := trimPrefix $number $text }}
+{{- if or (not $number) (not (hasKey $units $unit)) }}
+{{- fail (printf "cannot read %q as a memory size" $text) }}
+{{- end }}
+{{- mulf (float64 $number) (index $units $unit) | floor | int64 }}
+{{- end }}
+
+{{/*
+Redis' maxmemory in bytes: redis.maxMemory, else half the memory limit. More than half
+is refused: the AOF rewrite forks, and the copy-on-write of a busy Redis can double it.
+*/}}
+{{- define "tickwork.redisMaxMemory" -}}
+{{- $limit := (.Values.redis.resources.limits | default dict).memory }}
+{{- if .Values.redis.maxMemory }}
+{{- $max := include "tickwork.bytes" (list .Values.redis.maxMemory "redis") | int64 }}
+{{- if and $limit (gt $max (div (include "tickwork.bytes" (list $limit "k8s") | int64) 2)) }}
+{{- fail (printf "redis.maxMemory %s is more than half of redis.resources.limits.memory %s: the AOF rewrite's copy-on-write needs the rest" .Values.redis.maxMemory (toString $limit)) }}
+{{- end }}
+{{- $max }}
+{{- else if $limit }}
+{{- div (include "tickwork.bytes" (list $limit "k8s") | int64) 2 }}
+{{- else }}
+{{- fail "redis.resources.limits.memory is required (maxmemory is half of it), or set redis.maxMemory" }}
 {{- end }}
 {{- end }}
 
@@ -114,12 +164,21 @@ and restart every pod on the first upgrade).
 {{- index $scratch "__password" }}
 {{- end }}
 
-{{/* Rolls the pods when the Redis password changes: a digest, never the password. */}}
+{{/*
+Rolls the pods when the Redis password changes: a digest, never the password. A
+generated password is known here; an existing Secret's content is read with `lookup`
+where Helm can (install, upgrade), so rotating it and upgrading restarts Redis and its
+clients together; `helm template` sees only the Secret's name.
+*/}}
 {{- define "tickwork.redisChecksum" -}}
 {{- if and .Values.redis.enabled (not .Values.redis.auth.existingSecret) }}
 {{- include "tickwork.redisPassword" . | sha256sum }}
 {{- else }}
-{{- printf "%s/%s" (include "tickwork.redisSecretName" .) (include "tickwork.redisPasswordKey" .) | sha256sum }}
+{{- $name := include "tickwork.redisSecretName" . }}
+{{- $key := include "tickwork.redisPasswordKey" . }}
+{{- $secret := lookup "v1" "Secret" .Release.Namespace $name }}
+{{- $data := index (($secret | default dict).data | default dict) $key | default "" }}
+{{- printf "%s/%s/%s" $name $key ($data | sha256sum) | sha256sum }}
 {{- end }}
 {{- end }}
 
@@ -130,9 +189,25 @@ and restart every pod on the first upgrade).
 {{- define "tickwork.redisUrl" -}}
 {{- if .Values.redis.enabled }}
 {{- printf "redis://%s.%s.svc:6379/0" (include "tickwork.redisName" .) .Release.Namespace }}
+{{- else if .Values.externalRedis.sentinel.masterSet }}
+{{- default "redis://sentinel/0" .Values.externalRedis.url }}
 {{- else }}
 {{- required "externalRedis.url is required when redis.enabled is false" .Values.externalRedis.url }}
 {{- end }}
+{{- end }}
+
+{{/* "true" if Tickwork talks TLS to an external Redis. */}}
+{{- define "tickwork.redisTls" -}}
+{{- if and (not .Values.redis.enabled) (or .Values.externalRedis.tls.enabled (hasPrefix "rediss://" .Values.externalRedis.url)) }}true{{ end }}
+{{- end }}
+
+{{/* The external Sentinels, checked: host:port each. */}}
+{{- define "tickwork.redisSentinels" -}}
+{{- $hosts := .Values.externalRedis.sentinel.hosts }}
+{{- if not $hosts }}
+{{- fail "externalRedis.sentinel.hosts is required with externalRedis.sentinel.masterSet" }}
+{{- end }}
+{{- join "," $hosts }}
 {{- end }}
 
 {{/* Environment shared by the operator and the worker. */}}
@@ -149,6 +224,36 @@ and restart every pod on the first upgrade).
   value: {{ include "tickwork.redisUrl" . | quote }}
 - name: TICKWORK_REDIS_PASSWORD_FILE
   value: /var/run/secrets/tickwork/redis/password
+{{- if not .Values.redis.enabled }}
+{{- with .Values.externalRedis.username }}
+- name: TICKWORK_REDIS_USERNAME
+  value: {{ . | quote }}
+{{- end }}
+{{- if include "tickwork.redisTls" . }}
+- name: TICKWORK_REDIS_TLS
+  value: "true"
+{{- if .Values.externalRedis.tls.caSecret }}
+- name: TICKWORK_REDIS_TLS_CA_FILE
+  value: /var/run/secrets/tickwork/redis-ca/ca.crt
+{{- end }}
+{{- if .Values.externalRedis.tls.insecureSkipVerify }}
+- name: TICKWORK_REDIS_TLS_VERIFY
+  value: "false"
+{{- end }}
+{{- end }}
+{{- with .Values.externalRedis.sentinel }}
+{{- if .masterSet }}
+- name: TICKWORK_REDIS_SENTINELS
+  value: {{ include "tickwork.redisSentinels" $ | quote }}
+- name: TICKWORK_REDIS_SENTINEL_MASTER
+  value: {{ .masterSet | quote }}
+{{- if .existingSecret }}
+- name: TICKWORK_REDIS_SENTINEL_PASSWORD_FILE
+  value: /var/run/secrets/tickwork/redis-sentinel/password
+{{- end }}
+{{- end }}
+{{- end }}
+{{- end }}
 - name: TICKWORK_REDIS_QUEUE
   value: {{ .Values.queueName | quote }}
 - name: TICKWORK_REDIS_REAP_GRACE_SECONDS
@@ -167,11 +272,43 @@ as the same user could read from /proc): the volume, and where it is mounted. */
     items:
       - key: {{ include "tickwork.redisPasswordKey" . }}
         path: password
+{{- if not .Values.redis.enabled }}
+{{- if and (include "tickwork.redisTls" .) .Values.externalRedis.tls.caSecret }}
+- name: redis-ca
+  secret:
+    secretName: {{ .Values.externalRedis.tls.caSecret }}
+    defaultMode: 0444
+    items:
+      - key: {{ .Values.externalRedis.tls.caKey }}
+        path: ca.crt
+{{- end }}
+{{- if and .Values.externalRedis.sentinel.masterSet .Values.externalRedis.sentinel.existingSecret }}
+- name: redis-sentinel-password
+  secret:
+    secretName: {{ .Values.externalRedis.sentinel.existingSecret }}
+    defaultMode: 0440
+    items:
+      - key: {{ .Values.externalRedis.sentinel.passwordKey }}
+        path: password
+{{- end }}
+{{- end }}
 {{- end }}
 {{- define "tickwork.redisPasswordMount" -}}
 - name: redis-password
   mountPath: /var/run/secrets/tickwork/redis
   readOnly: true
+{{- if not .Values.redis.enabled }}
+{{- if and (include "tickwork.redisTls" .) .Values.externalRedis.tls.caSecret }}
+- name: redis-ca
+  mountPath: /var/run/secrets/tickwork/redis-ca
+  readOnly: true
+{{- end }}
+{{- if and .Values.externalRedis.sentinel.masterSet .Values.externalRedis.sentinel.existingSecret }}
+- name: redis-sentinel-password
+  mountPath: /var/run/secrets/tickwork/redis-sentinel
+  readOnly: true
+{{- end }}
+{{- end }}
 {{- end }}
 
 {{/* Every namespace RBAC is granted in: the watched ones, or none (cluster-wide). */}}
