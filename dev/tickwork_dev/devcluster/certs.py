@@ -235,3 +235,43 @@ def generate_pki(
             "front-proxy-client", _name(FRONT_PROXY_CLIENT), client=True, front_proxy=True
         ),
     )
+
+
+@dataclass(frozen=True)
+class ServerTls:
+    """A throwaway CA and a server certificate it signed, as PEM files (for a TLS
+    ``redis-server`` in tests)."""
+
+    ca_cert: Path
+    cert: Path
+    key: Path
+
+
+def generate_server_tls(
+    directory: Path,
+    *,
+    names: tuple[str, ...] = ("127.0.0.1", "localhost"),
+    now: dt.datetime | None = None,
+) -> ServerTls:
+    """A fresh CA in ``directory`` and a serving certificate for ``names`` (IPs or DNS names).
+
+    Each call makes a new CA, so a second directory gives a CA that does not
+    verify the first one's certificate.
+    """
+    directory.mkdir(parents=True, exist_ok=True)
+    now = now or dt.datetime.now(dt.UTC)
+    ca_cert, ca_key = _authority(directory, "ca", "tickwork-test-ca", now)
+    key = _key()
+    cert = _issue(
+        subject=_name(names[0]),
+        key=key,
+        ca_cert=ca_cert,
+        ca_key=ca_key,
+        now=now,
+        server_names=list(names),
+    )
+    _write_key(directory / "server.key", key)
+    _write_cert(directory / "server.crt", cert)
+    return ServerTls(
+        ca_cert=directory / "ca.crt", cert=directory / "server.crt", key=directory / "server.key"
+    )
