@@ -48,7 +48,7 @@ def refused(helm: str, *values: str) -> str:
 def redis_conf(rendered: dict[tuple[str, str], dict[str, Any]]) -> dict[str, str]:
     text = rendered["ConfigMap", "tw-tickwork-redis"]["data"]["redis.conf"]
     pairs = (line.split(None, 1) for line in text.splitlines() if line and line[0] != "#")
-    return {key: value for key, value in pairs}
+    return dict(pairs)
 
 
 def container(rendered: dict[tuple[str, str], dict[str, Any]], kind: str, name: str
@@ -97,7 +97,7 @@ def test_the_server_command_works_with_valkey_or_redis_images(helm: str, tmp_pat
         stand_in = bin_dir / server
         stand_in.write_text(f'#!/bin/sh\necho "{server} $*"\n')
         stand_in.chmod(0o755)
-        result = subprocess.run(  # noqa: S603 - the chart's own command, a stand-in server
+        result = subprocess.run(
             [*command], capture_output=True, text=True, check=False, timeout=10,
             env={"PATH": f"{bin_dir}:/usr/bin:/bin", "REDIS_PASSWORD": "pw"})  # fmt: skip
         assert result.returncode == 0, result.stderr
@@ -164,7 +164,8 @@ def test_with_an_existing_secret_every_render_is_the_same(helm: str) -> None:
     assert ("Secret", "tw-tickwork-redis") not in rendered
     pod = rendered["StatefulSet", "tw-tickwork-redis"]["spec"]["template"]["spec"]
     refs = [e["valueFrom"]["secretKeyRef"] for e in pod["containers"][0]["env"]]
-    assert refs and all(ref == {"name": "pw", "key": "secret"} for ref in refs)
+    assert refs
+    assert all(ref == {"name": "pw", "key": "secret"} for ref in refs)
     for name in ("tw-tickwork-operator", "tw-tickwork-worker"):
         volumes = rendered["Deployment", name]["spec"]["template"]["spec"]["volumes"]
         [password] = [v for v in volumes if v["name"] == "redis-password"]
@@ -173,14 +174,15 @@ def test_with_an_existing_secret_every_render_is_the_same(helm: str) -> None:
 
 
 def _annotation(cluster: Cluster, namespace: str, kind: str, name: str) -> str:
-    result = cluster.kubectl("get", kind, name, "-n", namespace, "-o",
-                             "jsonpath={.spec.template.metadata.annotations.checksum/redis}")  # fmt: skip
+    path = "jsonpath={.spec.template.metadata.annotations.checksum/redis}"
+    result = cluster.kubectl("get", kind, name, "-n", namespace, "-o", path)
     return result.stdout.strip()
 
 
 def _secret(cluster: Cluster, namespace: str, name: str, password: str) -> None:
     data = base64.b64encode(password.encode()).decode()
-    manifest = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name, "namespace": namespace},
+    manifest = {"apiVersion": "v1", "kind": "Secret",
+                "metadata": {"name": name, "namespace": namespace},
                 "data": {"redis-password": data}}  # fmt: skip
     cluster.kubectl("apply", "-f", "-", input_text=yaml.safe_dump(manifest))
 
@@ -194,7 +196,8 @@ def test_rotating_the_secret_and_upgrading_restarts_redis_and_its_clients(
     release = f"tw{uuid.uuid4().hex[:6]}"
     kube = ["--kubeconfig", str(cluster.kubeconfig), "--namespace", namespace]
     values = ["--set", "crds.install=false", "--set", "rbac.aggregateToDefaultRoles=false",
-              "--set", "redis.auth.existingSecret=rotating", "--set", "redis.auth.generate=false"]  # fmt: skip
+              "--set", "redis.auth.existingSecret=rotating",
+              "--set", "redis.auth.generate=false"]  # fmt: skip
     _secret(cluster, namespace, "rotating", "first-password")
     installed = helm_run(helm, *kube, "install", release, str(CHART), *values)
     assert installed.returncode == 0, installed.stderr
@@ -280,7 +283,8 @@ def test_an_external_redis_behind_sentinel(helm: str) -> None:
     variables = env(rendered, "tw-tickwork-worker")
     assert variables["TICKWORK_REDIS_SENTINELS"] == (
         "sentinel-0.sentinel.redis.svc:26379,sentinel-1.sentinel.redis.svc:26379,"
-        "sentinel-2.sentinel.redis.svc:26380")
+        "sentinel-2.sentinel.redis.svc:26380"
+    )
     assert variables["TICKWORK_REDIS_SENTINEL_MASTER"] == "mymaster"
     assert variables["TICKWORK_REDIS_SENTINEL_PASSWORD_FILE"].startswith("/var/run/secrets/")
     triggers = rendered["ScaledObject", "tw-tickwork-worker"]["spec"]["triggers"]
@@ -290,7 +294,10 @@ def test_an_external_redis_behind_sentinel(helm: str) -> None:
                and t["metadata"]["enableTLS"] == "true" for t in triggers)  # fmt: skip
     auth = rendered["TriggerAuthentication", "tw-tickwork-worker"]["spec"]["secretTargetRef"]
     assert {(a["parameter"], a["name"]) for a in auth} == {
-        ("password", "my-redis"), ("ca", "my-redis-ca"), ("sentinelPassword", "my-sentinel")}
+        ("password", "my-redis"),
+        ("ca", "my-redis-ca"),
+        ("sentinelPassword", "my-sentinel"),
+    }
     policy = rendered["NetworkPolicy", "tw-tickwork-worker-egress"]["spec"]["egress"]
     ports = [rule["ports"] for rule in policy if "to" not in rule and "ports" in rule]
     assert [{"port": p, "protocol": "TCP"} for p in (6379, 26379, 26380)] in ports
