@@ -1,17 +1,27 @@
-"""A brute-force oracle for schedules: Vixie cron's main loop, one minute at a time.
+"""Brute-force oracles for schedules, one minute at a time.
 
-This is the test and benchmark reference, not production code: it is slow on
-purpose (a step per minute) and shares nothing with :mod:`.schedule` but the
-parsed field sets. It ports the wake-up classification of Vixie ``cron.c``
-(``timeDiff`` small / medium / negative / large) and reads the UTC offset of
-every single minute straight from ``zoneinfo``.
+These are the test and benchmark references, not production code: they are
+slow on purpose (a step per minute), read the UTC offset of every single
+minute straight from ``zoneinfo`` and share nothing with :mod:`.schedule`
+but the parsed field sets.
+
+* :func:`vixie_fires` ports Vixie ``cron.c``'s main loop and its wake-up
+  classification (``timeDiff`` small / medium / negative / large): the
+  default, Debian cron's rules.
+* :func:`chosen_fires` applies a ``spec.daylightSaving`` choice by its
+  definition: list every instant at which each wall-clock minute occurs,
+  then run a matching minute at the first, the last or each of its
+  occurrences, and one that never occurs at the first instant after it or
+  not at all.
 """
 
 from __future__ import annotations
 
+import collections
 import datetime as dt
 
 from tickwork.core.cron import CronExpression
+from tickwork.core.daylight import DaylightSavingChoice, RepeatedTime, SkippedTime
 
 _EPOCH = dt.datetime(1970, 1, 1)  # noqa: DTZ001 - a naive wall-clock origin on purpose
 _WARMUP_MINUTES = 2 * 24 * 60  # long enough for cron's virtual clock to settle
@@ -60,3 +70,35 @@ def vixie_fires(cron: CronExpression, zone: dt.tzinfo, first: int, last: int) ->
         if fire and now >= first:
             fires.append(now)
     return fires
+
+
+_PAD_MINUTES = 24 * 60  # the occurrences of a wall-clock minute are hours apart, not a day
+
+
+def chosen_fires(
+    cron: CronExpression, zone: dt.tzinfo, first: int, last: int, choice: DaylightSavingChoice
+) -> list[int]:
+    """UTC minutes in ``[first, last]`` at which a job with ``choice`` starts."""
+    start = first - _PAD_MINUTES
+    minutes = range(start, last + _PAD_MINUTES + 1)
+    local = [minute + _offset(zone, minute) for minute in minutes]
+    occurrences: dict[int, list[int]] = collections.defaultdict(list)
+    for minute, wall in zip(minutes, local, strict=True):
+        occurrences[wall].append(minute)
+
+    fires: set[int] = set()
+    for index, (minute, wall) in enumerate(zip(minutes, local, strict=True)):
+        if _matches(cron, wall):
+            seen = occurrences[wall]
+            wanted = {
+                RepeatedTime.FIRST: seen[:1],
+                RepeatedTime.LAST: seen[-1:],
+                RepeatedTime.BOTH: seen,
+            }[choice.repeated]
+            if minute in wanted:
+                fires.add(minute)
+        if index and choice.skipped is SkippedTime.SHIFT:
+            skipped = range(local[index - 1] + 1, wall)  # empty unless the clock jumped
+            if any(m not in occurrences and _matches(cron, m) for m in skipped):
+                fires.add(minute)  # the first instant after the skipped time
+    return sorted(fire for fire in fires if first <= fire <= last)

@@ -117,7 +117,7 @@ def parse(body: dict[str, Any]) -> tuple[ScheduledJobSpec | None, Schedule | Non
         schedule = OneShotSchedule(spec.run_at)
     else:
         assert spec.schedule is not None  # noqa: S101 - the model requires one of the two
-        schedule = cron_schedule(spec.schedule, spec.time_zone)
+        schedule = cron_schedule(spec.schedule, spec.time_zone, spec.daylight_saving_choice)
     return spec, schedule, None
 
 

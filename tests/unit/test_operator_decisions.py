@@ -264,6 +264,41 @@ async def test_jitter_delays_the_publish_within_its_bound_and_keeps_the_run_id()
     assert await leader.queued() == [run_id]  # the nominal time's ID, published late
 
 
+# 2027-11-07 in New York: 01:00-01:59 happens twice, at -04:00 and then at -05:00.
+FALL_BACK = dt.datetime(2027, 11, 7, 4, 0, tzinfo=dt.UTC)  # 00:00 EDT
+FIRST_0130, SECOND_0130 = FALL_BACK + dt.timedelta(minutes=90), FALL_BACK + dt.timedelta(hours=2.5)
+
+
+@pytest.mark.parametrize(
+    ("daylight_saving", "published"),
+    [
+        (None, [FIRST_0130]),  # Debian cron's rule for a fixed-time job
+        ({"repeated": "First", "skipped": "Skip"}, [FIRST_0130]),
+        ({"repeated": "Last", "skipped": "Skip"}, [SECOND_0130]),
+        ({"repeated": "Both", "skipped": "Shift"}, [FIRST_0130, SECOND_0130]),
+    ],
+    ids=["default", "first", "last", "both"],
+)
+async def test_a_repeated_time_is_published_as_the_daylight_saving_choice_says(
+    daylight_saving: dict[str, str] | None, published: list[dt.datetime]
+) -> None:
+    leader = Leader(start=FALL_BACK)
+    # Allow: no worker finishes the first run here, and Forbid would skip the second.
+    spec: dict[str, Any] = {"schedule": "30 1 * * *", "timeZone": "America/New_York",
+                            "concurrencyPolicy": "Allow"}  # fmt: skip
+    if daylight_saving is not None:
+        spec["daylightSaving"] = daylight_saving
+    leader.observe(spec, status={"observedGeneration": 1,
+                                 "lastScheduleTime": "2027-11-06T05:30:00Z"})  # fmt: skip
+    await leader.tick_at(FALL_BACK + dt.timedelta(seconds=1))
+    assert leader.sink.status["nextRunAt"] == published[0].isoformat().replace("+00:00", "Z")
+    for instant in (FIRST_0130, SECOND_0130):
+        await leader.tick_at(instant + dt.timedelta(milliseconds=5))
+    assert await leader.queued() == [scheduled_run_id(UID, at) for at in published]
+    # The next run is the next night's 01:30 (EST), whatever the choice.
+    assert leader.sink.status["nextRunAt"] == "2027-11-08T06:30:00Z"
+
+
 async def test_a_suspended_job_publishes_nothing_and_a_resume_starts_from_now() -> None:
     leader = Leader()
     leader.observe({**EVERY_MINUTE, "suspend": True})

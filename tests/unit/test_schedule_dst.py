@@ -1,9 +1,10 @@
 """Schedules in real time zones, across daylight-saving transitions.
 
 Each row gives the runs after a start instant as local wall-clock times with
-their UTC offsets, as a cron user would check them by hand. The rules are
-Debian cron's: fixed-time jobs run once when the clock goes back and right
-after the jump when it goes forward; wildcard jobs follow the clock.
+their UTC offsets, as a cron user would check them by hand. The default rules
+are Debian cron's: fixed-time jobs run once when the clock goes back and right
+after the jump when it goes forward; wildcard jobs follow the clock. A job's
+``spec.daylightSaving`` choice overrides them (the second table).
 """
 
 from __future__ import annotations
@@ -13,13 +14,16 @@ import datetime as dt
 import pytest
 
 from tickwork.core import civil
+from tickwork.core.daylight import DaylightSavingChoice, RepeatedTime, SkippedTime
 from tickwork.core.errors import InvalidSpecError
 from tickwork.core.schedule import OneShotSchedule, cron_schedule
-from tickwork_dev.reference import vixie_fires
+from tickwork_dev.reference import chosen_fires, vixie_fires
 
 
-def _runs(expression: str, zone: str, start: str, count: int) -> list[str]:
-    schedule = cron_schedule(expression, zone)
+def _runs(
+    expression: str, zone: str, start: str, count: int, choice: DaylightSavingChoice | None = None
+) -> list[str]:
+    schedule = cron_schedule(expression, zone, choice)
     moment = dt.datetime.fromisoformat(start)
     runs = []
     for _ in range(count):
@@ -166,6 +170,137 @@ def test_table_agrees_with_the_vixie_reference(
         ours.append(moment)
     assert ours == reference
     assert schedule.count_fires_minutes(first - 1, last) == len(reference)
+
+
+def _choice(text: str) -> DaylightSavingChoice:
+    repeated, skipped = text.split("/")
+    return DaylightSavingChoice(RepeatedTime(repeated), SkippedTime(skipped))
+
+
+# Rows: expression, zone, start, {choices ("repeated/skipped", or a tuple of them): runs}.
+CHOICE_CASES = [
+    pytest.param(
+        "30 1 * * *", "America/New_York", "2026-10-31T12:00:00+00:00",
+        {("First/Shift", "First/Skip"): ["11-01 01:30-0400", "11-02 01:30-0500"],
+         ("Last/Shift", "Last/Skip"): ["11-01 01:30-0500", "11-02 01:30-0500"],
+         ("Both/Shift", "Both/Skip"): ["11-01 01:30-0400", "11-01 01:30-0500"]},
+        id="new-york-fall-fixed-time-first-last-or-both",
+    ),
+    pytest.param(
+        "30 * * * *", "America/New_York", "2026-11-01T00:00:00-04:00",
+        {"First/Skip": ["11-01 00:30-0400", "11-01 01:30-0400", "11-01 02:30-0500"],
+         "Last/Skip": ["11-01 00:30-0400", "11-01 01:30-0500", "11-01 02:30-0500"],
+         "Both/Skip": ["11-01 00:30-0400", "11-01 01:30-0400", "11-01 01:30-0500"]},
+        id="new-york-fall-wildcard-too",
+    ),
+    pytest.param(
+        "30 2 * * *", "America/New_York", "2026-03-07T12:00:00+00:00",
+        {"First/Shift": ["03-08 03:00-0400", "03-09 02:30-0400"],
+         "Last/Skip": ["03-09 02:30-0400", "03-10 02:30-0400"]},
+        id="new-york-spring-fixed-time-shift-or-skip",
+    ),
+    pytest.param(
+        "15,45 * * * *", "America/New_York", "2026-03-08T01:30:00-05:00",
+        {"Both/Shift": ["03-08 01:45-0500", "03-08 03:00-0400", "03-08 03:15-0400"],
+         "Both/Skip": ["03-08 01:45-0500", "03-08 03:15-0400", "03-08 03:45-0400"]},
+        id="new-york-spring-wildcard-skipped-times-collapse-into-one-shifted-run",
+    ),
+    pytest.param(
+        "15 2 * * *", "Australia/Lord_Howe", "2026-10-03T00:00:00+00:00",
+        {"Both/Shift": ["10-04 02:30+1100", "10-05 02:15+1100"],
+         "Both/Skip": ["10-05 02:15+1100", "10-06 02:15+1100"]},
+        id="lord-howe-spring-30-minute-gap",
+    ),
+    pytest.param(
+        "45 1 * * *", "Australia/Lord_Howe", "2026-04-04T00:00:00+00:00",
+        {"First/Skip": ["04-05 01:45+1100", "04-06 01:45+1030"],
+         "Last/Skip": ["04-05 01:45+1030", "04-06 01:45+1030"],
+         "Both/Skip": ["04-05 01:45+1100", "04-05 01:45+1030"]},
+        id="lord-howe-fall-30-minute-repeat",
+    ),
+    pytest.param(
+        "30 23 * * *", "America/Santiago", "2026-04-04T12:00:00+00:00",
+        {"First/Shift": ["04-04 23:30-0300", "04-05 23:30-0400"],
+         "Last/Shift": ["04-04 23:30-0400", "04-05 23:30-0400"],
+         "Both/Shift": ["04-04 23:30-0300", "04-04 23:30-0400"]},
+        id="santiago-fall-repeats-the-hour-before-midnight",
+    ),
+    pytest.param(
+        "@daily", "America/Santiago", "2026-09-05T12:00:00+00:00",
+        {"First/Shift": ["09-06 01:00-0300", "09-07 00:00-0300"],
+         "First/Skip": ["09-07 00:00-0300", "09-08 00:00-0300"]},
+        id="santiago-spring-midnight-does-not-occur",
+    ),
+    pytest.param(
+        "0 3 * * *", "Pacific/Chatham", "2026-04-04T00:00:00+00:00",
+        {"Last/Skip": ["04-05 03:00+1245", "04-06 03:00+1245"],
+         "Both/Skip": ["04-05 03:00+1345", "04-05 03:00+1245"]},
+        id="chatham-fall-45-minute-offset",
+    ),
+    # A choice applies whatever the size of the change, unlike Debian cron's rules,
+    # which let a jump of 3 hours or more skip every job's times.
+    pytest.param(
+        "30 5 * * *", "Antarctica/Casey", "2018-10-06T00:00:00+00:00",
+        {"First/Shift": ["10-07 07:00+1100", "10-08 05:30+1100"],
+         "First/Skip": ["10-08 05:30+1100", "10-09 05:30+1100"]},
+        id="casey-three-hour-jump",
+    ),
+    pytest.param(
+        "0 12 * * *", "Pacific/Apia", "2011-12-29T00:00:00+00:00",
+        {"First/Shift": ["12-29 12:00-1000", "12-31 00:00+1400"],
+         "First/Skip": ["12-29 12:00-1000", "12-31 12:00+1400"]},
+        id="apia-skipped-a-whole-day",
+    ),
+]  # fmt: skip
+
+
+def _by_choice(table: dict[str | tuple[str, ...], list[str]]) -> list[tuple[str, list[str]]]:
+    return [
+        (choice, runs)
+        for choices, runs in table.items()
+        for choice in ((choices,) if isinstance(choices, str) else choices)
+    ]
+
+
+@pytest.mark.parametrize(("expression", "zone", "start", "table"), CHOICE_CASES)
+def test_a_daylight_saving_choice_picks_the_runs(
+    expression: str, zone: str, start: str, table: dict[str | tuple[str, ...], list[str]]
+) -> None:
+    for choice, expected in _by_choice(table):
+        assert _runs(expression, zone, start, len(expected), _choice(choice)) == expected, choice
+
+
+@pytest.mark.parametrize(("expression", "zone", "start", "table"), CHOICE_CASES)
+def test_choice_table_agrees_with_the_reference(
+    expression: str, zone: str, start: str, table: dict[str | tuple[str, ...], list[str]]
+) -> None:
+    first = civil.to_minute(dt.datetime.fromisoformat(start)) + 1
+    last = first + 3 * 24 * 60
+    for text, _ in _by_choice(table):
+        schedule = cron_schedule(expression, zone, _choice(text))
+        reference = chosen_fires(schedule.cron, schedule.timeline.zone, first, last, _choice(text))
+        ours, moment = [], first - 1
+        while (moment := schedule.next_fire_minute(moment)) is not None and moment <= last:
+            ours.append(moment)
+        assert ours == reference, text
+        assert schedule.count_fires_minutes(first - 1, last) == len(reference), text
+
+
+@pytest.mark.parametrize(
+    ("expression", "zone", "start", "same_as"),
+    [
+        ("30 1 * * *", "America/New_York", "2026-10-31T12:00:00+00:00", "First/Shift"),
+        ("30 2 * * *", "America/New_York", "2026-03-07T12:00:00+00:00", "First/Shift"),
+        ("30 * * * *", "America/New_York", "2026-11-01T00:00:00-04:00", "Both/Skip"),
+        ("*/10 2 * * *", "Australia/Lord_Howe", "2026-10-04T01:55:00+10:30", "Both/Skip"),
+    ],
+)
+def test_at_an_ordinary_change_the_default_is_a_choice_by_the_jobs_kind(
+    expression: str, zone: str, start: str, same_as: str
+) -> None:
+    """Debian cron's rules, for changes of 5 minutes to 3 hours: fixed-time jobs as
+    First/Shift, wildcard jobs as Both/Skip."""
+    assert _runs(expression, zone, start, 4) == _runs(expression, zone, start, 4, _choice(same_as))
 
 
 @pytest.mark.parametrize(

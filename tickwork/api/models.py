@@ -39,6 +39,7 @@ from pydantic.functional_validators import AfterValidator
 
 from tickwork.api import rules
 from tickwork.core.cron import parse_cron
+from tickwork.core.daylight import DaylightSavingChoice, RepeatedTime, SkippedTime
 from tickwork.core.planning import ConcurrencyPolicy
 from tickwork.core.states import JobPhase, RunState
 from tickwork.core.zones import load_zone
@@ -339,11 +340,30 @@ class HistoryLimits(_Model):
     """Runs that did not succeed (Failed, Cancelled, Skipped) kept in status.runs."""
 
 
+class DaylightSaving(_Model):
+    """What the schedule does where the zone's clock changes (daylight saving or any other
+    change of its UTC offset), whatever the size of the change. Unset: Debian cron's rules."""
+
+    repeated: RepeatedTime
+    """A wall-clock time that occurs twice, as the clock goes back: run at the First
+    occurrence, the Last, or Both."""
+    skipped: SkippedTime
+    """A wall-clock time that does not occur, as the clock jumps forward: Shift the run to
+    the first instant after the jump, or Skip it."""
+
+    def choice(self) -> DaylightSavingChoice:
+        return DaylightSavingChoice(repeated=self.repeated, skipped=self.skipped)
+
+
 class ScheduledJobSpec(_Model):
     """The desired schedule and task."""
 
     model_config = ConfigDict(
-        json_schema_extra=_cel(rules.SCHEDULE_XOR_RUN_AT, rules.TTL_NEEDS_RUN_AT)
+        json_schema_extra=_cel(
+            rules.SCHEDULE_XOR_RUN_AT,
+            rules.TTL_NEEDS_RUN_AT,
+            rules.DAYLIGHT_SAVING_NEEDS_SCHEDULE,
+        )
     )
 
     schedule: CronText | None = Field(
@@ -351,6 +371,11 @@ class ScheduledJobSpec(_Model):
     )
     run_at: AwareDatetime | None = Field(default=None, description="Instant of a one-shot run.")
     time_zone: ZoneName = Field(default="UTC", description="IANA zone the schedule is read in.")
+    daylight_saving: DaylightSaving | None = None
+    """Where the zone's clock changes, when a repeated time runs and whether a skipped one
+    shifts or is skipped. Unset: Debian cron's rules (a fixed-time job runs a repeated time
+    once and a skipped one right after the jump; a job whose minute or hour starts with *
+    follows the clock)."""
     suspend: StrictBool = False
     """Stop starting runs (a run already started finishes; none starts once the suspend is
     visible).
@@ -387,11 +412,17 @@ class ScheduledJobSpec(_Model):
             raise ValueError(rules.SCHEDULE_XOR_RUN_AT.message)
         if self.ttl_seconds_after_finished is not None and self.run_at is None:
             raise ValueError(rules.TTL_NEEDS_RUN_AT.message)
+        if self.daylight_saving is not None and self.schedule is None:
+            raise ValueError(rules.DAYLIGHT_SAVING_NEEDS_SCHEDULE.message)
         return self
 
     @property
     def one_shot(self) -> bool:
         return self.run_at is not None
+
+    @property
+    def daylight_saving_choice(self) -> DaylightSavingChoice | None:
+        return None if self.daylight_saving is None else self.daylight_saving.choice()
 
 
 # -- status -------------------------------------------------------------------

@@ -80,6 +80,11 @@ TTL_NEEDS_RUN_AT = CelRule(
     message="ttlSecondsAfterFinished applies to one-shot jobs only: remove it or use runAt",
     field_path=".ttlSecondsAfterFinished",
 )
+DAYLIGHT_SAVING_NEEDS_SCHEDULE = CelRule(
+    rule="!has(self.daylightSaving) || has(self.schedule)",
+    message="daylightSaving applies to cron schedules only: remove it or use schedule",
+    field_path=".daylightSaving",
+)
 ONE_TASK_KIND = CelRule(
     rule="[has(self.http), has(self.command), has(self.python), has(self.echo)]"
     ".filter(x, x).size() == 1",

@@ -17,6 +17,11 @@ loop), because that is what cron users already know:
 * Several skipped wall-clock times of one fixed-time job collapse into the
   single run after the jump (cron would start it several times at once).
 
+A job may choose instead (``spec.daylightSaving``): a repeated time runs at
+its first occurrence, its last or both; a skipped time shifts to the first
+instant after the jump or is skipped — for every change of the zone's
+offset, whatever its size (:mod:`tickwork.core.daylight`).
+
 These rules depend only on the size of the shift, so half-hour
 (Australia/Lord_Howe) and 45-minute-offset (Pacific/Chatham) zones need no
 special case. All functions are pure: the zone's rules come from ``zoneinfo``
@@ -26,60 +31,23 @@ and the current time is always an argument.
 from __future__ import annotations
 
 import datetime as dt
-import enum
 import functools
 from dataclasses import dataclass
 from typing import Protocol
 
 from tickwork.core import civil
 from tickwork.core.cron import CronExpression, parse_cron
+from tickwork.core.daylight import (
+    MAX_SPAN_MINUTES,
+    DaylightSavingChoice,
+    RepeatedTime,
+    Span,
+    special_span,
+)
 from tickwork.core.zones import Transition, ZoneTimeline, load_zone
 
-#: A special region after a transition is never longer than this (Vixie's
-#: "negative" wake-up covers time going back by up to 3 hours).
-_LOOKBACK_MINUTES = 3 * 60 + 2
-
-_SMALL_JUMP_MAX = 4  # cron.c: timeDiff <= 5 is a late wake-up, run every minute
-_MEDIUM_JUMP_MAX = 179  # cron.c: timeDiff <= 180 minutes is "DST begins"
-_REPEAT_MAX = 181  # cron.c: timeDiff >= -180 minutes is "DST ends"
-
-
-class _Kind(enum.Enum):
-    NONE = "none"
-    SMALL_JUMP = "small-jump"
-    MEDIUM_JUMP = "medium-jump"
-    REPEAT = "repeat"
-
-
-def _kind(transition: Transition) -> _Kind:
-    shift = transition.shift
-    if 1 <= shift <= _SMALL_JUMP_MAX:
-        return _Kind.SMALL_JUMP
-    if _SMALL_JUMP_MAX < shift <= _MEDIUM_JUMP_MAX:
-        return _Kind.MEDIUM_JUMP
-    if -_REPEAT_MAX <= shift <= -1:
-        return _Kind.REPEAT
-    return _Kind.NONE
-
-
-def _special_end(transition: Transition) -> int:
-    """The last UTC minute that the transition treats specially (``at - 1`` if none)."""
-    kind = _kind(transition)
-    if kind in (_Kind.SMALL_JUMP, _Kind.MEDIUM_JUMP):
-        return transition.at
-    if kind is _Kind.REPEAT:
-        return transition.at - transition.shift - 1
-    return transition.at - 1
-
-
-def _fires_at_jump(cron: CronExpression, transition: Transition) -> bool:
-    """Does the job fire at the first minute after a forward jump?"""
-    first_skipped = transition.at + transition.before
-    after_jump = transition.at + transition.after
-    if _kind(transition) is _Kind.MEDIUM_JUMP and cron.wildcard:
-        return cron.matches(after_jump)
-    match = cron.next_match(first_skipped)
-    return match is not None and match <= after_jump
+#: How far back a search for a run before an instant goes when the cron never matches.
+_SEARCH_BACK_MINUTES = 30 * 366 * civil.MINUTES_PER_DAY
 
 
 @dataclass(frozen=True)
@@ -88,10 +56,65 @@ class CronSchedule:
 
     cron: CronExpression
     timeline: ZoneTimeline
+    daylight_saving: DaylightSavingChoice | None = None
+    """The job's choice at clock changes; None: Debian cron's rules."""
 
     @property
     def zone_name(self) -> str:
         return self.timeline.zone.key
+
+    # -- the timeline's segments and spans ---------------------------------
+    #
+    # Between transitions the wall clock runs evenly and the cron's own
+    # tables find the runs. A transition either just changes the offset, or
+    # makes a span (tickwork.core.daylight) in which at most one instant fires.
+    # A span starts at its transition, except the first pass that
+    # ``repeated: Last`` suppresses, which ends right before it.
+
+    def _span(self, transition: Transition) -> Span | None:
+        return special_span(transition, self.cron, self.daylight_saving)
+
+    @property
+    def _spans_lead(self) -> bool:
+        """Can a span start before its transition?"""
+        choice = self.daylight_saving
+        return choice is not None and choice.repeated is RepeatedTime.LAST
+
+    def _span_containing(self, position: int) -> Span | None:
+        timeline = self.timeline
+        before = timeline.last_transition(position, position - MAX_SPAN_MINUTES - 1)
+        if before is not None:
+            span = self._span(before)
+            if span is not None and span.start <= position <= span.end:
+                return span
+        if self._spans_lead:
+            following = timeline.next_transition(position, position + MAX_SPAN_MINUTES)
+            if following is not None:
+                span = self._span(following)
+                if span is not None and span.start <= position:
+                    return span
+        return None
+
+    def _segment_end(self, position: int, until: int) -> int | None:
+        """Where the segment holding ``position`` ends (the next transition or span
+        start, exclusive), if that is at or before ``until``."""
+        lead = MAX_SPAN_MINUTES if self._spans_lead else 0
+        transition = self.timeline.next_transition(position, until + lead)
+        if transition is None:
+            return None
+        span = self._span(transition)
+        boundary = transition.at if span is None else min(span.start, transition.at)
+        return boundary if boundary <= until else None
+
+    def _segment_start(self, position: int, since: int) -> int | None:
+        """Where the segment holding ``position`` starts (the last transition or span
+        end, inclusive), if that is after ``since``."""
+        transition = self.timeline.last_transition(position, since - MAX_SPAN_MINUTES - 1)
+        if transition is None:
+            return None
+        span = self._span(transition)
+        boundary = transition.at if span is None else max(span.end + 1, transition.at)
+        return boundary if boundary > since else None
 
     # -- queries on UTC minute numbers --------------------------------------
 
@@ -99,89 +122,62 @@ class CronSchedule:
         """The first UTC minute strictly after ``after`` at which the job fires."""
         cron, timeline = self.cron, self.timeline
         position = after + 1
-        transition = timeline.last_transition(position, position - _LOOKBACK_MINUTES)
         while True:
-            if transition is not None and transition.at <= position <= _special_end(transition):
-                found = self._first_in_special(transition, position)
-                if found is not None:
-                    return found
-                position = _special_end(transition) + 1
+            span = self._span_containing(position)
+            if span is not None:
+                if span.fires_at is not None and span.fires_at >= position:
+                    return span.fires_at
+                position = span.end + 1
+                continue
             offset = timeline.offset(position)
             match = cron.next_match(position + offset)
             if match is None:
                 return None
             candidate = match - offset
-            transition = timeline.next_transition(position, candidate)
-            if transition is None:
+            boundary = self._segment_end(position, candidate)
+            if boundary is None:
                 return candidate
-            position = transition.at
-
-    def _first_in_special(self, transition: Transition, position: int) -> int | None:
-        if _kind(transition) is _Kind.REPEAT:
-            if not self.cron.wildcard:
-                return None  # fixed-time jobs ran in the first pass
-            match = self.cron.next_match(position + transition.after)
-            if match is not None and match - transition.after <= _special_end(transition):
-                return match - transition.after
-            return None
-        return transition.at if _fires_at_jump(self.cron, transition) else None
+            position = boundary
 
     def prev_fire_minute(self, at_or_before: int) -> int | None:
         """The last UTC minute at or before ``at_or_before`` at which the job fires."""
         cron, timeline = self.cron, self.timeline
         position = at_or_before
         while True:
+            span = self._span_containing(position)
+            if span is not None:
+                if span.fires_at is not None and span.fires_at <= position:
+                    return span.fires_at
+                position = span.start - 1
+                continue
             offset = timeline.offset(position)
             match = cron.prev_match(position + offset)
             candidate = None if match is None else match - offset
-            since = candidate if candidate is not None else position - 30 * 366 * 1440
-            transition = timeline.last_transition(position, since - _LOOKBACK_MINUTES)
-            if transition is None:
+            since = candidate if candidate is not None else position - _SEARCH_BACK_MINUTES
+            boundary = self._segment_start(position, since)
+            if boundary is None:
                 return candidate
-            special_end = _special_end(transition)
-            if candidate is not None and candidate > special_end:
-                return candidate
-            if transition.at <= min(position, special_end):
-                found = self._last_in_special(transition, min(position, special_end))
-                if found is not None:
-                    return found
-            position = transition.at - 1
-
-    def _last_in_special(self, transition: Transition, position: int) -> int | None:
-        if _kind(transition) is _Kind.REPEAT:
-            if not self.cron.wildcard:
-                return None
-            match = self.cron.prev_match(position + transition.after)
-            if match is not None and match - transition.after >= transition.at:
-                return match - transition.after
-            return None
-        return transition.at if _fires_at_jump(self.cron, transition) else None
+            position = boundary - 1
 
     def count_fires_minutes(self, after: int, until: int) -> int:
         """How many times the job fires in ``(after, until]``; O(days), not O(fires)."""
         cron, timeline = self.cron, self.timeline
         position = after + 1
         total = 0
-        transition = timeline.last_transition(position, position - _LOOKBACK_MINUTES)
         while position <= until:
-            if transition is not None and transition.at <= position <= _special_end(transition):
-                end = min(_special_end(transition), until)
-                if _kind(transition) is _Kind.REPEAT:
-                    if cron.wildcard:
-                        total += cron.count_matches(
-                            position + transition.after, end + transition.after
-                        )
-                elif _fires_at_jump(cron, transition):
+            span = self._span_containing(position)
+            if span is not None:
+                if span.fires_at is not None and position <= span.fires_at <= until:
                     total += 1
-                position = end + 1
+                position = span.end + 1
                 continue
             offset = timeline.offset(position)
-            transition = timeline.next_transition(position, until)
-            end = until if transition is None else transition.at - 1
+            boundary = self._segment_end(position, until)
+            end = until if boundary is None else boundary - 1
             total += cron.count_matches(position + offset, end + offset)
-            if transition is None:
+            if boundary is None:
                 break
-            position = transition.at
+            position = boundary
         return total
 
     # -- the same on datetimes -------------------------------------------
@@ -201,12 +197,21 @@ class CronSchedule:
 
 
 @functools.lru_cache(maxsize=8192)
-def cron_schedule(expression: str, time_zone: str = "UTC") -> CronSchedule:
+def cron_schedule(
+    expression: str,
+    time_zone: str = "UTC",
+    daylight_saving: DaylightSavingChoice | None = None,
+) -> CronSchedule:
     """Parse ``expression`` for ``time_zone`` or raise an InvalidSpecError saying what to fix.
 
+    ``daylight_saving`` is the job's choice at clock changes (None: Debian cron's rules).
     Schedules are immutable and shared: a thousand jobs on ``0 * * * *`` in one zone hold
     one parsed expression with its lookup tables, not a thousand."""
-    return CronSchedule(cron=parse_cron(expression), timeline=ZoneTimeline(load_zone(time_zone)))
+    return CronSchedule(
+        cron=parse_cron(expression),
+        timeline=ZoneTimeline(load_zone(time_zone)),
+        daylight_saving=daylight_saving,
+    )
 
 
 @dataclass(frozen=True)
