@@ -80,6 +80,12 @@ TTL_NEEDS_RUN_AT = CelRule(
     message="ttlSecondsAfterFinished applies to one-shot jobs only: remove it or use runAt",
     field_path=".ttlSecondsAfterFinished",
 )
+FAILURE_POLICY_NEEDS_SCHEDULE = CelRule(
+    rule="!has(self.failurePolicy) || has(self.schedule)",
+    message="failurePolicy applies to recurring jobs only (a runAt job runs once): "
+    "remove it or use schedule",
+    field_path=".failurePolicy",
+)
 ONE_TASK_KIND = CelRule(
     rule="[has(self.http), has(self.command), has(self.python), has(self.echo)]"
     ".filter(x, x).size() == 1",
