@@ -1,7 +1,8 @@
 -- Argo CD health check for tickwork.dev/ScheduledJob (docs/operations.md, "Argo CD").
 -- Healthy: scheduled, or a one-shot whose run is over and did not fail.
 -- Progressing: the operator has not yet acted on the latest spec.
--- Degraded: an invalid spec, a last run that failed, a missed one-shot run.
+-- Degraded: an invalid spec, a pause after failed runs, a last run that failed, a missed
+-- one-shot run.
 -- Suspended: spec.suspend is true (and the last run did not fail).
 local hs = {}
 

@@ -11,9 +11,15 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from tickwork.api.models import OperatorStatus, ScheduledJobSpec, ScheduledJobStatus
+from tickwork.api.models import (
+    FailureStreak,
+    OperatorStatus,
+    ScheduledJobSpec,
+    ScheduledJobStatus,
+)
+from tickwork.core.failures import FinishedRun, Streak, follow, restart
 from tickwork.core.planning import JobFacts, PendingRun
-from tickwork.core.runs import belongs_to
+from tickwork.core.runs import belongs_to, same_trigger, trigger_key
 from tickwork.core.schedule import OneShotSchedule, Schedule, cron_schedule
 
 JobKey = tuple[str, str]
@@ -45,6 +51,12 @@ class JobEntry:
     """The tickwork.dev/requeue and /purge annotation values, by verb."""
     settled_run_ids: set[str] = field(default_factory=set)
     """Runs the queue reports done although status never said so (a lost status write)."""
+    resume: str | None = None
+    """The tickwork.dev/resume annotation's value."""
+    streak: Streak | None = None
+    """Runs in a row that failed (only with spec.failurePolicy): what status should say."""
+    resumed_token: str | None = None
+    """The last resume token acted on, as status should record it."""
 
     @property
     def key(self) -> JobKey:
@@ -53,6 +65,42 @@ class JobEntry:
     @property
     def suspended(self) -> bool:
         return bool(self.spec and self.spec.suspend)
+
+    @property
+    def paused(self) -> bool:
+        """Paused by runs that failed in a row (and not resumed since)."""
+        return self.spec is not None and self.streak is not None and self.streak.paused
+
+    def follow_failures(self) -> bool:
+        """Count the runs that failed in a row (spec.failurePolicy), from the share of
+        status for this generation, and act on a new resume token; a new spec starts a
+        new count too. True if a pause just ended (the job then starts from now, as
+        after a suspend)."""
+        current = self.wanted.observed_generation == self.generation
+        base = self.wanted if current else self.written
+        was = streak_of(base.failure_streak)
+        token = self.resume or ""
+        key = trigger_key(token)  # None for a blank token: it asks for nothing
+        resume = key is not None and not same_trigger(token, base.last_resume_token)
+        self.resumed_token = key if resume else base.last_resume_token
+        pause_after = self.spec.pause_after if self.spec else None
+        if pause_after is None:
+            self.streak = None
+        elif was is None or resume or base.observed_generation != self.generation:
+            self.streak = restart(self.finished_runs())
+        else:
+            self.streak = follow(was, self.finished_runs(), pause_after=pause_after)
+        return was is not None and was.paused and not self.paused
+
+    def finished_runs(self) -> list[FinishedRun]:
+        """This object's runs that status shows finished: the last one and the history."""
+        status = self.observed
+        records = [status.last_run, *status.runs] if status.last_run else status.runs
+        return [
+            FinishedRun(run_id=r.id, outcome=r.outcome,
+                        finished_at=r.finished_at or r.started_at or r.scheduled_at)
+            for r in records if belongs_to(r.id, self.uid)
+        ]  # fmt: skip
 
     def active_run_id(self) -> str | None:
         """The run that is queued, running or waiting for a retry, if any.
@@ -93,6 +141,22 @@ class JobEntry:
             status_is_current=status.observed_generation == self.generation,
             active_run_id=self.active_run_id(),
         )
+
+
+def streak_of(recorded: FailureStreak | None) -> Streak | None:
+    if recorded is None:
+        return None
+    return Streak(count=recorded.count, run_ids=tuple(recorded.run_ids),
+                  counted_until=recorded.counted_until, paused_at=recorded.paused_at)  # fmt: skip
+
+
+def recorded_streak(streak: Streak | None) -> FailureStreak | None:
+    if streak is None:
+        return None
+    return FailureStreak(
+        count=streak.count, run_ids=list(streak.run_ids),
+        counted_until=streak.counted_until, paused_at=streak.paused_at,
+    )  # fmt: skip
 
 
 def _explain(error: Exception) -> str:

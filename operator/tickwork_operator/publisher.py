@@ -17,6 +17,7 @@ from tickwork.api.models import OperatorStatus, QueuedRun
 from tickwork.core.errors import QueueUnavailableError
 from tickwork.core.planning import Action, Decision, PendingRun, decide
 from tickwork.core.runs import manual_run_id, same_trigger, trigger_key
+from tickwork.core.states import JobPhase
 from tickwork.kube.events import NORMAL, WARNING, EventRecorder
 from tickwork.kube.status import updated
 from tickwork.queue.messages import EnqueueOutcome, RunMessage
@@ -57,7 +58,7 @@ class Publisher:
 
     async def run_due(self, entry: JobEntry) -> None:
         """Decide and publish; the status report follows in the background."""
-        if entry.pending is None or entry.spec is None or entry.suspended:
+        if entry.pending is None or entry.spec is None or entry.suspended or entry.paused:
             return
         pending = entry.pending
         if not self.holds_lease():
@@ -66,6 +67,9 @@ class Publisher:
             self.reindex(entry, pending, retry=True)
             return
         with self.state.acting_on(entry.key):
+            if not await self._resume_written(entry):
+                self.reindex(entry, pending, retry=True)
+                return
             now = self.clock.now()
             decision = decide(entry.facts(), pending, now=now)
             if decision.action is Action.PUBLISH:
@@ -76,6 +80,14 @@ class Publisher:
                 self._not_published(entry, decision)
             entry.pending = decision.following
             self.reindex(entry, decision.following)
+
+    async def _resume_written(self, entry: JobEntry) -> bool:
+        """Status no longer says Paused (written now if it still does; False if that
+        failed). A worker skips a run of a job whose status says Paused, re-reading the
+        job first: the end of a pause must be there before the first run after it."""
+        if entry.written.phase is not JobPhase.PAUSED or entry.paused:
+            return True
+        return await self.reporter.write(entry)
 
     def reindex(self, entry: JobEntry, pending: PendingRun | None, *, retry: bool = False) -> None:
         key = ("run", entry.namespace, entry.name)
@@ -229,8 +241,10 @@ class Publisher:
         if not self.holds_lease():
             self.state.retry_trigger(entry.key, token)
             return
-        if entry.spec is None or entry.suspended:
-            why = "the job is suspended" if entry.suspended else "the spec is invalid"
+        if entry.spec is None or entry.suspended or entry.paused:
+            why = ("the spec is invalid" if entry.spec is None else "the job is suspended"
+                   if entry.suspended else "the job is paused after failed runs: resume it "
+                   "first (kubectl tickwork resume)")  # fmt: skip
             entry.wanted = updated(entry.wanted, last_trigger_token=key)
             await self.events.post(
                 job_ref(entry),
@@ -239,6 +253,9 @@ class Publisher:
                 message=f"run-now {token!r} ignored: {why}",
             )
             await self.reporter.write(entry)
+            return
+        if not await self._resume_written(entry):
+            self.state.retry_trigger(entry.key, token, newer_wins=False)  # next tick
             return
         now = self.clock.now()
         run_id = manual_run_id(entry.uid, token)

@@ -17,11 +17,13 @@ from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
+from tickwork.api.models import OperatorStatus
 from tickwork.core.errors import QueueUnavailableError
+from tickwork.core.failures import RESUME_ANNOTATION
 from tickwork.core.states import JobPhase
 from tickwork.kube.client import KubeApiError, KubeClient
-from tickwork.kube.events import WARNING, EventRecorder, JobRef
-from tickwork.kube.status import OPERATOR_MANAGER, operator_body
+from tickwork.kube.events import NORMAL, WARNING, EventRecorder, JobRef
+from tickwork.kube.status import CONDITION_PAUSED, OPERATOR_MANAGER, operator_body
 from tickwork.queue.protocol import RunQueue
 from tickwork_operator.clock import Clock
 from tickwork_operator.metrics import OperatorMetrics
@@ -37,6 +39,26 @@ REPORT_CONCURRENCY = 16
 #: While a backlog lasts, reports trickle out one round per hold, and a job's
 #: reports merge into one (the latest run, the latest nextRunAt).
 REPORT_HOLD_SECONDS = 3.0
+
+
+def pause_news(before: OperatorStatus, after: OperatorStatus) -> list[tuple[str, str, str]]:
+    """The Events a status write tells, once written: a pause that began (naming the
+    runs that failed), or one that ended (and why)."""
+    was = before.failure_streak is not None and before.failure_streak.paused_at is not None
+    streak = after.failure_streak
+    if streak is not None and streak.paused_at is not None:
+        if was:
+            return []
+        paused = next((c for c in after.conditions if c.type == CONDITION_PAUSED), None)
+        text = paused.message if paused is not None else f"paused: {', '.join(streak.run_ids)}"
+        return [(WARNING, "Paused", text)]
+    if not was:
+        return []
+    if after.last_resume_token != before.last_resume_token:
+        why = f"a new {RESUME_ANNOTATION} token, {after.last_resume_token!r}"
+    else:
+        why = f"the spec changed, generation {after.observed_generation}"
+    return [(NORMAL, "Resumed", f"resumed ({why}): runs are published again, from now on")]
 
 
 def job_ref(entry: JobEntry) -> JobRef:
@@ -148,7 +170,7 @@ class Reporter:
         """Send the operator's share: every field of it, none of anyone else's, so it
         is applied unconditionally (forced: after an upgrade it takes over ``phase``
         from the workers of older versions)."""
-        wanted = entry.wanted
+        wanted, before = entry.wanted, entry.written
         try:
             await self.kube.apply_job_status(
                 entry.namespace, entry.name, entry.uid, operator_body(wanted),
@@ -162,6 +184,8 @@ class Reporter:
             self.state.owe_status(entry.key)
             return False
         self.state.wrote(entry, wanted)
+        for type_, reason, message in pause_news(before, wanted):
+            await self.events.post(job_ref(entry), type_=type_, reason=reason, message=message)
         return True
 
     async def write_owed(self, deadline: float) -> None:

@@ -20,6 +20,7 @@ from typing import Any
 
 from tickwork.api.models import OperatorStatus
 from tickwork.core.buckets import BucketIndex
+from tickwork.core.failures import RESUME_ANNOTATION, describe_pause
 from tickwork.core.planning import pending_for, pending_run
 from tickwork.core.runs import (
     DEAD_LETTER_ANNOTATIONS,
@@ -31,13 +32,22 @@ from tickwork.core.runs import (
 )
 from tickwork.core.states import FINAL_STATES, JobPhase, job_phase, readiness
 from tickwork.kube.status import (
+    CONDITION_PAUSED,
     CONDITION_READY,
     CONDITION_SUSPENDED,
     operator_body,
     updated,
     with_condition,
 )
-from tickwork_operator.entry import IndexKey, JobEntry, JobKey, created_at, parse, status_of
+from tickwork_operator.entry import (
+    IndexKey,
+    JobEntry,
+    JobKey,
+    created_at,
+    parse,
+    recorded_streak,
+    status_of,
+)
 
 
 @dataclass
@@ -153,13 +163,15 @@ class WatchState:
                 if (value := (meta.get("annotations") or {}).get(annotation))
             },
             settled_run_ids=previous.settled_run_ids if previous else set(),
+            resume=(meta.get("annotations") or {}).get(RESUME_ANNOTATION),
         )
         if entry.published_run_id and entry.active_run_id() != entry.published_run_id:
             entry.published_run_id = None  # it finished
         self.track_active(entry)
         spec_changed = previous is None or previous.generation != generation
         self.jobs[key] = entry
-        self._plan(entry, previous, spec_changed=spec_changed, now=now)
+        resumed = entry.follow_failures()
+        self._plan(entry, previous, spec_changed=spec_changed or resumed, now=now)
         self._track_trigger(entry)
         self._track_dead_letter_asks(entry)
         self._track_ttl(entry)
@@ -194,12 +206,13 @@ class WatchState:
         self, entry: JobEntry, previous: JobEntry | None, *, spec_changed: bool, now: dt.datetime
     ) -> None:
         run_key = ("run", entry.namespace, entry.name)
-        if entry.spec is None or entry.suspended:
+        if entry.spec is None or entry.suspended or entry.paused:
             entry.pending = None
         elif spec_changed:
             # New to us: an edit or a resume is a fresh start (no burst of missed
             # runs); first sight after a (re)start picks up where status left off.
-            fresh = previous is not None or entry.observed.phase is JobPhase.SUSPENDED
+            held = (JobPhase.SUSPENDED, JobPhase.PAUSED)
+            fresh = previous is not None or entry.observed.phase in held
             entry.pending = pending_run(entry.facts(), now=now, fresh_start=fresh)
         elif self._leader_moved_on(entry):
             following = entry.written.next_run_at
@@ -236,14 +249,16 @@ class WatchState:
             suspended=entry.suspended, valid=entry.spec is not None,
             one_shot=bool(entry.spec and entry.spec.one_shot),
             finished=entry.pending is None and base.last_schedule_time is not None,
-            active=entry.active_run_id() is not None,
+            active=entry.active_run_id() is not None, paused=entry.paused,
         )  # fmt: skip
         pending = entry.pending
         wanted = updated(
             base, observed_generation=entry.generation, phase=phase,
             next_run_at=pending.scheduled_at if pending and entry.spec and not entry.suspended
             else None,
+            failure_streak=recorded_streak(entry.streak), last_resume_token=entry.resumed_token,
         )  # fmt: skip
+        paused = _pause_text(entry)
         last = entry.observed.last_run
         ready = readiness(
             phase=phase, invalid_reason=entry.invalid_reason,
@@ -251,6 +266,7 @@ class WatchState:
             last_error=last.error if last else None,
             missed_one_shot=wanted.missed_runs is not None and wanted.missed_runs > 0
             and wanted.last_missed_time == wanted.last_schedule_time and last is None,
+            pause_message=paused,
         )  # fmt: skip
         wanted = with_condition(
             wanted, CONDITION_READY, status=ready.ready, reason=ready.reason,
@@ -267,6 +283,17 @@ class WatchState:
             wanted = with_condition(
                 wanted, CONDITION_SUSPENDED, status=False, reason="Resumed",
                 message="runs are published again, from the resume on", now=now,
+            )  # fmt: skip
+        if paused is not None:
+            wanted = with_condition(
+                wanted, CONDITION_PAUSED, status=True, reason="ConsecutiveFailures",
+                message=paused, now=now,
+            )  # fmt: skip
+        elif any(c.type == CONDITION_PAUSED for c in wanted.conditions):
+            wanted = with_condition(
+                wanted, CONDITION_PAUSED, status=False, reason="Resumed",
+                message=f"resumed ({RESUME_ANNOTATION} or a new spec): runs are published "
+                "again, from the resume on", now=now,
             )  # fmt: skip
         entry.wanted = wanted
         if _differs(wanted, entry.written):
@@ -340,6 +367,13 @@ class WatchState:
             else:
                 found.append(entry)
         return found
+
+
+def _pause_text(entry: JobEntry) -> str | None:
+    """Why the job is paused, or None if it is not."""
+    if not entry.paused or entry.streak is None or entry.spec is None:
+        return None
+    return describe_pause(entry.streak, entry.spec.pause_after or entry.streak.count)
 
 
 def _differs(wanted: OperatorStatus, written: OperatorStatus) -> bool:

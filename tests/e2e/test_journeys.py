@@ -17,6 +17,7 @@ import yaml
 
 from tests.support import (
     Jobs,
+    QueueProbe,
     ScriptedServer,
     last_outcome,
     lead,
@@ -24,6 +25,7 @@ from tests.support import (
     row,
     whole_seconds_from_now,
 )
+from tickwork.core.runs import scheduled_run_id
 from tickwork.queue import RedisRunQueue, RedisSettings
 from tickwork.queue.connection import create_client
 from tickwork_dev import argocd
@@ -183,8 +185,6 @@ def test_one_run_can_be_followed_across_the_operators_and_the_workers_json_logs(
                                  "task": {"python": {"name": "tickwork.fail"}}})  # fmt: skip
     wait_for(lambda: last_outcome(jobs, "fine") == "Succeeded", timeout=60, what="success")
     wait_for(lambda: last_outcome(jobs, "broken") == "Failed", timeout=60, what="dead letter")
-    from tickwork.core.runs import scheduled_run_id  # noqa: PLC0415
-
     expected = {
         "fine": ([("claimed", 1), ("started", 1), ("finished", 1)], "Succeeded"),
         "broken": ([("claimed", 1), ("started", 1), ("retrying", 1), ("claimed", 2),
@@ -288,3 +288,82 @@ def test_quick_runs_stay_succeeded_after_the_operator_reports_them(
     wait_for(lambda: {jobs.status(name).get("phase") for name in names} == {"Completed"},
              timeout=30, what="every job Completed")  # fmt: skip
     assert not any(jobs.status(name).get("activeRuns") for name in names)
+
+
+@pytest.mark.timeout(420)
+def test_a_job_whose_runs_keep_failing_pauses_itself_until_it_is_resumed(
+    tickwork: tuple[TickworkProcess, TickworkProcess],
+    cluster: Cluster,
+    jobs: Jobs,
+    namespace: str,
+    endpoint: ScriptedServer,
+    probe: QueueProbe,
+) -> None:
+    endpoint.script = [(503, 0.0)] * 10  # the receiver is broken until the script ends
+    job = jobs.create("flaky", {
+        "schedule": "* * * * *", "failurePolicy": {"pauseAfter": 2},
+        "retry": {"maxAttempts": 1}, "task": {"http": {"url": endpoint.url}},
+    })  # fmt: skip
+    uid = job["metadata"]["uid"]
+    env = {**os.environ, "KUBECONFIG": str(cluster.kubeconfig),
+           "PATH": f"{Path(console_script('tickwork')).parent}:{os.environ['PATH']}"}  # fmt: skip
+    # A manual run fails first (a failure is a failure), then the next scheduled one.
+    subprocess.run([console_script("tickwork"), "-n", namespace, "trigger", "flaky"], env=env,
+                   capture_output=True, check=True)  # fmt: skip
+    wait_for(lambda: jobs.status("flaky").get("phase") == "Paused", timeout=200, interval=0.5,
+             what="the pause")  # fmt: skip
+
+    status = jobs.status("flaky")
+    failed = [r["id"] for r in status["runs"] if r["outcome"] == "Failed"]
+    assert len(failed) == 2
+    assert len(endpoint.requests) == 2  # exactly two runs, then none
+    assert status["failureStreak"]["count"] == 2
+    assert sorted(status["failureStreak"]["runIds"]) == sorted(failed)
+    assert "nextRunAt" not in status
+    conditions = {c["type"]: c for c in status["conditions"]}
+    assert (conditions["Paused"]["status"], conditions["Paused"]["reason"]) == (
+        "True", "ConsecutiveFailures")  # fmt: skip
+    assert all(run_id in conditions["Paused"]["message"] for run_id in failed)
+    assert (conditions["Ready"]["status"], conditions["Ready"]["reason"]) == ("False", "Paused")
+    assert row(cluster, namespace, "flaky")["phase"] == "Paused"
+    assert argocd.health(jobs.get("flaky"))[0] == "Degraded"
+
+    def paused_events() -> list[tuple[str, str, str]]:
+        return [e for e in jobs.events("flaky") if e[1] == "Paused"]
+
+    wait_for(lambda: paused_events() != [], timeout=30, what="the Paused Event")
+    [(kind, _, message)] = paused_events()
+    assert kind == "Warning"
+    assert all(run_id in message for run_id in failed)
+
+    # The run of the next minute is never published: a one-shot job due just after it
+    # runs, and by then the paused job's run would have been in the queue.
+    skipped = dt.datetime.now(dt.UTC).replace(second=0, microsecond=0) + dt.timedelta(minutes=1)
+    jobs.create("sentinel", {"runAt": rfc3339(skipped + dt.timedelta(seconds=2)),
+                             "task": {"echo": {"message": "after the paused minute"}}})  # fmt: skip
+    wait_for(lambda: last_outcome(jobs, "sentinel") == "Succeeded", timeout=120,
+             what="the sentinel's run")  # fmt: skip
+    assert probe.locate(scheduled_run_id(uid, skipped)) is None
+    assert len(endpoint.requests) == 2
+
+    # Fixed elsewhere (the receiver), so no spec change: kubectl tickwork resume.
+    endpoint.script = []
+    resumed = subprocess.run([console_script("kubectl"), "tickwork", "-n", namespace, "resume",
+                              "flaky"], env=env, capture_output=True, text=True,
+                             check=True)  # fmt: skip
+    assert resumed.stdout.startswith('scheduledjob "flaky" resumed (token ')
+    wait_for(lambda: jobs.status("flaky").get("phase") == "Scheduled", timeout=30,
+             what="the resume")  # fmt: skip
+    status = jobs.status("flaky")
+    assert {c["type"]: c["status"] for c in status["conditions"]}["Paused"] == "False"
+    assert status["failureStreak"]["count"] == 0
+    assert "pausedAt" not in status["failureStreak"]
+    assert status["lastResumeToken"] == resumed.stdout.split("token ")[1].rstrip(")\n")
+    next_run = dt.datetime.fromisoformat(status["nextRunAt"])
+    assert next_run <= dt.datetime.now(dt.UTC) + dt.timedelta(minutes=1)  # from now on
+    wait_for(lambda: last_outcome(jobs, "flaky") == "Succeeded", timeout=120,
+             what="a run after the resume")  # fmt: skip
+    assert jobs.status("flaky")["lastRun"]["scheduledAt"] == rfc3339(next_run)
+    assert len(endpoint.requests) == 3
+    wait_for(lambda: any(e[1] == "Resumed" for e in jobs.events("flaky")), timeout=30,
+             what="the Resumed Event")  # fmt: skip

@@ -44,6 +44,23 @@ def test_trigger_suspend_and_resume_edit_the_job(
     assert jobs.get("nightly")["spec"]["suspend"] is False
 
 
+def test_resume_ends_a_pause_with_a_token_and_no_spec_change(
+    cluster: Cluster, jobs: Jobs, namespace: str
+) -> None:
+    created = jobs.create("flaky", {"schedule": "@daily", "failurePolicy": {"pauseAfter": 3},
+                                    "task": {"echo": {}}})  # fmt: skip
+    done = tickwork(cluster, namespace, "resume", "flaky", "--token", "fixed-dns")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == 'scheduledjob "flaky" resumed (token fixed-dns)'
+    job = jobs.get("flaky")
+    assert job["metadata"]["annotations"]["tickwork.dev/resume"] == "fixed-dns"
+    # Not suspended, so nothing changed in the spec: the operator acts on the token alone.
+    assert job["metadata"]["generation"] == created["metadata"]["generation"]
+    again = tickwork(cluster, namespace, "resume", "flaky")
+    assert again.stdout.startswith('scheduledjob "flaky" resumed (token cli-')
+    assert jobs.get("flaky")["metadata"]["annotations"]["tickwork.dev/resume"] != "fixed-dns"
+
+
 def test_a_missing_job_is_a_one_line_error(cluster: Cluster, crd: None, namespace: str) -> None:
     result = tickwork(cluster, namespace, "trigger", "nope")
     assert result.returncode == 1

@@ -268,6 +268,36 @@ def test_runs_that_must_not_execute_are_skipped(
     assert worker.metric("tickwork_runs_skipped_by_worker_total", 'reason="foreign"') == 1.0
 
 
+def test_a_run_queued_before_a_pause_is_skipped_and_one_after_the_resume_runs(
+    start_worker: Start, jobs: Jobs, probe: QueueProbe, cluster: Cluster
+) -> None:
+    worker = start_worker()
+    spec = {"schedule": "@daily", "failurePolicy": {"pauseAfter": 1},
+            "task": {"echo": {"message": "after the fix"}}}  # fmt: skip
+    uid = jobs.create("flaky", spec)["metadata"]["uid"]
+
+    async def operator_writes(phase: str) -> None:
+        async with KubeClient(load_configuration(str(cluster.kubeconfig))) as kube:
+            await kube.apply_job_status(jobs.namespace, "flaky", uid, {"phase": phase},
+                                        field_manager=OPERATOR_MANAGER)  # fmt: skip
+
+    asyncio.run(operator_writes("Paused"))
+    before = f"{uid}.20261201T000000Z"
+    probe.enqueue(RunMessage(run_id=before, namespace=jobs.namespace, name="flaky", uid=uid,
+                             scheduled_at="2026-12-01T00:00:00+00:00"))  # fmt: skip
+    wait_for(lambda: last_outcome(jobs, "flaky") == "Skipped", timeout=30, what="the skip")
+    assert "paused after consecutive failed runs" in jobs.status("flaky")["lastRun"]["error"]
+    assert worker.metric("tickwork_runs_skipped_by_worker_total", 'reason="paused"') == 1.0
+    # Resumed, and at once a run: whatever the worker's watched copy still says, the
+    # API server's copy decides (a pause is status: no new generation to wait for).
+    asyncio.run(operator_writes("Scheduled"))
+    after = f"{uid}.20261202T000000Z"
+    probe.enqueue(RunMessage(run_id=after, namespace=jobs.namespace, name="flaky", uid=uid,
+                             scheduled_at="2026-12-02T00:00:00+00:00"))  # fmt: skip
+    wait_for(lambda: jobs.status("flaky")["lastRun"]["id"] == after, timeout=30, what="the run")
+    assert jobs.status("flaky")["lastRun"]["outcome"] == "Succeeded"
+
+
 def test_a_run_redelivered_after_it_finished_is_not_executed_again(
     start_worker: Start, jobs: Jobs, probe: QueueProbe, cluster: Cluster
 ) -> None:

@@ -3,7 +3,8 @@ watch state over the in-memory queue, a clock moved by hand, and a sink for stat
 writes and Events in place of the API server. (The same behaviour against the real
 API server and Redis: tests/integration/test_operator.py.)
 
-Due, missed and caught up, Forbid, Replace, jitter, suspend, run-now, leader loss.
+Due, missed and caught up, Forbid, Replace, jitter, suspend, run-now, leader loss,
+dead letters, the pause after runs failed in a row.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import pytest
 
 from tickwork.core.buckets import BucketIndex
 from tickwork.core.errors import QueueUnavailableError
+from tickwork.core.failures import RESUME_ANNOTATION
 from tickwork.core.runs import (
     PURGE_ANNOTATION,
     REQUEUE_ANNOTATION,
@@ -69,7 +71,8 @@ class Sink:
             self.run_applies.append((options["field_manager"], status))
             return {"metadata": {}}
         self.writes += 1
-        self.status.update({k: v for k, v in status.items() if v is not None})
+        # Server-side apply: the operator's apply states all its fields; one left out goes.
+        self.status = {k: v for k, v in status.items() if v is not None}
         if self.echo is not None:
             self.echo(dict(self.status))
         return {"metadata": {"resourceVersion": str(100 + self.writes)}}
@@ -460,3 +463,171 @@ async def test_a_purge_forgets_the_run_in_the_queue_and_takes_it_out_of_status()
     assert "deadRuns" not in body
     assert body["lastRun"]["id"] == run_id
     assert leader.sink.status["lastPurgeToken"] == "p1"
+
+
+# -- the pause after runs failed in a row ---------------------------------------------
+
+PAUSE_AFTER_2 = {**EVERY_MINUTE, "failurePolicy": {"pauseAfter": 2}}
+
+
+class Runs:
+    """The workers' share of status: each run a worker took from the queue and ended."""
+
+    def __init__(self, leader: Leader, spec: dict[str, Any]) -> None:
+        self.leader = leader
+        self.spec = spec
+        self.records: list[dict[str, Any]] = []
+        self.generation = 1
+        self.annotations: dict[str, str] = {}
+
+    def show(self) -> None:
+        """The watch brings the job: the operator's last write and the runs' records."""
+        history = {"lastRun": self.records[-1], "runs": self.records} if self.records else {}
+        self.leader.observe(self.spec, status={**self.leader.sink.status, **history},
+                            generation=self.generation, annotations=self.annotations)  # fmt: skip
+
+    async def end_queued(self, outcome: str, *, after: float = 2.0) -> str:
+        """A worker takes the queued run and it ends with ``outcome`` ``after`` seconds."""
+        [claim] = await self.leader.queue.claim(consumer="worker", lease_seconds=30)
+        await self.leader.queue.ack(claim)
+        finished = dt.datetime.fromtimestamp(self.leader.t + after, dt.UTC)
+        self.leader.t += after
+        self.records.append({"id": claim.run_id, "outcome": outcome, "attempts": 1,
+                             "scheduledAt": claim.message.scheduled_at or finished.isoformat(),
+                             "finishedAt": finished.isoformat()})  # fmt: skip
+        self.show()
+        return claim.run_id
+
+
+def condition(status: dict[str, Any], type_: str) -> dict[str, Any]:
+    return next(c for c in status["conditions"] if c["type"] == type_)
+
+
+async def paused_after_two(leader: Leader) -> tuple[Runs, list[str]]:
+    """A job with pauseAfter 2 whose runs of 09:01 and 09:02 failed."""
+    runs = Runs(leader, PAUSE_AFTER_2)
+    runs.show()
+    failed = []
+    for m in (1, 2):
+        await leader.tick_at(minute(m, 0.005))
+        failed.append(await runs.end_queued("Failed"))
+    await leader.tick_at(minute(2, 3))
+    return runs, failed
+
+
+async def test_runs_failing_in_a_row_pause_the_job_and_nothing_more_is_published() -> None:
+    leader = Leader()
+    runs, failed = await paused_after_two(leader)
+    assert failed == [scheduled_run_id(UID, minute(1)), scheduled_run_id(UID, minute(2))]
+    status = leader.sink.status
+    assert status["phase"] == "Paused"
+    assert "nextRunAt" not in status
+    assert status["failureStreak"]["count"] == 2
+    assert status["failureStreak"]["runIds"] == failed
+    paused = condition(status, "Paused")
+    assert (paused["status"], paused["reason"]) == ("True", "ConsecutiveFailures")
+    assert all(run_id in paused["message"] for run_id in failed)
+    ready = condition(status, "Ready")
+    assert (ready["status"], ready["reason"], ready["message"]) == (
+        "False", "Paused", paused["message"])  # fmt: skip
+    assert ("Paused", paused["message"]) in leader.sink.events
+    for m in (3, 4, 5):
+        await leader.tick_at(minute(m, 0.005))
+        runs.show()  # every later watch event: still paused, nothing more told
+    assert await leader.queued() == []
+    assert leader.sink.reasons().count("Paused") == 1
+    assert leader.sink.status["failureStreak"]["count"] == 2
+
+
+async def test_a_success_or_a_skip_between_failures_keeps_the_job_running() -> None:
+    leader = Leader()
+    runs = Runs(leader, PAUSE_AFTER_2)
+    runs.show()
+    for m, outcome in enumerate(["Failed", "Succeeded", "Failed", "Skipped", "Cancelled"], 1):
+        await leader.tick_at(minute(m, 0.005))
+        await runs.end_queued(outcome)
+    await leader.tick_at(minute(6, 0.005))
+    assert await leader.queued() == [scheduled_run_id(UID, minute(6))]
+    assert leader.sink.status["phase"] == "Scheduled"
+    assert leader.sink.status["failureStreak"]["count"] == 1
+
+
+async def test_run_now_on_a_paused_job_is_refused_with_an_event() -> None:
+    leader = Leader()
+    runs, _ = await paused_after_two(leader)
+    runs.annotations = {RUN_NOW_ANNOTATION: "try-again"}
+    runs.show()
+    await leader.tick_at(minute(2, 30))
+    assert await leader.queued() == []
+    [message] = [m for r, m in leader.sink.events if r == "RunNowIgnored"]
+    assert "paused" in message
+    assert "kubectl tickwork resume" in message
+
+
+async def test_a_resume_token_ends_the_pause_once_and_runs_start_from_now() -> None:
+    leader = Leader()
+    runs, _ = await paused_after_two(leader)
+    phases: list[str | None] = []
+    enqueue = leader.queue.enqueue
+
+    async def noting_the_status(message: RunMessage) -> EnqueueOutcome:
+        phases.append(leader.sink.status.get("phase"))
+        return await enqueue(message)
+
+    leader.queue.enqueue = noting_the_status  # type: ignore[method-assign]
+    leader.t = minute(6, 59.9).timestamp()  # resumed a tenth of a second before a run
+    runs.annotations = {RESUME_ANNOTATION: "fixed"}
+    runs.show()
+    await leader.tick_at(minute(7, 0.005))
+    # No burst of the minutes it was paused; the next run, and status said so first.
+    assert await leader.queued() == [scheduled_run_id(UID, minute(7))]
+    assert phases == ["Scheduled"]
+    status = leader.sink.status
+    assert status["lastResumeToken"] == "fixed"
+    assert status["failureStreak"]["count"] == 0
+    assert "pausedAt" not in status["failureStreak"]
+    paused = condition(status, "Paused")
+    assert (paused["status"], paused["reason"]) == ("False", "Resumed")
+    resumed = "resumed (a new tickwork.dev/resume token, 'fixed'): runs are published again"
+    assert ("Resumed", f"{resumed}, from now on") in leader.sink.events
+    # The same token again (every later watch event carries it) resumes nothing more:
+    # two more failures pause the job again.
+    await runs.end_queued("Failed")
+    await leader.tick_at(minute(8, 0.005))
+    await runs.end_queued("Failed")
+    await leader.tick_at(minute(8, 5))
+    assert leader.sink.status["phase"] == "Paused"
+    assert leader.sink.reasons().count("Paused") == 2
+
+
+async def test_a_new_spec_ends_the_pause_and_starts_a_new_count() -> None:
+    leader = Leader()
+    runs, _ = await paused_after_two(leader)
+    leader.t = minute(4, 10).timestamp()
+    runs.spec = {**PAUSE_AFTER_2, "task": {"http": {"url": "https://example.com/fixed"}}}
+    runs.generation = 2
+    runs.show()
+    await leader.tick_at(minute(4, 11))
+    status = leader.sink.status
+    assert status["phase"] == "Scheduled"
+    assert status["nextRunAt"] == "2026-12-01T09:05:00Z"
+    assert status["failureStreak"] == {"count": 0, "runIds": [],
+                                       "countedUntil": "2026-12-01T09:02:02.005000Z"}  # fmt: skip
+    resumed = "resumed (the spec changed, generation 2): runs are published again"
+    assert ("Resumed", f"{resumed}, from now on") in leader.sink.events
+    await leader.tick_at(minute(5, 0.005))
+    assert await leader.queued() == [scheduled_run_id(UID, minute(5))]
+
+
+async def test_a_restarted_operator_keeps_the_pause_and_tells_it_once() -> None:
+    leader = Leader()
+    runs, _ = await paused_after_two(leader)
+    again = Leader(start=minute(3, 30))
+    again.sink.status = dict(leader.sink.status)
+    runs.leader = again
+    runs.show()
+    for m in (4, 5):
+        await again.tick_at(minute(m, 0.005))
+    assert await again.queued() == []
+    assert again.sink.writes == 0  # status already says it all
+    assert again.sink.reasons() == []

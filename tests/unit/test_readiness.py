@@ -11,6 +11,7 @@ from tickwork.core.states import READY_ERROR_CHARS, JobPhase, RunState, readines
 pytestmark = pytest.mark.unit
 
 S, C, SUS, INV = JobPhase.SCHEDULED, JobPhase.COMPLETED, JobPhase.SUSPENDED, JobPhase.INVALID
+P = JobPhase.PAUSED
 
 
 @pytest.mark.parametrize(
@@ -28,6 +29,9 @@ S, C, SUS, INV = JobPhase.SCHEDULED, JobPhase.COMPLETED, JobPhase.SUSPENDED, Job
         (SUS, None, False, True, "Suspended"),
         (SUS, RunState.FAILED, False, False, "LastRunFailed"),
         (INV, RunState.FAILED, False, False, "InvalidSpec"),
+        (P, RunState.FAILED, False, False, "Paused"),  # until resumed, whatever ran last
+        (P, RunState.SKIPPED, False, False, "Paused"),
+        (P, RunState.SUCCEEDED, False, False, "Paused"),
     ],
 )
 def test_ready_follows_the_spec_the_last_run_and_misses(
@@ -58,6 +62,6 @@ def test_docs_api_lists_every_ready_reason() -> None:
         for p in JobPhase for o in (None, *RunState) for m in (False, True)
     )}  # fmt: skip
     assert reasons == {"Scheduled", "Completed", "Suspended", "InvalidSpec", "LastRunFailed",
-                       "Missed"}  # fmt: skip
-    for reason in reasons | {"Resumed"}:
+                       "Missed", "Paused"}  # fmt: skip
+    for reason in reasons | {"Resumed", "ConsecutiveFailures"}:
         assert f"| `{reason}` |" in conditions, reason

@@ -242,9 +242,13 @@ def test_illegal_transitions_say_what_is_allowed(
         ({"one_shot": True, "finished": True, "suspended": True}, JobPhase.COMPLETED),
         ({"one_shot": True, "finished": True, "active": True}, JobPhase.SCHEDULED),
         ({"one_shot": True, "suspended": True}, JobPhase.SUSPENDED),
+        ({"paused": True}, JobPhase.PAUSED),
+        ({"paused": True, "active": True}, JobPhase.PAUSED),  # a run under way may finish
+        ({"paused": True, "suspended": True}, JobPhase.SUSPENDED),
+        ({"paused": True, "valid": False}, JobPhase.INVALID),
     ],
 )
 def test_job_phase_is_the_lifecycle(kwargs: dict[str, bool], phase: JobPhase) -> None:
     arguments = {"suspended": False, "valid": True, "one_shot": False, "finished": False,
-                 "active": False} | kwargs  # fmt: skip
+                 "active": False, "paused": False} | kwargs  # fmt: skip
     assert job_phase(**arguments) is phase

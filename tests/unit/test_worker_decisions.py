@@ -79,6 +79,18 @@ def test_a_suspended_job_skips_its_runs_and_says_so_in_status() -> None:
     assert "suspended" in reason.text
 
 
+def test_a_run_of_a_paused_job_is_skipped_and_says_why() -> None:
+    paused = job(status={"phase": "Paused"}, failurePolicy={"pauseAfter": 2})
+    reason = why_skip(paused, message())
+    assert reason is SkipReason.PAUSED
+    assert reason.state is RunState.SKIPPED
+    assert "paused after consecutive failed runs" in reason.text
+    assert why_skip(job(status={"phase": "Scheduled"}), message()) is None
+    # A run that already ended is left as it is: nothing is written over its record.
+    done = job(status={"phase": "Paused", "lastRun": record(message().run_id, "Failed")})
+    assert why_skip(done, message()) is SkipReason.ALREADY_FINISHED
+
+
 @pytest.mark.parametrize("outcome", ["Succeeded", "Failed", "Cancelled", "Skipped"])
 def test_a_run_that_already_ended_is_not_executed_again(outcome: str) -> None:
     run_id = message().run_id
@@ -127,7 +139,8 @@ def test_replace_supersedes_a_run_once_a_newer_one_is_queued() -> None:
 
 def test_skip_reasons_are_the_metric_labels_the_docs_name() -> None:
     assert {r.value for r in SkipReason} == {
-        "gone", "replaced", "deleting", "foreign", "suspended", "already-finished", "superseded",
+        "gone", "replaced", "deleting", "foreign", "suspended", "paused", "already-finished",
+        "superseded",
     }  # fmt: skip
 
 

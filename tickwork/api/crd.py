@@ -42,7 +42,8 @@ PRINTER_COLUMNS = [
     {"name": "Zone", "type": "string", "jsonPath": ".spec.timeZone", "priority": 1},
     {"name": "Suspend", "type": "boolean", "jsonPath": ".spec.suspend"},
     {"name": "Phase", "type": "string", "jsonPath": ".status.phase",
-     "description": "The lifecycle (the operator's): Scheduled, Suspended, Completed, Invalid"},
+     "description": "The lifecycle (the operator's): Scheduled, Suspended, Paused, Completed, "
+                    "Invalid"},
     {"name": "Active", "type": "string", "jsonPath": ".status.activeRuns[0].state",
      "description": "A run started and not finished (Running or Retrying)"},
     {"name": "Last", "type": "string", "jsonPath": ".status.lastRun.outcome",

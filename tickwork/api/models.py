@@ -40,6 +40,7 @@ from pydantic.functional_validators import AfterValidator
 from tickwork.api import rules
 from tickwork.core.cron import parse_cron
 from tickwork.core.daylight import DaylightSavingChoice, RepeatedTime, SkippedTime
+from tickwork.core.failures import STREAK_RUN_IDS
 from tickwork.core.planning import ConcurrencyPolicy
 from tickwork.core.states import JobPhase, RunState
 from tickwork.core.zones import load_zone
@@ -355,6 +356,16 @@ class DaylightSaving(_Model):
         return DaylightSavingChoice(repeated=self.repeated, skipped=self.skipped)
 
 
+class FailurePolicy(_Model):
+    """What runs that fail in a row do to a recurring job."""
+
+    pause_after: Annotated[StrictInt, Field(ge=1, le=100)] | None = None
+    """Pause the job after this many runs in a row failed for good (after their retries;
+    Skipped and Cancelled runs do not count, a run that succeeds starts the count
+    again): no run is published until the job is resumed (kubectl tickwork resume, the
+    tickwork.dev/resume annotation) or its spec changes. Unset: never pause."""
+
+
 class ScheduledJobSpec(_Model):
     """The desired schedule and task."""
 
@@ -363,6 +374,7 @@ class ScheduledJobSpec(_Model):
             rules.SCHEDULE_XOR_RUN_AT,
             rules.TTL_NEEDS_RUN_AT,
             rules.DAYLIGHT_SAVING_NEEDS_SCHEDULE,
+            rules.FAILURE_POLICY_NEEDS_SCHEDULE,
         )
     )
 
@@ -401,6 +413,8 @@ class ScheduledJobSpec(_Model):
     """Attempts per run and the backoff between them."""
     history: HistoryLimits = HistoryLimits()
     """How many finished runs status.runs keeps."""
+    failure_policy: FailurePolicy | None = None
+    """Recurring jobs only: pause the job after runs failed in a row (pauseAfter)."""
     ttl_seconds_after_finished: Annotated[StrictInt, Field(ge=0, le=31536000)] | None = None
     """One-shot jobs only: delete the object this many seconds after its run finished."""
     task: Task
@@ -414,7 +428,14 @@ class ScheduledJobSpec(_Model):
             raise ValueError(rules.TTL_NEEDS_RUN_AT.message)
         if self.daylight_saving is not None and self.schedule is None:
             raise ValueError(rules.DAYLIGHT_SAVING_NEEDS_SCHEDULE.message)
+        if self.failure_policy is not None and self.schedule is None:
+            raise ValueError(rules.FAILURE_POLICY_NEEDS_SCHEDULE.message)
         return self
+
+    @property
+    def pause_after(self) -> int | None:
+        """failurePolicy.pauseAfter, if set."""
+        return self.failure_policy.pause_after if self.failure_policy else None
 
     @property
     def one_shot(self) -> bool:
@@ -446,7 +467,7 @@ class Condition(_Model):
     """A ``metav1.Condition``: the standard shape, so tools understand it."""
 
     type: Annotated[StrictStr, Field(min_length=1, max_length=128)]
-    """Ready or Suspended."""
+    """Ready, Suspended or Paused."""
     status: ConditionStatus
     """True, False or Unknown."""
     reason: Annotated[StrictStr, Field(min_length=1, max_length=128)]
@@ -543,6 +564,25 @@ DEAD_RUNS_LISTED = 20
 DEAD_RUNS_LIMIT = 64
 
 
+class FailureStreak(_Model):
+    """Runs in a row that failed for good, as the operator counts them for
+    spec.failurePolicy, each run once, in the order they finished."""
+
+    count: Annotated[StrictInt, Field(ge=0)] = 0
+    """Consecutive runs that failed for good; a run that succeeds sets it back to 0
+    (Skipped and Cancelled runs leave it)."""
+    run_ids: Annotated[
+        list[Annotated[StrictStr, Field(max_length=256)]], Field(max_length=STREAK_RUN_IDS)
+    ] = []
+    """The IDs of those runs (the newest 10), oldest first."""
+    counted_until: Instant | None = None
+    """Runs that finished at or before this instant are counted already."""
+    paused_at: Instant | None = None
+    """Set when the count reached pauseAfter (the finish of the run that did): the job is
+    paused (phase Paused) and the streak stands still until the job is resumed or its
+    spec changes, which start a new one."""
+
+
 class OperatorStatus(_Model):
     """The operator's share of status (field manager tickwork-operator): the job's
     lifecycle and its schedule. No worker writes any of these fields."""
@@ -550,7 +590,8 @@ class OperatorStatus(_Model):
     model_config = ConfigDict(extra="ignore")
 
     phase: JobPhase | None = Field(
-        default=None, description="Lifecycle: Scheduled, Suspended, Completed or Invalid."
+        default=None,
+        description="Lifecycle: Scheduled, Suspended, Paused, Completed or Invalid.",
     )
     observed_generation: Annotated[StrictInt, Field(ge=0)] | None = None
     """The metadata.generation the operator last acted on."""
@@ -570,6 +611,10 @@ class OperatorStatus(_Model):
     """The last tickwork.dev/requeue token acted on."""
     last_purge_token: Annotated[StrictStr, Field(max_length=253)] | None = None
     """The last tickwork.dev/purge token acted on."""
+    failure_streak: FailureStreak | None = None
+    """Runs in a row that failed for good (only with spec.failurePolicy)."""
+    last_resume_token: Annotated[StrictStr, Field(max_length=253)] | None = None
+    """The last tickwork.dev/resume token acted on (each token resumes a paused job once)."""
     conditions: Annotated[
         list[Condition],
         Field(
@@ -577,8 +622,8 @@ class OperatorStatus(_Model):
             json_schema_extra=_list_map("type"),
         ),
     ] = []
-    """Ready (False when the spec is invalid, a run was missed or the last run did not succeed)
-    and Suspended.
+    """Ready (False when the spec is invalid, the job is paused, a run was missed or the last
+    run did not succeed), Suspended and Paused.
     """
 
 

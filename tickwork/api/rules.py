@@ -85,6 +85,12 @@ DAYLIGHT_SAVING_NEEDS_SCHEDULE = CelRule(
     message="daylightSaving applies to cron schedules only: remove it or use schedule",
     field_path=".daylightSaving",
 )
+FAILURE_POLICY_NEEDS_SCHEDULE = CelRule(
+    rule="!has(self.failurePolicy) || has(self.schedule)",
+    message="failurePolicy applies to recurring jobs only (a runAt job runs once): "
+    "remove it or use schedule",
+    field_path=".failurePolicy",
+)
 ONE_TASK_KIND = CelRule(
     rule="[has(self.http), has(self.command), has(self.python), has(self.echo)]"
     ".filter(x, x).size() == 1",

@@ -4,7 +4,8 @@
     tickwork runs NAME [-o wide|json|yaml|name]         a job's runs, started then newest
     tickwork describe RUN_ID [-A]                       one run, whatever job it is of
     tickwork trigger NAME [--token T]     run now (the tickwork.dev/run-now annotation)
-    tickwork suspend NAME / resume NAME   stop / restart publishing runs
+    tickwork suspend NAME / resume NAME   stop / restart publishing runs (resume also
+                                          ends a pause after failed runs)
     tickwork dlq list [-A]                dead runs the jobs' status lists
     tickwork dlq requeue RUN_ID | --all   give them another go, as attempt 1
     tickwork dlq purge RUN_ID | --all     forget them (both: an annotation the operator

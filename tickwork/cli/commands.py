@@ -15,6 +15,7 @@ from typing import Any
 from tickwork.cli import completion, render
 from tickwork.cli.access import CliError, Jobs, connect
 from tickwork.core.errors import QueueUnavailableError
+from tickwork.core.failures import RESUME_ANNOTATION
 from tickwork.core.runs import DEAD_LETTER_ANNOTATIONS, RUN_NOW_ANNOTATION, parse_run_id
 from tickwork.queue import RedisRunQueue, RedisSettings
 from tickwork.queue.connection import create_client
@@ -25,17 +26,32 @@ def _now() -> dt.datetime:
     return dt.datetime.now(dt.UTC)
 
 
+def _token() -> str:
+    """A fresh token for an annotation the operator acts on once per token."""
+    return _now().strftime("cli-%Y%m%d-%H%M%S-%f")
+
+
 def cmd_trigger(args: argparse.Namespace) -> str:
     jobs = connect(args)
-    token = args.token or _now().strftime("cli-%Y%m%d-%H%M%S-%f")
+    token = args.token or _token()
     jobs.patch(args.name, {"metadata": {"annotations": {RUN_NOW_ANNOTATION: token}}})
     return f'scheduledjob "{args.name}" triggered (token {token})'
 
 
-def cmd_suspend(args: argparse.Namespace, *, suspend: bool) -> str:
+def cmd_suspend(args: argparse.Namespace) -> str:
     jobs = connect(args)
-    jobs.patch(args.name, {"spec": {"suspend": suspend}})
-    return f'scheduledjob "{args.name}" {"suspended" if suspend else "resumed"}'
+    jobs.patch(args.name, {"spec": {"suspend": True}})
+    return f'scheduledjob "{args.name}" suspended'
+
+
+def cmd_resume(args: argparse.Namespace) -> str:
+    """Undo a suspend, and end a pause after failed runs (a resume token: no spec
+    change needed); either way runs start again from now."""
+    jobs = connect(args)
+    token = args.token or _token()
+    jobs.patch(args.name, {"spec": {"suspend": False},
+                           "metadata": {"annotations": {RESUME_ANNOTATION: token}}})  # fmt: skip
+    return f'scheduledjob "{args.name}" resumed (token {token})'
 
 
 def cmd_get(args: argparse.Namespace) -> str:
@@ -82,7 +98,7 @@ def cmd_dlq(args: argparse.Namespace) -> str:
         return render.render_dead_runs(found, now=_now())
     if args.run_id is None and not args.all:
         raise CliError("name a run ID, or --all")
-    token = _now().strftime("cli-%Y%m%d-%H%M%S-%f")
+    token = _token()
     annotation = DEAD_LETTER_ANNOTATIONS[args.dlq_command]
     if args.run_id is not None:
         job = _job_of_run(jobs, args.run_id, all_namespaces=args.all_namespaces)
@@ -175,14 +191,14 @@ def parser() -> argparse.ArgumentParser:
     get.add_argument("-A", "--all-namespaces", action="store_true")
     get.add_argument("-o", "--output", choices=render.FORMATS, default="table")
     for name, text in (("trigger", "run a job now"), ("suspend", "stop publishing runs"),
-                       ("resume", "publish runs again, from now on"),
+                       ("resume", "publish runs again, from now on (also after a pause)"),
                        ("runs", "show the run history")):  # fmt: skip
         cmd = sub.add_parser(name, help=text, parents=nested)
         cmd.add_argument("name")
         if name == "runs":
             cmd.add_argument("-o", "--output", choices=render.FORMATS, default="table")
-        if name == "trigger":
-            cmd.add_argument("--token", help="a distinct token runs once (default: a timestamp)")
+        if name in ("trigger", "resume"):
+            cmd.add_argument("--token", help="a distinct token acts once (default: a timestamp)")
     describe = sub.add_parser("describe", help="one run, by its ID", parents=nested)
     describe.add_argument("run_id")
     describe.add_argument("-A", "--all-namespaces", action="store_true")
@@ -247,8 +263,8 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], str]] = {
     "runs": cmd_runs,
     "describe": cmd_describe,
     "trigger": cmd_trigger,
-    "suspend": lambda args: cmd_suspend(args, suspend=True),
-    "resume": lambda args: cmd_suspend(args, suspend=False),
+    "suspend": cmd_suspend,
+    "resume": cmd_resume,
     "version": _version,
     "completion": _completion,
     "dlq": cmd_dlq,

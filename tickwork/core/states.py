@@ -70,13 +70,17 @@ class JobPhase(enum.StrEnum):
 
     SCHEDULED = "Scheduled"
     SUSPENDED = "Suspended"
+    PAUSED = "Paused"
+    """Runs failed in a row (``spec.failurePolicy.pauseAfter``): none is published
+    until a person resumes the job."""
     COMPLETED = "Completed"
     INVALID = "Invalid"
 
 
 def job_phase(
-    *, suspended: bool, valid: bool, one_shot: bool, finished: bool, active: bool
-) -> JobPhase:
+    *, suspended: bool, valid: bool, one_shot: bool, finished: bool, active: bool,
+    paused: bool = False,
+) -> JobPhase:  # fmt: skip
     """The lifecycle: a one-shot job whose run ended (and none is active) is
     Completed, however the run ended (``lastRun.outcome`` says how)."""
     if not valid:
@@ -85,6 +89,8 @@ def job_phase(
         return JobPhase.COMPLETED
     if suspended:
         return JobPhase.SUSPENDED
+    if paused:
+        return JobPhase.PAUSED
     return JobPhase.SCHEDULED
 
 
@@ -101,7 +107,12 @@ class Readiness:
 READY_ERROR_CHARS = 200
 
 
-_COMPLETED = "the one-shot run is over (lastRun says how it ended)"
+#: Ready=True, by phase: the reason and the message.
+_READY = {
+    JobPhase.SUSPENDED: ("Suspended", "suspended"),
+    JobPhase.COMPLETED: ("Completed", "the one-shot run is over (lastRun says how it ended)"),
+}
+_SCHEDULED = ("Scheduled", "the schedule is valid and indexed")
 
 
 def readiness(
@@ -112,13 +123,18 @@ def readiness(
     last_run_id: str | None,
     last_error: str | None,
     missed_one_shot: bool,
+    pause_message: str | None = None,
 ) -> Readiness:
-    """``Ready`` from what the operator knows: False for an invalid spec, a last run
-    that failed (until a later run succeeds) and a one-shot run that was missed; a
-    suspended job is Ready (it does what it was told)."""
+    """``Ready`` from what the operator knows: False for an invalid spec, a job paused
+    by failed runs (until it is resumed), a last run that failed (until a later run
+    succeeds) and a one-shot run that was missed; a suspended job is Ready (it does
+    what it was told)."""
     if phase is JobPhase.INVALID:
         text = invalid_reason or "invalid spec"
         return Readiness(ready=False, reason="InvalidSpec", message=text)
+    if phase is JobPhase.PAUSED:
+        text = pause_message or "paused after consecutive failed runs"
+        return Readiness(ready=False, reason="Paused", message=text)
     if last_outcome is RunState.FAILED:
         error = (last_error or "")[:READY_ERROR_CHARS]
         text = f"run {last_run_id} failed: {error}".rstrip(": ")
@@ -126,8 +142,5 @@ def readiness(
     if missed_one_shot and phase is JobPhase.COMPLETED:
         text = "the one-shot run could not start within startingDeadlineSeconds"
         return Readiness(ready=False, reason="Missed", message=text)
-    if phase is JobPhase.SUSPENDED:
-        return Readiness(ready=True, reason="Suspended", message="suspended")
-    if phase is JobPhase.COMPLETED:
-        return Readiness(ready=True, reason="Completed", message=_COMPLETED)
-    return Readiness(ready=True, reason="Scheduled", message="the schedule is valid and indexed")
+    reason, text = _READY.get(phase, _SCHEDULED)
+    return Readiness(ready=True, reason=reason, message=text)

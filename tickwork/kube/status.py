@@ -11,7 +11,8 @@ observedGeneration, nextRunAt,          waits for a retry; its record in ``runs`
 lastScheduleTime, queuedRun,            ``lastRun`` and (on success)
 missedRuns, lastMissedTime,             ``lastSuccessfulTime``, taken over (forced)
 lastTriggerToken, lastRequeueToken,     by whichever run finishes last; its
-lastPurgeToken, conditions              ``deadRuns`` entry while it is dead-lettered
+lastPurgeToken, lastResumeToken,        ``deadRuns`` entry while it is dead-lettered
+failureStreak, conditions
 =====================================  ===========================================
 
 With server-side apply an apply states *all* of a manager's intent: a field it
@@ -59,6 +60,7 @@ LEGACY_WORKER_MANAGER = "tickwork-worker"
 
 CONDITION_READY = "Ready"
 CONDITION_SUSPENDED = "Suspended"
+CONDITION_PAUSED = "Paused"
 
 
 def timestamp(moment: dt.datetime | None) -> str | None:

@@ -15,7 +15,7 @@ from tickwork.api.models import ScheduledJob
 from tickwork.core.planning import ConcurrencyPolicy
 from tickwork.core.retry import GiveUp, after_failure
 from tickwork.core.runs import belongs_to
-from tickwork.core.states import FINAL_STATES, RunState, transition
+from tickwork.core.states import FINAL_STATES, JobPhase, RunState, transition
 from tickwork.core.text import cap_optional
 from tickwork.queue.messages import RunMessage
 
@@ -32,6 +32,9 @@ class SkipReason(enum.StrEnum):
     FOREIGN = "foreign"
     """The run ID belongs to another object: never execute under it."""
     SUSPENDED = "suspended"
+    PAUSED = "paused"
+    """Runs failed in a row and the operator paused the job (failurePolicy.pauseAfter)
+    after this run was queued."""
     ALREADY_FINISHED = "already-finished"
     """A redelivery of a run whose outcome status already has."""
     SUPERSEDED = "superseded"
@@ -48,9 +51,12 @@ class SkipReason(enum.StrEnum):
         return _TEXTS.get(self, f"skipped: {self.value}")
 
 
-_RECORDED = {SkipReason.SUSPENDED: RunState.SKIPPED, SkipReason.SUPERSEDED: RunState.CANCELLED}
+_RECORDED = {SkipReason.SUSPENDED: RunState.SKIPPED, SkipReason.PAUSED: RunState.SKIPPED,
+             SkipReason.SUPERSEDED: RunState.CANCELLED}  # fmt: skip
 _TEXTS = {
     SkipReason.SUSPENDED: "skipped: the job is suspended",
+    SkipReason.PAUSED: "skipped: the job is paused after consecutive failed runs "
+    "(status.failureStreak); it was queued before the pause",
     SkipReason.SUPERSEDED: "cancelled: a newer run replaced it (concurrencyPolicy Replace)",
 }
 
@@ -85,6 +91,10 @@ def why_skip(job: ScheduledJob | None, message: RunMessage) -> SkipReason | None
         # that already ended (a redelivery after a crash) must not.
         if not (message.requeued and record.outcome is RunState.FAILED):
             return SkipReason.ALREADY_FINISHED
+    if status.phase is JobPhase.PAUSED:
+        # The operator publishes nothing while it has the job paused, and writes the
+        # end of a pause before it publishes again: this run was queued before.
+        return SkipReason.PAUSED
     queued = status.queued_run
     if (
         job.spec.concurrency_policy is ConcurrencyPolicy.REPLACE

@@ -85,7 +85,9 @@ class JobAccess:
         self.jobs = jobs
         self._writes = asyncio.Semaphore(_STATUS_WRITES_IN_FLIGHT)
 
-    async def read(self, claim: Claim, *, to_start: bool = False) -> ScheduledJob | None:
+    async def read(
+        self, claim: Claim, *, to_start: bool = False, fresh: bool = False
+    ) -> ScheduledJob | None:
         """The job as the watched copy has it if that can vouch for it, else as the API
         server has it.
 
@@ -96,12 +98,13 @@ class JobAccess:
         and the job is neither gone nor being deleted: a watch lagging behind the API
         server cannot start a run that a suspend or a delete has already stopped.
         (Writes of status need no such care: they are conditional on the
-        resourceVersion they were built on.)"""
+        resourceVersion they were built on.) ``fresh``: from the API server, whatever
+        the copy has."""
         message = claim.message
         body = None
         # A redelivered or requeued run is checked against the API server itself: it
         # may have finished moments ago, and only the truth may decide to run it again.
-        if self.jobs is not None and message.attempt == 1 and not message.requeued:
+        if self.jobs is not None and message.attempt == 1 and not message.requeued and not fresh:
             generation = message.generation or 0
             if to_start:
                 now = await self.kube.job_metadata(message.namespace, message.name)

@@ -56,7 +56,7 @@ class WorkerMetrics:
         )
         self.skipped = Counter(
             "tickwork_runs_skipped_by_worker_total",
-            "Claimed runs not executed (job gone, replaced, suspended, already done).",
+            "Claimed runs not executed (job gone, replaced, suspended, paused, already done).",
             ["reason"],
             registry=r,
         )

@@ -97,6 +97,11 @@ class Runner:
             job = await self.access.read(claim, to_start=True)
             progress = RunProgress()
             reason = why_skip(job, message)
+            if reason is SkipReason.PAUSED:
+                # A pause and its end are status, not spec (no new generation): the
+                # watched copy may not have the end yet. The API server has.
+                job = await self.access.read(claim, to_start=True, fresh=True)
+                reason = why_skip(job, message)
             if reason is not None:
                 await self._skip(claim, job, reason, progress)
                 return
