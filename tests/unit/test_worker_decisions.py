@@ -77,6 +77,9 @@ def test_a_suspended_job_skips_its_runs_and_says_so_in_status() -> None:
     assert reason is SkipReason.SUSPENDED
     assert reason.state is RunState.SKIPPED
     assert "suspended" in reason.text
+    # A redelivered run that already ended keeps its record: no Skipped over it.
+    done = job(suspend=True, status={"lastRun": record(message().run_id, "Succeeded")})
+    assert why_skip(done, message()) is SkipReason.ALREADY_FINISHED
 
 
 def test_a_run_of_a_paused_job_is_skipped_and_says_why() -> None:

@@ -80,8 +80,6 @@ def why_skip(job: ScheduledJob | None, message: RunMessage) -> SkipReason | None
     if mismatch is not None:
         return mismatch
     assert job is not None  # noqa: S101 - not_this_job said it is the run's object
-    if job.spec.suspend:
-        return SkipReason.SUSPENDED
     status = job.status
     finished = [status.last_run, *status.runs] if status.last_run else list(status.runs)
     for record in finished:
@@ -91,6 +89,10 @@ def why_skip(job: ScheduledJob | None, message: RunMessage) -> SkipReason | None
         # that already ended (a redelivery after a crash) must not.
         if not (message.requeued and record.outcome is RunState.FAILED):
             return SkipReason.ALREADY_FINISHED
+    # A run that already finished is acknowledged as it is, suspended or not: a
+    # Skipped record must not overwrite its real one.
+    if job.spec.suspend:
+        return SkipReason.SUSPENDED
     if status.phase is JobPhase.PAUSED:
         # The operator publishes nothing while it has the job paused, and writes the
         # end of a pause before it publishes again: this run was queued before.
