@@ -26,6 +26,7 @@ from tickwork.core.templates import (
     check_template,
     render_template,
 )
+from tickwork.queue.messages import RunMessage
 
 pytestmark = pytest.mark.unit
 
@@ -106,6 +107,19 @@ def test_names_become_environment_variables_and_assignments_split_at_the_first_e
     assert parse_assignment("empty=") == ("empty", "")
     with pytest.raises(InvalidParamsError, match="must be NAME=VALUE"):
         parse_assignment("region")
+
+
+def test_messages_of_older_versions_still_decode_and_new_ones_carry_the_parameters() -> None:
+    old = RunMessage.from_json('{"run_id":"u.manual.t","namespace":"n","name":"j","uid":"u",'
+                               '"attempt":2,"redeliveries":0}')  # fmt: skip
+    assert (old.params, old.triggered_at, old.attempt) == (None, None, 2)
+    new = RunMessage(run_id="u.manual.t", namespace="n", name="j", uid="u",
+                     triggered_at="2026-12-01T09:00:00+00:00", params={"region": "eu"})  # fmt: skip
+    assert RunMessage.from_json(new.to_json()) == new
+    assert '"params"' not in RunMessage(run_id="r", namespace="n", name="j", uid="u").to_json()
+    # As Redis' Lua (cjson) re-encodes a message on a retry: escaped slashes, any order.
+    relayed = '{"uid":"u","params":{"path":"a\\/b"},"name":"j","namespace":"n","run_id":"r"}'
+    assert RunMessage.from_json(relayed).params == {"path": "a/b"}
 
 
 # -- templates -------------------------------------------------------------------
