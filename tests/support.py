@@ -8,6 +8,7 @@ import contextlib
 import datetime as dt
 import json
 import math
+import os
 import select
 import socket
 import subprocess
@@ -156,6 +157,35 @@ def publish(jobs: Jobs, probe: QueueProbe, name: str, spec: dict[str, Any]) -> t
     probe.enqueue(RunMessage(run_id=run_id, namespace=jobs.namespace, name=name, uid=uid,
                              scheduled_at=scheduled.isoformat()))  # fmt: skip
     return uid, run_id
+
+
+def publish_manual(
+    jobs: Jobs, probe: QueueProbe, name: str, spec: dict[str, Any], *,
+    token: str = "t1",  # noqa: S107 - a run-now token, not a password
+    params: dict[str, str] | None = None,
+) -> tuple[str, dt.datetime]:  # fmt: skip
+    """Create a job and put a manual run of it in the queue, as the operator would for
+    a trigger with ``params``; return (run ID, the trigger's time)."""
+    from tickwork.core.runs import manual_run_id  # noqa: PLC0415 - helpers stay light
+
+    job = jobs.create(name, {"schedule": "0 0 1 1 *", **spec})
+    uid = job["metadata"]["uid"]
+    run_id = manual_run_id(uid, token)
+    at = dt.datetime.now(dt.UTC).replace(microsecond=0)
+    probe.enqueue(RunMessage(run_id=run_id, namespace=jobs.namespace, name=name, uid=uid,
+                             triggered_at=at.isoformat(), params=params))  # fmt: skip
+    return run_id, at
+
+
+def task_package(folder: Path, source: str) -> str:
+    """An installed package registering the Python task ``acme.task`` (function ``task``
+    of ``source``), as users ship theirs; returns the PYTHONPATH that installs it."""
+    (folder / "acme_tasks.py").write_text(source)
+    info = folder / "acme_tasks-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: acme-tasks\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text("[tickwork.tasks]\nacme.task = acme_tasks:task\n")
+    return os.pathsep.join([str(folder), os.environ.get("PYTHONPATH", "")])
 
 
 def finished(jobs: Jobs, name: str, timeout: float = 60) -> dict[str, object]:

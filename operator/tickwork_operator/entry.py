@@ -47,6 +47,8 @@ class JobEntry:
     published_run_id: str | None = None
     """A run this replica published and has not yet seen finish."""
     run_now: str | None = None
+    run_params: str | None = None
+    """The tickwork.dev/run-params annotation: the parameters of the run-now token."""
     dead_letter_asks: dict[str, str] = field(default_factory=dict)
     """The tickwork.dev/requeue and /purge annotation values, by verb."""
     settled_run_ids: set[str] = field(default_factory=set)

@@ -14,7 +14,8 @@ import logging
 from collections.abc import Callable
 
 from tickwork.api.models import OperatorStatus, QueuedRun
-from tickwork.core.errors import QueueUnavailableError
+from tickwork.core.errors import InvalidParamsError, QueueUnavailableError
+from tickwork.core.params import parse_params
 from tickwork.core.planning import Action, Decision, PendingRun, decide
 from tickwork.core.runs import manual_run_id, same_trigger, trigger_key
 from tickwork.core.states import JobPhase
@@ -25,7 +26,7 @@ from tickwork.queue.protocol import RunQueue
 from tickwork_operator.clock import Clock
 from tickwork_operator.metrics import OperatorMetrics
 from tickwork_operator.reporter import Reporter, job_ref
-from tickwork_operator.state import JobEntry, WatchState
+from tickwork_operator.state import JobEntry, Trigger, WatchState
 
 logger = logging.getLogger(__name__)
 
@@ -130,10 +131,12 @@ class Publisher:
     ) -> EnqueueOutcome | None:
         """The one way a run is published, scheduled or manual: enqueue it, note it
         active, and want status to name it (``queuedRun``). None if Redis is away."""
+        moment = queued.scheduled_at.isoformat()
         message = RunMessage(
             run_id=queued.id, namespace=entry.namespace, name=entry.name, uid=entry.uid,
-            scheduled_at=None if queued.manual else queued.scheduled_at.isoformat(),
-            generation=entry.generation,
+            scheduled_at=None if queued.manual else moment,
+            triggered_at=moment if queued.manual else None,
+            generation=entry.generation, params=queued.params,
         )  # fmt: skip
         try:
             outcome = await self.queue.enqueue(message)
@@ -222,48 +225,61 @@ class Publisher:
 
     async def run_triggers(self) -> None:
         """Publish a manual run for every new run-now token."""
-        for key, token in self.state.take_triggers():
+        for key, trigger in self.state.take_triggers():
             entry = self.state.jobs.get(key)
             if entry is None:
                 continue
             try:
-                await self.run_now(entry, token)
+                await self.run_now(entry, trigger)
             except Exception:
                 # Tried again next tick; the rest of this tick (reports, reconciling,
                 # owed status writes) must not wait on one trigger that keeps failing.
-                self.state.retry_trigger(key, token)
+                self.state.retry_trigger(key, trigger)
                 logger.exception("run-now %s/%s failed; it is retried", *key)
 
-    async def run_now(self, entry: JobEntry, token: str) -> None:
+    async def run_now(self, entry: JobEntry, trigger: Trigger) -> None:
+        token = trigger.token
         key = trigger_key(token)
         if key is None or same_trigger(token, entry.wanted.last_trigger_token):
             return
         if not self.holds_lease():
-            self.state.retry_trigger(entry.key, token)
+            self.state.retry_trigger(entry.key, trigger)
             return
         if entry.spec is None or entry.suspended or entry.paused:
             why = ("the spec is invalid" if entry.spec is None else "the job is suspended"
                    if entry.suspended else "the job is paused after failed runs: resume it "
                    "first (kubectl tickwork resume)")  # fmt: skip
-            entry.wanted = updated(entry.wanted, last_trigger_token=key)
-            await self.events.post(
-                job_ref(entry),
-                type_=WARNING,
-                reason="RunNowIgnored",
-                message=f"run-now {token!r} ignored: {why}",
-            )
-            await self.reporter.write(entry)
+            await self._ignore(entry, token, why)
+            return
+        try:
+            params = parse_params(trigger.params)
+        except InvalidParamsError as exc:
+            await self._ignore(entry, token, f"{exc}; fix the parameters and use a new token")
             return
         if not await self._resume_written(entry):
-            self.state.retry_trigger(entry.key, token, newer_wins=False)  # next tick
+            self.state.retry_trigger(entry.key, trigger, newer_wins=False)  # next tick
             return
         now = self.clock.now()
         run_id = manual_run_id(entry.uid, token)
-        queued = QueuedRun(id=run_id, scheduled_at=now, queued_at=now, manual=True)
+        queued = QueuedRun(id=run_id, scheduled_at=now, queued_at=now, manual=True,
+                           params=params or None)  # fmt: skip
         if await self._publish(entry, queued, trigger="manual") is None:
-            self.state.retry_trigger(entry.key, token, newer_wins=False)  # next tick
+            self.state.retry_trigger(entry.key, trigger, newer_wins=False)  # next tick
             return
         # The token as a key: it fits status whatever the annotation holds.
         entry.wanted = updated(entry.wanted, last_trigger_token=key)
         report = self.reporter.owe(entry)
-        report.events.append((NORMAL, "RunNow", f"manual run {run_id} published (token {token!r})"))
+        named = f", parameters {', '.join(sorted(params))}" if params else ""
+        text = f"manual run {run_id} published (token {token!r}{named})"
+        report.events.append((NORMAL, "RunNow", text))
+
+    async def _ignore(self, entry: JobEntry, token: str, why: str) -> None:
+        """Act on ``token`` by refusing it, once, saying why (a new token may try again)."""
+        entry.wanted = updated(entry.wanted, last_trigger_token=trigger_key(token))
+        await self.events.post(
+            job_ref(entry),
+            type_=WARNING,
+            reason="RunNowIgnored",
+            message=f"run-now {token!r} ignored: {why}",
+        )
+        await self.reporter.write(entry)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
+from tickwork.api.models import ActiveRun, QueuedRun
 from tickwork.core.errors import QueueUnavailableError
 from tickwork.kube.client import KubeApiError, KubeClient
 from tickwork.queue.messages import EnqueueOutcome, RunLocation, RunMessage
@@ -121,15 +122,19 @@ class Reconciler:
 
 def _lost(entry: JobEntry, run_id: str) -> RunMessage:
     """The message of a run the queue lost, rebuilt from status: the attempt a worker
-    reported, the nominal time (none for a manual run)."""
+    reported, the nominal time (a manual run's: when it was triggered) and a manual
+    run's parameters."""
     current = next((run for run in entry.observed.active_runs if run.id == run_id), None)
-    attempt = current.attempt if current is not None else 1
-    scheduled = None if current is None or current.manual else current.scheduled_at
     queued = entry.observed.queued_run
+    source: ActiveRun | QueuedRun | None = current
     if current is None and queued is not None and queued.id == run_id:
-        scheduled = None if queued.manual else queued.scheduled_at
+        source = queued
+    attempt = current.attempt if current is not None else 1
+    moment = source.scheduled_at.isoformat() if source is not None else None
+    manual = source is not None and source.manual
     return RunMessage(
         run_id=run_id, namespace=entry.namespace, name=entry.name, uid=entry.uid,
-        attempt=attempt, scheduled_at=scheduled.isoformat() if scheduled else None,
-        generation=entry.generation,
+        attempt=attempt, scheduled_at=None if manual else moment,
+        triggered_at=moment if manual else None,
+        generation=entry.generation, params=source.params if source is not None else None,
     )  # fmt: skip

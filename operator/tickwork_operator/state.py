@@ -21,6 +21,7 @@ from typing import Any
 from tickwork.api.models import OperatorStatus
 from tickwork.core.buckets import BucketIndex
 from tickwork.core.failures import RESUME_ANNOTATION, describe_pause
+from tickwork.core.params import RUN_PARAMS_ANNOTATION
 from tickwork.core.planning import pending_for, pending_run
 from tickwork.core.runs import (
     DEAD_LETTER_ANNOTATIONS,
@@ -50,6 +51,15 @@ from tickwork_operator.entry import (
 )
 
 
+@dataclass(frozen=True)
+class Trigger:
+    """A run-now token with the run-params annotation of the same version of the job:
+    taken together, so that parameters written later never join an earlier token."""
+
+    token: str
+    params: str | None = None
+
+
 @dataclass
 class WatchState:
     """All jobs, the bucket index, and what the leader still owes the API server."""
@@ -57,7 +67,7 @@ class WatchState:
     index: BucketIndex[IndexKey]
     jobs: dict[JobKey, JobEntry] = field(default_factory=dict)
     dirty: dict[JobKey, None] = field(default_factory=dict)  # ordered set
-    triggers: dict[JobKey, str] = field(default_factory=dict)
+    triggers: dict[JobKey, Trigger] = field(default_factory=dict)
     dead_letter_asks: dict[tuple[JobKey, str], DeadLetterRequest] = field(default_factory=dict)
     """Requeue or purge requests (by job and verb) not acted on yet."""
     withdrawn: dict[str, None] = field(default_factory=dict)  # ordered set
@@ -103,20 +113,20 @@ class WatchState:
         else:
             self.dirty.pop(entry.key, None)
 
-    def take_triggers(self) -> list[tuple[JobKey, str]]:
+    def take_triggers(self) -> list[tuple[JobKey, Trigger]]:
         """The run-now tokens to act on; each is taken, so a failure must give it back
         (:meth:`retry_trigger`)."""
         taken = list(self.triggers.items())
         self.triggers.clear()
         return taken
 
-    def retry_trigger(self, key: JobKey, token: str, *, newer_wins: bool = True) -> None:
-        """Act on ``token`` again next tick; with ``newer_wins`` a token the watch
+    def retry_trigger(self, key: JobKey, trigger: Trigger, *, newer_wins: bool = True) -> None:
+        """Act on ``trigger`` again next tick; with ``newer_wins`` a token the watch
         delivered meanwhile takes its place."""
         if newer_wins:
-            self.triggers.setdefault(key, token)
+            self.triggers.setdefault(key, trigger)
         else:
-            self.triggers[key] = token
+            self.triggers[key] = trigger
 
     def withdrawn_runs(self) -> list[str]:
         return list(self.withdrawn)
@@ -157,6 +167,7 @@ class WatchState:
             pending=previous.pending if previous else None,
             published_run_id=previous.published_run_id if previous else None,
             run_now=(meta.get("annotations") or {}).get(RUN_NOW_ANNOTATION),
+            run_params=(meta.get("annotations") or {}).get(RUN_PARAMS_ANNOTATION),
             dead_letter_asks={
                 verb: value
                 for verb, annotation in DEAD_LETTER_ANNOTATIONS.items()
@@ -329,7 +340,7 @@ class WatchState:
             and not same_trigger(token, entry.wanted.last_trigger_token)
             and entry.spec is not None
         ):
-            self.triggers[entry.key] = token
+            self.triggers[entry.key] = Trigger(token, entry.run_params)
         else:
             self.triggers.pop(entry.key, None)
 
@@ -386,6 +397,7 @@ __all__ = [
     "IndexKey",
     "JobEntry",
     "JobKey",
+    "Trigger",
     "WatchState",
     "status_of",
 ]

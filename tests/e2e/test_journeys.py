@@ -254,6 +254,54 @@ def test_a_manual_trigger_runs_once_per_token(
     )
 
 
+def test_a_manual_run_with_parameters_reaches_the_webhook_and_the_program(
+    start_operator: Start, start_worker: Start, cluster: Cluster, jobs: Jobs, namespace: str,
+    endpoint: ScriptedServer,
+) -> None:  # fmt: skip
+    lead(start_operator())
+    start_worker(TICKWORK_WORKER_COMMAND_TASKS="true")
+    template = '{"region": "{{ params.region }}", "run": "{{runId}}", "due": "{{scheduledTime}}"}'
+    script = ('echo "$TICKWORK_JOB in $TICKWORK_PARAM_REGION at $TICKWORK_SCHEDULED_TIME, '
+              'attempt $TICKWORK_ATTEMPT of $TICKWORK_RUN_ID"')  # fmt: skip
+    never = "0 0 1 1 *"  # runs only when triggered
+    http = {"url": endpoint.url, "bodyTemplate": template}
+    jobs.create("export", {"schedule": never, "task": {"http": http}})
+    jobs.create("script", {"schedule": never, "task": {"command": {"args": ["sh", "-c", script]}}})
+    env = {**os.environ, "KUBECONFIG": str(cluster.kubeconfig)}
+    cli = [console_script("tickwork"), "-n", namespace]
+    for name in ("export", "script"):
+        subprocess.run([*cli, "trigger", name, "--token", "eu-1", "--param", "region=eu"],
+                       env=env, capture_output=True, check=True)  # fmt: skip
+    for name in ("export", "script"):
+        wait_for(lambda name=name: last_outcome(jobs, name) == "Succeeded", timeout=60,
+                 what=f"{name} to succeed")  # fmt: skip
+
+    # The webhook got the run's headers and its body filled in with the parameter.
+    status = jobs.status("export")
+    last = status["lastRun"]
+    run_id, due = last["id"], last["scheduledAt"]
+    assert run_id.endswith(".manual.eu-1")
+    assert due == status["queuedRun"]["scheduledAt"]  # when the operator published it
+    [request] = endpoint.requests
+    headers = request["headers"]
+    assert isinstance(headers, dict)
+    assert (headers["Tickwork-Run-Id"], headers["Tickwork-Scheduled-Time"]) == (run_id, due)
+    assert headers["Tickwork-Params"] == '{"region":"eu"}'
+    assert json.loads(str(request["body"])) == {"region": "eu", "run": run_id, "due": due}
+    # The run's history says what it was given (and the operator's queuedRun, too).
+    assert last["params"] == status["runs"][0]["params"] == {"region": "eu"}
+    assert status["queuedRun"]["params"] == {"region": "eu"}
+    described = subprocess.run([*cli, "describe", run_id], env=env, capture_output=True,
+                               text=True, check=True).stdout  # fmt: skip
+    assert "Parameters: region=eu\n" in described
+
+    # The program got them in its environment.
+    script_run = jobs.status("script")["lastRun"]
+    assert script_run["result"] == (f"exit 0: script in eu at {script_run['scheduledAt']}, "
+                                    f"attempt 1 of {script_run['id']}")  # fmt: skip
+    assert script_run["params"] == {"region": "eu"}
+
+
 @pytest.mark.parametrize("queue", ["redis", "memory"])
 @pytest.mark.timeout(400)
 def test_the_demo_runs_until_its_jobs_succeed(tmp_path: Path, queue: str) -> None:

@@ -4,6 +4,7 @@ server and Redis."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import subprocess
 from pathlib import Path
@@ -59,6 +60,39 @@ def test_resume_ends_a_pause_with_a_token_and_no_spec_change(
     again = tickwork(cluster, namespace, "resume", "flaky")
     assert again.stdout.startswith('scheduledjob "flaky" resumed (token cli-')
     assert jobs.get("flaky")["metadata"]["annotations"]["tickwork.dev/resume"] != "fixed-dns"
+
+
+def test_trigger_passes_parameters_with_its_token_and_refuses_bad_ones(
+    cluster: Cluster, jobs: Jobs, namespace: str
+) -> None:
+    jobs.create("backfill", {"schedule": "@daily", "task": {"echo": {}}})
+    done = tickwork(cluster, namespace, "trigger", "backfill", "--token", "b1",
+                    "--param", "region=eu", "--param", "query=a=b c")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == (
+        'scheduledjob "backfill" triggered (token b1, parameters region=eu, query=a=b c)'
+    )
+    annotations = jobs.get("backfill")["metadata"]["annotations"]
+    assert annotations["tickwork.dev/run-now"] == "b1"
+    assert json.loads(annotations["tickwork.dev/run-params"]) == {"region": "eu", "query": "a=b c"}
+
+    # A trigger without parameters takes the last one's away: they were that run's alone.
+    assert tickwork(cluster, namespace, "trigger", "backfill", "--token", "b2").returncode == 0
+    annotations = jobs.get("backfill")["metadata"]["annotations"]
+    assert annotations["tickwork.dev/run-now"] == "b2"
+    assert "tickwork.dev/run-params" not in annotations
+
+    for flag, message in [
+        ("region", "error: --param 'region' must be NAME=VALUE, like region=eu"),
+        ("re-gion=eu", "error: parameter name 're-gion' must be a letter followed by"),
+        ("note=" + "x" * 200, "error: parameter names and values may hold at most 128"),
+    ]:  # fmt: skip
+        refused = tickwork(cluster, namespace, "trigger", "backfill", "--token", "b3",
+                           "--param", flag)  # fmt: skip
+        assert refused.returncode == 1
+        assert refused.stderr.startswith(message), refused.stderr
+        assert "Traceback" not in refused.stderr
+    assert jobs.get("backfill")["metadata"]["annotations"]["tickwork.dev/run-now"] == "b2"
 
 
 def test_a_missing_job_is_a_one_line_error(cluster: Cluster, crd: None, namespace: str) -> None:

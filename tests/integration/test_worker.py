@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import json
 import os
 import subprocess
 from collections.abc import Callable
@@ -22,7 +23,9 @@ from tests.support import (
     finished,
     last_outcome,
     publish,
+    publish_manual,
     rfc3339,
+    task_package,
     whole_seconds_from_now,
 )
 from tickwork.kube.client import KubeClient, load_configuration
@@ -74,6 +77,71 @@ def test_an_http_run_sends_its_run_id_as_the_idempotency_key(
     assert headers["X-Team"] == "ops"
     assert headers["X-Tickwork-Attempt"] == "1"
     assert request["body"] == '{"a": 1}'
+
+
+TEMPLATE = ('{"region": "{{params.region}}", "due": "{{ scheduledTime }}", "try": "{{attempt}}",'
+            ' "text": "run {{runId}} of {{namespace}}/{{job}} in {{params.region}}",'
+            ' "params": "{{params}}"}')  # fmt: skip
+
+
+def test_http_runs_say_which_run_they_are_and_fill_in_their_body_template(
+    start_worker: Start, jobs: Jobs, probe: QueueProbe, endpoint: ScriptedServer, namespace: str
+) -> None:
+    start_worker()
+    task = {"http": {"url": endpoint.url, "bodyTemplate": TEMPLATE}}
+    _, scheduled_id = publish(jobs, probe, "nightly", {"task": task})
+    finished(jobs, "nightly")
+    [scheduled] = endpoint.requests
+    headers = scheduled["headers"]
+    assert isinstance(headers, dict)
+    assert (headers["Tickwork-Run-Id"], headers["Tickwork-Attempt"]) == (scheduled_id, "1")
+    assert "Tickwork-Params" not in headers  # a scheduled run has none
+    body = json.loads(str(scheduled["body"]))
+    assert (body["region"], body["params"]) == (None, {})
+
+    # A manual run whose parameter tries to leave its JSON string; its first attempt fails.
+    endpoint.script = [(503, 0.0)]
+    region = 'eu", "admin": true, "x": "'
+    retry = {"maxAttempts": 2, "backoffSeconds": 1, "maxBackoffSeconds": 1}
+    run_id, at = publish_manual(jobs, probe, "templated", {"retry": retry, "task": task},
+                                params={"region": region})  # fmt: skip
+    status = finished(jobs, "templated")
+    assert len(endpoint.requests) == 3
+    for attempt, request in enumerate(endpoint.requests[1:], 1):
+        headers = request["headers"]
+        assert isinstance(headers, dict)
+        assert headers["Tickwork-Run-Id"] == headers["Idempotency-Key"] == run_id
+        assert headers["Tickwork-Scheduled-Time"] == rfc3339(at)  # the trigger's, every attempt
+        assert headers["Tickwork-Attempt"] == headers["X-Tickwork-Attempt"] == str(attempt)
+        assert headers["Tickwork-Job"] == f"{namespace}/templated"
+        assert json.loads(headers["Tickwork-Params"]) == {"region": region}
+        assert headers["Content-Type"] == "application/json"
+        assert json.loads(str(request["body"])) == {
+            "region": region, "due": rfc3339(at), "try": attempt,
+            "text": f"run {run_id} of {namespace}/templated in {region}",
+            "params": {"region": region},
+        }  # fmt: skip
+    last = status["lastRun"]
+    assert isinstance(last, dict)
+    assert (last["outcome"], last["attempts"]) == ("Succeeded", 2)
+    assert last["params"] == {"region": region}
+    assert last["scheduledAt"] == rfc3339(at)
+    assert [r["params"] for r in status["runs"]] == [{"region": region}]  # type: ignore[index, union-attr]
+
+
+def test_a_registered_python_task_is_given_the_run_keywords_it_asks_for(
+    start_worker: Start, jobs: Jobs, probe: QueueProbe, tmp_path: Path
+) -> None:
+    source = (
+        "import json\n\n"
+        "def task(kind, *, run_id, scheduled_time, attempt, params):\n"
+        "    return json.dumps([kind, run_id, scheduled_time.isoformat(), attempt, params])\n"
+    )
+    start_worker(PYTHONPATH=task_package(tmp_path, source))
+    python = {"python": {"name": "acme.task", "args": ["monthly"]}}
+    run_id, at = publish_manual(jobs, probe, "report", {"task": python}, params={"region": "eu"})
+    result = finished(jobs, "report")["lastRun"]["result"]  # type: ignore[index]
+    assert json.loads(result) == ["monthly", run_id, at.isoformat(), 1, {"region": "eu"}]
 
 
 def test_server_errors_are_retried_with_backoff_then_dead_lettered(

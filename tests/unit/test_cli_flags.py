@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import importlib.metadata
+from pathlib import Path
 
 import pytest
 
 from tickwork.cli import main, parser
+from tickwork.cli.commands import trigger_params
 
 pytestmark = pytest.mark.unit
 
@@ -37,3 +39,13 @@ def test_every_global_flag_works_after_the_command() -> None:
 def test_version_prints_the_installed_version(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["version"]) == 0
     assert capsys.readouterr().out.strip() == f"tickwork {importlib.metadata.version('tickwork')}"
+
+
+def test_trigger_parameters_are_checked_before_the_cluster_is_asked(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    assert trigger_params(["region=eu", "note=a=b", "region=us"]) == {"note": "a=b",
+                                                                      "region": "us"}  # fmt: skip
+    absent = str(tmp_path / "no-kubeconfig")
+    assert main(["trigger", "nightly", "--param", "2fast=x", "--kubeconfig", absent]) == 1
+    assert capsys.readouterr().err.startswith("error: parameter name '2fast' must be a letter")

@@ -18,6 +18,7 @@ import pytest
 from tickwork.core.buckets import BucketIndex
 from tickwork.core.errors import QueueUnavailableError
 from tickwork.core.failures import RESUME_ANNOTATION
+from tickwork.core.params import RUN_PARAMS_ANNOTATION
 from tickwork.core.runs import (
     PURGE_ANNOTATION,
     REQUEUE_ANNOTATION,
@@ -336,6 +337,78 @@ async def test_run_now_on_a_suspended_job_is_refused_with_an_event() -> None:
     await leader.tick_at(minute(0, 40))
     assert await leader.queued() == []
     assert "RunNowIgnored" in leader.sink.reasons()
+
+
+async def messages(leader: Leader) -> list[RunMessage]:
+    """The messages waiting in the queue (taken out to look)."""
+    claims = await leader.queue.claim(consumer="test", lease_seconds=30, count=100)
+    for claim in claims:
+        await leader.queue.release(claim)
+    return [claim.message for claim in claims]
+
+
+async def test_run_now_passes_its_parameters_and_trigger_time_to_the_run() -> None:
+    leader = Leader()
+    asked = {RUN_NOW_ANNOTATION: "tok-1", RUN_PARAMS_ANNOTATION: '{"region":"eu"}'}
+    leader.observe(EVERY_MINUTE, annotations=asked)
+    await leader.tick_at(minute(0, 40))
+    [message] = await messages(leader)
+    assert (message.run_id, message.params) == (manual_run_id(UID, "tok-1"), {"region": "eu"})
+    assert message.scheduled_at is None  # still a manual run to workers of older versions
+    assert message.triggered_at == minute(0, 40).isoformat()
+    queued = leader.sink.status["queuedRun"]
+    assert (queued["params"], queued["scheduledAt"]) == ({"region": "eu"}, "2026-12-01T09:00:40Z")
+    told = f"manual run {message.run_id} published (token 'tok-1', parameters region)"
+    assert ("RunNow", told) in leader.sink.events
+    # The next token without parameters (the CLI removes the annotation) passes none.
+    await leader.queue.ack((await leader.queue.claim(consumer="w", lease_seconds=30))[0])
+    leader.observe(EVERY_MINUTE, annotations={RUN_NOW_ANNOTATION: "tok-2"},
+                   status=leader.sink.status)  # fmt: skip
+    await leader.tick_at(minute(0, 41))
+    [second] = await messages(leader)
+    assert (second.run_id, second.params) == (manual_run_id(UID, "tok-2"), None)
+    assert "params" not in leader.sink.status["queuedRun"]
+
+
+@pytest.mark.parametrize(
+    ("annotation", "why"),
+    [
+        ("region=eu", "tickwork.dev/run-params must be a JSON object of strings"),
+        ('{"bad name": "x"}', "parameter name 'bad name' must be a letter followed by"),
+        ('{"note": "' + "x" * 300 + '"}', "at most 128 characters in all"),
+    ],
+)
+async def test_run_now_with_unusable_parameters_is_refused_once_saying_why(
+    annotation: str, why: str
+) -> None:
+    leader = Leader()
+    annotations = {RUN_NOW_ANNOTATION: "tok", RUN_PARAMS_ANNOTATION: annotation}
+    leader.observe(EVERY_MINUTE, annotations=annotations)
+    await leader.tick_at(minute(0, 40))
+    assert await leader.queued() == []
+    [(reason, message)] = leader.sink.events
+    assert reason == "RunNowIgnored"
+    assert message.startswith("run-now 'tok' ignored: ")
+    assert why in message
+    assert message.endswith("; fix the parameters and use a new token")
+    assert leader.sink.status["lastTriggerToken"] == "tok"  # acted on: not refused again
+    leader.observe(EVERY_MINUTE, annotations=annotations, status=leader.sink.status)
+    await leader.tick_at(minute(0, 41))
+    assert len(leader.sink.events) == 1
+
+
+async def test_a_manual_run_the_queue_lost_is_published_again_with_its_parameters() -> None:
+    leader = Leader()
+    run_id = manual_run_id(UID, "tok")
+    status = {"observedGeneration": 1, "queuedRun": {
+        "id": run_id, "scheduledAt": "2026-12-01T09:00:10Z", "queuedAt": "2026-12-01T09:00:10Z",
+        "manual": True, "params": {"region": "eu"}}}  # fmt: skip
+    leader.observe(EVERY_MINUTE, status=status, annotations={RUN_NOW_ANNOTATION: "tok"})
+    leader.t = minute(0, 40).timestamp()
+    assert await leader.ticker.reconciler.reconcile() == 1
+    [message] = await messages(leader)
+    assert (message.run_id, message.params) == (run_id, {"region": "eu"})
+    assert (message.scheduled_at, message.triggered_at) == (None, "2026-12-01T09:00:10+00:00")
 
 
 async def test_a_leader_that_lost_its_lease_publishes_nothing_until_it_holds_it_again() -> None:

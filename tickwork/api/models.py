@@ -41,8 +41,10 @@ from tickwork.api import rules
 from tickwork.core.cron import parse_cron
 from tickwork.core.daylight import DaylightSavingChoice, RepeatedTime, SkippedTime
 from tickwork.core.failures import STREAK_RUN_IDS
+from tickwork.core.params import MAX_PARAMS, PARAMS_TEXT_LIMIT
 from tickwork.core.planning import ConcurrencyPolicy
 from tickwork.core.states import JobPhase, RunState
+from tickwork.core.templates import check_template
 from tickwork.core.zones import load_zone
 
 GROUP = "tickwork.dev"
@@ -124,6 +126,22 @@ HttpUrl = Annotated[
 ShortText = Annotated[StrictStr, Field(max_length=1024)]
 
 
+def _check_template(value: str) -> str:
+    check_template(value)  # JSON with its placeholders in strings: what CEL cannot check
+    return value
+
+
+BodyTemplate = Annotated[
+    StrictStr,
+    Field(
+        min_length=1,
+        max_length=rules.TASK_TEXT_BUDGET,
+        json_schema_extra=_cel(rules.BODY_TEMPLATE_NAMES, rules.BODY_TEMPLATE_COUNT),
+    ),
+    AfterValidator(_check_template),
+]
+
+
 class HttpMethod(enum.StrEnum):
     GET = "GET"
     POST = "POST"
@@ -192,7 +210,9 @@ class HttpTask(_Model):
     """Call a URL. The run ID is sent as the Idempotency-Key header."""
 
     model_config = ConfigDict(
-        json_schema_extra=_cel(rules.HTTP_TEXT_BUDGET, rules.BODY_OR_BODY_FROM)
+        json_schema_extra=_cel(
+            rules.HTTP_TEXT_BUDGET, rules.BODY_OR_BODY_FROM, rules.BODY_TEMPLATE_ALONE
+        )
     )
 
     url: HttpUrl
@@ -214,6 +234,13 @@ class HttpTask(_Model):
     body_from: ValueSource | None = Field(
         default=None, description="Take the body from a Secret instead."
     )
+    body_template: BodyTemplate | None = Field(
+        default=None,
+        description="Instead of body: JSON whose strings may hold placeholders filled in for "
+        "each run - {{runId}}, {{scheduledTime}}, {{attempt}}, {{job}}, {{namespace}}, "
+        "{{params}}, {{params.NAME}} (a manual run's parameters). Values are JSON-escaped; "
+        "sent as application/json unless headers set a Content-Type.",
+    )
     success_codes: Annotated[
         list[Annotated[StrictInt, Field(ge=100, le=599)]],
         Field(max_length=16, description="Status codes that count as success; default: any 2xx."),
@@ -221,8 +248,11 @@ class HttpTask(_Model):
 
     @model_validator(mode="after")
     def _budget(self) -> Self:
-        _within_budget(rules.HTTP_TEXT_BUDGET, self.body, *(h.value for h in self.headers))
+        _within_budget(rules.HTTP_TEXT_BUDGET, self.body, self.body_template or "",
+                       *(h.value for h in self.headers))  # fmt: skip
         _one_source(self.body, self.body_from, rules.BODY_OR_BODY_FROM)
+        if self.body_template is not None and (self.body or self.body_from is not None):
+            raise ValueError(rules.BODY_TEMPLATE_ALONE.message)
         return self
 
 
@@ -480,6 +510,16 @@ class Condition(_Model):
     """The metadata.generation this condition describes."""
 
 
+#: A manual run's parameters as status keeps them, within the schema's bounds (the
+#: operator checks names and the total when it takes them from the annotation).
+#: Atomic: one entry in a record's managedFields, not one per name.
+RunParams = Annotated[
+    dict[str, Annotated[StrictStr, Field(max_length=PARAMS_TEXT_LIMIT)]],
+    Field(max_length=MAX_PARAMS, json_schema_extra={"x-kubernetes-map-type": "atomic"}),
+]
+_PARAMS_DOC = "Parameters of a manual run (kubectl tickwork trigger --param NAME=VALUE)."
+
+
 class QueuedRun(_Model):
     """The run the operator published last (it stays after the run ended)."""
 
@@ -491,6 +531,7 @@ class QueuedRun(_Model):
     """When the operator published it to the queue."""
     manual: StrictBool = False
     """Started by the run-now annotation or kubectl tickwork trigger."""
+    params: RunParams | None = Field(default=None, description=_PARAMS_DOC)
 
 
 class ActiveRun(_Model):
@@ -514,6 +555,7 @@ class ActiveRun(_Model):
     """The worker Pod running it."""
     manual: StrictBool = False
     """Started by the run-now annotation or kubectl tickwork trigger."""
+    params: RunParams | None = Field(default=None, description=_PARAMS_DOC)
 
 
 class RunRecord(_Model):
@@ -535,6 +577,7 @@ class RunRecord(_Model):
     """What the task returned, shortened to 1,024 characters (never a Secret's value)."""
     error: Annotated[StrictStr, Field(max_length=1024)] | None = None
     """Why the last attempt failed, shortened to 1,024 characters."""
+    params: RunParams | None = Field(default=None, description=_PARAMS_DOC)
 
 
 class DeadRun(_Model):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tickwork.core import templates
 from tickwork.core.zones import ZONE_NAME_PATTERN
 
 _MINUTE = r"(?:[0-5]?[0-9])"
@@ -117,7 +118,8 @@ _BUDGET_MESSAGE = (
     "in the target service or the image"
 )
 HTTP_TEXT_BUDGET = CelRule(
-    rule="(has(self.body) ? size(self.body) : 0) + (has(self.headers) ? "
+    rule="(has(self.body) ? size(self.body) : 0) + "
+    "(has(self.bodyTemplate) ? size(self.bodyTemplate) : 0) + (has(self.headers) ? "
     "self.headers.map(h, has(h.value) ? size(h.value) : 0).sum() : 0) <= " + str(TASK_TEXT_BUDGET),
     message=_BUDGET_MESSAGE.format(what="the http body and header values"),
 )
@@ -138,4 +140,22 @@ VALUE_OR_VALUE_FROM = CelRule(
 BODY_OR_BODY_FROM = CelRule(
     rule="!has(self.bodyFrom) || !has(self.body) || size(self.body) == 0",
     message="set body or bodyFrom, not both",
+)
+BODY_TEMPLATE_ALONE = CelRule(
+    rule="!has(self.bodyTemplate) || "
+    "(!has(self.bodyFrom) && (!has(self.body) || size(self.body) == 0))",
+    message="set one of body, bodyFrom or bodyTemplate",
+)
+#: Every placeholder is a known one: as many of them as of placeholders at all (a
+#: known placeholder is one; checking each found would cost more than CEL allows).
+BODY_TEMPLATE_NAMES = CelRule(
+    rule=f"self.findAll(r'{templates.PLACEHOLDER_PATTERN}', {templates.MAX_PLACEHOLDERS + 1})"
+    f".size() == self.findAll(r'{templates.KNOWN_PLACEHOLDER_PATTERN}', "
+    f"{templates.MAX_PLACEHOLDERS + 1}).size()",
+    message=templates.NAMES_MESSAGE,
+)
+BODY_TEMPLATE_COUNT = CelRule(
+    rule=f"self.findAll(r'{templates.PLACEHOLDER_PATTERN}', {templates.MAX_PLACEHOLDERS + 1})"
+    f".size() <= {templates.MAX_PLACEHOLDERS}",
+    message=templates.COUNT_MESSAGE,
 )

@@ -3,7 +3,9 @@
     tickwork get [NAME] [-A] [-o wide|json|yaml|name]   jobs, as kubectl shows them
     tickwork runs NAME [-o wide|json|yaml|name]         a job's runs, started then newest
     tickwork describe RUN_ID [-A]                       one run, whatever job it is of
-    tickwork trigger NAME [--token T]     run now (the tickwork.dev/run-now annotation)
+    tickwork trigger NAME [--token T] [--param K=V]...
+                                          run now (the tickwork.dev/run-now annotation),
+                                          with parameters (tickwork.dev/run-params)
     tickwork suspend NAME / resume NAME   stop / restart publishing runs (resume also
                                           ends a pause after failed runs)
     tickwork dlq list [-A]                dead runs the jobs' status lists

@@ -14,8 +14,14 @@ from typing import Any
 
 from tickwork.cli import completion, render
 from tickwork.cli.access import CliError, Jobs, connect
-from tickwork.core.errors import QueueUnavailableError
+from tickwork.core.errors import InvalidParamsError, QueueUnavailableError
 from tickwork.core.failures import RESUME_ANNOTATION
+from tickwork.core.params import (
+    RUN_PARAMS_ANNOTATION,
+    check_params,
+    encode_params,
+    parse_assignment,
+)
 from tickwork.core.runs import DEAD_LETTER_ANNOTATIONS, RUN_NOW_ANNOTATION, parse_run_id
 from tickwork.queue import RedisRunQueue, RedisSettings
 from tickwork.queue.connection import create_client
@@ -31,11 +37,31 @@ def _token() -> str:
     return _now().strftime("cli-%Y%m%d-%H%M%S-%f")
 
 
+def trigger_params(assignments: Sequence[str]) -> dict[str, str]:
+    """The ``--param NAME=VALUE`` flags as parameters, checked as the operator checks
+    them; a name given twice keeps its last value."""
+    params: dict[str, str] = {}
+    try:
+        for assignment in assignments:
+            name, value = parse_assignment(assignment)
+            params.pop(name, None)
+            params[name] = value
+        return check_params(params)
+    except InvalidParamsError as exc:
+        raise CliError(str(exc)) from None
+
+
 def cmd_trigger(args: argparse.Namespace) -> str:
+    params = trigger_params(args.param or [])
     jobs = connect(args)
     token = args.token or _token()
-    jobs.patch(args.name, {"metadata": {"annotations": {RUN_NOW_ANNOTATION: token}}})
-    return f'scheduledjob "{args.name}" triggered (token {token})'
+    # One patch sets the token and its parameters together (none: the annotation goes,
+    # so no earlier trigger's parameters join this run).
+    annotations = {RUN_NOW_ANNOTATION: token,
+                   RUN_PARAMS_ANNOTATION: encode_params(params) if params else None}  # fmt: skip
+    jobs.patch(args.name, {"metadata": {"annotations": annotations}})
+    named = f", parameters {', '.join(f'{k}={v}' for k, v in params.items())}" if params else ""
+    return f'scheduledjob "{args.name}" triggered (token {token}{named})'
 
 
 def cmd_suspend(args: argparse.Namespace) -> str:
@@ -199,6 +225,9 @@ def parser() -> argparse.ArgumentParser:
             cmd.add_argument("-o", "--output", choices=render.FORMATS, default="table")
         if name in ("trigger", "resume"):
             cmd.add_argument("--token", help="a distinct token acts once (default: a timestamp)")
+        if name == "trigger":
+            cmd.add_argument("--param", action="append", metavar="NAME=VALUE",
+                             help="a parameter of this run (repeatable)")  # fmt: skip
     describe = sub.add_parser("describe", help="one run, by its ID", parents=nested)
     describe.add_argument("run_id")
     describe.add_argument("-A", "--all-namespaces", action="store_true")

@@ -200,6 +200,8 @@ def describe_run(job: dict[str, Any], where: str, run: dict[str, Any], *, now: d
         ("Task", next(iter(task), "?")),
         ("Trigger", "manual (run-now)" if run.get("manual") or ".manual." in run["id"]
          else "schedule"),
+        ("Parameters", ", ".join(f"{k}={v}" for k, v in (run.get("params") or {}).items())
+         or "-"),
         ("State", state or "?"),
         ("Attempts", f"{attempts} of {(spec.get('retry') or {}).get('maxAttempts', 3)}"
          if attempts else "-"),

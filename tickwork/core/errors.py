@@ -61,3 +61,8 @@ class PermanentTaskError(TickworkError):
 
 class TaskTimeoutError(TickworkError):
     """A run exceeded its time limit."""
+
+
+class InvalidParamsError(TickworkError, ValueError):
+    """Run parameters (``--param``, the run-params annotation) that cannot be used; the
+    message says which and what to fix."""

@@ -2,7 +2,9 @@
 
 The worker re-reads the ScheduledJob from the API server (the source of
 truth) before it executes anything, so a message only has to say *which* run
-of *which* object it is.
+of *which* object it is — and, for a manual run, what its trigger asked: the
+parameters (a few short strings, bounded by :mod:`tickwork.core.params`) belong
+to that run alone, and the annotation they came from may have changed since.
 """
 
 from __future__ import annotations
@@ -31,6 +33,12 @@ class RunMessage:
     generation: int | None = None
     """The job's metadata.generation when the operator published the run: a worker
     never starts it from a copy of the job older than that."""
+    triggered_at: str | None = None
+    """RFC 3339; when the operator published a manual run: its nominal time, the same
+    on every attempt (absent for scheduled runs, and in messages of older versions)."""
+    params: dict[str, str] | None = None
+    """A manual run's parameters (checked by the operator; see tickwork.core.params).
+    Small, and no secret: they are in the job's annotations and status too."""
 
     def log_fields(self) -> dict[str, Any]:
         """The fields every log line about this run carries (``extra=``), so that one
@@ -49,6 +57,11 @@ class RunMessage:
     def from_json(cls, text: str | bytes) -> RunMessage:
         data: dict[str, Any] = json.loads(text)
         known = {key: data[key] for key in cls.__dataclass_fields__ if key in data}
+        params = known.get("params")
+        known["params"] = (
+            {str(k): str(v) for k, v in params.items()} if isinstance(params, dict) and params
+            else None
+        )  # fmt: skip
         return cls(**known)
 
 

@@ -192,7 +192,9 @@ def scheduled_at(message: RunMessage, default: dt.datetime) -> dt.datetime: ...
 @overload
 def scheduled_at(message: RunMessage, default: None) -> dt.datetime | None: ...
 def scheduled_at(message: RunMessage, default: dt.datetime | None) -> dt.datetime | None:
-    """The run's nominal time; ``default`` for a manual run, which has none."""
-    if message.scheduled_at:
-        return dt.datetime.fromisoformat(message.scheduled_at)
+    """The run's nominal time: when it was due, or when a manual run was triggered;
+    ``default`` for a manual run published by an older operator, which says neither."""
+    moment = message.scheduled_at or message.triggered_at
+    if moment:
+        return dt.datetime.fromisoformat(moment)
     return default

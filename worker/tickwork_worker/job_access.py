@@ -174,6 +174,7 @@ class JobAccess:
             finished_at=dt.datetime.now(dt.UTC),
             result=outcome.result,
             error=outcome.error,
+            params=claim.message.params,
         )
         limits = job.spec.history
         # A failed run goes to the dead-letter queue: it lists itself in deadRuns.

@@ -206,6 +206,7 @@ class Runner:
             started_at=started_at,
             worker=self.worker_name,
             manual=message.scheduled_at is None,
+            params=message.params,
         )
 
     async def _attempt(self, claim: Claim, job: ScheduledJob) -> Outcome:
@@ -215,7 +216,8 @@ class Runner:
         secrets = SecretValues(self.kube, message.namespace)
         context = RunContext(
             run_id=message.run_id, attempt=message.attempt, namespace=message.namespace,
-            name=message.name, scheduled_at=scheduled_at(message, None), secrets=secrets,
+            name=message.name, scheduled_at=scheduled_at(message, dt.datetime.now(dt.UTC)),
+            params=message.params or {}, secrets=secrets,
         )  # fmt: skip
         outcome = await self._attempt_in(claim, job, context)
         return dataclasses.replace(outcome, result=secrets.redact(outcome.result),

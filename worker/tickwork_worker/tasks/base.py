@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from tickwork.api.models import ScheduledJobSpec, SecretKeyRef, ValueSource
 from tickwork.core.errors import PermanentTaskError, TaskTimeoutError
+from tickwork.core.templates import RunValues
+from tickwork.kube.status import timestamp
 
 
 class SecretSource(Protocol):
@@ -24,9 +27,23 @@ class RunContext:
     attempt: int
     namespace: str
     name: str
-    scheduled_at: dt.datetime | None
+    scheduled_at: dt.datetime
+    """The run's nominal time: when it was due, or when a manual run was triggered."""
+    params: Mapping[str, str] = field(default_factory=dict)
+    """A manual run's parameters (none for a scheduled run)."""
     secrets: SecretSource | None = None
     """Reads ``valueFrom.secretKeyRef`` (see tasks.secrets); None: none may be read."""
+
+    @property
+    def scheduled_time(self) -> str:
+        """The nominal time in RFC 3339, UTC, as status shows it."""
+        return timestamp(self.scheduled_at) or ""
+
+    def values(self) -> RunValues:
+        """What a body template's placeholders stand for in this run."""
+        return RunValues(run_id=self.run_id, scheduled_time=self.scheduled_time,
+                         attempt=self.attempt, job=self.name, namespace=self.namespace,
+                         params=self.params)  # fmt: skip
 
     async def value(self, value: str, source: ValueSource | None) -> str:
         """A value given in the spec, or read from where ``source`` says."""

@@ -1,7 +1,10 @@
 """The ``command`` task: run a program. Off by default.
 
-The program gets a clean environment (PATH, HOME, LANG, the spec's ``env``
-and ``TICKWORK_RUN_ID``), never the worker's own. It runs in its own process
+The program gets a clean environment, never the worker's own: PATH, HOME, LANG,
+the spec's ``env``, the run's ``TICKWORK_RUN_ID``, ``TICKWORK_SCHEDULED_TIME``,
+``TICKWORK_ATTEMPT``, ``TICKWORK_JOB`` and ``TICKWORK_NAMESPACE``, and a manual
+run's parameters as ``TICKWORK_PARAM_<NAME>`` (over a default the spec's ``env``
+may give). It runs in its own process
 group, so a timeout kills it and everything it started. Exit 0 succeeds;
 126/127 (cannot execute, not found) are permanent; any other exit code is
 retried. With a command runner (``runner_socket``; the chart's default when
@@ -17,6 +20,7 @@ import json
 import os
 
 from tickwork.api.models import ScheduledJobSpec
+from tickwork.core.params import env_name
 from tickwork_worker.command_runner import REQUEST_LIMIT, kill_group, read_limited, start
 from tickwork_worker.tasks.base import (
     PermanentTaskError,
@@ -59,8 +63,7 @@ class CommandTask:
             "HOME": os.environ.get("HOME", "/tmp"),  # noqa: S108 - a default, not a file we write
             "LANG": "C.UTF-8",
             **{var.name: await run.value(var.value, var.value_from) for var in task.env},
-            "TICKWORK_RUN_ID": run.run_id,
-            "TICKWORK_ATTEMPT": str(run.attempt),
+            **run_environment(run),
         }
         if self._runner:
             code, output = await self._remote(task.args, env)
@@ -94,6 +97,18 @@ class CommandTask:
         if "error" in answer:
             raise PermanentTaskError(str(answer["error"]))
         return int(answer["code"]), str(answer["output"])
+
+
+def run_environment(run: RunContext) -> dict[str, str]:
+    """The variables that tell a program which run it is, and its parameters."""
+    return {
+        "TICKWORK_RUN_ID": run.run_id,
+        "TICKWORK_SCHEDULED_TIME": run.scheduled_time,
+        "TICKWORK_ATTEMPT": str(run.attempt),
+        "TICKWORK_JOB": run.name,
+        "TICKWORK_NAMESPACE": run.namespace,
+        **{env_name(name): value for name, value in run.params.items()},
+    }
 
 
 async def _local(args: list[str], env: dict[str, str]) -> tuple[int, str]:

@@ -1,5 +1,11 @@
 """The ``http`` task: call a URL, the run ID as ``Idempotency-Key``.
 
+Every request says which run it is (:func:`run_headers`: ``Tickwork-Run-Id``,
+``Tickwork-Scheduled-Time``, ``Tickwork-Attempt``, ``Tickwork-Job``, and a manual
+run's parameters as JSON in ``Tickwork-Params``); these replace a header of the
+same name the job sets. A ``bodyTemplate`` is filled in for the run
+(:mod:`tickwork.core.templates`) and sent as JSON.
+
 Success is a status in ``successCodes`` (default: any 2xx). A 3xx and a 4xx
 other than 408 and 429 are permanent (the request itself is wrong; retrying
 repeats the mistake); 408, 429, 5xx, timeouts and connection errors are
@@ -23,6 +29,8 @@ import httpx
 
 from tickwork import __version__
 from tickwork.api.models import ScheduledJobSpec
+from tickwork.core.params import encode_params
+from tickwork.core.templates import render_template
 from tickwork_worker.tasks.base import (
     PermanentTaskError,
     RetryableTaskError,
@@ -45,13 +53,16 @@ class HttpTask:
         task = spec.task.http
         assert task is not None  # noqa: S101 - dispatched by kind
         headers = {h.name: await run.value(h.value, h.value_from) for h in task.headers}
-        body = await run.value(task.body, task.body_from)
+        if task.body_template is not None:
+            body = render_template(task.body_template, run.values())
+            _default(headers, "Content-Type", "application/json")
+        else:
+            body = await run.value(task.body, task.body_from)
         where = f"{task.method} {redact_url(task.url)}"
-        headers.setdefault("User-Agent", f"tickwork/{__version__}")
-        if not any(name.lower() == "accept-encoding" for name in headers):
-            headers["Accept-Encoding"] = "identity"
-        headers["Idempotency-Key"] = run.run_id
-        headers["X-Tickwork-Attempt"] = str(run.attempt)
+        _default(headers, "User-Agent", f"tickwork/{__version__}")
+        _default(headers, "Accept-Encoding", "identity")
+        for name, value in run_headers(run).items():
+            _replace(headers, name, value)
         try:
             async with self._client_for(run.namespace).stream(
                 task.method.value,
@@ -81,6 +92,35 @@ class HttpTask:
         if 400 <= code < 500 and code not in _RETRYABLE_4XX:  # noqa: PLR2004
             raise PermanentTaskError(f"HTTP {code}", detail=preview or None)
         raise RetryableTaskError(f"HTTP {code}", detail=preview or None)
+
+
+def run_headers(run: RunContext) -> dict[str, str]:
+    """The headers that say which run a request is (the same on every attempt, but
+    for the attempt's number)."""
+    headers = {
+        "Idempotency-Key": run.run_id,
+        "Tickwork-Run-Id": run.run_id,
+        "Tickwork-Scheduled-Time": run.scheduled_time,
+        "Tickwork-Attempt": str(run.attempt),
+        "X-Tickwork-Attempt": str(run.attempt),  # the name of earlier versions
+        "Tickwork-Job": f"{run.namespace}/{run.name}",
+    }
+    if run.params:
+        headers["Tickwork-Params"] = encode_params(run.params)  # JSON, ASCII: any value fits
+    return headers
+
+
+def _default(headers: dict[str, str], name: str, value: str) -> None:
+    """Set ``name`` unless the job set it (in any case)."""
+    if not any(key.lower() == name.lower() for key in headers):
+        headers[name] = value
+
+
+def _replace(headers: dict[str, str], name: str, value: str) -> None:
+    """Set ``name``, dropping what the job set under it (in any case)."""
+    for key in [key for key in headers if key.lower() == name.lower()]:
+        del headers[key]
+    headers[name] = value
 
 
 def redact_url(url: str) -> str:

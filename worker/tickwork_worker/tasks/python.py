@@ -6,7 +6,11 @@ installed package::
     [project.entry-points."tickwork.tasks"]
     "reports.build" = "acme.reports:build"
 
-A task is called as ``task(*args, run_id=..., **kwargs)``; it may be
+A task is called as ``task(*args, **kwargs)`` plus what it asks for of the run, by
+naming the keyword (or taking ``**kwargs``): ``run_id``, ``scheduled_time`` (an
+aware datetime: when the run was due, or triggered), ``attempt`` and ``params`` (a
+manual run's parameters, a dict of strings); the spec's ``kwargs`` win over them,
+so tasks written before a keyword existed keep working. It may be
 ``async`` (cancelled cleanly at the soft timeout) or plain (run in a thread;
 a thread cannot be interrupted, so the run is abandoned at the hard timeout).
 Raise :class:`tickwork.core.errors.PermanentTaskError` when retrying cannot
@@ -31,6 +35,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from tickwork.api.models import PythonTask as PythonTaskSpec
 from tickwork.api.models import ScheduledJobSpec
 from tickwork_worker.tasks.base import (
     PermanentTaskError,
@@ -42,6 +47,8 @@ from tickwork_worker.tenants import TenantRules
 
 ENTRY_POINT_GROUP = "tickwork.tasks"
 DEMO_ENTRY_POINT_GROUP = "tickwork.demo_tasks"
+#: The keywords a task may ask for of its run.
+RUN_KEYWORDS = ("run_id", "scheduled_time", "attempt", "params")
 
 
 def discover(*, demo: bool = False) -> dict[str, Callable[..., Any]]:
@@ -64,6 +71,8 @@ class PythonTask:
         self._entry_points = registry if registry is not None else discover()
         self._rules = rules
         self._loaded: dict[str, Callable[..., Any]] = {}
+        self._wanted: dict[str, frozenset[str]] = {}
+        """The run keywords each loaded task takes."""
         self._threads = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="task")
 
     def _function(self, name: str) -> Callable[..., Any]:
@@ -75,8 +84,16 @@ class PythonTask:
                     f"no task named {name!r} is registered (entry-point group "
                     f"{ENTRY_POINT_GROUP!r}; registered: {known})"
                 )
-            self._loaded[name] = entry.load() if hasattr(entry, "load") else entry
+            function = entry.load() if hasattr(entry, "load") else entry
+            self._loaded[name] = function
+            self._wanted[name] = run_keywords(function)
         return self._loaded[name]
+
+    def _call_kwargs(self, task: PythonTaskSpec, run: RunContext) -> dict[str, Any]:
+        offered = {"run_id": run.run_id, "scheduled_time": run.scheduled_at,
+                   "attempt": run.attempt, "params": dict(run.params)}  # fmt: skip
+        wanted = self._wanted[task.name]
+        return {**{k: v for k, v in offered.items() if k in wanted}, **task.kwargs}
 
     async def execute(self, spec: ScheduledJobSpec, run: RunContext) -> TaskResult:
         task = spec.task.python
@@ -88,11 +105,12 @@ class PythonTask:
                 "worker.pythonTasks.allow and worker.tenants)"
             )
         function = self._function(task.name)
+        kwargs = self._call_kwargs(task, run)
         try:
             if inspect.iscoroutinefunction(function):
-                value = await function(*task.args, run_id=run.run_id, **task.kwargs)
+                value = await function(*task.args, **kwargs)
             else:
-                call = functools.partial(function, *task.args, run_id=run.run_id, **task.kwargs)
+                call = functools.partial(function, *task.args, **kwargs)
                 value = await asyncio.get_running_loop().run_in_executor(self._threads, call)
         except PermanentTaskError:
             raise
@@ -101,3 +119,17 @@ class PythonTask:
         except Exception as exc:  # noqa: BLE001 - a task's failure is data here
             raise RetryableTaskError(f"{type(exc).__name__}: {exc}") from None
         return TaskResult(summary="" if value is None else str(value))
+
+
+def run_keywords(function: Callable[..., Any]) -> frozenset[str]:
+    """The run keywords ``function`` takes: those it names, or all with ``**kwargs``;
+    ``run_id`` alone (what every task was given before the others existed) when its
+    signature cannot be read."""
+    try:
+        parameters = inspect.signature(function).parameters.values()
+    except (TypeError, ValueError):
+        return frozenset({"run_id"})
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters):
+        return frozenset(RUN_KEYWORDS)
+    by_name = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    return frozenset(p.name for p in parameters if p.kind in by_name and p.name in RUN_KEYWORDS)
