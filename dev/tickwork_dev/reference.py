@@ -60,3 +60,22 @@ def vixie_fires(cron: CronExpression, zone: dt.tzinfo, first: int, last: int) ->
         if fire and now >= first:
             fires.append(now)
     return fires
+
+
+def interval_fires(anchor: int, seconds: int, first: int, last: int) -> list[int]:
+    """Epoch seconds in ``[first, last]`` at which an ``@every`` job on the grid of
+    ``anchor`` fires: one step per second, a fire whenever a whole number of
+    intervals has passed since the anchor (before it too)."""
+    return [now for now in range(first, last + 1) if (now - anchor) % seconds == 0]
+
+
+def within_bounds(
+    fires: list[dt.datetime], not_before: dt.datetime | None, not_after: dt.datetime | None
+) -> list[dt.datetime]:
+    """The ``fires`` that ``spec.notBefore`` and ``spec.notAfter`` let through (both
+    inclusive), looked at one by one."""
+    return [
+        fire
+        for fire in fires
+        if (not_before is None or fire >= not_before) and (not_after is None or fire <= not_after)
+    ]
