@@ -7,6 +7,7 @@ import re
 
 import pytest
 
+from tickwork.api import rules
 from tickwork.core.errors import InvalidSpecError
 from tickwork.core.interval import (
     MAX_INTERVAL_SECONDS,
@@ -40,6 +41,7 @@ T0 = dt.datetime(2026, 12, 1, 9, 0, 30, tzinfo=dt.UTC)
 def test_intervals_parse_to_seconds(text: str, seconds: int) -> None:
     assert is_interval(text)
     assert parse_interval(text) == seconds
+    assert re.match(rules.CRON_PATTERN, text.strip())  # the CRD's shape agrees
 
 
 @pytest.mark.parametrize(

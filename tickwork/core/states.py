@@ -74,14 +74,13 @@ class JobPhase(enum.StrEnum):
     INVALID = "Invalid"
 
 
-def job_phase(
-    *, suspended: bool, valid: bool, one_shot: bool, finished: bool, active: bool
-) -> JobPhase:
-    """The lifecycle: a one-shot job whose run ended (and none is active) is
-    Completed, however the run ended (``lastRun.outcome`` says how)."""
+def job_phase(*, suspended: bool, valid: bool, finished: bool, active: bool) -> JobPhase:
+    """The lifecycle: a job with no run left to publish (``finished``: a one-shot job
+    whose run was published, a recurring one past its ``notAfter``) and none active is
+    Completed, however its last run ended (``lastRun.outcome`` says how)."""
     if not valid:
         return JobPhase.INVALID
-    if one_shot and finished and not active:
+    if finished and not active:
         return JobPhase.COMPLETED
     if suspended:
         return JobPhase.SUSPENDED
@@ -102,6 +101,7 @@ READY_ERROR_CHARS = 200
 
 
 _COMPLETED = "the one-shot run is over (lastRun says how it ended)"
+_ENDED = "spec.notAfter leaves no run to start (lastRun says how the last one ended)"
 
 
 def readiness(
@@ -112,6 +112,7 @@ def readiness(
     last_run_id: str | None,
     last_error: str | None,
     missed_one_shot: bool,
+    one_shot: bool = True,
 ) -> Readiness:
     """``Ready`` from what the operator knows: False for an invalid spec, a last run
     that failed (until a later run succeeds) and a one-shot run that was missed; a
@@ -129,5 +130,6 @@ def readiness(
     if phase is JobPhase.SUSPENDED:
         return Readiness(ready=True, reason="Suspended", message="suspended")
     if phase is JobPhase.COMPLETED:
-        return Readiness(ready=True, reason="Completed", message=_COMPLETED)
+        return Readiness(ready=True, reason="Completed",
+                         message=_COMPLETED if one_shot else _ENDED)  # fmt: skip
     return Readiness(ready=True, reason="Scheduled", message="the schedule is valid and indexed")
