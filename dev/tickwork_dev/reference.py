@@ -102,3 +102,22 @@ def chosen_fires(
             if any(m not in occurrences and _matches(cron, m) for m in skipped):
                 fires.add(minute)  # the first instant after the skipped time
     return sorted(fire for fire in fires if first <= fire <= last)
+
+
+def interval_fires(anchor: int, seconds: int, first: int, last: int) -> list[int]:
+    """Epoch seconds in ``[first, last]`` at which an ``@every`` job on the grid of
+    ``anchor`` fires: one step per second, a fire whenever a whole number of
+    intervals has passed since the anchor (before it too)."""
+    return [now for now in range(first, last + 1) if (now - anchor) % seconds == 0]
+
+
+def within_bounds(
+    fires: list[dt.datetime], not_before: dt.datetime | None, not_after: dt.datetime | None
+) -> list[dt.datetime]:
+    """The ``fires`` that ``spec.notBefore`` and ``spec.notAfter`` let through (both
+    inclusive), looked at one by one."""
+    return [
+        fire
+        for fire in fires
+        if (not_before is None or fire >= not_before) and (not_after is None or fire <= not_after)
+    ]

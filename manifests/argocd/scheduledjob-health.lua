@@ -1,5 +1,6 @@
 -- Argo CD health check for tickwork.dev/ScheduledJob (docs/operations.md, "Argo CD").
--- Healthy: scheduled, or a one-shot whose run is over and did not fail.
+-- Healthy: scheduled, or a one-shot whose run is over (a recurring job past its
+-- notAfter) and did not fail.
 -- Progressing: the operator has not yet acted on the latest spec.
 -- Degraded: an invalid spec, a pause after failed runs, a last run that failed, a missed
 -- one-shot run.
@@ -49,6 +50,9 @@ end
 hs.status = "Healthy"
 if obj.status.phase == "Completed" then
   hs.message = "The one-shot run is over"
+  if obj.spec ~= nil and obj.spec.runAt == nil then
+    hs.message = "No run is left before notAfter"
+  end
   if obj.status.lastRun ~= nil and obj.status.lastRun.outcome ~= nil then
     hs.message = hs.message .. ": " .. obj.status.lastRun.outcome
   end

@@ -17,8 +17,10 @@ from tickwork.api.models import (
     ScheduledJobSpec,
     ScheduledJobStatus,
 )
+from tickwork.core.bounds import bounded
 from tickwork.core.failures import FinishedRun, Streak, follow, restart
-from tickwork.core.planning import JobFacts, PendingRun
+from tickwork.core.interval import interval_schedule, is_interval
+from tickwork.core.planning import JobFacts, PendingRun, upcoming
 from tickwork.core.runs import belongs_to, same_trigger, trigger_key
 from tickwork.core.schedule import OneShotSchedule, Schedule, cron_schedule
 
@@ -59,6 +61,8 @@ class JobEntry:
     """Runs in a row that failed (only with spec.failurePolicy): what status should say."""
     resumed_token: str | None = None
     """The last resume token acted on, as status should record it."""
+    upcoming_runs: list[dt.datetime] = field(default_factory=list)
+    """The last list :meth:`next_runs` worked out (for this generation's schedule)."""
 
     @property
     def key(self) -> JobKey:
@@ -126,6 +130,25 @@ class JobEntry:
                 return run_id
         return None
 
+    def next_runs(self, first: dt.datetime | None) -> list[dt.datetime] | None:
+        """``status.nextRuns`` when the next run is ``first``, None when there is none.
+        Worked out once per ``nextRunAt`` (most watch events change neither), and then
+        from the list before: one more run per run published."""
+        if first is None or self.schedule is None:
+            return None
+        if not self.upcoming_runs or self.upcoming_runs[0] != first:
+            self.upcoming_runs = upcoming(self.schedule, first, known=self.upcoming_runs)
+        return list(self.upcoming_runs)
+
+    def finished(self, *, now: dt.datetime, last_schedule_time: dt.datetime | None) -> bool:
+        """Is no run left to publish? A one-shot job once its run was published; a
+        recurring one once its ``notAfter`` leaves no run after ``now``."""
+        if self.spec is None or self.schedule is None or self.pending is not None:
+            return False
+        if self.spec.one_shot:
+            return last_schedule_time is not None
+        return self.spec.not_after is not None and self.schedule.next_run_after(now) is None
+
     def facts(self) -> JobFacts:
         assert self.spec is not None  # noqa: S101 - only valid jobs are planned
         assert self.schedule is not None  # noqa: S101
@@ -173,18 +196,24 @@ def _explain(error: Exception) -> str:
     return str(error)
 
 
-def parse(body: dict[str, Any]) -> tuple[ScheduledJobSpec | None, Schedule | None, str | None]:
+def parse(
+    body: dict[str, Any], created: dt.datetime
+) -> tuple[ScheduledJobSpec | None, Schedule | None, str | None]:
+    """The spec and its schedule; ``created`` (the object's creationTimestamp) anchors an
+    @every interval that has no notBefore, so every watcher finds the same instants."""
     try:
         spec = ScheduledJobSpec.model_validate(body.get("spec") or {})
     except (ValidationError, ValueError) as exc:
         return None, None, f"spec.{_explain(exc)}"
-    schedule: Schedule
     if spec.run_at is not None:
-        schedule = OneShotSchedule(spec.run_at)
+        return spec, OneShotSchedule(spec.run_at), None
+    assert spec.schedule is not None  # noqa: S101 - the model requires one of the two
+    schedule: Schedule
+    if is_interval(spec.schedule):
+        schedule = interval_schedule(spec.schedule, anchor=spec.not_before or created)
     else:
-        assert spec.schedule is not None  # noqa: S101 - the model requires one of the two
         schedule = cron_schedule(spec.schedule, spec.time_zone, spec.daylight_saving_choice)
-    return spec, schedule, None
+    return spec, bounded(schedule, not_before=spec.not_before, not_after=spec.not_after), None
 
 
 def status_of(body: dict[str, Any]) -> ScheduledJobStatus:

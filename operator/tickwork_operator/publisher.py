@@ -112,10 +112,12 @@ class Publisher:
         if outcome is EnqueueOutcome.ENQUEUED:
             lag = (now - decision.scheduled_at).total_seconds()
             self.metrics.schedule_lag.observe(max(0.0, lag))
+        following = decision.following.scheduled_at if decision.following else None
         wanted = updated(
             entry.wanted,
             last_schedule_time=decision.scheduled_at,
-            next_run_at=decision.following.scheduled_at if decision.following else None,
+            next_run_at=following,
+            next_runs=entry.next_runs(following),
         )
         entry.wanted = self._count_missed(wanted, decision)
         report = self.reporter.owe(entry)
@@ -172,6 +174,7 @@ class Publisher:
             wanted = updated(
                 wanted,
                 next_run_at=following,
+                next_runs=entry.next_runs(following),
                 last_schedule_time=decision.scheduled_at,
                 missed_runs=(wanted.missed_runs or 0) + 1 + decision.missed,
                 last_missed_time=decision.scheduled_at,
@@ -182,6 +185,7 @@ class Publisher:
             wanted = updated(
                 wanted,
                 next_run_at=following,
+                next_runs=entry.next_runs(following),
                 missed_runs=(wanted.missed_runs or 0) + decision.missed,
                 last_missed_time=decision.latest_missed,
                 last_schedule_time=decision.latest_missed,

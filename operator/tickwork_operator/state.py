@@ -145,11 +145,12 @@ class WatchState:
             self.forget(*key)  # deleted and re-created under the same name
             previous = None
         generation = int(meta.get("generation") or 0)
-        if previous is not None and previous.generation == generation:
+        same_spec = previous is not None and previous.generation == generation
+        if previous is not None and same_spec:
             # Most events are status writes: the spec (and its parsed schedule) is unchanged.
             spec, schedule, invalid = previous.spec, previous.schedule, previous.invalid_reason
         else:
-            spec, schedule, invalid = parse(body)
+            spec, schedule, invalid = parse(body, created_at(body, now))
         observed = status_of(body)
         written = observed.operator_share()
         entry = JobEntry(
@@ -175,6 +176,7 @@ class WatchState:
             },
             settled_run_ids=previous.settled_run_ids if previous else set(),
             resume=(meta.get("annotations") or {}).get(RESUME_ANNOTATION),
+            upcoming_runs=previous.upcoming_runs if previous and same_spec else [],
         )
         if entry.published_run_id and entry.active_run_id() != entry.published_run_id:
             entry.published_run_id = None  # it finished
@@ -258,15 +260,14 @@ class WatchState:
         base = entry.wanted if current else entry.written
         phase = job_phase(
             suspended=entry.suspended, valid=entry.spec is not None,
-            one_shot=bool(entry.spec and entry.spec.one_shot),
-            finished=entry.pending is None and base.last_schedule_time is not None,
+            finished=entry.finished(now=now, last_schedule_time=base.last_schedule_time),
             active=entry.active_run_id() is not None, paused=entry.paused,
         )  # fmt: skip
-        pending = entry.pending
+        shown = entry.pending if entry.spec and not entry.suspended else None
+        next_run_at = shown.scheduled_at if shown else None
         wanted = updated(
-            base, observed_generation=entry.generation, phase=phase,
-            next_run_at=pending.scheduled_at if pending and entry.spec and not entry.suspended
-            else None,
+            base, observed_generation=entry.generation, phase=phase, next_run_at=next_run_at,
+            next_runs=entry.next_runs(next_run_at),
             failure_streak=recorded_streak(entry.streak), last_resume_token=entry.resumed_token,
         )  # fmt: skip
         paused = _pause_text(entry)
@@ -276,8 +277,9 @@ class WatchState:
             last_outcome=last.outcome if last else None, last_run_id=last.id if last else None,
             last_error=last.error if last else None,
             missed_one_shot=wanted.missed_runs is not None and wanted.missed_runs > 0
-            and wanted.last_missed_time == wanted.last_schedule_time and last is None,
-            pause_message=paused,
+            and wanted.last_missed_time == wanted.last_schedule_time and last is None
+            and bool(entry.spec and entry.spec.one_shot),
+            pause_message=paused, one_shot=entry.spec is None or entry.spec.one_shot,
         )  # fmt: skip
         wanted = with_condition(
             wanted, CONDITION_READY, status=ready.ready, reason=ready.reason,

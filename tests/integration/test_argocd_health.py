@@ -17,11 +17,16 @@ ROOT = Path(__file__).resolve().parents[2]
 RUN = "ns.j.0123abcd.1764579600"
 
 
-def job(generation: int = 3, **status: Any) -> dict[str, Any]:
+EVERY_MINUTE = {"schedule": "* * * * *"}
+ONCE = {"runAt": "2026-12-01T09:00:00Z"}
+UNTIL = {"schedule": "@every 90s", "notAfter": "2026-12-01T09:00:00Z"}
+
+
+def job(generation: int = 3, spec: dict[str, Any] = EVERY_MINUTE, **status: Any) -> dict[str, Any]:
     body = {
         "apiVersion": models.API_VERSION, "kind": models.KIND,
         "metadata": {"name": "j", "namespace": "ns", "generation": generation},
-        "spec": {"schedule": "* * * * *", "task": {"echo": {}}},
+        "spec": {**spec, "task": {"echo": {}}},
         **({"status": status} if status else {}),
     }  # fmt: skip
     models.ScheduledJob.model_validate(body)  # each sample is a status Tickwork can write
@@ -67,10 +72,13 @@ CASES = [
                                      lastRun=record("Failed"),
                                      conditions=ready("False", "Paused", "paused after 2 ...")),
      "Degraded", "Paused: paused after 2"),
-    ("one-shot done", job(observedGeneration=3, phase="Completed", lastRun=record("Succeeded"),
-                          conditions=ready("True", "Completed")),
+    ("one-shot done", job(spec=ONCE, observedGeneration=3, phase="Completed",
+                          lastRun=record("Succeeded"), conditions=ready("True", "Completed")),
      "Healthy", "The one-shot run is over: Succeeded"),
-    ("one-shot missed", job(observedGeneration=3, phase="Completed", missedRuns=1,
+    ("past notAfter", job(spec=UNTIL, observedGeneration=3, phase="Completed",
+                          lastRun=record("Succeeded"), conditions=ready("True", "Completed")),
+     "Healthy", "No run is left before notAfter: Succeeded"),
+    ("one-shot missed", job(spec=ONCE, observedGeneration=3, phase="Completed", missedRuns=1,
                             conditions=ready("False", "Missed", "could not start")),
      "Degraded", "Missed: could not start"),
 ]  # fmt: skip

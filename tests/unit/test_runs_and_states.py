@@ -235,13 +235,12 @@ def test_illegal_transitions_say_what_is_allowed(
         ({}, JobPhase.SCHEDULED),
         ({"suspended": True}, JobPhase.SUSPENDED),
         ({"valid": False, "active": True}, JobPhase.INVALID),
-        ({"valid": False, "one_shot": True, "finished": True}, JobPhase.INVALID),
-        ({"finished": True}, JobPhase.SCHEDULED),  # a recurring job never completes
-        ({"one_shot": True}, JobPhase.SCHEDULED),
-        ({"one_shot": True, "finished": True}, JobPhase.COMPLETED),
-        ({"one_shot": True, "finished": True, "suspended": True}, JobPhase.COMPLETED),
-        ({"one_shot": True, "finished": True, "active": True}, JobPhase.SCHEDULED),
-        ({"one_shot": True, "suspended": True}, JobPhase.SUSPENDED),
+        ({"valid": False, "finished": True}, JobPhase.INVALID),
+        # finished: no run is left (a one-shot run published, a recurring job past notAfter)
+        ({"finished": True}, JobPhase.COMPLETED),
+        ({"finished": True, "suspended": True}, JobPhase.COMPLETED),
+        ({"finished": True, "active": True}, JobPhase.SCHEDULED),
+        ({"suspended": True}, JobPhase.SUSPENDED),
         ({"paused": True}, JobPhase.PAUSED),
         ({"paused": True, "active": True}, JobPhase.PAUSED),  # a run under way may finish
         ({"paused": True, "suspended": True}, JobPhase.SUSPENDED),
@@ -249,6 +248,6 @@ def test_illegal_transitions_say_what_is_allowed(
     ],
 )
 def test_job_phase_is_the_lifecycle(kwargs: dict[str, bool], phase: JobPhase) -> None:
-    arguments = {"suspended": False, "valid": True, "one_shot": False, "finished": False,
+    arguments = {"suspended": False, "valid": True, "finished": False,
                  "active": False, "paused": False} | kwargs  # fmt: skip
     assert job_phase(**arguments) is phase

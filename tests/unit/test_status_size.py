@@ -10,10 +10,12 @@ from typing import Any
 
 import pytest
 
-from tickwork.api.models import RunRecord, RunState, ScheduledJobStatus
+from tickwork.api.models import OperatorStatus, RunRecord, RunState, ScheduledJobStatus
 from tickwork.core.params import MAX_PARAMS, PARAMS_TEXT_LIMIT, check_params
+from tickwork.core.planning import NEXT_RUNS
+from tickwork.core.states import JobPhase
 from tickwork.core.text import HISTORY_TEXT_LIMIT, TEXT_LIMIT
-from tickwork.kube.status import record_body, run_manager, to_drop
+from tickwork.kube.status import operator_body, record_body, run_manager, to_drop, updated
 
 pytestmark = pytest.mark.unit
 T0 = dt.datetime(2026, 12, 1, 9, tzinfo=dt.UTC)
@@ -68,3 +70,32 @@ def test_the_history_keeps_short_texts_and_the_last_run_the_full_ones() -> None:
     size = len(json.dumps({"status": status.to_wire(), "managedFields": managed},
                           separators=(",", ":")))  # fmt: skip
     assert size < 60 * 1024
+
+
+def test_the_operators_share_at_its_largest_stays_small_with_next_runs() -> None:
+    """The operator's share with every field at its limit (the failure streak, every
+    token, run parameters, every condition): five nextRuns add some 130 bytes to each
+    of its writes (which nextRunAt needed anyway), nothing more."""
+    token = "t" * 253
+    conditions = [{"type": kind, "status": "False", "reason": "R" * 128, "message": "m" * 2048,
+                   "lastTransitionTime": T0, "observedGeneration": 2**62}
+                  for kind in ("Ready", "Suspended", "Paused")]  # fmt: skip
+    params = check_params({f"P{i}": "v" * (PARAMS_TEXT_LIMIT // MAX_PARAMS - 2)
+                           for i in range(MAX_PARAMS)})  # fmt: skip
+    streak = {"count": 2**62, "runIds": ["i" * 256] * 10, "countedUntil": T0, "pausedAt": T0}
+    runs = [T0 + dt.timedelta(seconds=90 * k, microseconds=999_999) for k in range(NEXT_RUNS)]
+    share = OperatorStatus(
+        phase=JobPhase.SCHEDULED, observed_generation=2**62, next_run_at=runs[0],
+        next_runs=runs, last_schedule_time=T0, missed_runs=2**62, last_missed_time=T0,
+        last_trigger_token=token, last_requeue_token=token, last_purge_token=token,
+        last_resume_token=token, failure_streak=streak,
+        queued_run={"id": "i" * 256, "scheduledAt": T0, "queuedAt": T0, "manual": True,
+                    "params": params},
+        conditions=conditions,
+    )  # fmt: skip
+    body = json.dumps(operator_body(share), separators=(",", ":"))
+    without = json.dumps(operator_body(updated(share, next_runs=None)), separators=(",", ":"))
+    assert len(body) - len(without) <= 5 * 30 + 15
+    assert len(body) < 12 * 1024  # 11.5 KiB, most of it the three condition messages
+    with pytest.raises(ValueError, match="at most 5 items"):
+        updated(share, next_runs=[*runs, T0])

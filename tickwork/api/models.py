@@ -41,8 +41,9 @@ from tickwork.api import rules
 from tickwork.core.cron import parse_cron
 from tickwork.core.daylight import DaylightSavingChoice, RepeatedTime, SkippedTime
 from tickwork.core.failures import STREAK_RUN_IDS
+from tickwork.core.interval import is_interval, parse_interval
 from tickwork.core.params import MAX_PARAMS, PARAMS_TEXT_LIMIT
-from tickwork.core.planning import ConcurrencyPolicy
+from tickwork.core.planning import NEXT_RUNS, ConcurrencyPolicy
 from tickwork.core.states import JobPhase, RunState
 from tickwork.core.templates import check_template
 from tickwork.core.zones import load_zone
@@ -90,7 +91,10 @@ class _Model(BaseModel):
 def _check_cron(value: str) -> str:
     if not _CRON.match(value):
         raise ValueError(rules.CRON_MESSAGE)
-    parse_cron(value)  # ranges in order, a day that exists: what CEL cannot check
+    if is_interval(value):
+        parse_interval(value)  # at least 10s, at most 366 days (rules.INTERVAL_RANGE)
+    else:
+        parse_cron(value)  # ranges in order, a day that exists: what CEL cannot check
     return value
 
 
@@ -110,7 +114,11 @@ def _check_url(value: str) -> str:
 
 CronText = Annotated[
     StrictStr,
-    Field(min_length=1, max_length=256, json_schema_extra=_cel(rules.CRON_SHAPE)),
+    Field(
+        min_length=1,
+        max_length=256,
+        json_schema_extra=_cel(rules.CRON_SHAPE, rules.INTERVAL_RANGE),
+    ),
     AfterValidator(_check_cron),
 ]
 ZoneName = Annotated[
@@ -401,17 +409,24 @@ class ScheduledJobSpec(_Model):
 
     model_config = ConfigDict(
         json_schema_extra=_cel(
-            rules.SCHEDULE_XOR_RUN_AT,
-            rules.TTL_NEEDS_RUN_AT,
-            rules.DAYLIGHT_SAVING_NEEDS_SCHEDULE,
-            rules.FAILURE_POLICY_NEEDS_SCHEDULE,
+            rules.SCHEDULE_XOR_RUN_AT, rules.TTL_NEEDS_RUN_AT,
+            rules.DAYLIGHT_SAVING_NEEDS_SCHEDULE, rules.FAILURE_POLICY_NEEDS_SCHEDULE,
+            rules.BOUNDS_NEED_SCHEDULE, rules.BOUNDS_ORDER, rules.JITTER_WITHIN_INTERVAL,
         )
-    )
+    )  # fmt: skip
 
     schedule: CronText | None = Field(
-        default=None, description="Cron expression for recurring runs (five fields or a macro)."
+        default=None,
+        description="Recurring runs: a cron expression (five fields or a macro like @daily), "
+        "or an interval like '@every 90s' (10s .. 8784h; time zones play no part).",
     )
     run_at: AwareDatetime | None = Field(default=None, description="Instant of a one-shot run.")
+    not_before: AwareDatetime | None = None
+    """No run is due before this instant (RFC 3339; recurring jobs only). An @every interval
+    counts from it (rounded up to the second); without it, from the object's creation."""
+    not_after: AwareDatetime | None = None
+    """No run is due after this instant (RFC 3339; recurring jobs only); once no run is left,
+    the phase is Completed and nextRunAt is empty."""
     time_zone: ZoneName = Field(default="UTC", description="IANA zone the schedule is read in.")
     daylight_saving: DaylightSaving | None = None
     """Where the zone's clock changes, when a repeated time runs and whether a skipped one
@@ -460,6 +475,16 @@ class ScheduledJobSpec(_Model):
             raise ValueError(rules.DAYLIGHT_SAVING_NEEDS_SCHEDULE.message)
         if self.failure_policy is not None and self.schedule is None:
             raise ValueError(rules.FAILURE_POLICY_NEEDS_SCHEDULE.message)
+        if (self.not_before or self.not_after) and self.schedule is None:
+            raise ValueError(rules.BOUNDS_NEED_SCHEDULE.message)
+        if self.not_before and self.not_after and self.not_after <= self.not_before:
+            raise ValueError(rules.BOUNDS_ORDER.message)
+        if (
+            self.schedule
+            and is_interval(self.schedule)
+            and self.jitter_seconds >= parse_interval(self.schedule)
+        ):
+            raise ValueError(rules.JITTER_WITHIN_INTERVAL.message)
         return self
 
     @property
@@ -640,6 +665,9 @@ class OperatorStatus(_Model):
     """The metadata.generation the operator last acted on."""
     next_run_at: Instant | None = None
     """When the next run is due (empty when none will be)."""
+    next_runs: Annotated[list[Instant], Field(max_length=NEXT_RUNS)] | None = None
+    """The next few due times, nextRunAt first (up to 5; fewer when the schedule ends;
+    jitterSeconds not included). Written with nextRunAt, never on its own."""
     last_schedule_time: Instant | None = None
     """When the last run published was due."""
     missed_runs: Annotated[StrictInt, Field(ge=0)] | None = None

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tickwork.core import templates
+from tickwork.core import interval, templates
 from tickwork.core.zones import ZONE_NAME_PATTERN
 
 _MINUTE = r"(?:[0-5]?[0-9])"
@@ -26,10 +26,13 @@ def _field(value: str) -> str:
     return rf"{item}(?:,{item})*"
 
 
-#: Five cron fields with in-range values, or a macro. RE2 and Python agree on it.
+#: An interval, ``@every 90s`` (lower case, unlike the macros).
+INTERVAL_PATTERN = f"^@every {interval.INTERVAL_TEXT_PATTERN}$"
+#: Five cron fields with in-range values, a macro, or an interval. RE2 and Python agree on it.
 CRON_PATTERN = (
     r"(?i)^(?:@(?:yearly|annually|monthly|weekly|daily|midnight|hourly)|"
     + r"[ \t]+".join(_field(v) for v in (_MINUTE, _HOUR, _DAY, _MONTH, _WEEKDAY))
+    + f"|(?-i:@every {interval.INTERVAL_TEXT_PATTERN})"
     + r")$"
 )
 
@@ -37,7 +40,8 @@ CRON_MESSAGE = (
     "schedule must be five cron fields separated by spaces - minute (0-59), hour (0-23), "
     "day of month (1-31), month (1-12 or jan-dec), day of week (0-7 or sun-sat) - each "
     "'*', a value, a range 'a-b', a list 'a,b' or a step '*/n'; or a macro: @yearly, "
-    "@annually, @monthly, @weekly, @daily, @midnight, @hourly"
+    "@annually, @monthly, @weekly, @daily, @midnight, @hourly; or an interval like "
+    "'@every 90s', '@every 15m' or '@every 1h30m'"
 )
 
 ZONE_PATTERN = ZONE_NAME_PATTERN
@@ -76,6 +80,17 @@ SCHEDULE_XOR_RUN_AT = CelRule(
     message="set exactly one of spec.schedule (a cron expression, for recurring runs) "
     "or spec.runAt (an RFC 3339 time, for a single run)",
 )
+BOUNDS_NEED_SCHEDULE = CelRule(
+    rule="!has(self.notBefore) && !has(self.notAfter) || has(self.schedule)",
+    message="notBefore and notAfter bound a recurring schedule: remove them, or use "
+    "schedule instead of runAt",
+)
+BOUNDS_ORDER = CelRule(
+    rule="!has(self.notBefore) || !has(self.notAfter) "
+    "|| timestamp(self.notAfter) > timestamp(self.notBefore)",
+    message="notAfter must be later than notBefore",
+    field_path=".notAfter",
+)
 TTL_NEEDS_RUN_AT = CelRule(
     rule="!has(self.ttlSecondsAfterFinished) || has(self.runAt)",
     message="ttlSecondsAfterFinished applies to one-shot jobs only: remove it or use runAt",
@@ -103,6 +118,20 @@ BACKOFF_ORDER = CelRule(
     field_path=".maxBackoffSeconds",
 )
 CRON_SHAPE = CelRule(rule=f"self.matches(r'{CRON_PATTERN}')", message=CRON_MESSAGE)
+_INTERVAL_TEXT = "duration(self.substring(7))"  # after "@every "
+INTERVAL_RANGE = CelRule(
+    rule=f"!self.matches(r'{INTERVAL_PATTERN}') || "
+    f"{_INTERVAL_TEXT} >= duration('{interval.MIN_INTERVAL_SECONDS}s') && "
+    f"{_INTERVAL_TEXT} <= duration('{interval.MAX_INTERVAL_SECONDS}s')",
+    message=interval.RANGE_MESSAGE,
+)
+JITTER_WITHIN_INTERVAL = CelRule(
+    rule=f"!has(self.schedule) || !self.schedule.matches(r'{INTERVAL_PATTERN}') "
+    "|| !has(self.jitterSeconds) "
+    "|| duration(self.schedule.substring(7)).getSeconds() > self.jitterSeconds",
+    message="jitterSeconds must be shorter than the @every interval",
+    field_path=".jitterSeconds",
+)
 HTTP_URL = CelRule(
     rule="isURL(self) && url(self).getScheme() in ['http', 'https'] "
     "&& url(self).getHostname() != ''",

@@ -21,6 +21,8 @@ from tickwork.core.runs import jitter_seconds, scheduled_run_id
 from tickwork.core.schedule import Schedule
 
 _EPSILON = dt.timedelta(microseconds=1)
+#: How many due times ``status.nextRuns`` lists (``nextRunAt`` is the first).
+NEXT_RUNS = 5
 
 
 class ConcurrencyPolicy(enum.StrEnum):
@@ -75,6 +77,31 @@ def _later(moment: dt.datetime, delay: dt.timedelta) -> dt.datetime:
         return moment + delay
     except OverflowError:
         return dt.datetime.max.replace(tzinfo=dt.UTC)
+
+
+def upcoming(
+    schedule: Schedule,
+    first: dt.datetime | None,
+    count: int = NEXT_RUNS,
+    *,
+    known: list[dt.datetime] | None = None,
+) -> list[dt.datetime]:
+    """``first`` and the runs that follow it: ``count`` at most, fewer when the schedule
+    ends (a one-shot job, ``notAfter``), none when ``first`` is None.
+
+    ``known`` is a list this function returned before for the same schedule: its runs
+    from ``first`` on are kept, so moving on by one run costs one more run worked out,
+    not ``count``."""
+    if first is None:
+        return []
+    runs = known[known.index(first) :] if known and first in known else [first]
+    del runs[count:]
+    moment: dt.datetime | None = runs[-1]
+    while len(runs) < count and moment is not None:
+        moment = schedule.next_run_after(moment)
+        if moment is not None:
+            runs.append(moment)
+    return runs
 
 
 def pending_run(facts: JobFacts, *, now: dt.datetime, fresh_start: bool) -> PendingRun | None:

@@ -78,14 +78,14 @@ class JobPhase(enum.StrEnum):
 
 
 def job_phase(
-    *, suspended: bool, valid: bool, one_shot: bool, finished: bool, active: bool,
-    paused: bool = False,
+    *, suspended: bool, valid: bool, finished: bool, active: bool, paused: bool = False,
 ) -> JobPhase:  # fmt: skip
-    """The lifecycle: a one-shot job whose run ended (and none is active) is
-    Completed, however the run ended (``lastRun.outcome`` says how)."""
+    """The lifecycle: a job with no run left to publish (``finished``: a one-shot job
+    whose run was published, a recurring one past its ``notAfter``) and none active is
+    Completed, however its last run ended (``lastRun.outcome`` says how)."""
     if not valid:
         return JobPhase.INVALID
-    if one_shot and finished and not active:
+    if finished and not active:
         return JobPhase.COMPLETED
     if suspended:
         return JobPhase.SUSPENDED
@@ -107,12 +107,8 @@ class Readiness:
 READY_ERROR_CHARS = 200
 
 
-#: Ready=True, by phase: the reason and the message.
-_READY = {
-    JobPhase.SUSPENDED: ("Suspended", "suspended"),
-    JobPhase.COMPLETED: ("Completed", "the one-shot run is over (lastRun says how it ended)"),
-}
-_SCHEDULED = ("Scheduled", "the schedule is valid and indexed")
+_COMPLETED = "the one-shot run is over (lastRun says how it ended)"
+_ENDED = "spec.notAfter leaves no run to start (lastRun says how the last one ended)"
 
 
 def readiness(
@@ -124,6 +120,7 @@ def readiness(
     last_error: str | None,
     missed_one_shot: bool,
     pause_message: str | None = None,
+    one_shot: bool = True,
 ) -> Readiness:
     """``Ready`` from what the operator knows: False for an invalid spec, a job paused
     by failed runs (until it is resumed), a last run that failed (until a later run
@@ -142,5 +139,9 @@ def readiness(
     if missed_one_shot and phase is JobPhase.COMPLETED:
         text = "the one-shot run could not start within startingDeadlineSeconds"
         return Readiness(ready=False, reason="Missed", message=text)
-    reason, text = _READY.get(phase, _SCHEDULED)
-    return Readiness(ready=True, reason=reason, message=text)
+    if phase is JobPhase.SUSPENDED:
+        return Readiness(ready=True, reason="Suspended", message="suspended")
+    if phase is JobPhase.COMPLETED:
+        return Readiness(ready=True, reason="Completed",
+                         message=_COMPLETED if one_shot else _ENDED)  # fmt: skip
+    return Readiness(ready=True, reason="Scheduled", message="the schedule is valid and indexed")

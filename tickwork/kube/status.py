@@ -8,7 +8,7 @@ operator (``tickwork-operator``)        each run (``tickwork-run-<hash of run ID
 =====================================  ===========================================
 phase (the lifecycle),                  its entry of ``activeRuns`` while it runs or
 observedGeneration, nextRunAt,          waits for a retry; its record in ``runs``;
-lastScheduleTime, queuedRun,            ``lastRun`` and (on success)
+nextRuns, lastScheduleTime, queuedRun,  ``lastRun`` and (on success)
 missedRuns, lastMissedTime,             ``lastSuccessfulTime``, taken over (forced)
 lastTriggerToken, lastRequeueToken,     by whichever run finishes last; its
 lastPurgeToken, lastResumeToken,        ``deadRuns`` entry while it is dead-lettered
