@@ -240,7 +240,6 @@ def test_illegal_transitions_say_what_is_allowed(
         ({"finished": True}, JobPhase.COMPLETED),
         ({"finished": True, "suspended": True}, JobPhase.COMPLETED),
         ({"finished": True, "active": True}, JobPhase.SCHEDULED),
-        ({"suspended": True}, JobPhase.SUSPENDED),
         ({"paused": True}, JobPhase.PAUSED),
         ({"paused": True, "active": True}, JobPhase.PAUSED),  # a run under way may finish
         ({"paused": True, "suspended": True}, JobPhase.SUSPENDED),

@@ -139,9 +139,8 @@ def readiness(
     if missed_one_shot and phase is JobPhase.COMPLETED:
         text = "the one-shot run could not start within startingDeadlineSeconds"
         return Readiness(ready=False, reason="Missed", message=text)
-    if phase is JobPhase.SUSPENDED:
-        return Readiness(ready=True, reason="Suspended", message="suspended")
-    if phase is JobPhase.COMPLETED:
-        return Readiness(ready=True, reason="Completed",
-                         message=_COMPLETED if one_shot else _ENDED)  # fmt: skip
-    return Readiness(ready=True, reason="Scheduled", message="the schedule is valid and indexed")
+    reason, text = {
+        JobPhase.SUSPENDED: ("Suspended", "suspended"),
+        JobPhase.COMPLETED: ("Completed", _COMPLETED if one_shot else _ENDED),
+    }.get(phase, ("Scheduled", "the schedule is valid and indexed"))
+    return Readiness(ready=True, reason=reason, message=text)
