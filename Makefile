@@ -28,8 +28,8 @@ $(VENV)/.installed: pyproject.toml dev/pyproject.toml dev/demo-tasks/pyproject.t
 
 install: $(VENV)/.installed ## create .venv and install Tickwork with its test and dev tools
 
-controlplane-bin: install ## build (or find cached) the control plane, a node's parts, helm, the autoscalers
-	@$(BIN)/tickwork-devcluster build --helm --actionlint --helm-docs --node --autoscaling
+controlplane-bin: install ## build (or find cached) the control plane, a node's parts, helm, crane, the autoscalers
+	@$(BIN)/tickwork-devcluster build --helm --actionlint --helm-docs --crane --node --autoscaling
 
 image: install ## build Tickwork's image with podman on a Debian base (no registry needed)
 	@$(BIN)/tickwork-devcluster image

@@ -84,6 +84,8 @@ def cmd_build(args: argparse.Namespace) -> int:
         bundles.append(build.actionlint_bundle())
     if args.helm_docs:
         bundles.append(build.helm_docs_bundle())
+    if args.crane:
+        bundles.append(build.crane_bundle())
     if args.node:
         bundles += [build.node_bundle(), build.containerd_bundle(), build.runc_bundle(),
                     build.kube_router_bundle(), build.coredns_bundle()]  # fmt: skip
@@ -103,6 +105,7 @@ TOOLS = {
     "glua": build.lua_bundle,
     "helm-docs": build.helm_docs_bundle,
     "promtool": build.prometheus_bundle,
+    "crane": build.crane_bundle,
 }
 
 
@@ -254,6 +257,9 @@ def main(argv: list[str] | None = None) -> int:
     p_build.add_argument("--helm", action="store_true", help="build helm too")
     p_build.add_argument("--actionlint", action="store_true", help="build actionlint too")
     p_build.add_argument("--helm-docs", action="store_true", help="build helm-docs too")
+    p_build.add_argument(
+        "--crane", action="store_true", help="build crane too (a local OCI registry)"
+    )
     p_build.add_argument(
         "--node",
         action="store_true",

@@ -238,6 +238,16 @@ def helm_docs_bundle() -> Bundle:
     return Bundle("helm-docs", HACK_DIR / "helm-docs", {"helm-docs": version}, (target,))
 
 
+def crane_bundle() -> Bundle:
+    """crane, whose ``crane registry serve`` is a local OCI registry: the README's
+    ``helm install oci://...`` is tested against it, with the images pushed there."""
+    module = "github.com/google/go-containerregistry"
+    version = _required_version(_gomod("crane"), module)
+    flags = f"-s -w -X {module}/cmd/crane/cmd.Version={version}"
+    target = Target("crane", f"{module}/cmd/crane", flags)
+    return Bundle("crane", HACK_DIR / "crane", {"crane": version}, (target,))
+
+
 def _go() -> str:
     go = shutil.which("go")
     if go is None:

@@ -5,7 +5,8 @@ runtime; the kubelet and kube-proxy (nftables mode) come from the control
 plane's own Kubernetes module; Pods sit on a CNI bridge (Debian's
 ``containernetworking-plugins``) fenced in by :mod:`.hostnet`; a NetworkPolicy
 agent enforces policies; CoreDNS runs as a Pod behind the cluster DNS
-Service. Images are imported from archives (:mod:`.images`): no registry.
+Service. Images are imported from archives (:mod:`.images`); a registry on
+loopback (:mod:`.registry`) can be trusted for pulls over plain HTTP.
 
 Two settings this machine requires (``../shared/notes/local-node.md``):
 the kubelet runs on cgroup v1 with the cgroupfs driver (``failCgroupV1:
@@ -49,7 +50,7 @@ CONTROLLER_MANAGER_ARGS = ("--horizontal-pod-autoscaler-sync-period=5s",)
 
 
 def _containerd_config(*, root: Path, state: Path, socket: Path, runc: Path, cni_conf: Path,
-                       sandbox: str) -> str:  # fmt: skip
+                       sandbox: str, registry_hosts: Path) -> str:  # fmt: skip
     return f"""\
 version = 3
 root = "{root}"
@@ -63,6 +64,10 @@ state = "{state}"
     snapshotter = "overlayfs"
     [plugins.'io.containerd.cri.v1.images'.pinned_images]
       sandbox = "{sandbox}"
+    # One hosts.toml per registry (<dir>/<host:port>/hosts.toml), read at each pull:
+    # a registry started later is trusted without restarting containerd.
+    [plugins.'io.containerd.cri.v1.images'.registry]
+      config_path = "{registry_hosts}"
 
   [plugins.'io.containerd.cri.v1.runtime']
     # Processes here lack CAP_SYS_RESOURCE: lowering oom_score_adj fails every sandbox.
@@ -250,11 +255,13 @@ class Node:
         (cni_conf / "10-tickwork.conflist").write_text(
             json.dumps(_cni_config(self.workdir / "cni" / "ipam"), indent=2)
         )
+        self.registry_hosts.mkdir(parents=True, exist_ok=True)
         config = self.workdir / "containerd.toml"
         config.write_text(
             _containerd_config(
                 root=self.workdir / "containerd", state=RUN_DIR / "state", socket=self.socket,
                 runc=self._runc, cni_conf=cni_conf, sandbox=sandbox,
+                registry_hosts=self.registry_hosts,
             )
         )  # fmt: skip
         proc = self._spawn(
@@ -276,6 +283,23 @@ class Node:
         if check and result.returncode != 0:
             raise StartError(f"ctr {' '.join(args)} failed: {result.stderr.strip()}")
         return result
+
+    @property
+    def registry_hosts(self) -> Path:
+        return self.workdir / "certs.d"
+
+    def trust_plain_http_registry(self, host: str) -> None:
+        """Let the runtime pull from the registry at ``host`` (``127.0.0.1:PORT``) over
+        plain HTTP, as a node is configured for an in-house registry without TLS."""
+        directory = self.registry_hosts / host
+        directory.mkdir(parents=True, exist_ok=True)
+        (directory / "hosts.toml").write_text(
+            f'server = "http://{host}"\n\n[host."http://{host}"]\n'
+            '  capabilities = ["pull", "resolve"]\n'
+        )
+
+    def forget_registry(self, host: str) -> None:
+        shutil.rmtree(self.registry_hosts / host, ignore_errors=True)
 
     def load_image(self, image: images.Image) -> None:
         """Import an image archive into the node's runtime (what `kind load` does)."""
