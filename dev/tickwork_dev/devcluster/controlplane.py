@@ -23,8 +23,6 @@ import subprocess
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import TracebackType
-from typing import Self
 
 from tickwork_dev.devcluster import build, certs, process
 from tickwork_dev.devcluster.errors import StartError
@@ -99,7 +97,7 @@ def _healthy_insecure(port: int) -> bool:
 
 
 @dataclass
-class ControlPlane:
+class ControlPlane(process.Started):
     """etcd + kube-apiserver (+ kube-controller-manager) in ``workdir``.
 
     Use as a context manager, or call :meth:`start` and :meth:`stop`.
@@ -131,18 +129,6 @@ class ControlPlane:
 
     def log_path(self, component: str) -> Path:
         return self.workdir / "logs" / f"{component}.log"
-
-    def __enter__(self) -> Self:
-        self.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
     # -- lifecycle -------------------------------------------------------
 

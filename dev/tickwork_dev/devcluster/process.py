@@ -17,6 +17,8 @@ import subprocess
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from types import TracebackType
+from typing import Self
 
 from tickwork_dev.devcluster.errors import StartError
 
@@ -114,3 +116,26 @@ def wait_until(
             tail = log_tail(log_path) if log_path else ""
             raise StartError(f"{what} was not ready after {timeout:.0f}s:\n{tail}")
         time.sleep(interval)
+
+
+class Started:
+    """A server the harness starts and stops: ``with Server(...) as server:`` starts it
+    and stops it on the way out, whatever happened inside."""
+
+    def start(self) -> None:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()

@@ -11,8 +11,6 @@ import ssl
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import TracebackType
-from typing import Self
 
 from tickwork_dev.devcluster import process
 from tickwork_dev.devcluster.certs import ServerTls
@@ -64,7 +62,7 @@ def _tls_config(tls: ServerTls, port: int) -> list[list[str]]:
 
 
 @dataclass
-class RedisServer:
+class RedisServer(process.Started):
     """``redis-server`` in ``workdir``; :meth:`restart` keeps its data directory.
 
     Servers of one replica set share a password (each uses its own as
@@ -89,18 +87,6 @@ class RedisServer:
     @property
     def log_path(self) -> Path:
         return self.workdir / "redis.log"
-
-    def __enter__(self) -> Self:
-        self.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
     def start(self) -> None:
         binary = _binary()
@@ -155,7 +141,7 @@ class RedisServer:
 
 
 @dataclass
-class RedisSentinel:
+class RedisSentinel(process.Started):
     """``redis-server --sentinel`` in ``workdir``, watching one master set (quorum 1).
 
     It reaches the master with the master's password and TLS settings; its
@@ -177,18 +163,6 @@ class RedisSentinel:
     @property
     def address(self) -> str:
         return f"127.0.0.1:{self.port}"
-
-    def __enter__(self) -> Self:
-        self.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
     def start(self) -> None:
         binary = _binary()

@@ -16,8 +16,6 @@ import subprocess
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import TracebackType
-from typing import Self
 
 from tickwork_dev.devcluster import build, process
 from tickwork_dev.devcluster.errors import StartError
@@ -31,7 +29,7 @@ def crane_binary() -> Path:
 
 
 @dataclass
-class LocalRegistry:
+class LocalRegistry(process.Started):
     """``crane registry serve`` on ``127.0.0.1`` and a port of its choosing, for as long
     as the context lasts; its blobs in ``workdir``."""
 
@@ -79,18 +77,6 @@ class LocalRegistry:
         if self._proc is not None:
             process.stop(self._proc)
             self._proc = None
-
-    def __enter__(self) -> Self:
-        self.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
     # -- pushing ---------------------------------------------------------------------
 
