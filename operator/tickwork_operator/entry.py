@@ -149,6 +149,18 @@ class JobEntry:
             return last_schedule_time is not None
         return self.spec.not_after is not None and self.schedule.next_run_after(now) is None
 
+    def last_schedule_time(self) -> dt.datetime | None:
+        """The latest run published: as status shows it, or as this replica published
+        it and has not seen written yet (a worker's write can be watched before the
+        leader's report of the publish: a one-shot run must not be planned again)."""
+        shown = self.written.last_schedule_time
+        if self.wanted.observed_generation != self.generation:
+            return shown
+        published = self.wanted.last_schedule_time
+        if shown is None or (published is not None and published > shown):
+            return published
+        return shown
+
     def facts(self) -> JobFacts:
         assert self.spec is not None  # noqa: S101 - only valid jobs are planned
         assert self.schedule is not None  # noqa: S101
@@ -162,7 +174,7 @@ class JobEntry:
             starting_deadline_seconds=self.spec.starting_deadline_seconds,
             jitter_seconds=self.spec.jitter_seconds,
             next_run_at=self.written.next_run_at,
-            last_schedule_time=self.written.last_schedule_time,
+            last_schedule_time=self.last_schedule_time(),
             status_is_current=status.observed_generation == self.generation,
             active_run_id=self.active_run_id(),
         )

@@ -67,7 +67,7 @@ class Publisher:
             # (a leader again, or the new leader from its own index, publishes it).
             self.reindex(entry, pending, retry=True)
             return
-        with self.state.acting_on(entry.key):
+        with self.state.acting_on(entry, now=self.clock.now):
             if not await self._resume_written(entry):
                 self.reindex(entry, pending, retry=True)
                 return

@@ -110,6 +110,8 @@ class Reporter:
         self.hold_seconds = hold_seconds
         self._reports: dict[JobKey, Report] = {}
         self._task: asyncio.Task[None] | None = None
+        self._writing: set[JobKey] = set()
+        """Jobs whose status write is on its way."""
 
     @property
     def pending(self) -> int:
@@ -170,7 +172,14 @@ class Reporter:
         """Send the operator's share: every field of it, none of anyone else's, so it
         is applied unconditionally (forced: after an upgrade it takes over ``phase``
         from the workers of older versions)."""
+        if entry.key in self._writing:
+            # One write per job at a time: two on their way may reach the API server
+            # in one order and answer in the other, and the older share would stay
+            # written while the newer is taken as written. This one goes next tick.
+            self.state.owe_status(entry.key)
+            return False
         wanted, before = entry.wanted, entry.written
+        self._writing.add(entry.key)
         try:
             await self.kube.apply_job_status(
                 entry.namespace, entry.name, entry.uid, operator_body(wanted),
@@ -183,6 +192,8 @@ class Reporter:
             logger.warning("status of %s/%s not written: %s", entry.namespace, entry.name, exc)
             self.state.owe_status(entry.key)
             return False
+        finally:
+            self._writing.discard(entry.key)
         self.state.wrote(entry, wanted)
         for type_, reason, message in pause_news(before, wanted):
             await self.events.post(job_ref(entry), type_=type_, reason=reason, message=message)
@@ -193,7 +204,8 @@ class Reporter:
         applied at once must not hold back the next tick's due runs."""
         while self.clock.monotonic() < deadline:
             # A job with a report still to go gets its status written by that report.
-            owed = (key for key in self.state.dirty if key not in self._reports)
+            owed = (key for key in self.state.dirty
+                    if key not in self._reports and key not in self._writing)  # fmt: skip
             keys = list(itertools.islice(owed, REPORT_CONCURRENCY))
             if not keys:
                 break

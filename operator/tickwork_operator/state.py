@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -83,14 +83,36 @@ class WatchState:
     # -- what the leader acts on (the publisher, reporter and reconciler) ----------
 
     @contextlib.contextmanager
-    def acting_on(self, key: JobKey) -> Iterator[None]:
+    def acting_on(self, entry: JobEntry, *, now: Callable[[], dt.datetime]) -> Iterator[None]:
         """While the leader decides about a job, the watch leaves its index entry alone
-        (the leader re-indexes it when it is done)."""
-        self.busy.add(key)
+        (the leader re-indexes it when it is done). The watch may still replace the
+        entry meanwhile (a status write of a worker, or of the operator itself): the
+        leader changed the one it started with, so the new one takes over its changes."""
+        self.busy.add(entry.key)
         try:
             yield
         finally:
-            self.busy.discard(key)
+            self.busy.discard(entry.key)
+            self._hand_over(entry, now=now())
+
+    def _hand_over(self, acted: JobEntry, *, now: dt.datetime) -> None:
+        live = self.jobs.get(acted.key)
+        if live is None or live is acted or live.uid != acted.uid:
+            return
+        live.wanted = acted.wanted
+        if live.published_run_id is None:
+            live.published_run_id = acted.published_run_id
+        if live.published_run_id and live.active_run_id() != live.published_run_id:
+            live.published_run_id = None  # it finished
+        run_key = ("run", live.namespace, live.name)
+        if live.generation == acted.generation:
+            live.pending = acted.pending  # the leader already indexed it
+        elif live.pending is None:
+            self.index.remove(run_key)
+        else:
+            self.index.put(run_key, live.pending.due_at.timestamp())
+        self.track_active(live)
+        self.refresh_wanted(live, now=now)
 
     def owe_status(self, key: JobKey) -> None:
         """The operator's share of ``key``'s status must be written (again)."""

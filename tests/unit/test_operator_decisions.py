@@ -96,11 +96,15 @@ class Sink:
 
 
 class FlakyQueue(MemoryRunQueue):
-    """The in-memory queue, unreachable while ``down`` (as Redis in an outage)."""
+    """The in-memory queue, unreachable while ``down`` (as Redis in an outage);
+    ``during_enqueue`` runs while a publish waits for it (as a watch event may)."""
 
     down = False
+    during_enqueue: Callable[[], None] | None = None
 
     async def enqueue(self, message: RunMessage) -> EnqueueOutcome:
+        if self.during_enqueue is not None:
+            self.during_enqueue()
         if self.down:
             raise QueueUnavailableError("Redis is down")
         return await super().enqueue(message)
@@ -704,3 +708,50 @@ async def test_a_restarted_operator_keeps_the_pause_and_tells_it_once() -> None:
     assert await again.queued() == []
     assert again.sink.writes == 0  # status already says it all
     assert again.sink.reasons() == []
+
+
+async def test_a_one_shot_whose_worker_reports_first_still_completes() -> None:
+    """The worker's result reaches the watch before the leader's report of the publish:
+    the one-shot run is not planned again, and the job ends Completed, nothing next."""
+    leader = Leader()
+    run_at = minute(-10)
+    spec = {"runAt": run_at.isoformat()}
+    done = {"lastRun": {"id": scheduled_run_id(UID, run_at), "scheduledAt": run_at.isoformat(),
+                        "outcome": "Succeeded"}}  # fmt: skip
+    leader.observe(spec)
+    leader.t = minute(0, 31).timestamp()
+    await leader.ticker.tick()  # published; its report has not gone out yet
+    leader.observe(spec, status=done)  # the worker's write is watched first
+    await leader.ticker.reporter.idle()
+    assert leader.sink.status["phase"] == "Completed"
+    assert "nextRunAt" not in leader.sink.status
+
+    # The watch event of each write may arrive while the leader publishes.
+    def watched() -> None:
+        leader.observe(spec, status={**done, **leader.sink.status})
+
+    leader.queue.during_enqueue = watched
+    for second in range(32, 40):
+        watched()
+        await leader.tick_at(minute(0, second))
+    assert leader.sink.status["phase"] == "Completed"
+    assert "nextRunAt" not in leader.sink.status
+    assert not leader.state.dirty
+
+
+async def test_a_watch_event_during_a_publish_loses_none_of_it() -> None:
+    """The watch replaces the job's entry while the leader publishes its run: what the
+    publish changed (the run published, the next one) must hold for the new entry."""
+    leader = Leader()
+    spec = {**EVERY_MINUTE, "concurrencyPolicy": "Allow"}  # no worker takes the runs
+    leader.observe(spec)
+    leader.queue.during_enqueue = lambda: leader.observe(spec, status=leader.sink.status)
+    await leader.tick_at(minute(1, 0.005))
+    status = leader.sink.status
+    assert status["queuedRun"]["id"] == scheduled_run_id(UID, minute(1))
+    assert status["lastScheduleTime"] == "2026-12-01T09:01:00Z"
+    assert status["nextRunAt"] == "2026-12-01T09:02:00Z"
+    await leader.tick_at(minute(2, 0.005))
+    assert leader.sink.status["lastScheduleTime"] == "2026-12-01T09:02:00Z"
+    assert "missedRuns" not in leader.sink.status
+    assert leader.state.index.due_of(("run", "ns", "j")) == minute(3).timestamp()
