@@ -48,6 +48,7 @@ async def run_operator(settings: OperatorSettings, *, queue: RunQueue | None = N
     kube = KubeClient(load_configuration(settings.kubeconfig))
     metrics = OperatorMetrics()
     state = WatchState(index=BucketIndex(start=time.time(), width=settings.bucket_seconds))
+    metrics.count_jobs(state.phases)
     events = EventRecorder(kube, component="tickwork-operator", instance=settings.identity)
     elector = LeaderElector(
         kube,

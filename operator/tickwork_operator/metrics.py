@@ -7,12 +7,37 @@ the HPA's adapter rule can rely on them.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator, Mapping
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from tickwork.core.states import JobPhase
 
 #: Why the operator did not publish a due run (``tickwork_runs_skipped_total{reason}``).
 SKIP_REASONS = ("forbid", "missed")
 #: Buckets for schedule lag: publishing should take milliseconds; minutes mean trouble.
 LAG_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 300)
+
+
+class _JobsByPhase(Collector):
+    """``tickwork_jobs{phase}``, counted when Prometheus scrapes (one pass over the
+    index, not work on every event); every phase is exported, 0 when no job is in it."""
+
+    def __init__(self, count: Callable[[], Mapping[JobPhase, int]]) -> None:
+        self._count = count
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        counts = self._count()
+        family = GaugeMetricFamily(
+            "tickwork_jobs",
+            "ScheduledJobs this replica watches, by the phase their status shows.",
+            labels=["phase"],
+        )
+        for phase in JobPhase:
+            family.add_metric([phase.value], counts.get(phase, 0))
+        yield family
 
 
 class OperatorMetrics:
@@ -111,3 +136,7 @@ class OperatorMetrics:
             buckets=(0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5),
             registry=r,
         )
+
+    def count_jobs(self, count: Callable[[], Mapping[JobPhase, int]]) -> None:
+        """Export ``tickwork_jobs{phase}`` from ``count`` (called at each scrape)."""
+        self.registry.register(_JobsByPhase(count))

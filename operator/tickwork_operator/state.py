@@ -12,6 +12,7 @@ next publish time) and, for finished one-shot jobs with a TTL,
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import datetime as dt
 from collections.abc import Callable, Iterator
@@ -211,6 +212,12 @@ class WatchState:
         self._track_dead_letter_asks(entry)
         self._track_ttl(entry)
         return entry
+
+    def phases(self) -> collections.Counter[JobPhase]:
+        """How many jobs' status shows each phase (jobs without one yet are left out)."""
+        return collections.Counter(
+            phase for entry in self.jobs.values() if (phase := entry.written.phase) is not None
+        )
 
     def forget(self, namespace: str, name: str) -> None:
         """The object was deleted: drop it everywhere, so it is never published."""

@@ -6,6 +6,7 @@ as the alerts assume. (When the alerts fire: tests/integration/test_alerts.py.)
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import re
 from pathlib import Path
@@ -67,7 +68,13 @@ def alert_queries() -> dict[str, str]:
     return {r["alert"]: r["expr"] for group in rule["spec"]["groups"] for r in group["rules"]}
 
 
-TICKWORK = exported(OperatorMetrics().registry) | exported(WorkerMetrics().registry)
+def _operator_registry() -> CollectorRegistry:
+    metrics = OperatorMetrics()
+    metrics.count_jobs(dict)  # as the operator's main wires it to its watch state
+    return metrics.registry
+
+
+TICKWORK = exported(_operator_registry()) | exported(WorkerMetrics().registry)
 
 
 @pytest.mark.parametrize(
@@ -101,7 +108,7 @@ def test_every_panel_asks_for_metrics_tickwork_exports() -> None:
 
 def test_every_alert_asks_for_metrics_tickwork_exports_or_documented_others() -> None:
     queries = alert_queries()
-    assert len(queries) == 6
+    assert len(queries) == 7
     for alert, expr in queries.items():
         names = metric_names(expr)
         assert names & TICKWORK, f"{alert} names no Tickwork metric"
@@ -151,3 +158,39 @@ async def test_redis_up_follows_the_leaders_queue_maintenance_and_a_standby_has_
     assert up() == 1
     reconciler.forget_queue()
     assert up() is None
+
+
+def test_jobs_by_phase_counts_what_the_watched_status_shows_at_each_scrape() -> None:
+    """tickwork_jobs{phase} (TickworkJobsPaused) follows the watch: a job whose status
+    says Paused counts until a later event shows it resumed, every phase is exported,
+    and a job without a phase yet is in none."""
+    now = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+    state = WatchState(index=BucketIndex(start=now.timestamp(), width=1.0))
+    metrics = OperatorMetrics()
+    metrics.count_jobs(state.phases)
+
+    def observe(name: str, phase: str | None, *, version: str = "1") -> None:
+        state.observe({
+            "metadata": {"namespace": "ns", "name": name, "uid": f"uid-{name}", "generation": 1,
+                         "creationTimestamp": now.isoformat(), "resourceVersion": version},
+            "spec": {"schedule": "0 * * * *", "task": {"echo": {"message": "hi"}}},
+            "status": {"phase": phase} if phase else {},
+        }, now=now)  # fmt: skip
+
+    def counts() -> dict[str, float | None]:
+        phases = ("Scheduled", "Suspended", "Paused", "Completed", "Invalid")
+        registry = metrics.registry
+        return {phase: registry.get_sample_value("tickwork_jobs", {"phase": phase})
+                for phase in phases}  # fmt: skip
+
+    assert counts() == dict.fromkeys(counts(), 0.0)
+    observe("a", "Paused")
+    observe("b", "Paused")
+    observe("c", "Scheduled")
+    observe("d", None)
+    assert counts() == {"Scheduled": 1.0, "Suspended": 0.0, "Paused": 2.0, "Completed": 0.0,
+                        "Invalid": 0.0}  # fmt: skip
+    observe("a", "Scheduled", version="2")  # resumed
+    state.forget("ns", "b")  # deleted
+    assert counts()["Paused"] == 0.0
+    assert counts()["Scheduled"] == 2.0
