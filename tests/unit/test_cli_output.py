@@ -54,6 +54,8 @@ JOB = {
                  "creationTimestamp": "2026-11-28T09:05:00Z"},
     "spec": {"schedule": "0 2 * * *", "timeZone": "Europe/Berlin", "task": {"http": {}}},
     "status": {**STATUS, "phase": "Scheduled", "nextRunAt": "2026-12-01T09:10:00Z",
+               "nextRuns": ["2026-12-01T09:10:00Z", "2026-12-02T09:10:00Z",
+                            "2026-12-03T09:10:00Z", "2026-12-04T09:10:00Z"],
                "missedRuns": 2, "lastRun": STATUS["runs"][1],
                "conditions": [{"type": "Ready", "status": "False", "reason": "LastRunFailed"}]},
 }  # fmt: skip
@@ -71,9 +73,13 @@ def test_get_shows_a_row_per_job_with_readiness_and_times_relative_to_now() -> N
 def test_get_wide_and_all_namespaces_add_columns() -> None:
     header, row = render_jobs([JOB], output="wide", all_namespaces=True, now=NOW).splitlines()
     assert header.split()[0] == "NAMESPACE"
-    assert header.split()[-6:] == ["ZONE", "REASON", "MISSED", "LAST", "RUN", "ID"]
+    assert header.split()[-8:] == ["ZONE", "REASON", "MISSED", "LAST", "RUN", "ID", "NEXT",
+                                   "RUNS"]  # fmt: skip
     assert row.split()[0] == "prod"
-    assert row.split()[-4:] == ["Europe/Berlin", "LastRunFailed", "2", "u.20261201T090300Z"]
+    assert row.split("   ")[-1].strip() == "in 5m, in 1d, in 2d"  # the first three of four
+    assert row.split()[-10:-6] == ["Europe/Berlin", "LastRunFailed", "2", "u.20261201T090300Z"]
+    bare = {**JOB, "status": {"phase": "Scheduled"}}
+    assert render_jobs([bare], output="wide", all_namespaces=False, now=NOW).endswith("-")
 
 
 def test_get_names_and_documents_are_for_scripts() -> None:

@@ -19,6 +19,10 @@ from tickwork.api.models import DEAD_RUNS_LISTED
 FORMATS = ("table", "wide", "json", "yaml", "name")
 
 
+#: Upcoming runs ``get -o wide`` lists (status.nextRuns keeps a few more).
+NEXT_RUNS_SHOWN = 3
+
+
 def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     """A kubectl-style table: upper-case headers, columns padded by three spaces."""
     widths = [len(h) for h in headers]
@@ -94,7 +98,7 @@ def render_jobs(
                "NEXT RUN", "AGE"]  # fmt: skip
     wide = output == "wide"
     if wide:
-        headers += ["ZONE", "REASON", "MISSED", "LAST RUN ID"]
+        headers += ["ZONE", "REASON", "MISSED", "LAST RUN ID", "NEXT RUNS"]
     if all_namespaces:
         headers.insert(0, "NAMESPACE")
     rows = []
@@ -115,8 +119,11 @@ def render_jobs(
             ago(meta.get("creationTimestamp"), now),
         ]
         if wide:
+            upcoming = status.get("nextRuns") or []
             row += [spec.get("timeZone", "UTC"), reason, str(status.get("missedRuns", 0)),
-                    last.get("id", "")]  # fmt: skip
+                    last.get("id", ""),
+                    ", ".join(ago(at, now) for at in upcoming[:NEXT_RUNS_SHOWN]) or "-",
+                    ]  # fmt: skip
         if all_namespaces:
             row.insert(0, meta.get("namespace", ""))
         rows.append(row)
