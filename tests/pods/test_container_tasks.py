@@ -92,6 +92,9 @@ def job_log(release: Release) -> Iterator[JobLog]:
     yield log
     process.terminate()
     process.wait(timeout=10)
+    reader.join(timeout=10)  # it ends at the pipe's end
+    assert process.stdout is not None
+    process.stdout.close()
 
 
 def _python(code: str, image: str, **spec: Any) -> dict[str, Any]:

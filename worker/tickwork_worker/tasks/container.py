@@ -70,11 +70,13 @@ class ContainerTask:
         owner = jobs.Owner(name=run.name, uid=run.job_uid)
         wanted = jobs.build_job(task, run, owner=owner, timeout_seconds=spec.timeout_seconds,
                                 ttl_seconds=self._ttl)  # fmt: skip
-        job = await self._find_or_create(run, owner, wanted)
-        name = job["metadata"]["name"]
+        name = wanted["metadata"]["name"]
         try:
+            job = await self._find_or_create(run, owner, wanted)
+            name = job["metadata"]["name"]  # an earlier attempt's, when taken over
             end = await self._wait(run.namespace, job)
         except asyncio.CancelledError:
+            # Also when cancelled while the Job was being created: it may exist already.
             # Shielded: the deletion completes even if this task is cancelled again.
             await asyncio.shield(self._delete(run.namespace, name))
             raise
