@@ -31,7 +31,7 @@ def _ids(entries: list[dict[str, Any]]) -> list[str]:
 @pytest.mark.parametrize("path", EXAMPLES, ids=[p.stem for p in EXAMPLES])
 def test_every_example_parses(path: Path) -> None:
     job = ScheduledJob.model_validate(yaml.safe_load(path.read_text()))
-    assert job.spec.task.kind in {"http", "command", "python", "echo"}
+    assert job.spec.task.kind in {"http", "command", "container", "python", "echo"}
 
 
 def test_there_are_at_least_five_examples_and_twenty_five_bad_specs() -> None:

@@ -55,6 +55,20 @@ TASK_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*(?:[.:][A-Za-z_][A-Za-z0-9_]*)*$"
 #: A Secret's name (a DNS subdomain) and a key in its data, as Kubernetes has them.
 SECRET_NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"  # noqa: S105 - a pattern
 SECRET_KEY_PATTERN = r"^[-._a-zA-Z0-9]+$"  # noqa: S105 - a pattern
+#: A container image reference: [registry/]repository[:tag][@digest], no spaces.
+IMAGE_PATTERN = r"^[a-z0-9]+([._/:@-][A-Za-z0-9_]+)*$"
+#: A resource quantity as Kubernetes writes it ("500m", "1", "256Mi", "1.5G").
+QUANTITY_PATTERN = r"^[0-9]+(\.[0-9]+)?(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$"
+#: A resource name: cpu, memory, ephemeral-storage, hugepages-2Mi, example.com/gpu.
+RESOURCE_NAME_PATTERN = (
+    r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[a-zA-Z0-9]([-a-zA-Z0-9_.]*[a-zA-Z0-9])?$"
+)
+#: A label key (optional DNS prefix, then a name of up to 63 characters).
+LABEL_KEY_PATTERN = (
+    r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
+)
+#: A label value (empty, or up to 63 characters).
+LABEL_VALUE_PATTERN = r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$"
 
 
 @dataclass(frozen=True)
@@ -108,9 +122,9 @@ FAILURE_POLICY_NEEDS_SCHEDULE = CelRule(
     field_path=".failurePolicy",
 )
 ONE_TASK_KIND = CelRule(
-    rule="[has(self.http), has(self.command), has(self.python), has(self.echo)]"
-    ".filter(x, x).size() == 1",
-    message="task must set exactly one of http, command, python or echo",
+    rule="[has(self.http), has(self.command), has(self.container), has(self.python), "
+    "has(self.echo)].filter(x, x).size() == 1",
+    message="task must set exactly one of http, command, container, python or echo",
 )
 BACKOFF_ORDER = CelRule(
     rule="self.maxBackoffSeconds >= self.backoffSeconds",
@@ -162,9 +176,37 @@ PYTHON_TEXT_BUDGET = CelRule(
     "self.kwargs.map(k, size(k) + size(self.kwargs[k])).sum() : 0) <= " + str(TASK_TEXT_BUDGET),
     message=_BUDGET_MESSAGE.format(what="the python task's args and kwargs"),
 )
+CONTAINER_TEXT_BUDGET = CelRule(
+    rule="(has(self.command) ? self.command.map(a, size(a)).sum() : 0) + "
+    "(has(self.args) ? self.args.map(a, size(a)).sum() : 0) + (has(self.env) ? "
+    "self.env.map(e, has(e.value) ? size(e.value) : 0).sum() : 0) <= " + str(TASK_TEXT_BUDGET),
+    message=_BUDGET_MESSAGE.format(what="the container's command, args and env values"),
+)
 VALUE_OR_VALUE_FROM = CelRule(
     rule="!has(self.valueFrom) || !has(self.value) || size(self.value) == 0",
     message="set value or valueFrom, not both",
+)
+ONE_VALUE_SOURCE = CelRule(
+    rule="has(self.secretKeyRef) != has(self.configMapKeyRef)",
+    message="valueFrom must set exactly one of secretKeyRef or configMapKeyRef",
+)
+RESOURCE_NAMES = CelRule(
+    rule=f"self.all(k, k.matches(r'{RESOURCE_NAME_PATTERN}'))",
+    message="resources name cpu, memory, ephemeral-storage or another resource "
+    "(hugepages-2Mi, example.com/gpu)",
+)
+NODE_SELECTOR_KEYS = CelRule(
+    rule=f"self.all(k, k.matches(r'{LABEL_KEY_PATTERN}'))",
+    message="nodeSelector keys must be label keys like kubernetes.io/arch or disktype",
+)
+TOLERATION_OPERATOR = CelRule(
+    rule="!has(self.operator) || self.operator != 'Exists' "
+    "|| !has(self.value) || size(self.value) == 0",
+    message="a toleration with operator Exists takes no value",
+)
+TOLERATION_SECONDS = CelRule(
+    rule="!has(self.tolerationSeconds) || (has(self.effect) && self.effect == 'NoExecute')",
+    message="tolerationSeconds applies to effect NoExecute only",
 )
 BODY_OR_BODY_FROM = CelRule(
     rule="!has(self.bodyFrom) || !has(self.body) || size(self.body) == 0",

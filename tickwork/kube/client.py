@@ -6,7 +6,8 @@ account), the transport is ``aiohttp`` — the HTTP stack kopf already brings,
 and the cheapest of the four measured on a status write (a third of httpx's
 CPU: docs/performance.md, "Four Kubernetes clients"). Only the calls the
 operator and the worker need exist: read, list and watch ScheduledJobs, apply
-their status, delete one, post an Event, and read/write a Lease.
+their status, delete one, post an Event, read/write a Lease, and for container
+tasks create, watch and delete a batch/v1 Job and read its Pod's log.
 """
 
 from __future__ import annotations
@@ -171,6 +172,21 @@ class KubeClient:
         content_type: str = "application/json",
         accept: str = "application/json",
     ) -> dict[str, Any]:
+        payload = await self._send(method, path, body=body, params=params,
+                                   content_type=content_type, accept=accept)  # fmt: skip
+        result: dict[str, Any] = json.loads(payload) if payload else {}
+        return result
+
+    async def _send(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: Any,
+        params: dict[str, str] | None,
+        content_type: str,
+        accept: str,
+    ) -> bytes:
         headers = {"Accept": accept, **self._authorization()}
         content = None
         if body is not None:
@@ -199,8 +215,7 @@ class KubeClient:
                 headers = {**headers, **self._authorization()}
                 continue
             _raise_for_status(status, reason, payload)
-            result: dict[str, Any] = json.loads(payload) if payload else {}
-            return result
+            return payload
         raise AssertionError("the second attempt returns or raises")  # pragma: no cover
 
     async def watch(
@@ -329,3 +344,53 @@ class KubeClient:
             f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/{name}",
             body=lease,
         )
+
+    # -- batch/v1 Jobs of container tasks ------------------------------------
+
+    @staticmethod
+    def batch_jobs_path(namespace: str) -> str:
+        return f"/apis/batch/v1/namespaces/{namespace}/jobs"
+
+    async def create_batch_job(self, namespace: str, job: dict[str, Any]) -> dict[str, Any]:
+        return await self.request("POST", self.batch_jobs_path(namespace), body=job)
+
+    async def get_batch_job(self, namespace: str, name: str) -> dict[str, Any]:
+        return await self.request("GET", f"{self.batch_jobs_path(namespace)}/{name}")
+
+    async def list_batch_jobs(self, namespace: str, label_selector: str) -> list[dict[str, Any]]:
+        answer = await self.request("GET", self.batch_jobs_path(namespace),
+                                    params={"labelSelector": label_selector})  # fmt: skip
+        items: list[dict[str, Any]] = answer.get("items") or []
+        return items
+
+    async def delete_batch_job(self, namespace: str, name: str) -> None:
+        """Delete the Job; the garbage collector then deletes its Pods (which stops them)."""
+        await self.request(
+            "DELETE",
+            f"{self.batch_jobs_path(namespace)}/{name}",
+            body={"apiVersion": "v1", "kind": "DeleteOptions", "propagationPolicy": "Background"},
+        )
+
+    async def list_pods(self, namespace: str, label_selector: str) -> list[dict[str, Any]]:
+        answer = await self.request("GET", f"/api/v1/namespaces/{namespace}/pods",
+                                    params={"labelSelector": label_selector})  # fmt: skip
+        items: list[dict[str, Any]] = answer.get("items") or []
+        return items
+
+    async def pod_log(
+        self, namespace: str, name: str, *, container: str, tail_lines: int, limit_bytes: int
+    ) -> str:
+        """The last ``tail_lines`` lines of a container's log, at most ``limit_bytes``."""
+        payload = await self._send(
+            "GET",
+            f"/api/v1/namespaces/{namespace}/pods/{name}/log",
+            body=None,
+            params={
+                "container": container,
+                "tailLines": str(tail_lines),
+                "limitBytes": str(limit_bytes),
+            },
+            content_type="application/json",
+            accept="*/*",
+        )
+        return payload.decode(errors="replace")

@@ -28,6 +28,7 @@ from tickwork_worker.runner import Runner
 from tickwork_worker.settings import WorkerSettings
 from tickwork_worker.tasks.base import TaskKind
 from tickwork_worker.tasks.command import CommandTask
+from tickwork_worker.tasks.container import ContainerTask
 from tickwork_worker.tasks.echo import EchoTask
 from tickwork_worker.tasks.egress import guarded_client
 from tickwork_worker.tasks.http import HttpTask
@@ -71,7 +72,12 @@ async def run_worker(
             "command": CommandTask(
                 enabled=settings.command_tasks, rules=rules, runner_socket=settings.command_runner
             ),
-        }
+            "container": ContainerTask(
+                kube=kube, enabled=settings.container_tasks,
+                ttl_seconds=settings.container_ttl_seconds,
+                log_bytes=settings.container_log_bytes,
+            ),
+        }  # fmt: skip
         runner = Runner(
             queue=queue, kube=kube, events=events, metrics=metrics, kinds=kinds,
             worker_name=settings.name, lease_seconds=settings.lease_seconds,
@@ -100,10 +106,11 @@ async def run_worker(
         )  # fmt: skip
         fair = rules.fair_share
         logger.info(
-            "tickwork-worker %s: %d slot(s), queue %s, command tasks %s, job cache %s, "
-            "fair share %s",
+            "tickwork-worker %s: %d slot(s), queue %s, command tasks %s, container tasks %s, "
+            "job cache %s, fair share %s",
             settings.name, settings.concurrency, redis.safe_url() if redis else "in memory",
             "enabled" if settings.command_tasks else "disabled",
+            "enabled" if settings.container_tasks else "disabled",
             ", ".join(settings.namespaces) or "all namespaces" if jobs else "off",
             f"{fair.max_in_flight or 'unlimited'} in flight, "
             f"{fair.runs_per_minute or 'unlimited'}/min per namespace "

@@ -217,7 +217,7 @@ class Runner:
         context = RunContext(
             run_id=message.run_id, attempt=message.attempt, namespace=message.namespace,
             name=message.name, scheduled_at=scheduled_at(message, dt.datetime.now(dt.UTC)),
-            params=message.params or {}, secrets=secrets,
+            params=message.params or {}, secrets=secrets, job_uid=message.uid,
         )  # fmt: skip
         outcome = await self._attempt_in(claim, job, context)
         return dataclasses.replace(outcome, result=secrets.redact(outcome.result),

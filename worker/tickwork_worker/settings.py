@@ -94,6 +94,22 @@ class WorkerSettings(BaseSettings):
         "runs commands in a container of its own without the worker's credentials; "
         "empty: commands run in the worker's container.",
     )
+    container_tasks: bool = Field(
+        default=True,
+        description="Run `container` tasks as Jobs in the jobs' namespaces (the chart's "
+        "admission policy makes sure whoever creates one may create Jobs there).",
+    )
+    container_ttl_seconds: int = Field(
+        default=3600, ge=0, le=31536000,
+        description="ttlSecondsAfterFinished of the Jobs of container tasks: finished Jobs "
+        "and their Pods (and logs) are deleted this long after they end.",
+    )  # fmt: skip
+    container_log_bytes: int = Field(
+        default=16384,
+        ge=1024,
+        le=1048576,
+        description="The most of a container's log read for the run's result (its tail).",
+    )
     queue: str = Field(default="redis", pattern="^(redis|memory)$")
     job_cache: bool = Field(
         default=True,

@@ -33,6 +33,8 @@ class RunContext:
     """A manual run's parameters (none for a scheduled run)."""
     secrets: SecretSource | None = None
     """Reads ``valueFrom.secretKeyRef`` (see tasks.secrets); None: none may be read."""
+    job_uid: str | None = None
+    """The ScheduledJob's uid (a container task's Job names it as its owner)."""
 
     @property
     def scheduled_time(self) -> str:

@@ -1,0 +1,251 @@
+"""Container tasks on the local node (issue 17, item 1): the chart installed, each run
+attempt a batch/v1 Job in the job's namespace whose Pod runs Tickwork's image. A
+container that succeeds, one that fails and is retried (a Job per attempt, each
+created once), one that times out, one cancelled by a newer run (concurrencyPolicy
+Replace: its Job deleted, its Pod gone), and finished Jobs deleted by the TTL
+controller. Every Job the namespace sees is recorded by a watch from the start."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.pods.support import apply_jobs, job_list, seconds_from_now, wait_outcomes
+from tickwork_dev.devcluster.cluster import Cluster, kubectl_binary
+from tickwork_dev.devcluster.components import wait_for
+from tickwork_dev.devcluster.release import ClusterImages, Release, merge
+from tickwork_worker.tasks import jobs as job_names
+
+NAMESPACE = "tickwork-containers"
+TTL_SECONDS = 40
+pytestmark = pytest.mark.timeout(600)
+CRDS = Path(__file__).resolve().parents[2] / "manifests" / "crds"
+
+
+@dataclass
+class JobLog:
+    """Every Job event in the namespace, from a `kubectl get jobs --watch` started
+    before the first ScheduledJob."""
+
+    process: subprocess.Popen[str]
+    events: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+
+    def read(self) -> None:
+        assert self.process.stdout is not None
+        decoder, pending = json.JSONDecoder(), ""
+        for line in self.process.stdout:
+            pending += line
+            while pending.strip():
+                try:
+                    event, end = decoder.raw_decode(pending.lstrip())
+                except ValueError:
+                    break  # an object not complete yet
+                pending = pending.lstrip()[end:]
+                self.events.append((event["type"], event["object"]))
+
+    def created(self, run_digest: str) -> dict[str, set[str]]:
+        """The uids each Job of a run had, by name (one uid: created once)."""
+        out: dict[str, set[str]] = {}
+        for kind, obj in list(self.events):
+            meta = obj["metadata"]
+            if (
+                kind == "ADDED"
+                and (meta.get("labels") or {}).get(job_names.RUN_LABEL) == run_digest
+            ):
+                out.setdefault(meta["name"], set()).add(meta["uid"])
+        return out
+
+
+@pytest.fixture(scope="module")
+def release(pods_cluster: Cluster, test_images: ClusterImages) -> Iterator[Release]:
+    pods_cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRDS))
+    values = merge(test_images.values(), {
+        "crds": {"install": False},
+        "operator": {"replicas": 1},
+        "autoscaling": {"enabled": False},
+        "worker": {"replicas": 1, "containerTasks": {"ttlSecondsAfterFinished": TTL_SECONDS}},
+    })  # fmt: skip
+    installed = Release(pods_cluster, NAMESPACE, values=values)
+    installed.install()
+    yield installed
+    # The ScheduledJobs first: their Jobs go with them (ownerReferences).
+    pods_cluster.kubectl("-n", NAMESPACE, "delete", "scheduledjobs", "--all", "--wait=true",
+                         timeout=120)  # fmt: skip
+    installed.uninstall()
+
+
+@pytest.fixture(scope="module")
+def job_log(release: Release) -> Iterator[JobLog]:
+    argv = [kubectl_binary(), f"--kubeconfig={release.cluster.kubeconfig}", "-n", NAMESPACE,
+            "get", "jobs.batch", "--watch", "--output-watch-events", "-o", "json"]  # fmt: skip
+    process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    log = JobLog(process)
+    reader = threading.Thread(target=log.read, daemon=True)
+    reader.start()
+    yield log
+    process.terminate()
+    process.wait(timeout=10)
+    reader.join(timeout=10)  # it ends at the pipe's end
+    assert process.stdout is not None
+    process.stdout.close()
+
+
+def _python(code: str, image: str, **spec: Any) -> dict[str, Any]:
+    return {"container": {"image": image, "imagePullPolicy": "IfNotPresent",
+                          "command": ["python3", "-c", code], **spec}}  # fmt: skip
+
+
+def _job(name: str, task: dict[str, Any], **spec: Any) -> dict[str, Any]:
+    return {"apiVersion": "tickwork.dev/v1alpha1", "kind": "ScheduledJob",
+            "metadata": {"name": name}, "spec": {"task": task, **spec}}  # fmt: skip
+
+
+def _status(cluster: Cluster, name: str) -> dict[str, Any]:
+    [job] = [j for j in job_list(cluster, NAMESPACE) if j["metadata"]["name"] == name]
+    status: dict[str, Any] = job.get("status") or {}
+    return status
+
+
+def _batch_job(cluster: Cluster, name: str) -> dict[str, Any] | None:
+    result = cluster.kubectl("-n", NAMESPACE, "get", "job", name, "-o", "json", check=False)
+    if result.returncode != 0:
+        assert "NotFound" in result.stderr, result.stderr
+        return None
+    found: dict[str, Any] = json.loads(result.stdout)
+    return found
+
+
+def _pods_of(cluster: Cluster, run_id: str) -> list[dict[str, Any]]:
+    selector = f"{job_names.RUN_LABEL}={job_names.run_digest(run_id)}"
+    result = cluster.kubectl("-n", NAMESPACE, "get", "pods", "-l", selector, "-o", "json")
+    items: list[dict[str, Any]] = json.loads(result.stdout)["items"]
+    return items
+
+
+@pytest.fixture(scope="module")
+def replaced(release: Release, job_log: JobLog, test_images: ClusterImages) -> str:
+    """A job every 20 s whose container sleeps for ten minutes, with concurrencyPolicy
+    Replace: each run is cancelled by the next. Created first, checked later."""
+    del job_log  # watching already
+    code = "import time; print('sleeping', flush=True); time.sleep(600)"
+    job = _job("replaced", _python(code, test_images.tickwork), schedule="@every 20s",
+               concurrencyPolicy="Replace", timeoutSeconds=600)  # fmt: skip
+    apply_jobs(release.cluster, NAMESPACE, [job])
+    return "replaced"
+
+
+def test_a_container_that_succeeds_gives_its_exit_code_and_log(
+    release: Release, job_log: JobLog, replaced: str, test_images: ClusterImages
+) -> None:
+    del replaced  # under way meanwhile
+    cluster = release.cluster
+    code = ("import os; env = os.environ; print('hello from a container'); "
+            "print('run', env['TICKWORK_RUN_ID'], 'attempt', env['TICKWORK_ATTEMPT'])")  # fmt: skip
+    job = _job("hello", _python(code, test_images.tickwork,
+                                resources={"requests": {"cpu": "10m", "memory": "32Mi"}}),
+               runAt=seconds_from_now(0), timeoutSeconds=120)  # fmt: skip
+    apply_jobs(cluster, NAMESPACE, [job])
+    wait_outcomes(cluster, NAMESPACE, {"hello"}, "Succeeded", timeout=180)
+    last = _status(cluster, "hello")["lastRun"]
+    assert last["result"].startswith("exit 0: hello from a container"), last
+    assert f"run {last['id']} attempt 1" in last["result"]
+    # The Job of attempt 1, as Tickwork made it: its name derived from the run.
+    sj = json.loads(cluster.kubectl("-n", NAMESPACE, "get", "scheduledjob", "hello",
+                                    "-o", "json").stdout)  # fmt: skip
+    name = job_names.job_name("hello", last["id"], 1)
+    batch = _batch_job(cluster, name)
+    assert batch is not None, f"no Job {name}"
+    assert batch["spec"]["backoffLimit"] == 0
+    assert batch["spec"]["activeDeadlineSeconds"] == 120
+    assert batch["spec"]["ttlSecondsAfterFinished"] == TTL_SECONDS
+    pod = batch["spec"]["template"]["spec"]
+    assert pod["restartPolicy"] == "Never"
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["containers"][0]["securityContext"]["allowPrivilegeEscalation"] is False
+    [owner] = batch["metadata"]["ownerReferences"]
+    assert (owner["kind"], owner["uid"]) == ("ScheduledJob", sj["metadata"]["uid"])
+    assert batch["metadata"]["labels"][job_names.ATTEMPT_LABEL] == "1"
+    assert any(c["type"] == "Complete" and c["status"] == "True"
+               for c in batch["status"]["conditions"])  # fmt: skip
+    assert job_log.created(job_names.run_digest(last["id"])) == {name: {batch["metadata"]["uid"]}}
+
+
+def test_a_container_that_fails_is_retried_one_job_per_attempt(
+    release: Release, job_log: JobLog, test_images: ClusterImages
+) -> None:
+    cluster = release.cluster
+    code = "import os, sys; print('failing attempt', os.environ['TICKWORK_ATTEMPT']); sys.exit(3)"
+    job = _job("flaky", _python(code, test_images.tickwork), runAt=seconds_from_now(0),
+               retry={"maxAttempts": 3, "backoffSeconds": 1, "maxBackoffSeconds": 2})  # fmt: skip
+    apply_jobs(cluster, NAMESPACE, [job])
+    wait_outcomes(cluster, NAMESPACE, {"flaky"}, "Failed", timeout=240)
+    last = _status(cluster, "flaky")["lastRun"]
+    assert last["attempts"] == 3, last
+    assert last["error"].startswith("exit 3: failing attempt 3"), last
+    # Three Jobs, one per attempt, each created once (one uid per name).
+    created = job_log.created(job_names.run_digest(last["id"]))
+    assert set(created) == {job_names.job_name("flaky", last["id"], n) for n in (1, 2, 3)}
+    assert all(len(uids) == 1 for uids in created.values()), created
+
+
+def test_a_container_that_runs_too_long_times_out(
+    release: Release, job_log: JobLog, test_images: ClusterImages
+) -> None:
+    del job_log
+    cluster = release.cluster
+    code = "import time; print('working', flush=True); time.sleep(300)"
+    job = _job("slow", _python(code, test_images.tickwork), runAt=seconds_from_now(0),
+               timeoutSeconds=15, retry={"maxAttempts": 1})  # fmt: skip
+    apply_jobs(cluster, NAMESPACE, [job])
+    wait_outcomes(cluster, NAMESPACE, {"slow"}, "Failed", timeout=180)
+    last = _status(cluster, "slow")["lastRun"]
+    assert last["error"].startswith("timed out after 15s"), last
+    # Its Job ended at the deadline or was deleted with the attempt; either way the
+    # Pod stops.
+    batch = _batch_job(cluster, job_names.job_name("slow", last["id"], 1))
+    if batch is not None:
+        assert batch["spec"]["activeDeadlineSeconds"] == 15
+        assert any(c["type"] == "Failed" and c["reason"] == "DeadlineExceeded"
+                   for c in batch["status"].get("conditions") or [])  # fmt: skip
+    wait_for(lambda: not [p for p in _pods_of(cluster, last["id"])
+                          if p["status"].get("phase") in ("Pending", "Running")],
+             timeout=90, interval=2, what="the timed-out Pod stopped")  # fmt: skip
+
+
+def test_a_cancelled_run_deletes_its_job_and_its_pod_goes(release: Release, replaced: str) -> None:
+    cluster = release.cluster
+
+    def cancelled() -> list[dict[str, Any]]:
+        runs = _status(cluster, replaced).get("runs") or []
+        return [r for r in runs if r["outcome"] == "Cancelled"]
+
+    wait_for(lambda: bool(cancelled()), timeout=180, interval=2, what="a run replaced")
+    cluster.kubectl("-n", NAMESPACE, "patch", "scheduledjob", replaced, "--type=merge",
+                    "-p", '{"spec": {"suspend": true}}')  # fmt: skip
+    run = cancelled()[0]
+    assert "concurrencyPolicy Replace" in run["error"], run
+    name = job_names.job_name(replaced, run["id"], 1)
+    wait_for(lambda: _batch_job(cluster, name) is None, timeout=60, interval=1,
+             what=f"the Job {name} deleted")  # fmt: skip
+    # Its Pod is stopped and deleted with it (the garbage collector, Background).
+    wait_for(lambda: not _pods_of(cluster, run["id"]), timeout=120, interval=2,
+             what="the cancelled run's Pod gone")  # fmt: skip
+
+
+def test_finished_jobs_are_deleted_by_the_ttl_controller(release: Release) -> None:
+    cluster = release.cluster
+    last = _status(cluster, "hello")["lastRun"]
+    name = job_names.job_name("hello", last["id"], 1)
+    # ttlSecondsAfterFinished (TTL_SECONDS) after it completed, kube-controller-manager's
+    # TTL-after-finished controller deletes the Job, and its Pod with it.
+    wait_for(lambda: _batch_job(cluster, name) is None, timeout=TTL_SECONDS + 90, interval=2,
+             what=f"the Job {name} deleted after its TTL")  # fmt: skip
+    wait_for(lambda: not _pods_of(cluster, last["id"]), timeout=90, interval=2,
+             what="its Pod deleted")  # fmt: skip
