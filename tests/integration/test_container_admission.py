@@ -51,7 +51,8 @@ def install_policy(cluster: Cluster, crd: None, namespace: str) -> Iterator[Any]
 
     def install(*extra: str) -> None:
         objects = _render(namespace, "--show-only", POLICY_TEMPLATE,
-                          "--set", f"watchNamespaces={{{namespace}}}", *extra)  # fmt: skip
+                          "--set", f"watchNamespaces={{{namespace}}}",
+                          "--set", "worker.containerTasks.enabled=true", *extra)  # fmt: skip
         assert [o["kind"] for o in objects] == ["ValidatingAdmissionPolicy",
                                                 "ValidatingAdmissionPolicyBinding"]  # fmt: skip
         text = yaml.safe_dump_all(objects)
@@ -155,20 +156,26 @@ def _worker_rules(*extra: str) -> dict[tuple[str, str], list[list[str]]]:
 
 def test_the_workers_may_manage_jobs_only_with_container_tasks_on_and_where_jobs_live() -> None:
     granted = [["create", "delete", "get", "list", "watch"], ["get", "list", "watch"], ["get"]]
-    assert _worker_rules() == {("ClusterRole", ""): granted}
+    on = ("--set", "worker.containerTasks.enabled=true")
+    assert _worker_rules(*on) == {("ClusterRole", ""): granted}
+    assert _worker_rules() == {("ClusterRole", ""): []}  # off by default
     assert _worker_rules("--set", "worker.containerTasks.enabled=false") == {
         ("ClusterRole", ""): []}  # fmt: skip
-    scoped = _worker_rules("--set", "watchNamespaces={team-a,team-b}")
+    scoped = _worker_rules(*on, "--set", "watchNamespaces={team-a,team-b}")
     assert set(scoped) == {("Role", "team-a"), ("Role", "team-b")}
     assert all(rules == granted for rules in scoped.values())
 
 
 def test_the_workers_are_told_the_kinds_state_and_the_jobs_ttl() -> None:
-    rendered = _render("tickwork", "--set", "worker.containerTasks.enabled=false",
-                       "--set", "worker.containerTasks.ttlSecondsAfterFinished=60")  # fmt: skip
-    [deployment] = [o for o in rendered if o["kind"] == "Deployment"
-                    and o["metadata"]["name"].endswith("-worker")]  # fmt: skip
-    env = {e["name"]: e.get("value") for e in
-           deployment["spec"]["template"]["spec"]["containers"][0]["env"]}  # fmt: skip
-    assert env["TICKWORK_WORKER_CONTAINER_TASKS"] == "false"
-    assert env["TICKWORK_WORKER_CONTAINER_TTL_SECONDS"] == "60"
+    def env(*extra: str) -> dict[str, str | None]:
+        rendered = _render("tickwork", *extra)
+        [deployment] = [o for o in rendered if o["kind"] == "Deployment"
+                        and o["metadata"]["name"].endswith("-worker")]  # fmt: skip
+        return {e["name"]: e.get("value") for e in
+                deployment["spec"]["template"]["spec"]["containers"][0]["env"]}  # fmt: skip
+
+    assert env()["TICKWORK_WORKER_CONTAINER_TASKS"] == "false"  # off by default
+    turned_on = env("--set", "worker.containerTasks.enabled=true",
+                    "--set", "worker.containerTasks.ttlSecondsAfterFinished=60")  # fmt: skip
+    assert turned_on["TICKWORK_WORKER_CONTAINER_TASKS"] == "true"
+    assert turned_on["TICKWORK_WORKER_CONTAINER_TTL_SECONDS"] == "60"

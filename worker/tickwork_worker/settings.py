@@ -95,7 +95,7 @@ class WorkerSettings(BaseSettings):
         "empty: commands run in the worker's container.",
     )
     container_tasks: bool = Field(
-        default=True,
+        default=False,
         description="Run `container` tasks as Jobs in the jobs' namespaces (the chart's "
         "admission policy makes sure whoever creates one may create Jobs there).",
     )
