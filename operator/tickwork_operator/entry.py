@@ -12,17 +12,16 @@ from typing import Any
 from pydantic import ValidationError
 
 from tickwork.api.models import (
+    BackfillProgress,
     FailureStreak,
     OperatorStatus,
     ScheduledJobSpec,
     ScheduledJobStatus,
 )
-from tickwork.core.bounds import bounded
 from tickwork.core.failures import FinishedRun, Streak, follow, restart
-from tickwork.core.interval import interval_schedule, is_interval
 from tickwork.core.planning import JobFacts, PendingRun, upcoming
 from tickwork.core.runs import belongs_to, same_trigger, trigger_key
-from tickwork.core.schedule import OneShotSchedule, Schedule, cron_schedule
+from tickwork.core.schedule import Schedule
 
 JobKey = tuple[str, str]
 IndexKey = tuple[str, str, str]
@@ -161,6 +160,27 @@ class JobEntry:
             return published
         return shown
 
+    def backfill_progress(self) -> list[BackfillProgress]:
+        """``status.backfills`` for the spec's backfills: of each, the furthest progress
+        written or wanted (a new leader goes on from what the last one wrote; a publish
+        repeated from an older record is deduplicated), or none yet. A backfill whose
+        from or to changed under the same name starts again."""
+        if self.spec is None:
+            return []
+        recorded: dict[str, BackfillProgress] = {}
+        for record in [*self.written.backfills, *self.wanted.backfills]:
+            known = recorded.get(record.name)
+            if known is None or _further(record, known):
+                recorded[record.name] = record
+        progress = []
+        for backfill in self.spec.backfills:
+            known = recorded.get(backfill.name)
+            same = known is not None and (known.from_, known.to) == (backfill.from_, backfill.to)
+            fresh = {"name": backfill.name, "from": backfill.from_, "to": backfill.to}
+            progress.append(known if known is not None and same
+                            else BackfillProgress.model_validate(fresh))  # fmt: skip
+        return progress
+
     def facts(self) -> JobFacts:
         assert self.spec is not None  # noqa: S101 - only valid jobs are planned
         assert self.schedule is not None  # noqa: S101
@@ -172,12 +192,21 @@ class JobEntry:
             created_at=self.created_at,
             concurrency_policy=self.spec.concurrency_policy,
             starting_deadline_seconds=self.spec.starting_deadline_seconds,
+            catchup=self.spec.catchup_rule,
             jitter_seconds=self.spec.jitter_seconds,
             next_run_at=self.written.next_run_at,
             last_schedule_time=self.last_schedule_time(),
             status_is_current=status.observed_generation == self.generation,
             active_run_id=self.active_run_id(),
         )
+
+
+def _further(record: BackfillProgress, than: BackfillProgress) -> bool:
+    if (record.from_, record.to) != (than.from_, than.to):
+        return True  # the later of the two lists (wanted) knows the current range
+    if (record.completed_at is None) != (than.completed_at is None):
+        return record.completed_at is not None
+    return (record.published + record.skipped) > (than.published + than.skipped)
 
 
 def streak_of(recorded: FailureStreak | None) -> Streak | None:
@@ -217,15 +246,7 @@ def parse(
         spec = ScheduledJobSpec.model_validate(body.get("spec") or {})
     except (ValidationError, ValueError) as exc:
         return None, None, f"spec.{_explain(exc)}"
-    if spec.run_at is not None:
-        return spec, OneShotSchedule(spec.run_at), None
-    assert spec.schedule is not None  # noqa: S101 - the model requires one of the two
-    schedule: Schedule
-    if is_interval(spec.schedule):
-        schedule = interval_schedule(spec.schedule, anchor=spec.not_before or created)
-    else:
-        schedule = cron_schedule(spec.schedule, spec.time_zone, spec.daylight_saving_choice)
-    return spec, bounded(schedule, not_before=spec.not_before, not_after=spec.not_after), None
+    return spec, spec.schedule_of(created), None
 
 
 def status_of(body: dict[str, Any]) -> ScheduledJobStatus:

@@ -64,6 +64,7 @@ async def run_operator(settings: OperatorSettings, *, queue: RunQueue | None = N
         tick_seconds=settings.tick_seconds, reconcile_seconds=settings.reconcile_seconds,
         queue_name=redis.queue if redis else "memory",
         holds_lease=lambda: elector.leading,
+        catchup_runs_per_second=settings.catchup_runs_per_second,
     )  # fmt: skip
     stop = asyncio.Event()
     kopf_ready = asyncio.Event()

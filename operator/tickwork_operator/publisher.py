@@ -1,10 +1,12 @@
-"""The leader's publishing: due runs and run-now triggers, through one path.
+"""The leader's publishing: due runs, run-now triggers and backfills, through one path.
 
 A due entry of the bucket index is planned by :func:`tickwork.core.planning.decide`
-(publish, skip under Forbid, or miss) and a trigger names a manual run; both go
-through :meth:`Publisher._publish`: check the Lease, enqueue (run IDs make a
-second publish a no-op), note the run as active, and update the operator's
-share of status, which the :class:`~tickwork_operator.reporter.Reporter` sends.
+(publish, skip under Forbid, or miss), a trigger names a manual run, a backfill
+its next run; all go through :meth:`Publisher._publish`: check the Lease, enqueue
+(run IDs make a second publish a no-op), note the run as active, and update the
+operator's share of status, which the :class:`~tickwork_operator.reporter.Reporter`
+sends. Late runs (caught up after an outage, backfilled) take a token of the
+operator-wide :class:`~tickwork_operator.pacing.Pace` first.
 """
 
 from __future__ import annotations
@@ -13,11 +15,12 @@ import datetime as dt
 import logging
 from collections.abc import Callable
 
-from tickwork.api.models import OperatorStatus, QueuedRun
+from tickwork.api.models import BackfillProgress, OperatorStatus, QueuedRun
+from tickwork.core.backfill import next_backfill_run, refusal
 from tickwork.core.errors import InvalidParamsError, QueueUnavailableError
 from tickwork.core.params import parse_params
-from tickwork.core.planning import Action, Decision, PendingRun, decide
-from tickwork.core.runs import manual_run_id, same_trigger, trigger_key
+from tickwork.core.planning import Action, Decision, PendingRun, decide, overlap
+from tickwork.core.runs import backfill_run_id, manual_run_id, same_trigger, trigger_key
 from tickwork.core.states import JobPhase
 from tickwork.kube.events import NORMAL, WARNING, EventRecorder
 from tickwork.kube.status import updated
@@ -25,6 +28,7 @@ from tickwork.queue.messages import EnqueueOutcome, RunMessage
 from tickwork.queue.protocol import RunQueue
 from tickwork_operator.clock import Clock
 from tickwork_operator.metrics import OperatorMetrics
+from tickwork_operator.pacing import Pace
 from tickwork_operator.reporter import Reporter, job_ref
 from tickwork_operator.state import JobEntry, Trigger, WatchState
 
@@ -46,8 +50,10 @@ class Publisher:
         reporter: Reporter,
         clock: Clock,
         holds_lease: Callable[[], bool],
+        pace: Pace,
     ) -> None:
         self.state = state
+        self.pace = pace
         self.queue = queue
         self.events = events
         self.metrics = metrics
@@ -73,6 +79,12 @@ class Publisher:
                 return
             now = self.clock.now()
             decision = decide(entry.facts(), pending, now=now)
+            if decision.late and not self.pace.take(self.clock.monotonic()):
+                # Caught up, but the operator-wide pace says not yet: the same decision
+                # again when a token is there (it may then find more runs missed).
+                wait = self.pace.wait(self.clock.monotonic())
+                self.state.index.put(("run", entry.namespace, entry.name), self.clock.wall() + wait)
+                return
             if decision.action is Action.PUBLISH:
                 if not await self._publish_due(entry, decision, now=now):
                     self.reindex(entry, pending, retry=True)
@@ -122,9 +134,11 @@ class Publisher:
         entry.wanted = self._count_missed(wanted, decision)
         report = self.reporter.owe(entry)
         if decision.missed:
+            which = "the oldest run caught up" if decision.following and (
+                decision.following.scheduled_at <= now) else "the latest due run"  # fmt: skip
             report.events.append((WARNING, "MissedRuns", (
-                f"{decision.missed} run(s) missed while no watcher ran; the latest due "
-                f"run ({decision.scheduled_at.isoformat()}) was published"
+                f"{decision.missed} run(s) missed while no watcher ran; {which} "
+                f"({decision.scheduled_at.isoformat()}) was published"
             )))  # fmt: skip
         return True
 
@@ -150,6 +164,10 @@ class Publisher:
             self.metrics.runs_published.labels(trigger=trigger).inc()
             logger.info("run published", extra={**message.log_fields(), "event": "published",
                                                  "trigger": trigger})  # fmt: skip
+        else:
+            logger.info("run published again: the queue has it (%s)", outcome,
+                        extra={**message.log_fields(), "event": "republished",
+                               "trigger": trigger})  # fmt: skip
         entry.published_run_id = queued.id
         self.state.track_active(entry)
         entry.wanted = updated(entry.wanted, queued_run=queued)
@@ -224,6 +242,78 @@ class Publisher:
             self.state.withdrawal_done(run_id)
             if withdrawn:
                 logger.info("withdrew %s: its job was deleted", run_id)
+
+    # -- backfills ------------------------------------------------------------------
+
+    async def run_backfills(self) -> None:
+        """Publish the next runs of every unfinished backfill, as the pace allows."""
+        for key in list(self.state.backfilling):
+            entry = self.state.jobs.get(key)
+            if entry is None:
+                self.state.backfilling.pop(key, None)
+                continue
+            if entry.spec is None or entry.schedule is None or entry.suspended or entry.paused:
+                continue  # a suspended or paused job's backfill waits for the resume
+            if not self.holds_lease():
+                return
+            try:
+                with self.state.acting_on(entry, now=self.clock.now):
+                    going = await self._backfill(entry)
+            except Exception:
+                logger.exception("backfill of %s/%s failed; it is tried again", *key)
+                continue
+            if not going:
+                return  # out of pace (or Redis away): next tick
+
+    async def _backfill(self, entry: JobEntry) -> bool:
+        """Work on ``entry``'s backfills in order; False when the pace ran out or Redis is
+        away (the rest waits for the next tick)."""
+        assert entry.schedule is not None  # noqa: S101 - checked by the caller
+        progress = list(entry.wanted.backfills)
+        for index in range(len(progress)):
+            while progress[index].completed_at is None:
+                now = self.clock.now()
+                step = await self._backfill_step(entry, progress[index], now=now)
+                if step is None:
+                    return False
+                progress[index] = step
+                entry.wanted = updated(entry.wanted, backfills=list(progress))
+                self.reporter.owe(entry)
+        self.state.track_backfills(entry)
+        return True
+
+    async def _backfill_step(
+        self, entry: JobEntry, record: BackfillProgress, *, now: dt.datetime
+    ) -> BackfillProgress | None:
+        """One more run of the backfill, or its end; None to wait (pace, Redis)."""
+        assert entry.schedule is not None  # noqa: S101
+        if record.done_until is None and record.published == 0 and record.skipped == 0:
+            why = refusal(entry.schedule, record.from_, record.to)
+            if why is not None:
+                self.reporter.owe(entry).events.append((WARNING, "BackfillRefused", (
+                    f"backfill {record.name!r} refused: {why}")))  # fmt: skip
+                return record.model_copy(update={"completed_at": now, "message": why})
+        moment = next_backfill_run(entry.schedule, start=record.from_, end=record.to,
+                                   done_until=record.done_until)  # fmt: skip
+        if moment is None:
+            self.reporter.owe(entry).events.append((NORMAL, "BackfillComplete", (
+                f"backfill {record.name!r} complete: {record.published} run(s) published, "
+                f"{record.skipped} skipped (concurrencyPolicy)")))  # fmt: skip
+            return record.model_copy(update={"completed_at": now})
+        if not self.pace.take(self.clock.monotonic()):
+            return None
+        run_id = backfill_run_id(entry.uid, record.name, moment)
+        action, cancel, reason = overlap(entry.facts(), run_id)
+        if action is Action.SKIP:
+            self.metrics.runs_skipped.labels(reason="forbid").inc()
+            logger.info("backfilled run %s %s", run_id, reason)
+            return record.model_copy(update={"done_until": moment, "skipped": record.skipped + 1})
+        if cancel is not None:
+            await self._replace(entry, cancel)
+        queued = QueuedRun(id=run_id, scheduled_at=moment, queued_at=now)
+        if await self._publish(entry, queued, trigger="backfill") is None:
+            return None
+        return record.model_copy(update={"done_until": moment, "published": record.published + 1})
 
     # -- manual runs --------------------------------------------------------------
 

@@ -42,6 +42,12 @@ class OperatorSettings(BaseSettings):
     reconcile_seconds: float = Field(
         default=30.0, gt=0, description="How often queued/running runs are checked in Redis."
     )
+    catchup_runs_per_second: float = Field(
+        default=10.0, gt=0, le=10000,
+        description="Late runs published per second, operator-wide: runs caught up after an "
+        "outage (spec.catchup) and backfilled runs (spec.backfills). Runs on time are never "
+        "held back.",
+    )  # fmt: skip
     lease_name: str = "tickwork-operator"
     lease_namespace: str = Field(default_factory=lambda: os.environ.get("POD_NAMESPACE", "default"))
     lease_duration_seconds: float = Field(default=10.0, ge=2)

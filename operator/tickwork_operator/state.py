@@ -77,6 +77,9 @@ class WatchState:
     job's queued run stays: its worker records it Skipped.)"""
     busy: set[JobKey] = field(default_factory=set)
     """Jobs the leader is acting on right now; the watch must not re-index them."""
+    backfilling: dict[JobKey, None] = field(default_factory=dict)  # ordered set
+    """Jobs with a backfill not complete yet: what the leader publishes backfilled
+    runs for, each tick (O(backfilling), not O(jobs))."""
     active: dict[JobKey, None] = field(default_factory=dict)  # ordered set
     """Jobs that may have a run queued, running or waiting for a retry: what the
     reconciler looks at, so that its cost follows the active runs, not all jobs."""
@@ -227,6 +230,7 @@ class WatchState:
             self._withdraw(entry)
         self.dirty.pop(key, None)
         self.active.pop(key, None)
+        self.backfilling.pop(key, None)
         self.triggers.pop(key, None)
         for verb in DEAD_LETTER_ANNOTATIONS:
             self.dead_letter_asks.pop((key, verb), None)
@@ -298,6 +302,7 @@ class WatchState:
             base, observed_generation=entry.generation, phase=phase, next_run_at=next_run_at,
             next_runs=entry.next_runs(next_run_at),
             failure_streak=recorded_streak(entry.streak), last_resume_token=entry.resumed_token,
+            backfills=entry.backfill_progress(),
         )  # fmt: skip
         paused = _pause_text(entry)
         last = entry.observed.last_run
@@ -342,6 +347,14 @@ class WatchState:
             self.dirty[entry.key] = None
         else:
             self.dirty.pop(entry.key, None)
+        self.track_backfills(entry)
+
+    def track_backfills(self, entry: JobEntry) -> None:
+        """Call after anything that may start or finish a backfill of ``entry``."""
+        if any(p.completed_at is None for p in entry.wanted.backfills):
+            self.backfilling[entry.key] = None
+        else:
+            self.backfilling.pop(entry.key, None)
 
     def _track_dead_letter_asks(self, entry: JobEntry) -> None:
         done = {"requeue": entry.wanted.last_requeue_token,

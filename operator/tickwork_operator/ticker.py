@@ -26,6 +26,7 @@ from tickwork.queue.protocol import RunQueue
 from tickwork_operator.clock import SYSTEM, Clock
 from tickwork_operator.dead_letters import DeadLetterDesk
 from tickwork_operator.metrics import OperatorMetrics
+from tickwork_operator.pacing import Pace
 from tickwork_operator.publisher import RETRY_DELAY, Publisher
 from tickwork_operator.reconciler import Reconciler
 from tickwork_operator.reporter import REPORT_HOLD_SECONDS, Reporter, bounded
@@ -60,6 +61,7 @@ class Ticker:
         holds_lease: Callable[[], bool] = lambda: True,
         clock: Clock = SYSTEM,
         report_hold_seconds: float = REPORT_HOLD_SECONDS,
+        catchup_runs_per_second: float = 10.0,
     ) -> None:
         """``holds_lease``: whether the Lease is provably still ours (renewed within its
         duration), checked before every publish, not only when leadership changes."""
@@ -73,7 +75,10 @@ class Ticker:
                                  hold_seconds=report_hold_seconds)  # fmt: skip
         self.publisher = Publisher(state=state, queue=queue, events=events, metrics=metrics,
                                    reporter=self.reporter, clock=clock,
-                                   holds_lease=holds_lease)  # fmt: skip
+                                   holds_lease=holds_lease,
+                                   pace=Pace(per_second=catchup_runs_per_second,
+                                             burst=int(catchup_runs_per_second),
+                                             now=clock.monotonic()))  # fmt: skip
         self.dead_letters = DeadLetterDesk(state=state, queue=queue, kube=kube, events=events,
                                            reporter=self.reporter,
                                            holds_lease=holds_lease)  # fmt: skip
@@ -137,6 +142,7 @@ class Ticker:
         # in the background, so five thousand reports never hold up the next tick.
         await bounded(work, CONCURRENCY)
         await self.publisher.run_triggers()
+        await self.publisher.run_backfills()
         await self.dead_letters.act()
         await self.publisher.withdraw()
         monotonic = self.clock.monotonic()

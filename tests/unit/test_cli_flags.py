@@ -49,3 +49,19 @@ def test_trigger_parameters_are_checked_before_the_cluster_is_asked(
     absent = str(tmp_path / "no-kubeconfig")
     assert main(["trigger", "nightly", "--param", "2fast=x", "--kubeconfig", absent]) == 1
     assert capsys.readouterr().err.startswith("error: parameter name '2fast' must be a letter")
+
+
+@pytest.mark.parametrize(
+    ("flags", "said"),
+    [
+        (["--from", "yesterday", "--to", "2026-11-02T00:00:00Z"], "--from must be an RFC 3339"),
+        (["--from", "2026-11-01T00:00:00", "--to", "2026-11-02T00:00:00Z"], "with an offset"),
+        (["--from", "2026-11-01T00:00:00Z", "--to", "soon"], "--to must be an RFC 3339"),
+    ],
+)
+def test_backfill_times_are_checked_before_the_cluster_is_asked(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, flags: list[str], said: str
+) -> None:
+    absent = str(tmp_path / "no-kubeconfig")
+    assert main(["backfill", "nightly", *flags, "--kubeconfig", absent]) == 1
+    assert said in capsys.readouterr().err

@@ -38,12 +38,16 @@ from pydantic.alias_generators import to_camel
 from pydantic.functional_validators import AfterValidator
 
 from tickwork.api import rules
+from tickwork.core.backfill import MAX_BACKFILL_DAYS, MAX_BACKFILLS
+from tickwork.core.bounds import bounded
+from tickwork.core.catchup import CatchupPolicy, CatchupRule
 from tickwork.core.cron import parse_cron
 from tickwork.core.daylight import DaylightSavingChoice, RepeatedTime, SkippedTime
 from tickwork.core.failures import STREAK_RUN_IDS
-from tickwork.core.interval import is_interval, parse_interval
+from tickwork.core.interval import interval_schedule, is_interval, parse_interval
 from tickwork.core.params import MAX_PARAMS, PARAMS_TEXT_LIMIT
 from tickwork.core.planning import NEXT_RUNS, ConcurrencyPolicy
+from tickwork.core.schedule import OneShotSchedule, Schedule, cron_schedule
 from tickwork.core.states import JobPhase, RunState
 from tickwork.core.templates import check_template
 from tickwork.core.zones import load_zone
@@ -600,6 +604,51 @@ class FailurePolicy(_Model):
     tickwork.dev/resume annotation) or its spec changes. Unset: never pause."""
 
 
+class Catchup(_Model):
+    """Which runs missed while no operator ran (a restart, an outage, a leader change) are
+    started when it is back. A resume of a suspended or paused job is not a catch-up: it
+    starts from now."""
+
+    policy: CatchupPolicy
+    """None starts none of them, Latest the latest one, All each one, oldest first (at
+    most the newest 100). A run less than 10 s (plus jitterSeconds) late is not missed:
+    every policy starts it."""
+    window_seconds: Annotated[StrictInt, Field(ge=10, le=2592000)] | None = None
+    """Only runs due at most this many seconds ago are started (startingDeadlineSeconds,
+    when set too, applies as well: the shorter one counts); unset: no limit but the cap
+    of 100 runs. The rest are counted in status.missedRuns."""
+
+    def rule(self, starting_deadline_seconds: int | None) -> CatchupRule:
+        return CatchupRule.of(self.policy, self.window_seconds, starting_deadline_seconds)
+
+
+BackfillName = Annotated[
+    StrictStr, Field(min_length=1, max_length=63, pattern=rules.BACKFILL_NAME_PATTERN)
+]
+
+
+class Backfill(_Model):
+    """Run every run of the schedule in a time range (kubectl tickwork backfill)."""
+
+    model_config = ConfigDict(json_schema_extra=_cel(rules.BACKFILL_ORDER, rules.BACKFILL_SPAN))
+
+    name: BackfillName
+    """Names the backfill (a DNS label, unique in the list) and its runs' IDs; a new name
+    is a new backfill."""
+    from_: AwareDatetime = Field(alias="from")
+    """The range's start (RFC 3339), included."""
+    to: AwareDatetime
+    """The range's end (RFC 3339), included; at most 366 days after from and 1000 runs."""
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Self:
+        if self.to <= self.from_:
+            raise ValueError(rules.BACKFILL_ORDER.message)
+        if self.to - self.from_ > dt.timedelta(days=MAX_BACKFILL_DAYS):
+            raise ValueError(rules.BACKFILL_SPAN.message)
+        return self
+
+
 class ScheduledJobSpec(_Model):
     """The desired schedule and task."""
 
@@ -608,6 +657,7 @@ class ScheduledJobSpec(_Model):
             rules.SCHEDULE_XOR_RUN_AT, rules.TTL_NEEDS_RUN_AT,
             rules.DAYLIGHT_SAVING_NEEDS_SCHEDULE, rules.FAILURE_POLICY_NEEDS_SCHEDULE,
             rules.BOUNDS_NEED_SCHEDULE, rules.BOUNDS_ORDER, rules.JITTER_WITHIN_INTERVAL,
+            rules.CATCHUP_NEEDS_SCHEDULE, rules.BACKFILLS_NEED_SCHEDULE,
         )
     )  # fmt: skip
 
@@ -643,6 +693,14 @@ class ScheduledJobSpec(_Model):
         description="A run that could not start within this many seconds of its time is "
         "counted as missed instead.",
     )
+    catchup: Catchup | None = None
+    """Recurring jobs only: which runs missed while no operator ran are started. Unset: the
+    latest one, if within startingDeadlineSeconds (CronJob's behaviour)."""
+    backfills: Annotated[
+        list[Backfill], Field(max_length=MAX_BACKFILLS, json_schema_extra=_list_map("name"))
+    ] = []
+    """Recurring jobs only: time ranges whose runs are run now (up to 10; progress in
+    status.backfills). Each run follows concurrencyPolicy."""
     jitter_seconds: Annotated[StrictInt, Field(ge=0, le=3600)] = 0
     """Delay each run by a stable pseudo-random 0..jitterSeconds, to spread jobs due on the
     same minute.
@@ -683,6 +741,16 @@ class ScheduledJobSpec(_Model):
             raise ValueError(rules.JITTER_WITHIN_INTERVAL.message)
         return self
 
+    @model_validator(mode="after")
+    def _catchup_and_backfills(self) -> Self:
+        if self.catchup is not None and self.schedule is None:
+            raise ValueError(rules.CATCHUP_NEEDS_SCHEDULE.message)
+        if self.backfills and self.schedule is None:
+            raise ValueError(rules.BACKFILLS_NEED_SCHEDULE.message)
+        if len({b.name for b in self.backfills}) != len(self.backfills):
+            raise ValueError("each backfill needs a name of its own")
+        return self
+
     @property
     def pause_after(self) -> int | None:
         """failurePolicy.pauseAfter, if set."""
@@ -691,6 +759,24 @@ class ScheduledJobSpec(_Model):
     @property
     def one_shot(self) -> bool:
         return self.run_at is not None
+
+    def schedule_of(self, created: dt.datetime) -> Schedule:
+        """The runs this spec asks for; ``created`` (the object's creationTimestamp)
+        anchors an @every interval that has no notBefore, so every reader finds the
+        same instants."""
+        if self.run_at is not None:
+            return OneShotSchedule(self.run_at)
+        assert self.schedule is not None  # noqa: S101 - one of the two is required
+        schedule: Schedule
+        if is_interval(self.schedule):
+            schedule = interval_schedule(self.schedule, anchor=self.not_before or created)
+        else:
+            schedule = cron_schedule(self.schedule, self.time_zone, self.daylight_saving_choice)
+        return bounded(schedule, not_before=self.not_before, not_after=self.not_after)
+
+    @property
+    def catchup_rule(self) -> CatchupRule | None:
+        return None if self.catchup is None else self.catchup.rule(self.starting_deadline_seconds)
 
     @property
     def daylight_saving_choice(self) -> DaylightSavingChoice | None:
@@ -847,6 +933,27 @@ class FailureStreak(_Model):
     spec changes, which start a new one."""
 
 
+class BackfillProgress(_Model):
+    """How far one backfill of spec.backfills got (written by the operator)."""
+
+    name: BackfillName
+    """The backfill's name in spec.backfills."""
+    from_: Instant = Field(alias="from")
+    """Its from, as acted on (a new from or to under the same name starts again)."""
+    to: Instant
+    """Its to, as acted on."""
+    done_until: Instant | None = None
+    """The last run published (or skipped by concurrencyPolicy): the next one follows it."""
+    published: Annotated[StrictInt, Field(ge=0)] = 0
+    """Runs published."""
+    skipped: Annotated[StrictInt, Field(ge=0)] = 0
+    """Runs skipped because another run was active (concurrencyPolicy Forbid)."""
+    completed_at: Instant | None = None
+    """When the last run was published, or the backfill was refused."""
+    message: Annotated[StrictStr, Field(max_length=1024)] | None = None
+    """Why it was refused, if it was."""
+
+
 class OperatorStatus(_Model):
     """The operator's share of status (field manager tickwork-operator): the job's
     lifecycle and its schedule. No worker writes any of these fields."""
@@ -867,7 +974,8 @@ class OperatorStatus(_Model):
     last_schedule_time: Instant | None = None
     """When the last run published was due."""
     missed_runs: Annotated[StrictInt, Field(ge=0)] | None = None
-    """Runs that could not start within startingDeadlineSeconds, counted since creation."""
+    """Runs that did not start: past startingDeadlineSeconds or left out by spec.catchup
+    (counted since creation)."""
     last_missed_time: Instant | None = None
     """When the last missed run was due."""
     last_trigger_token: Annotated[StrictStr, Field(max_length=253)] | None = None
@@ -882,6 +990,11 @@ class OperatorStatus(_Model):
     """Runs in a row that failed for good (only with spec.failurePolicy)."""
     last_resume_token: Annotated[StrictStr, Field(max_length=253)] | None = None
     """The last tickwork.dev/resume token acted on (each token resumes a paused job once)."""
+    backfills: Annotated[
+        list[BackfillProgress],
+        Field(max_length=MAX_BACKFILLS, json_schema_extra=_list_map("name")),
+    ] = []
+    """Progress of each backfill in spec.backfills."""
     conditions: Annotated[
         list[Condition],
         Field(

@@ -230,3 +230,25 @@ BODY_TEMPLATE_COUNT = CelRule(
     f".size() <= {templates.MAX_PLACEHOLDERS}",
     message=templates.COUNT_MESSAGE,
 )
+CATCHUP_NEEDS_SCHEDULE = CelRule(
+    rule="!has(self.catchup) || has(self.schedule)",
+    message="catchup applies to recurring jobs only (a runAt job has one run): remove it "
+    "or use schedule",
+    field_path=".catchup",
+)
+BACKFILLS_NEED_SCHEDULE = CelRule(
+    rule="!has(self.backfills) || size(self.backfills) == 0 || has(self.schedule)",
+    message="backfills apply to recurring jobs only: remove them or use schedule",
+    field_path=".backfills",
+)
+BACKFILL_NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+BACKFILL_ORDER = CelRule(
+    rule="timestamp(self.to) > timestamp(self.from)",
+    message="a backfill's to must be later than its from",
+    field_path=".to",
+)
+BACKFILL_SPAN = CelRule(
+    rule="timestamp(self.to) - timestamp(self.from) <= duration('8784h')",
+    message="a backfill may cover at most 366 days (and 1000 runs): split it into shorter ranges",
+    field_path=".to",
+)

@@ -8,6 +8,9 @@
                                           with parameters (tickwork.dev/run-params)
     tickwork suspend NAME / resume NAME   stop / restart publishing runs (resume also
                                           ends a pause after failed runs)
+    tickwork backfill NAME --from T1 --to T2 [--name B]
+                                          run every run of the schedule in [T1, T2]
+                                          (an entry of spec.backfills)
     tickwork dlq list [-A]                dead runs the jobs' status lists
     tickwork dlq requeue RUN_ID | --all   give them another go, as attempt 1
     tickwork dlq purge RUN_ID | --all     forget them (both: an annotation the operator

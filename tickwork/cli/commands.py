@@ -12,9 +12,11 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from tickwork.api.models import Backfill, ScheduledJobSpec
 from tickwork.cli import completion, render
 from tickwork.cli.access import CliError, Jobs, connect
-from tickwork.core.errors import InvalidParamsError, QueueUnavailableError
+from tickwork.core.backfill import MAX_BACKFILLS, backfill_runs, refusal
+from tickwork.core.errors import InvalidParamsError, InvalidSpecError, QueueUnavailableError
 from tickwork.core.failures import RESUME_ANNOTATION
 from tickwork.core.params import (
     RUN_PARAMS_ANNOTATION,
@@ -78,6 +80,53 @@ def cmd_resume(args: argparse.Namespace) -> str:
     jobs.patch(args.name, {"spec": {"suspend": False},
                            "metadata": {"annotations": {RESUME_ANNOTATION: token}}})  # fmt: skip
     return f'scheduledjob "{args.name}" resumed (token {token})'
+
+
+def _instant(text: str, flag: str) -> dt.datetime:
+    try:
+        moment = dt.datetime.fromisoformat(text)
+    except ValueError:
+        moment = None
+    if moment is None or moment.tzinfo is None:
+        raise CliError(f"{flag} must be an RFC 3339 time with an offset, like "
+                       f"2026-11-01T00:00:00Z, not {text!r}")  # fmt: skip
+    return moment
+
+
+def cmd_backfill(args: argparse.Namespace) -> str:
+    """Add a backfill to the job's spec (spec.backfills), checked first as the API server
+    and the operator check it; one patch, conditional on the version read."""
+    start, end = _instant(args.start, "--from"), _instant(args.end, "--to")
+    name = args.backfill_name or _now().strftime("bf-%Y%m%d-%H%M%S")
+    jobs = connect(args)
+    job = jobs.get(args.name)
+    try:
+        spec = ScheduledJobSpec.model_validate(job.get("spec") or {})
+        backfill = Backfill.model_validate({"name": name, "from": start, "to": end})
+    except ValueError as exc:
+        raise CliError(f"backfill refused: {exc}") from None
+    if spec.one_shot:
+        raise CliError("backfills apply to recurring jobs only: this one has runAt")
+    # The schedule as the operator reads it (zone, daylight saving, @every grid, bounds).
+    created = job["metadata"].get("creationTimestamp")
+    try:
+        schedule = spec.schedule_of(dt.datetime.fromisoformat(created) if created else _now())
+    except InvalidSpecError as exc:
+        raise CliError(f"backfill refused: the job's spec is invalid: {exc}") from None
+    why = refusal(schedule, start, end)
+    if why is not None:
+        raise CliError(f"backfill refused: {why}")
+    kept = [b for b in spec.backfills if b.name != name]
+    if len(kept) >= MAX_BACKFILLS:
+        raise CliError(f"the job lists {len(kept)} backfills already, the most it may: "
+                       "remove finished ones from spec.backfills first")  # fmt: skip
+    wire = [b.model_dump(mode="json", by_alias=True) for b in [*kept, backfill]]
+    patch = {"metadata": {"resourceVersion": job["metadata"]["resourceVersion"]},
+             "spec": {"backfills": wire}}  # fmt: skip
+    jobs.patch(args.name, patch)
+    count = backfill_runs(schedule, start, end)
+    return (f'scheduledjob "{args.name}" backfill {name}: {count} run(s) from '
+            f"{start.isoformat()} to {end.isoformat()}")  # fmt: skip
 
 
 def cmd_get(args: argparse.Namespace) -> str:
@@ -228,6 +277,14 @@ def parser() -> argparse.ArgumentParser:
         if name == "trigger":
             cmd.add_argument("--param", action="append", metavar="NAME=VALUE",
                              help="a parameter of this run (repeatable)")  # fmt: skip
+    backfill = sub.add_parser("backfill", parents=nested,
+                              help="run every run of the schedule in a time range")  # fmt: skip
+    backfill.add_argument("name")
+    backfill.add_argument("--from", dest="start", required=True, metavar="TIME",
+                          help="RFC 3339, included (2026-11-01T00:00:00Z)")  # fmt: skip
+    backfill.add_argument("--to", dest="end", required=True, metavar="TIME", help="included")
+    backfill.add_argument("--name", dest="backfill_name", metavar="NAME",
+                          help="a DNS label (default: from the time)")  # fmt: skip
     describe = sub.add_parser("describe", help="one run, by its ID", parents=nested)
     describe.add_argument("run_id")
     describe.add_argument("-A", "--all-namespaces", action="store_true")
@@ -294,6 +351,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], str]] = {
     "trigger": cmd_trigger,
     "suspend": cmd_suspend,
     "resume": cmd_resume,
+    "backfill": cmd_backfill,
     "version": _version,
     "completion": _completion,
     "dlq": cmd_dlq,

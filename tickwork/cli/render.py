@@ -206,7 +206,7 @@ def describe_run(job: dict[str, Any], where: str, run: dict[str, Any], *, now: d
         ("Job", f"{meta.get('namespace')}/{meta['name']}"),
         ("Task", next(iter(task), "?")),
         ("Trigger", "manual (run-now)" if run.get("manual") or ".manual." in run["id"]
-         else "schedule"),
+         else "backfill" if ".backfill." in run["id"] else "schedule"),
         ("Parameters", ", ".join(f"{k}={v}" for k, v in (run.get("params") or {}).items())
          or "-"),
         ("State", state or "?"),

@@ -16,7 +16,7 @@ import datetime as dt
 import enum
 from dataclasses import dataclass
 
-from tickwork.core.catchup import catch_up
+from tickwork.core.catchup import ON_TIME_SECONDS, CatchupRule, catch_up
 from tickwork.core.runs import jitter_seconds, scheduled_run_id
 from tickwork.core.schedule import Schedule
 
@@ -44,6 +44,8 @@ class JobFacts:
     concurrency_policy: ConcurrencyPolicy = ConcurrencyPolicy.FORBID
     starting_deadline_seconds: int | None = None
     jitter_seconds: int = 0
+    catchup: CatchupRule | None = None
+    """spec.catchup with startingDeadlineSeconds; None: CronJob's way (the deadline only)."""
     # from status
     next_run_at: dt.datetime | None = None
     last_schedule_time: dt.datetime | None = None
@@ -151,19 +153,34 @@ class Decision:
     following: PendingRun | None
     """What the job waits for next (None: a one-shot job is done)."""
     reason: str
+    late: bool = False
+    """A caught-up run (spec.catchup): published at the operator's catch-up pace."""
 
 
 def decide(facts: JobFacts, pending: PendingRun, *, now: dt.datetime) -> Decision:
-    """``pending`` fell due at ``now``: what to do, and what comes next."""
+    """``pending`` fell due at ``now``: what to do, and what comes next.
+
+    With catch-up policy ``All`` the next thing may be a run already due: the
+    oldest one still owed, published next (paced by the operator's rate limit)."""
     result = catch_up(
         facts.schedule,
         last_scheduled=pending.scheduled_at - _EPSILON,
         now=max(now, pending.scheduled_at),
         starting_deadline_seconds=facts.starting_deadline_seconds,
+        rule=facts.catchup,
+        grace_seconds=ON_TIME_SECONDS + facts.jitter_seconds,
     )
-    following = None if facts.one_shot else pending_for(facts, facts.schedule.next_run_after(now))
+    if facts.one_shot:
+        following = None
+    elif result.more and result.run is not None:
+        following = pending_for(facts, facts.schedule.next_run_after(result.run))
+    else:
+        following = pending_for(facts, facts.schedule.next_run_after(now))
     if result.run is None:
         late = (now - pending.scheduled_at).total_seconds()
+        why = (f"past startingDeadlineSeconds ({facts.starting_deadline_seconds}s)"
+               if facts.catchup is None else f"outside the catch-up (policy "
+               f"{facts.catchup.policy}, window {facts.catchup.window_seconds}s)")  # fmt: skip
         return Decision(
             action=Action.MISS,
             scheduled_at=None,
@@ -172,35 +189,31 @@ def decide(facts: JobFacts, pending: PendingRun, *, now: dt.datetime) -> Decisio
             missed=result.missed,
             latest_missed=result.latest_missed,
             following=following,
-            reason=f"missed: {late:.0f}s late, past startingDeadlineSeconds "
-            f"({facts.starting_deadline_seconds}s)",
+            reason=f"missed: {late:.0f}s late, {why}",
         )
     run_id = scheduled_run_id(facts.uid, result.run)
-    if facts.active_run_id is not None and facts.active_run_id != run_id:
-        if facts.concurrency_policy is ConcurrencyPolicy.FORBID:
-            return Decision(
-                action=Action.SKIP,
-                scheduled_at=result.run,
-                run_id=run_id,
-                cancel_run_id=None,
-                missed=result.missed,
-                latest_missed=result.latest_missed,
-                following=following,
-                reason=f"skipped: run {facts.active_run_id} is still active "
-                "(concurrencyPolicy Forbid)",
-            )
-        cancel = (
-            facts.active_run_id if facts.concurrency_policy is ConcurrencyPolicy.REPLACE else None
-        )
-    else:
-        cancel = None
+    action, cancel, reason = overlap(facts, run_id)
     return Decision(
-        action=Action.PUBLISH,
+        action=action,
         scheduled_at=result.run,
         run_id=run_id,
         cancel_run_id=cancel,
         missed=result.missed,
         latest_missed=result.latest_missed,
         following=following,
-        reason="due",
+        reason=reason,
+        late=result.late,
     )
+
+
+def overlap(facts: JobFacts, run_id: str) -> tuple[Action, str | None, str]:
+    """The concurrency policy's verdict on publishing ``run_id`` now: publish or skip,
+    the active run to cancel first, and why. Scheduled, caught-up and backfilled runs
+    all go through here."""
+    if facts.active_run_id is None or facts.active_run_id == run_id:
+        return Action.PUBLISH, None, "due"
+    if facts.concurrency_policy is ConcurrencyPolicy.FORBID:
+        why = f"skipped: run {facts.active_run_id} is still active (concurrencyPolicy Forbid)"
+        return Action.SKIP, None, why
+    cancel = facts.active_run_id if facts.concurrency_policy is ConcurrencyPolicy.REPLACE else None
+    return Action.PUBLISH, cancel, "due"

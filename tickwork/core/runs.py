@@ -21,6 +21,7 @@ RUN_NOW_ANNOTATION = "tickwork.dev/run-now"
 _TIMESTAMP_FORMAT = "%Y%m%dT%H%M%SZ"
 _SAFE_TOKEN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 _MANUAL = "manual"
+_BACKFILL = "backfill"
 
 
 def _check_uid(uid: str) -> None:
@@ -73,11 +74,19 @@ def manual_run_id(uid: str, token: str) -> str:
     return f"{uid}.{_MANUAL}.{manual_token_key(token)}"
 
 
+def backfill_run_id(uid: str, backfill: str, scheduled_at: dt.datetime) -> str:
+    """The ID of the run at ``scheduled_at`` of backfill ``backfill`` (spec.backfills[].name):
+    distinct from the scheduled run of that instant (a backfill runs it again), the same
+    for every leader (a publish that a new leader repeats is deduplicated)."""
+    return f"{uid}.{_BACKFILL}.{backfill}.{scheduled_run_id(uid, scheduled_at).split('.')[1]}"
+
+
 @dataclass(frozen=True)
 class RunIdParts:
     uid: str
     scheduled_at: dt.datetime | None
     token: str | None
+    backfill: str | None = None
 
 
 def parse_run_id(run_id: str) -> RunIdParts:
@@ -87,11 +96,16 @@ def parse_run_id(run_id: str) -> RunIdParts:
         raise ValueError(f"{run_id!r} is not a Tickwork run ID")
     if rest.startswith(f"{_MANUAL}."):
         return RunIdParts(uid=uid, scheduled_at=None, token=rest[len(_MANUAL) + 1 :])
+    backfill = None
+    if rest.startswith(f"{_BACKFILL}."):
+        backfill, _, rest = rest[len(_BACKFILL) + 1 :].rpartition(".")
+        if not backfill:
+            raise ValueError(f"{run_id!r} is not a Tickwork run ID")
     try:
         moment = dt.datetime.strptime(rest, _TIMESTAMP_FORMAT).replace(tzinfo=dt.UTC)
     except ValueError as exc:
         raise ValueError(f"{run_id!r} is not a Tickwork run ID") from exc
-    return RunIdParts(uid=uid, scheduled_at=moment, token=None)
+    return RunIdParts(uid=uid, scheduled_at=moment, token=None, backfill=backfill)
 
 
 def belongs_to(run_id: str, uid: str) -> bool:
