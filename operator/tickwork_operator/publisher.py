@@ -1,10 +1,15 @@
 """The leader's publishing: due runs and run-now triggers, through one path.
 
 A due entry of the bucket index is planned by :func:`tickwork.core.planning.decide`
-(publish, skip under Forbid, or miss) and a trigger names a manual run; both go
+(publish, buffer, skip, or miss) and a trigger names a manual run; both go
 through :meth:`Publisher._publish`: check the Lease, enqueue (run IDs make a
 second publish a no-op), note the run as active, and update the operator's
 share of status, which the :class:`~tickwork_operator.reporter.Reporter` sends.
+
+Buffered runs (``status.bufferedRuns``) are published one at a time, each once
+status shows no run of the job active; cancels (the ``tickwork.dev/cancel``
+annotation, CancelOther, TerminateOther) take a run out of the buffer or the
+queue, or name it in ``status.cancelRequests`` for its worker to stop.
 """
 
 from __future__ import annotations
@@ -13,7 +18,14 @@ import datetime as dt
 import logging
 from collections.abc import Callable
 
-from tickwork.api.models import OperatorStatus, QueuedRun
+from tickwork.api.models import (
+    CANCEL_REQUESTS_LIMIT,
+    BufferedRun,
+    CancelRequest,
+    OperatorStatus,
+    QueuedRun,
+)
+from tickwork.core.cancel import CANCELLED_BY_USER, policy_reason
 from tickwork.core.errors import InvalidParamsError, QueueUnavailableError
 from tickwork.core.params import parse_params
 from tickwork.core.planning import Action, Decision, PendingRun, decide
@@ -33,6 +45,8 @@ logger = logging.getLogger(__name__)
 #: A due entry that could not be handled (Redis away, the Lease in doubt) is due
 #: again this much later.
 RETRY_DELAY = 1.0
+#: Runs an Event about a dropped buffer names.
+_NAMED = 5
 
 
 class Publisher:
@@ -73,10 +87,17 @@ class Publisher:
                 return
             now = self.clock.now()
             decision = decide(entry.facts(), pending, now=now)
+            if decision.cancel_run_id is not None:
+                await self.request_cancel(entry, decision.cancel_run_id,
+                                          terminate=decision.terminate, reason=policy_reason(
+                                              entry.spec.concurrency_policy.overlap.value,
+                                              terminate=decision.terminate))  # fmt: skip
             if decision.action is Action.PUBLISH:
                 if not await self._publish_due(entry, decision, now=now):
                     self.reindex(entry, pending, retry=True)
                     return
+            elif decision.action is Action.BUFFER:
+                self._buffer(entry, decision, now=now)
             else:
                 self._not_published(entry, decision)
             entry.pending = decision.following
@@ -102,8 +123,6 @@ class Publisher:
     async def _publish_due(self, entry: JobEntry, decision: Decision, *, now: dt.datetime) -> bool:
         assert decision.scheduled_at is not None  # noqa: S101 - a publish names its run
         assert decision.run_id is not None  # noqa: S101
-        if decision.cancel_run_id is not None:
-            await self._replace(entry, decision.cancel_run_id)
         queued = QueuedRun(id=decision.run_id, scheduled_at=decision.scheduled_at,
                            queued_at=now)  # fmt: skip
         outcome = await self._publish(entry, queued, trigger="schedule")
@@ -195,15 +214,107 @@ class Publisher:
             report.events.append((WARNING, "MissedRun", decision.reason))
         entry.wanted = wanted
 
-    async def _replace(self, entry: JobEntry, run_id: str) -> None:
-        withdrawn = await self.cancel(run_id)
-        if withdrawn is None:
-            return
-        how = "withdrawn from the queue" if withdrawn else "cancelled by its worker"
-        await self.events.post(
-            job_ref(entry), type_=NORMAL, reason="RunReplaced",
-            message=f"run {run_id} {how}: a newer run fell due (concurrencyPolicy Replace)",
+    def _buffer(self, entry: JobEntry, decision: Decision, *, now: dt.datetime) -> None:
+        """Keep the run in ``status.bufferedRuns`` until no run of the job is active."""
+        assert decision.scheduled_at is not None  # noqa: S101 - a buffered run is named
+        assert decision.run_id is not None  # noqa: S101
+        following = decision.following.scheduled_at if decision.following else None
+        waiting = BufferedRun(id=decision.run_id, scheduled_at=decision.scheduled_at,
+                              buffered_at=now)  # fmt: skip
+        wanted = updated(
+            entry.wanted,
+            buffered_runs=[*(b for b in entry.wanted.buffered_runs if b.id != waiting.id),
+                           waiting],
+            last_schedule_time=decision.scheduled_at,
+            next_run_at=following,
+            next_runs=entry.next_runs(following),
         )  # fmt: skip
+        entry.wanted = self._count_missed(wanted, decision)
+        told = f"run {decision.run_id} {decision.reason}"
+        self.reporter.owe(entry).events.append((NORMAL, "RunBuffered", told))
+
+    async def request_cancel(
+        self, entry: JobEntry, run_id: str, *, terminate: bool, reason: str
+    ) -> None:
+        """Stop ``run_id``: take it out of the queue if it has not started (and record it
+        Cancelled), and name it in ``status.cancelRequests`` (written at once) for the
+        worker that has it, or will claim it, to stop it and record it Cancelled."""
+        known = next((r for r in entry.wanted.cancel_requests if r.id == run_id), None)
+        if known is not None and (known.terminate or not terminate):
+            return
+        request = CancelRequest(id=run_id, requested_at=self.clock.now(), terminate=terminate,
+                                reason=reason[:256])  # fmt: skip
+        others = [r for r in entry.wanted.cancel_requests if r.id != run_id]
+        kept = [*others, request][-CANCEL_REQUESTS_LIMIT:]
+        entry.wanted = updated(entry.wanted, cancel_requests=kept)
+        withdrawn = await self.cancel(run_id)
+        if withdrawn:
+            queued = entry.wanted.queued_run
+            moment = queued.scheduled_at if queued and queued.id == run_id else self.clock.now()
+            await self.reporter.record_cancelled(entry, run_id, moment, reason)
+        await self.reporter.write(entry)
+        how = "withdrawn from the queue" if withdrawn else "its worker is asked to stop it"
+        await self.events.post(job_ref(entry), type_=NORMAL, reason="RunCancelled",
+                               message=f"run {run_id} {how}: {reason}")  # fmt: skip
+
+    async def run_waiting(self) -> None:
+        """Act on buffered runs and cancels: drop the buffer of a job that may not run
+        (suspended, paused, invalid), take cancelled runs out, and publish the first
+        buffered run of each job that has no run active."""
+        for entry in self.state.waiting_jobs():
+            if not self.holds_lease():
+                return
+            with self.state.acting_on(entry, now=self.clock.now):
+                try:
+                    await self._act_on_waiting(entry)
+                except QueueUnavailableError:
+                    return  # next tick
+
+    async def _act_on_waiting(self, entry: JobEntry) -> None:
+        for run_id in entry.cancels_to_act_on():
+            buffered = next((b for b in entry.wanted.buffered_runs if b.id == run_id), None)
+            if buffered is None:
+                await self.request_cancel(entry, run_id, terminate=False, reason=CANCELLED_BY_USER)
+                continue
+            entry.wanted = updated(entry.wanted, buffered_runs=[
+                b for b in entry.wanted.buffered_runs if b.id != run_id])  # fmt: skip
+            await self.reporter.record_cancelled(entry, run_id, buffered.scheduled_at,
+                                                 CANCELLED_BY_USER)  # fmt: skip
+            await self.reporter.write(entry)
+            await self.events.post(job_ref(entry), type_=NORMAL, reason="RunCancelled",
+                                   message=f"buffered run {run_id} cancelled: "
+                                   f"{CANCELLED_BY_USER}")  # fmt: skip
+        waiting = entry.wanted.buffered_runs
+        if not waiting:
+            return
+        if entry.spec is None or entry.suspended or entry.paused:
+            why = ("the spec is invalid" if entry.spec is None else "the job is suspended"
+                   if entry.suspended else "the job is paused after failed runs")  # fmt: skip
+            self.metrics.runs_skipped.labels(reason="missed").inc(len(waiting))
+            entry.wanted = updated(
+                entry.wanted, buffered_runs=[],
+                missed_runs=(entry.wanted.missed_runs or 0) + len(waiting),
+                last_missed_time=max(b.scheduled_at for b in waiting),
+            )  # fmt: skip
+            await self.reporter.write(entry)
+            named = ", ".join(b.id for b in waiting[:_NAMED]) + (
+                ", ..." if len(waiting) > _NAMED else "")  # fmt: skip
+            await self.events.post(job_ref(entry), type_=WARNING, reason="BufferDropped",
+                                   message=f"{len(waiting)} buffered run(s) dropped and counted "
+                                   f"missed: {why} ({named})")  # fmt: skip
+            return
+        if entry.active_run_id() is not None:
+            return  # published when status shows the active run ended
+        head, rest = waiting[0], waiting[1:]
+        queued = QueuedRun(id=head.id, scheduled_at=head.scheduled_at,
+                           queued_at=self.clock.now())  # fmt: skip
+        if await self._publish(entry, queued, trigger="buffer") is None:
+            return
+        entry.wanted = updated(entry.wanted, buffered_runs=rest)
+        await self.reporter.write(entry)
+        await self.events.post(job_ref(entry), type_=NORMAL, reason="RunReleased",
+                               message=f"buffered run {head.id} published: no run is active "
+                               f"now ({len(rest)} still buffered)")  # fmt: skip
 
     async def cancel(self, run_id: str) -> bool | None:
         """Take a run out of the queue if it has not started; None if Redis is away."""

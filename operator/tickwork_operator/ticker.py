@@ -137,6 +137,7 @@ class Ticker:
         # in the background, so five thousand reports never hold up the next tick.
         await bounded(work, CONCURRENCY)
         await self.publisher.run_triggers()
+        await self.publisher.run_waiting()
         await self.dead_letters.act()
         await self.publisher.withdraw()
         monotonic = self.clock.monotonic()
