@@ -62,6 +62,8 @@ class JobEntry:
     """The last resume token acted on, as status should record it."""
     upcoming_runs: list[dt.datetime] = field(default_factory=list)
     """The last list :meth:`next_runs` worked out (for this generation's schedule)."""
+    cancel_asks: list[str] = field(default_factory=list)
+    """The run IDs of the tickwork.dev/cancel annotation."""
 
     @property
     def key(self) -> JobKey:
@@ -106,6 +108,37 @@ class JobEntry:
                         finished_at=r.finished_at or r.started_at or r.scheduled_at)
             for r in records if belongs_to(r.id, self.uid)
         ]  # fmt: skip
+
+    def finished_run_ids(self) -> set[str]:
+        """Runs whose record status shows (or that the queue reports done)."""
+        finished = {r.id for r in self.observed.runs} | self.settled_run_ids
+        if self.observed.last_run is not None:
+            finished.add(self.observed.last_run.id)
+        return finished
+
+    def running_run_ids(self) -> list[str]:
+        """This object's runs that are queued, running or waiting for a retry."""
+        ids = [a.id for a in self.observed.active_runs if belongs_to(a.id, self.uid)]
+        finished = self.finished_run_ids()
+        queued = self.observed.queued_run
+        for run_id in [queued.id if queued else None, self.published_run_id]:
+            if (
+                run_id
+                and run_id not in finished
+                and run_id not in ids
+                and belongs_to(run_id, self.uid)
+            ):
+                ids.append(run_id)
+        return ids
+
+    def cancels_to_act_on(self) -> list[str]:
+        """IDs of the cancel annotation the operator has still to act on: runs buffered,
+        or pending and not yet named in ``cancelRequests``."""
+        buffered = {b.id for b in self.wanted.buffered_runs}
+        requested = {r.id for r in self.wanted.cancel_requests}
+        running = set(self.running_run_ids())
+        return [i for i in self.cancel_asks
+                if i in buffered or (i in running and i not in requested)]  # fmt: skip
 
     def active_run_id(self) -> str | None:
         """The run that is queued, running or waiting for a retry, if any.
@@ -198,6 +231,7 @@ class JobEntry:
             last_schedule_time=self.last_schedule_time(),
             status_is_current=status.observed_generation == self.generation,
             active_run_id=self.active_run_id(),
+            buffered=len(self.wanted.buffered_runs),
         )
 
 

@@ -1,12 +1,17 @@
 """The leader's publishing: due runs, run-now triggers and backfills, through one path.
 
 A due entry of the bucket index is planned by :func:`tickwork.core.planning.decide`
-(publish, skip under Forbid, or miss), a trigger names a manual run, a backfill
+(publish, buffer, skip, or miss), a trigger names a manual run, a backfill
 its next run; all go through :meth:`Publisher._publish`: check the Lease, enqueue
 (run IDs make a second publish a no-op), note the run as active, and update the
 operator's share of status, which the :class:`~tickwork_operator.reporter.Reporter`
 sends. Late runs (caught up after an outage, backfilled) take a token of the
 operator-wide :class:`~tickwork_operator.pacing.Pace` first.
+
+Buffered runs (``status.bufferedRuns``) are published one at a time, each once
+status shows no run of the job active; cancels (the ``tickwork.dev/cancel``
+annotation, CancelOther, TerminateOther) take a run out of the buffer or the
+queue, or name it in ``status.cancelRequests`` for its worker to stop.
 """
 
 from __future__ import annotations
@@ -15,11 +20,26 @@ import datetime as dt
 import logging
 from collections.abc import Callable
 
-from tickwork.api.models import BackfillProgress, OperatorStatus, QueuedRun
+from tickwork.api.models import (
+    CANCEL_REQUESTS_LIMIT,
+    BackfillProgress,
+    BufferedRun,
+    CancelRequest,
+    OperatorStatus,
+    QueuedRun,
+)
 from tickwork.core.backfill import next_backfill_run, refusal
+from tickwork.core.cancel import CANCELLED_BY_USER, policy_reason
 from tickwork.core.errors import InvalidParamsError, QueueUnavailableError
 from tickwork.core.params import parse_params
-from tickwork.core.planning import Action, Decision, PendingRun, decide, overlap
+from tickwork.core.planning import (
+    Action,
+    ConcurrencyPolicy,
+    Decision,
+    PendingRun,
+    decide,
+    overlap,
+)
 from tickwork.core.runs import backfill_run_id, manual_run_id, same_trigger, trigger_key
 from tickwork.core.states import JobPhase
 from tickwork.kube.events import NORMAL, WARNING, EventRecorder
@@ -37,6 +57,8 @@ logger = logging.getLogger(__name__)
 #: A due entry that could not be handled (Redis away, the Lease in doubt) is due
 #: again this much later.
 RETRY_DELAY = 1.0
+#: Runs an Event about a dropped buffer names.
+_NAMED = 5
 
 
 class Publisher:
@@ -85,10 +107,17 @@ class Publisher:
                 wait = self.pace.wait(self.clock.monotonic())
                 self.state.index.put(("run", entry.namespace, entry.name), self.clock.wall() + wait)
                 return
+            if decision.cancel_run_id is not None:
+                await self.request_cancel(entry, decision.cancel_run_id,
+                                          terminate=decision.terminate, reason=policy_reason(
+                                              entry.spec.concurrency_policy.overlap.value,
+                                              terminate=decision.terminate))  # fmt: skip
             if decision.action is Action.PUBLISH:
                 if not await self._publish_due(entry, decision, now=now):
                     self.reindex(entry, pending, retry=True)
                     return
+            elif decision.action is Action.BUFFER:
+                self._buffer(entry, decision, now=now)
             else:
                 self._not_published(entry, decision)
             entry.pending = decision.following
@@ -114,8 +143,6 @@ class Publisher:
     async def _publish_due(self, entry: JobEntry, decision: Decision, *, now: dt.datetime) -> bool:
         assert decision.scheduled_at is not None  # noqa: S101 - a publish names its run
         assert decision.run_id is not None  # noqa: S101
-        if decision.cancel_run_id is not None:
-            await self._replace(entry, decision.cancel_run_id)
         queued = QueuedRun(id=decision.run_id, scheduled_at=decision.scheduled_at,
                            queued_at=now)  # fmt: skip
         outcome = await self._publish(entry, queued, trigger="schedule")
@@ -213,15 +240,107 @@ class Publisher:
             report.events.append((WARNING, "MissedRun", decision.reason))
         entry.wanted = wanted
 
-    async def _replace(self, entry: JobEntry, run_id: str) -> None:
-        withdrawn = await self.cancel(run_id)
-        if withdrawn is None:
-            return
-        how = "withdrawn from the queue" if withdrawn else "cancelled by its worker"
-        await self.events.post(
-            job_ref(entry), type_=NORMAL, reason="RunReplaced",
-            message=f"run {run_id} {how}: a newer run fell due (concurrencyPolicy Replace)",
+    def _buffer(self, entry: JobEntry, decision: Decision, *, now: dt.datetime) -> None:
+        """Keep the run in ``status.bufferedRuns`` until no run of the job is active."""
+        assert decision.scheduled_at is not None  # noqa: S101 - a buffered run is named
+        assert decision.run_id is not None  # noqa: S101
+        following = decision.following.scheduled_at if decision.following else None
+        waiting = BufferedRun(id=decision.run_id, scheduled_at=decision.scheduled_at,
+                              buffered_at=now)  # fmt: skip
+        wanted = updated(
+            entry.wanted,
+            buffered_runs=[*(b for b in entry.wanted.buffered_runs if b.id != waiting.id),
+                           waiting],
+            last_schedule_time=decision.scheduled_at,
+            next_run_at=following,
+            next_runs=entry.next_runs(following),
         )  # fmt: skip
+        entry.wanted = self._count_missed(wanted, decision)
+        told = f"run {decision.run_id} {decision.reason}"
+        self.reporter.owe(entry).events.append((NORMAL, "RunBuffered", told))
+
+    async def request_cancel(
+        self, entry: JobEntry, run_id: str, *, terminate: bool, reason: str
+    ) -> None:
+        """Stop ``run_id``: take it out of the queue if it has not started (and record it
+        Cancelled), and name it in ``status.cancelRequests`` (written at once) for the
+        worker that has it, or will claim it, to stop it and record it Cancelled."""
+        known = next((r for r in entry.wanted.cancel_requests if r.id == run_id), None)
+        if known is not None and (known.terminate or not terminate):
+            return
+        request = CancelRequest(id=run_id, requested_at=self.clock.now(), terminate=terminate,
+                                reason=reason[:256])  # fmt: skip
+        others = [r for r in entry.wanted.cancel_requests if r.id != run_id]
+        kept = [*others, request][-CANCEL_REQUESTS_LIMIT:]
+        entry.wanted = updated(entry.wanted, cancel_requests=kept)
+        withdrawn = await self.cancel(run_id)
+        if withdrawn:
+            queued = entry.wanted.queued_run
+            moment = queued.scheduled_at if queued and queued.id == run_id else self.clock.now()
+            await self.reporter.record_cancelled(entry, run_id, moment, reason)
+        await self.reporter.write(entry)
+        how = "withdrawn from the queue" if withdrawn else "its worker is asked to stop it"
+        await self.events.post(job_ref(entry), type_=NORMAL, reason="RunCancelled",
+                               message=f"run {run_id} {how}: {reason}")  # fmt: skip
+
+    async def run_waiting(self) -> None:
+        """Act on buffered runs and cancels: drop the buffer of a job that may not run
+        (suspended, paused, invalid), take cancelled runs out, and publish the first
+        buffered run of each job that has no run active."""
+        for entry in self.state.waiting_jobs():
+            if not self.holds_lease():
+                return
+            with self.state.acting_on(entry, now=self.clock.now):
+                try:
+                    await self._act_on_waiting(entry)
+                except QueueUnavailableError:
+                    return  # next tick
+
+    async def _act_on_waiting(self, entry: JobEntry) -> None:
+        for run_id in entry.cancels_to_act_on():
+            buffered = next((b for b in entry.wanted.buffered_runs if b.id == run_id), None)
+            if buffered is None:
+                await self.request_cancel(entry, run_id, terminate=False, reason=CANCELLED_BY_USER)
+                continue
+            entry.wanted = updated(entry.wanted, buffered_runs=[
+                b for b in entry.wanted.buffered_runs if b.id != run_id])  # fmt: skip
+            await self.reporter.record_cancelled(entry, run_id, buffered.scheduled_at,
+                                                 CANCELLED_BY_USER)  # fmt: skip
+            await self.reporter.write(entry)
+            await self.events.post(job_ref(entry), type_=NORMAL, reason="RunCancelled",
+                                   message=f"buffered run {run_id} cancelled: "
+                                   f"{CANCELLED_BY_USER}")  # fmt: skip
+        waiting = entry.wanted.buffered_runs
+        if not waiting:
+            return
+        if entry.spec is None or entry.suspended or entry.paused:
+            why = ("the spec is invalid" if entry.spec is None else "the job is suspended"
+                   if entry.suspended else "the job is paused after failed runs")  # fmt: skip
+            self.metrics.runs_skipped.labels(reason="missed").inc(len(waiting))
+            entry.wanted = updated(
+                entry.wanted, buffered_runs=[],
+                missed_runs=(entry.wanted.missed_runs or 0) + len(waiting),
+                last_missed_time=max(b.scheduled_at for b in waiting),
+            )  # fmt: skip
+            await self.reporter.write(entry)
+            named = ", ".join(b.id for b in waiting[:_NAMED]) + (
+                ", ..." if len(waiting) > _NAMED else "")  # fmt: skip
+            await self.events.post(job_ref(entry), type_=WARNING, reason="BufferDropped",
+                                   message=f"{len(waiting)} buffered run(s) dropped and counted "
+                                   f"missed: {why} ({named})")  # fmt: skip
+            return
+        if entry.active_run_id() is not None:
+            return  # published when status shows the active run ended
+        head, rest = waiting[0], waiting[1:]
+        queued = QueuedRun(id=head.id, scheduled_at=head.scheduled_at,
+                           queued_at=self.clock.now())  # fmt: skip
+        if await self._publish(entry, queued, trigger="buffer") is None:
+            return
+        entry.wanted = updated(entry.wanted, buffered_runs=rest)
+        await self.reporter.write(entry)
+        await self.events.post(job_ref(entry), type_=NORMAL, reason="RunReleased",
+                               message=f"buffered run {head.id} published: no run is active "
+                               f"now ({len(rest)} still buffered)")  # fmt: skip
 
     async def cancel(self, run_id: str) -> bool | None:
         """Take a run out of the queue if it has not started; None if Redis is away."""
@@ -300,20 +419,31 @@ class Publisher:
                 f"backfill {record.name!r} complete: {record.published} run(s) published, "
                 f"{record.skipped} skipped (concurrencyPolicy)")))  # fmt: skip
             return record.model_copy(update={"completed_at": now})
-        if not self.pace.take(self.clock.monotonic()):
-            return None
         run_id = backfill_run_id(entry.uid, record.name, moment)
-        action, cancel, reason = overlap(entry.facts(), run_id)
+        action, reason = await self._backfill_overlap(entry, run_id)
         if action is Action.SKIP:
             self.metrics.runs_skipped.labels(reason="forbid").inc()
             logger.info("backfilled run %s %s", run_id, reason)
             return record.model_copy(update={"done_until": moment, "skipped": record.skipped + 1})
-        if cancel is not None:
-            await self._replace(entry, cancel)
+        # A backfill is a queue of its own: under a buffering policy its next run waits
+        # here (not in status.bufferedRuns) until no run of the job is active or buffered.
+        if action is Action.BUFFER or not self.pace.take(self.clock.monotonic()):
+            return None
         queued = QueuedRun(id=run_id, scheduled_at=moment, queued_at=now)
         if await self._publish(entry, queued, trigger="backfill") is None:
             return None
         return record.model_copy(update={"done_until": moment, "published": record.published + 1})
+
+    async def _backfill_overlap(self, entry: JobEntry, run_id: str) -> tuple[Action, str]:
+        """The concurrencyPolicy's verdict on a backfilled run, with the active run
+        cancelled (CancelOther) or terminated (TerminateOther) if it says so."""
+        action, cancel, reason = overlap(entry.facts(), run_id)
+        if cancel is not None:
+            policy = entry.facts().concurrency_policy.overlap
+            terminate = policy is ConcurrencyPolicy.TERMINATE_OTHER
+            why = policy_reason(policy.value, terminate=terminate)
+            await self.request_cancel(entry, cancel, terminate=terminate, reason=why)
+        return action, reason
 
     # -- manual runs --------------------------------------------------------------
 

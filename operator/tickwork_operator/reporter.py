@@ -11,19 +11,26 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime as dt
 import itertools
 import logging
 from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
-from tickwork.api.models import OperatorStatus
+from tickwork.api.models import OperatorStatus, RunRecord
 from tickwork.core.errors import QueueUnavailableError
 from tickwork.core.failures import RESUME_ANNOTATION
-from tickwork.core.states import JobPhase
+from tickwork.core.states import JobPhase, RunState
 from tickwork.kube.client import KubeApiError, KubeClient
 from tickwork.kube.events import NORMAL, WARNING, EventRecorder, JobRef
-from tickwork.kube.status import CONDITION_PAUSED, OPERATOR_MANAGER, operator_body
+from tickwork.kube.status import (
+    CONDITION_PAUSED,
+    OPERATOR_MANAGER,
+    operator_body,
+    record_body,
+    run_manager,
+)
 from tickwork.queue.protocol import RunQueue
 from tickwork_operator.clock import Clock
 from tickwork_operator.metrics import OperatorMetrics
@@ -223,3 +230,28 @@ class Reporter:
                 job_ref(entry), type_=WARNING, reason="InvalidSpec",
                 message=f"{entry.invalid_reason}; fix the spec and apply it again",
             )  # fmt: skip
+
+    async def record_cancelled(
+        self, entry: JobEntry, run_id: str, scheduled_at: dt.datetime, reason: str
+    ) -> bool:
+        """Record a run that no worker will see (taken out of the buffer or the queue)
+        as Cancelled, under the run's own field manager: the record has one writer,
+        since a worker never claims the run. False if the API server refused it (the
+        cancel request in status then makes any worker that claims it record it)."""
+        spec = entry.spec
+        record = RunRecord(id=run_id, scheduled_at=scheduled_at, outcome=RunState.CANCELLED,
+                           attempts=0, finished_at=self.clock.now(), error=reason)  # fmt: skip
+        body = record_body(
+            record,
+            successful=spec.history.successful_runs if spec else 3,
+            failed=spec.history.failed_runs if spec else 3,
+        )
+        try:
+            await self.kube.apply_job_status(entry.namespace, entry.name, entry.uid, body,
+                                             field_manager=run_manager(run_id))  # fmt: skip
+        except KubeApiError as exc:
+            if not exc.not_found:
+                self.metrics.api_errors.labels(operation="status.apply").inc()
+                logger.warning("record of cancelled run %s not written: %s", run_id, exc)
+            return False
+        return True

@@ -21,6 +21,7 @@ from typing import Any
 
 from tickwork.api.models import OperatorStatus
 from tickwork.core.buckets import BucketIndex
+from tickwork.core.cancel import CANCEL_ANNOTATION, cancel_ids
 from tickwork.core.failures import RESUME_ANNOTATION, describe_pause
 from tickwork.core.params import RUN_PARAMS_ANNOTATION
 from tickwork.core.planning import pending_for, pending_run
@@ -83,6 +84,9 @@ class WatchState:
     active: dict[JobKey, None] = field(default_factory=dict)  # ordered set
     """Jobs that may have a run queued, running or waiting for a retry: what the
     reconciler looks at, so that its cost follows the active runs, not all jobs."""
+    waiting: dict[JobKey, None] = field(default_factory=dict)  # ordered set
+    """Jobs with runs in ``status.bufferedRuns`` or cancels to act on: what the leader
+    looks at every tick (O(jobs waiting), not O(jobs))."""
 
     # -- what the leader acts on (the publisher, reporter and reconciler) ----------
 
@@ -98,6 +102,9 @@ class WatchState:
         finally:
             self.busy.discard(entry.key)
             self._hand_over(entry, now=now())
+            live = self.jobs.get(entry.key)
+            if live is not None:
+                self.track_waiting(live)
 
     def _hand_over(self, acted: JobEntry, *, now: dt.datetime) -> None:
         live = self.jobs.get(acted.key)
@@ -203,6 +210,7 @@ class WatchState:
             settled_run_ids=previous.settled_run_ids if previous else set(),
             resume=(meta.get("annotations") or {}).get(RESUME_ANNOTATION),
             upcoming_runs=previous.upcoming_runs if previous and same_spec else [],
+            cancel_asks=cancel_ids((meta.get("annotations") or {}).get(CANCEL_ANNOTATION)),
         )
         if entry.published_run_id and entry.active_run_id() != entry.published_run_id:
             entry.published_run_id = None  # it finished
@@ -214,6 +222,7 @@ class WatchState:
         self._track_trigger(entry)
         self._track_dead_letter_asks(entry)
         self._track_ttl(entry)
+        self.track_waiting(entry)
         return entry
 
     def phases(self) -> collections.Counter[JobPhase]:
@@ -231,6 +240,7 @@ class WatchState:
         self.dirty.pop(key, None)
         self.active.pop(key, None)
         self.backfilling.pop(key, None)
+        self.waiting.pop(key, None)
         self.triggers.pop(key, None)
         for verb in DEAD_LETTER_ANNOTATIONS:
             self.dead_letter_asks.pop((key, verb), None)
@@ -298,8 +308,11 @@ class WatchState:
         )  # fmt: skip
         shown = entry.pending if entry.spec and not entry.suspended else None
         next_run_at = shown.scheduled_at if shown else None
+        finished = entry.finished_run_ids()
         wanted = updated(
-            base, observed_generation=entry.generation, phase=phase, next_run_at=next_run_at,
+            base, observed_generation=entry.generation,
+            cancel_requests=[r for r in base.cancel_requests if r.id not in finished],
+            phase=phase, next_run_at=next_run_at,
             next_runs=entry.next_runs(next_run_at),
             failure_streak=recorded_streak(entry.streak), last_resume_token=entry.resumed_token,
             backfills=entry.backfill_progress(),
@@ -411,6 +424,24 @@ class WatchState:
             self.active[entry.key] = None
         else:
             self.active.pop(entry.key, None)
+
+    def track_waiting(self, entry: JobEntry) -> None:
+        """Call after anything that may buffer a run of ``entry`` or ask to cancel one."""
+        if entry.wanted.buffered_runs or entry.cancels_to_act_on():
+            self.waiting[entry.key] = None
+        else:
+            self.waiting.pop(entry.key, None)
+
+    def waiting_jobs(self) -> list[JobEntry]:
+        """Jobs with buffered runs or cancels to act on."""
+        found = []
+        for key in list(self.waiting):
+            entry = self.jobs.get(key)
+            if entry is None:
+                self.waiting.pop(key, None)
+            else:
+                found.append(entry)
+        return found
 
     def active_jobs(self) -> list[JobEntry]:
         """Jobs with a run queued, running or waiting for a retry (O(active), not O(jobs))."""

@@ -143,6 +143,7 @@ class Ticker:
         await bounded(work, CONCURRENCY)
         await self.publisher.run_triggers()
         await self.publisher.run_backfills()
+        await self.publisher.run_waiting()
         await self.dead_letters.act()
         await self.publisher.withdraw()
         monotonic = self.clock.monotonic()

@@ -275,6 +275,56 @@ def test_describe_finds_a_run_by_its_id_alone(cluster: Cluster, jobs: Jobs, name
     assert unknown.returncode == 1
 
 
+def test_cancel_adds_the_run_to_the_annotation_and_refuses_finished_or_unknown_runs(
+    cluster: Cluster, jobs: Jobs, namespace: str
+) -> None:
+    finished_id = _with_runs(cluster, jobs, namespace, "delta")
+    uid = jobs.get("delta")["metadata"]["uid"]
+    running, buffered, gone = (f"{uid}.20261201T000100Z", f"{uid}.20261201T000200Z",
+                               f"{uid}.20261201T000300Z")  # fmt: skip
+
+    async def write() -> None:
+        async with KubeClient(load_configuration(str(cluster.kubeconfig))) as kube:
+            status = {"activeRuns": [{"id": running, "scheduledAt": "2026-12-01T00:01:00Z",
+                                      "state": "Running", "attempt": 1}],
+                      "bufferedRuns": [{"id": buffered, "scheduledAt": "2026-12-01T00:02:00Z",
+                                        "bufferedAt": "2026-12-01T00:02:00Z"}]}  # fmt: skip
+            await kube.apply_job_status(namespace, "delta", uid, status, field_manager="test-runs")
+
+    asyncio.run(write())
+    done = tickwork(cluster, namespace, "cancel", running)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == f'run "{running}" of scheduledjob "delta" is being cancelled'
+    # A second cancel keeps the first: both IDs are in the annotation.
+    assert tickwork(cluster, namespace, "cancel", buffered).returncode == 0
+    annotation = jobs.get("delta")["metadata"]["annotations"]["tickwork.dev/cancel"]
+    assert annotation.split(",") == [running, buffered]
+    # Finished or unknown runs: a clear error, the annotation untouched.
+    over = tickwork(cluster, namespace, "cancel", finished_id)
+    assert over.returncode == 1
+    assert over.stderr.strip() == (f'error: run "{finished_id}" already finished (Failed): '
+                                   "nothing to cancel")  # fmt: skip
+    unknown = tickwork(cluster, namespace, "cancel", gone)
+    assert unknown.returncode == 1
+    assert "is not queued, running or buffered" in unknown.stderr
+    assert tickwork(cluster, namespace, "cancel", "nouid.20261201T000000Z").returncode == 1
+    # Once the running one ended, the next cancel drops it from the annotation.
+
+    async def ended() -> None:
+        async with KubeClient(load_configuration(str(cluster.kubeconfig))) as kube:
+            record = {"id": running, "scheduledAt": "2026-12-01T00:01:00Z",
+                      "outcome": "Cancelled"}  # fmt: skip
+            waiting = {"id": buffered, "scheduledAt": "2026-12-01T00:02:00Z",
+                       "bufferedAt": "2026-12-01T00:02:00Z"}  # fmt: skip
+            status = {"lastRun": record, "runs": [record], "bufferedRuns": [waiting]}
+            await kube.apply_job_status(namespace, "delta", uid, status, field_manager="test-runs")
+
+    asyncio.run(ended())
+    assert tickwork(cluster, namespace, "cancel", buffered).returncode == 0
+    annotation = jobs.get("delta")["metadata"]["annotations"]["tickwork.dev/cancel"]
+    assert annotation == buffered
+
+
 def test_bash_completes_commands_and_the_clusters_job_names(
     cluster: Cluster, jobs: Jobs, namespace: str
 ) -> None:

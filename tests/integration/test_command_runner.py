@@ -6,6 +6,7 @@ still kills everything the command started."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import subprocess
@@ -22,6 +23,8 @@ from tests.support import (
     finished,
     publish,
 )
+from tickwork.kube.client import KubeClient, load_configuration
+from tickwork.kube.status import OPERATOR_MANAGER
 from tickwork_dev.devcluster.cluster import Cluster
 from tickwork_dev.devcluster.components import TickworkProcess, console_script, wait_for
 
@@ -102,3 +105,38 @@ def test_without_its_runner_a_command_is_retried_not_run_in_the_worker(
     assert last["outcome"] == "Failed"
     assert "the command runner is not reachable" in last["error"]
     assert not marker.exists()
+
+
+@pytest.mark.parametrize("terminate", [False, True], ids=["cancel", "terminate"])
+def test_a_cancelled_command_is_killed_through_the_runner_with_grace_or_at_once(
+    start_worker: Start, cluster: Cluster, jobs: Jobs, probe: QueueProbe, runner: Path,
+    shared: Path, terminate: bool,
+) -> None:  # fmt: skip
+    """A cancel (CancelOther, kubectl tickwork cancel) reaches the program as SIGTERM
+    first; TerminateOther kills its process group at once (the worker says ``kill``
+    before it hangs up), so a TERM trap never runs."""
+    start_worker(TICKWORK_WORKER_COMMAND_TASKS="true", TICKWORK_WORKER_COMMAND_RUNNER=str(runner))
+    marker, pids = shared / "term", shared / "pids"
+    script = f"trap 'echo term >> {marker}; exit 143' TERM; sleep 300 & echo $! > {pids}; wait"
+    uid, run_id = publish(jobs, probe, "stoppable", {"retry": {"maxAttempts": 3},
+                          "task": {"command": {"args": ["sh", "-c", script]}}})  # fmt: skip
+    wait_for(lambda: pids.exists() and pids.read_text().strip(), timeout=30, what="running")
+    grandchild = int(pids.read_text())
+
+    async def operator_asks_to_stop() -> None:
+        async with KubeClient(load_configuration(str(cluster.kubeconfig))) as kube:
+            request = {"id": run_id, "requestedAt": "2026-12-01T00:00:00Z",
+                       "terminate": terminate, "reason": "cancelled: by the test"}  # fmt: skip
+            await kube.apply_job_status(jobs.namespace, "stoppable", uid,
+                                        {"cancelRequests": [request]},
+                                        field_manager=OPERATOR_MANAGER)  # fmt: skip
+
+    asyncio.run(operator_asks_to_stop())
+    last = finished(jobs, "stoppable", timeout=30)["lastRun"]
+    assert isinstance(last, dict)
+    assert (last["outcome"], last["attempts"], last["error"]) == (
+        "Cancelled", 1, "cancelled: by the test")  # fmt: skip
+    wait_for(lambda: not Path(f"/proc/{grandchild}").exists()
+             or "Z" in Path(f"/proc/{grandchild}/stat").read_text().split(")")[-1][:3],
+             timeout=15, what="the process group killed")  # fmt: skip
+    assert marker.exists() is not terminate

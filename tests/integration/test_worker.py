@@ -464,27 +464,30 @@ def test_a_killed_worker_loses_no_run(start_worker: Start, jobs: Jobs, probe: Qu
     assert (last["id"], last["outcome"], last["attempts"]) == (run_id, "Succeeded", 2)
 
 
-def test_replace_cancels_a_running_run_when_a_newer_one_is_published(
+def test_a_run_named_in_cancel_requests_is_stopped_and_recorded_cancelled(
     start_worker: Start, jobs: Jobs, probe: QueueProbe, cluster: Cluster
 ) -> None:
     start_worker()
-    spec = {"concurrencyPolicy": "Replace", "runAt": rfc3339(whole_seconds_from_now(0)),
+    spec = {"concurrencyPolicy": "CancelOther", "runAt": rfc3339(whole_seconds_from_now(0)),
+            "retry": {"maxAttempts": 3},
             "task": {"python": {"name": "tickwork.sleep", "args": ["120"]}}}  # fmt: skip
-    uid, _ = publish(jobs, probe, "replaceable", spec)
+    uid, run_id = publish(jobs, probe, "replaceable", spec)
     wait_for(lambda: active_state(jobs, "replaceable") == "Running", timeout=30, what="Running")
-    newer = whole_seconds_from_now(60)
+    now = rfc3339(whole_seconds_from_now(0))
 
-    async def operator_publishes_a_newer_run() -> None:
+    async def operator_asks_to_cancel() -> None:
         async with KubeClient(load_configuration(str(cluster.kubeconfig))) as kube:
-            await kube.apply_job_status(jobs.namespace, "replaceable", uid, {"queuedRun": {
-                "id": f"{uid}.newer", "scheduledAt": rfc3339(newer),
-                "queuedAt": rfc3339(newer)}}, field_manager=OPERATOR_MANAGER)  # fmt: skip
+            await kube.apply_job_status(jobs.namespace, "replaceable", uid, {"cancelRequests": [{
+                "id": run_id, "requestedAt": now, "terminate": False,
+                "reason": "cancelled: a newer run fell due (concurrencyPolicy CancelOther)"}]},
+                field_manager=OPERATOR_MANAGER)  # fmt: skip
 
-    asyncio.run(operator_publishes_a_newer_run())
+    asyncio.run(operator_asks_to_cancel())
     last = finished(jobs, "replaceable", timeout=30)["lastRun"]
     assert isinstance(last, dict)
-    assert last["outcome"] == "Cancelled"
-    assert "replaced" in last["error"]
+    assert (last["id"], last["outcome"], last["attempts"]) == (run_id, "Cancelled", 1)
+    assert "concurrencyPolicy CancelOther" in last["error"]
+    assert probe.locate(run_id) is RunLocation.DONE  # acknowledged: no retry
 
 
 def test_the_check_command_reports_liveness(start_worker: Start) -> None:

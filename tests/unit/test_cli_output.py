@@ -9,6 +9,8 @@ import pytest
 import yaml
 
 from tickwork.cli import completion, parser, render, render_jobs, render_runs
+from tickwork.cli.commands import pending_runs
+from tickwork.core.cancel import CANCEL_IDS_LIMIT, cancel_ids, with_cancel
 
 pytestmark = pytest.mark.unit
 NOW = dt.datetime(2026, 12, 1, 9, 5, tzinfo=dt.UTC)
@@ -123,6 +125,8 @@ def test_describe_lays_out_one_run_and_says_where_it_was_found() -> None:
         (["get", "-o"], "w", ["wide"]),
         (["runs"], "--o", ["--output"]),
         (["describe"], "", ["u.1"]),
+        (["cancel"], "", ["u.1"]),
+        ([], "c", ["cancel", "completion"]),
         (["completion"], "", ["bash"]),
         (["dlq"], "re", ["requeue"]),
         ([], "b", ["backfill"]),
@@ -146,3 +150,26 @@ def test_completion_asks_the_cluster_only_where_a_name_fits() -> None:
         raise AssertionError("the cluster was asked")
 
     assert completion.candidates(parser(), [], "g", names=boom, run_ids=boom) == ["get"]
+
+
+def test_cancel_keeps_the_pending_ids_of_earlier_cancels_and_drops_the_rest() -> None:
+    assert cancel_ids(" a, b,,a ") == ["a", "b"]
+    assert with_cancel(None, "c", pending=["c"]) == "c"
+    assert with_cancel("a,b", "c", pending=["b", "c"]) == "b,c"  # a finished meanwhile
+    assert with_cancel("b,c", "c", pending=["b", "c"]) == "b,c"  # once each
+    many = ",".join(f"r{i}" for i in range(40))
+    kept = with_cancel(many, "new", pending=[f"r{i}" for i in range(40)]).split(",")
+    assert len(kept) == CANCEL_IDS_LIMIT
+    assert kept[-1] == "new"
+
+
+def test_pending_runs_are_active_queued_and_buffered_but_not_finished() -> None:
+    status = {
+        "activeRuns": [{"id": "u.a"}],
+        "queuedRun": {"id": "u.q"},
+        "bufferedRuns": [{"id": "u.b"}],
+        "lastRun": {"id": "u.done"},
+    }
+    assert pending_runs(status) == ["u.a", "u.q", "u.b"]
+    assert pending_runs({**status, "queuedRun": {"id": "u.done"}}) == ["u.a", "u.b"]
+    assert pending_runs({}) == []

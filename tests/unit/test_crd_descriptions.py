@@ -34,7 +34,7 @@ def test_every_field_of_the_crd_has_a_description() -> None:
     ("path", "words"),
     [
         (("spec", "retry", "backoffSeconds"), "doubles"),
-        (("spec", "concurrencyPolicy"), "Replace cancels"),
+        (("spec", "concurrencyPolicy"), "CancelOther cancels"),
         (("status", "activeRuns", "items", "state"), "Retrying"),
         (("spec", "task", "http", "url"), "Redirects"),
     ],

@@ -72,7 +72,7 @@ def test_defaults_fill_in_a_minimal_spec() -> None:
     spec = ScheduledJobSpec.model_validate({"schedule": "@daily", "task": {"echo": {}}})
     wire = spec.to_wire()
     assert wire["timeZone"] == "UTC"
-    assert wire["concurrencyPolicy"] == "Forbid"
+    assert wire["concurrencyPolicy"] == "Skip"
     assert wire["retry"] == {"maxAttempts": 3, "backoffSeconds": 10, "maxBackoffSeconds": 600}
     assert wire["history"] == {"successfulRuns": 3, "failedRuns": 3}
     assert "runAt" not in wire

@@ -7,6 +7,7 @@ import datetime as dt
 import pytest
 
 from tickwork.core.planning import (
+    BUFFER_LIMIT,
     Action,
     ConcurrencyPolicy,
     JobFacts,
@@ -123,16 +124,25 @@ def test_a_run_past_its_deadline_is_missed() -> None:
     assert "past startingDeadlineSeconds (60s)" in decision.reason
 
 
+P = ConcurrencyPolicy
+
+
 @pytest.mark.parametrize(
-    ("policy", "action", "cancel"),
+    ("policy", "action", "cancel", "terminate"),
     [
-        (ConcurrencyPolicy.ALLOW, Action.PUBLISH, None),
-        (ConcurrencyPolicy.FORBID, Action.SKIP, None),
-        (ConcurrencyPolicy.REPLACE, Action.PUBLISH, "older-run"),
+        (P.ALLOW_ALL, Action.PUBLISH, None, False),
+        (P.ALLOW, Action.PUBLISH, None, False),
+        (P.SKIP, Action.SKIP, None, False),
+        (P.FORBID, Action.SKIP, None, False),
+        (P.BUFFER_ONE, Action.BUFFER, None, False),
+        (P.BUFFER_ALL, Action.BUFFER, None, False),
+        (P.CANCEL_OTHER, Action.BUFFER, "older-run", False),
+        (P.REPLACE, Action.BUFFER, "older-run", False),
+        (P.TERMINATE_OTHER, Action.PUBLISH, "older-run", True),
     ],
 )
 def test_concurrency_policy_applies_when_a_run_is_still_active(
-    policy: ConcurrencyPolicy, action: Action, cancel: str | None
+    policy: ConcurrencyPolicy, action: Action, cancel: str | None, terminate: bool
 ) -> None:
     job = facts(concurrency_policy=policy, active_run_id="older-run")
     pending = pending_for(job, at(9, 5))
@@ -140,7 +150,58 @@ def test_concurrency_policy_applies_when_a_run_is_still_active(
     decision = decide(job, pending, now=at(9, 5, 1))
     assert decision.action is action
     assert decision.cancel_run_id == cancel
+    assert decision.terminate is terminate
+    assert decision.run_id == pending.run_id
     assert decision.following is not None  # the schedule goes on either way
+
+
+@pytest.mark.parametrize("policy", list(ConcurrencyPolicy))
+def test_with_no_run_active_and_none_buffered_every_policy_publishes(
+    policy: ConcurrencyPolicy,
+) -> None:
+    job = facts(concurrency_policy=policy)
+    pending = pending_for(job, at(9, 5))
+    assert pending is not None
+    decision = decide(job, pending, now=at(9, 5, 1))
+    assert (decision.action, decision.cancel_run_id) == (Action.PUBLISH, None)
+
+
+@pytest.mark.parametrize(
+    ("policy", "active", "buffered", "action"),
+    [
+        (P.BUFFER_ONE, "older-run", 1, Action.SKIP),  # one waits already
+        (P.BUFFER_ALL, "older-run", 1, Action.BUFFER),
+        (P.BUFFER_ALL, "older-run", BUFFER_LIMIT - 1, Action.BUFFER),
+        (P.BUFFER_ALL, "older-run", BUFFER_LIMIT, Action.SKIP),  # the cap: counted, not lost
+        (P.BUFFER_ALL, None, 2, Action.BUFFER),  # behind the runs buffered first, in order
+        (P.BUFFER_ONE, None, 1, Action.SKIP),
+        (P.CANCEL_OTHER, "older-run", 1, Action.SKIP),  # one waits for the cancel already
+        (P.SKIP, None, 3, Action.PUBLISH),  # the policy changed: the buffer is not its
+        (P.ALLOW_ALL, "older-run", 3, Action.PUBLISH),
+    ],
+)
+def test_buffered_runs_keep_their_order_and_the_buffer_its_bound(
+    policy: ConcurrencyPolicy, active: str | None, buffered: int, action: Action
+) -> None:
+    job = facts(concurrency_policy=policy, active_run_id=active, buffered=buffered)
+    pending = pending_for(job, at(9, 5))
+    assert pending is not None
+    decision = decide(job, pending, now=at(9, 5, 1))
+    assert decision.action is action
+    if action is Action.SKIP:
+        assert "already buffered" in decision.reason
+
+
+def test_the_old_names_are_temporals_policies() -> None:
+    assert P.FORBID.overlap is P.SKIP
+    assert P.ALLOW.overlap is P.ALLOW_ALL
+    assert P.REPLACE.overlap is P.CANCEL_OTHER
+    assert [p.overlap for p in (P.BUFFER_ONE, P.TERMINATE_OTHER)] == [
+        P.BUFFER_ONE,
+        P.TERMINATE_OTHER,
+    ]
+    assert (P.BUFFER_ONE.buffer_limit, P.BUFFER_ALL.buffer_limit) == (1, BUFFER_LIMIT)
+    assert not P.TERMINATE_OTHER.buffers
 
 
 def test_a_run_is_not_blocked_by_itself() -> None:

@@ -19,6 +19,8 @@ from tickwork_worker.decisions import (
     RunProgress,
     SkipReason,
     attempts_exhausted,
+    cancel_request,
+    cancelled_outcome,
     failure_outcome,
     why_skip,
 )
@@ -126,24 +128,49 @@ def queued(at: dt.datetime) -> dict[str, Any]:
                           "queuedAt": at.isoformat()}}  # fmt: skip
 
 
-def test_replace_supersedes_a_run_once_a_newer_one_is_queued() -> None:
-    newer = job(concurrencyPolicy="Replace", status=queued(LATER))
-    reason = why_skip(newer, message())
-    assert reason is SkipReason.SUPERSEDED
+def cancelling(run_at: dt.datetime, *, terminate: bool = False) -> dict[str, Any]:
+    return {
+        "cancelRequests": [
+            {
+                "id": scheduled_run_id(UID, run_at),
+                "terminate": terminate,
+                "requestedAt": LATER.isoformat(),
+                "reason": "cancelled: why",
+            }
+        ]
+    }
+
+
+def test_a_run_named_in_cancel_requests_is_recorded_cancelled_and_never_starts() -> None:
+    reason = why_skip(job(status=cancelling(AT)), message())
+    assert reason is SkipReason.CANCELLED
     assert reason.state is RunState.CANCELLED
-    # Its own queued record, an older one, another policy, or a manual run: it runs.
-    assert why_skip(job(concurrencyPolicy="Replace", status=queued(AT)), message()) is None
-    assert why_skip(job(concurrencyPolicy="Replace", status=queued(AT)),
-                    message(at=LATER)) is None  # fmt: skip
-    assert why_skip(job(concurrencyPolicy="Forbid", status=queued(LATER)), message()) is None
-    assert why_skip(job(concurrencyPolicy="Replace", status=queued(LATER)),
-                    message(at=None)) is None  # fmt: skip
+    # Whatever the policy (the operator decides whom to cancel), suspended or not.
+    assert why_skip(job(status=cancelling(AT), suspend=True), message()) is SkipReason.CANCELLED
+    # Another run's request, or none: it runs.
+    assert why_skip(job(status=cancelling(LATER)), message()) is None
+    assert why_skip(job(concurrencyPolicy="Replace", status=queued(LATER)), message()) is None
+    # A run that already finished keeps its record.
+    done = job(status={**cancelling(AT), "lastRun": record(scheduled_run_id(UID, AT),
+                                                           "Succeeded")})  # fmt: skip
+    assert why_skip(done, message()) is SkipReason.ALREADY_FINISHED
+
+
+def test_a_cancelled_outcome_says_why_and_is_not_retried() -> None:
+    request = cancel_request(job(status=cancelling(AT, terminate=True)), scheduled_run_id(UID, AT))
+    assert request is not None
+    assert request.terminate
+    outcome = cancelled_outcome(request)
+    assert outcome.state is RunState.CANCELLED
+    assert outcome.error == "cancelled: why"
+    assert outcome.retry_delay is None
+    assert cancel_request(job(), scheduled_run_id(UID, AT)) is None
 
 
 def test_skip_reasons_are_the_metric_labels_the_docs_name() -> None:
     assert {r.value for r in SkipReason} == {
         "gone", "replaced", "deleting", "foreign", "suspended", "paused", "already-finished",
-        "superseded",
+        "cancelled",
     }  # fmt: skip
 
 

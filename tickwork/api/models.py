@@ -46,7 +46,7 @@ from tickwork.core.daylight import DaylightSavingChoice, RepeatedTime, SkippedTi
 from tickwork.core.failures import STREAK_RUN_IDS
 from tickwork.core.interval import interval_schedule, is_interval, parse_interval
 from tickwork.core.params import MAX_PARAMS, PARAMS_TEXT_LIMIT
-from tickwork.core.planning import NEXT_RUNS, ConcurrencyPolicy
+from tickwork.core.planning import BUFFER_LIMIT, NEXT_RUNS, ConcurrencyPolicy
 from tickwork.core.schedule import OneShotSchedule, Schedule, cron_schedule
 from tickwork.core.states import JobPhase, RunState
 from tickwork.core.templates import check_template
@@ -685,9 +685,15 @@ class ScheduledJobSpec(_Model):
     """
     description: ShortText = ""
     """Free text for people; Tickwork does not read it."""
-    concurrency_policy: ConcurrencyPolicy = ConcurrencyPolicy.FORBID
-    """When a run falls due while another of this job is active: Forbid skips
-    the new run, Allow runs both, Replace cancels the active run and starts the new one."""
+    concurrency_policy: ConcurrencyPolicy = ConcurrencyPolicy.SKIP
+    """When a run falls due while another of this job is active (Temporal's overlap
+    policies): Skip skips the new run; BufferOne keeps one new run waiting and starts it
+    when the active one ends (more are skipped); BufferAll keeps up to 100 waiting and
+    runs them one after another; CancelOther cancels the active run (a command gets
+    SIGTERM, then SIGKILL after a grace) and starts the new one once it is Cancelled;
+    TerminateOther kills the active run at once and starts the new one without waiting;
+    AllowAll runs both. Forbid, Allow and Replace (CronJob's names) mean Skip, AllowAll
+    and CancelOther."""
     starting_deadline_seconds: Annotated[StrictInt, Field(ge=10, le=2592000)] | None = Field(
         default=None,
         description="A run that could not start within this many seconds of its time is "
@@ -841,6 +847,32 @@ class QueuedRun(_Model):
     params: RunParams | None = Field(default=None, description=_PARAMS_DOC)
 
 
+class BufferedRun(_Model):
+    """A run that fell due while another was active and waits for it to end
+    (concurrencyPolicy BufferOne, BufferAll, CancelOther)."""
+
+    id: Annotated[StrictStr, Field(max_length=256)]
+    """Run ID."""
+    scheduled_at: Instant
+    """When the run was due."""
+    buffered_at: Instant
+    """When the operator put it in the buffer."""
+
+
+class CancelRequest(_Model):
+    """A run the operator asks workers to stop: cancelled by kubectl tickwork cancel (the
+    tickwork.dev/cancel annotation) or by concurrencyPolicy CancelOther or TerminateOther."""
+
+    id: Annotated[StrictStr, Field(max_length=256)]
+    """Run ID."""
+    requested_at: Instant
+    """When the operator asked."""
+    terminate: StrictBool = False
+    """Kill it at once (TerminateOther): a command's process group gets SIGKILL, no grace."""
+    reason: Annotated[StrictStr, Field(max_length=256)] = ""
+    """Why, as the run's record will say."""
+
+
 class ActiveRun(_Model):
     """A run a worker has started and not finished: running, or waiting for a retry.
     Each entry is owned by its run's own field manager; it goes when its record is
@@ -906,6 +938,8 @@ class DeadRun(_Model):
 #: Finished runs ``status.runs`` may hold: the two history limits (20 each) plus
 #: room for records that runs ending together write before either trims.
 RUNS_LIMIT = 48
+#: Cancel requests status keeps at once (each leaves when its run has finished).
+CANCEL_REQUESTS_LIMIT = 32
 #: Runs of one job started and not finished at once (concurrencyPolicy Allow).
 ACTIVE_RUNS_LIMIT = 16
 #: Dead runs a worker lists in one job's status; more stay in the queue, unlisted.
@@ -988,6 +1022,16 @@ class OperatorStatus(_Model):
     """The last tickwork.dev/purge token acted on."""
     failure_streak: FailureStreak | None = None
     """Runs in a row that failed for good (only with spec.failurePolicy)."""
+    buffered_runs: Annotated[
+        list[BufferedRun], Field(max_length=BUFFER_LIMIT, json_schema_extra=_list_map("id"))
+    ] = []
+    """Runs waiting for the active run to end (concurrencyPolicy BufferOne, BufferAll,
+    CancelOther), oldest first; the first is published when no run is active."""
+    cancel_requests: Annotated[
+        list[CancelRequest],
+        Field(max_length=CANCEL_REQUESTS_LIMIT, json_schema_extra=_list_map("id")),
+    ] = []
+    """Runs the operator asks workers to stop (each leaves once its run has finished)."""
     last_resume_token: Annotated[StrictStr, Field(max_length=253)] | None = None
     """The last tickwork.dev/resume token acted on (each token resumes a paused job once)."""
     backfills: Annotated[

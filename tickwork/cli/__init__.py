@@ -3,6 +3,8 @@
     tickwork get [NAME] [-A] [-o wide|json|yaml|name]   jobs, as kubectl shows them
     tickwork runs NAME [-o wide|json|yaml|name]         a job's runs, started then newest
     tickwork describe RUN_ID [-A]                       one run, whatever job it is of
+    tickwork cancel RUN_ID [-A]           stop a queued, running or buffered run (the
+                                          tickwork.dev/cancel annotation); Cancelled
     tickwork trigger NAME [--token T] [--param K=V]...
                                           run now (the tickwork.dev/run-now annotation),
                                           with parameters (tickwork.dev/run-params)

@@ -16,6 +16,10 @@ class CliError(Exception):
     """A message for the user; printed without a traceback, exit status 1."""
 
 
+class ConflictError(CliError):
+    """A conditional write lost to another (409): read again and retry."""
+
+
 class Jobs:
     """ScheduledJobs in one namespace (or, for listing, every namespace)."""
 
@@ -31,6 +35,8 @@ class Jobs:
                 raise CliError(f'{what} not found in namespace "{self.namespace}"') from None
             if exc.status == 403:  # noqa: PLR2004 - HTTP forbidden
                 raise CliError(f"not allowed: {exc.reason}") from None
+            if exc.status == 409:  # noqa: PLR2004 - HTTP conflict
+                raise ConflictError(f"{what} changed meanwhile") from None
             raise CliError(f"the API server said {exc.status} {exc.reason}") from None
         return result
 

@@ -14,8 +14,9 @@ from typing import Any
 
 from tickwork.api.models import Backfill, ScheduledJobSpec
 from tickwork.cli import completion, render
-from tickwork.cli.access import CliError, Jobs, connect
+from tickwork.cli.access import CliError, ConflictError, Jobs, connect
 from tickwork.core.backfill import MAX_BACKFILLS, backfill_runs, refusal
+from tickwork.core.cancel import CANCEL_ANNOTATION, with_cancel
 from tickwork.core.errors import InvalidParamsError, InvalidSpecError, QueueUnavailableError
 from tickwork.core.failures import RESUME_ANNOTATION
 from tickwork.core.params import (
@@ -191,6 +192,59 @@ def cmd_dlq(args: argparse.Namespace) -> str:
             f"{len(asks)} job(s) (token {token})")  # fmt: skip
 
 
+#: Tries of the cancel annotation's conditional write when other writes win the race.
+_CANCEL_TRIES = 5
+
+
+def pending_runs(status: dict[str, Any]) -> list[str]:
+    """Runs of a job's status that a cancel can still stop: running or retrying,
+    queued (published, not finished), or buffered."""
+    finished = {r.get("id") for r in status.get("runs") or []}
+    finished.add((status.get("lastRun") or {}).get("id"))
+    ids = [r["id"] for r in status.get("activeRuns") or []]
+    queued = (status.get("queuedRun") or {}).get("id")
+    if queued and queued not in finished and queued not in ids:
+        ids.append(queued)
+    return ids + [r["id"] for r in status.get("bufferedRuns") or [] if r["id"] not in ids]
+
+
+def cmd_cancel(args: argparse.Namespace) -> str:
+    """Add the run to the job's tickwork.dev/cancel annotation, conditionally on the
+    object's resourceVersion: a cancel written meanwhile is read again and kept."""
+    jobs = connect(args)
+    job = _job_of_run(jobs, args.run_id, all_namespaces=args.all_namespaces)
+    meta = job["metadata"]
+    own = Jobs(jobs.api.api_client, meta["namespace"])
+    for _ in range(_CANCEL_TRIES):
+        status = job.get("status") or {}
+        pending = pending_runs(status)
+        if args.run_id not in pending:
+            found = render.find_run(job, args.run_id)
+            if found is not None and found[0] in ("history", "last"):
+                raise CliError(f'run "{args.run_id}" already finished '
+                               f'({found[1].get("outcome")}): nothing to cancel')  # fmt: skip
+            raise CliError(f'run "{args.run_id}" is not queued, running or buffered in '
+                           f'scheduledjob "{meta["name"]}"')  # fmt: skip
+        value = with_cancel((meta.get("annotations") or {}).get(CANCEL_ANNOTATION), args.run_id,
+                            pending=pending)  # fmt: skip
+        try:
+            own.patch(
+                meta["name"],
+                {
+                    "metadata": {
+                        "resourceVersion": meta["resourceVersion"],
+                        "annotations": {CANCEL_ANNOTATION: value},
+                    }
+                },
+            )
+        except ConflictError:
+            job = own.get(meta["name"])
+            meta = job["metadata"]
+            continue
+        return f'run "{args.run_id}" of scheduledjob "{meta["name"]}" is being cancelled'
+    raise CliError(f'scheduledjob "{meta["name"]}" kept changing: try again')
+
+
 def _job_of_run(jobs: Jobs, run_id: str, *, all_namespaces: bool) -> dict[str, Any]:
     """The job ``run_id`` is of (its ID starts with the job's uid)."""
     try:
@@ -288,6 +342,10 @@ def parser() -> argparse.ArgumentParser:
     describe = sub.add_parser("describe", help="one run, by its ID", parents=nested)
     describe.add_argument("run_id")
     describe.add_argument("-A", "--all-namespaces", action="store_true")
+    cancel = sub.add_parser("cancel", help="stop a queued, running or buffered run",
+                            parents=nested)  # fmt: skip
+    cancel.add_argument("run_id")
+    cancel.add_argument("-A", "--all-namespaces", action="store_true")
     sub.add_parser("version", help="this client's version", parents=nested)
     shells = sub.add_parser("completion", help="a shell completion script", parents=nested)
     shells.add_argument("shell", choices=sorted(completion.SCRIPTS))
@@ -329,6 +387,7 @@ def _complete(words: list[str]) -> str:
         for job in jobs:
             status = job.get("status") or {}
             ids += [run["id"] for run in [*(status.get("activeRuns") or []),
+                                          *(status.get("bufferedRuns") or []),
                                           *(status.get("runs") or [])]]  # fmt: skip
         return ids
 
@@ -348,6 +407,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], str]] = {
     "get": cmd_get,
     "runs": cmd_runs,
     "describe": cmd_describe,
+    "cancel": cmd_cancel,
     "trigger": cmd_trigger,
     "suspend": cmd_suspend,
     "resume": cmd_resume,

@@ -25,12 +25,53 @@ _EPSILON = dt.timedelta(microseconds=1)
 NEXT_RUNS = 5
 
 
-class ConcurrencyPolicy(enum.StrEnum):
-    """What to do when a run falls due while the previous one is still active."""
+#: Runs ``status.bufferedRuns`` holds at most (BufferAll); a run falling due past
+#: it is skipped and counted in ``missedRuns``, never silently lost.
+BUFFER_LIMIT = 100
 
-    ALLOW = "Allow"
+
+class ConcurrencyPolicy(enum.StrEnum):
+    """What to do when a run falls due while another run of the job is still active:
+    Temporal's overlap policies, with CronJob's three names still accepted."""
+
+    SKIP = "Skip"
+    BUFFER_ONE = "BufferOne"
+    BUFFER_ALL = "BufferAll"
+    CANCEL_OTHER = "CancelOther"
+    TERMINATE_OTHER = "TerminateOther"
+    ALLOW_ALL = "AllowAll"
+    # CronJob's names, as Tickwork accepted them first.
     FORBID = "Forbid"
+    ALLOW = "Allow"
     REPLACE = "Replace"
+
+    @property
+    def overlap(self) -> ConcurrencyPolicy:
+        """The policy under its Temporal name (Forbid is Skip, Allow is AllowAll,
+        Replace is CancelOther)."""
+        return _ALIASES.get(self, self)
+
+    @property
+    def buffers(self) -> bool:
+        """Does a run that falls due while another is active wait in
+        ``status.bufferedRuns`` (BufferOne, BufferAll, and CancelOther while the
+        active run winds down)?"""
+        return self.overlap in _BUFFERING
+
+    @property
+    def buffer_limit(self) -> int:
+        """How many runs may wait in ``status.bufferedRuns`` under this policy."""
+        return BUFFER_LIMIT if self.overlap is ConcurrencyPolicy.BUFFER_ALL else 1
+
+
+_ALIASES = {
+    ConcurrencyPolicy.FORBID: ConcurrencyPolicy.SKIP,
+    ConcurrencyPolicy.ALLOW: ConcurrencyPolicy.ALLOW_ALL,
+    ConcurrencyPolicy.REPLACE: ConcurrencyPolicy.CANCEL_OTHER,
+}
+_BUFFERING = frozenset({
+    ConcurrencyPolicy.BUFFER_ONE, ConcurrencyPolicy.BUFFER_ALL, ConcurrencyPolicy.CANCEL_OTHER,
+})  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -41,7 +82,7 @@ class JobFacts:
     schedule: Schedule
     one_shot: bool
     created_at: dt.datetime
-    concurrency_policy: ConcurrencyPolicy = ConcurrencyPolicy.FORBID
+    concurrency_policy: ConcurrencyPolicy = ConcurrencyPolicy.SKIP
     starting_deadline_seconds: int | None = None
     jitter_seconds: int = 0
     catchup: CatchupRule | None = None
@@ -53,6 +94,8 @@ class JobFacts:
     """True when status was written for the spec's current generation."""
     active_run_id: str | None = None
     """A run that is queued, running or waiting for a retry, if any."""
+    buffered: int = 0
+    """Runs waiting in ``status.bufferedRuns`` for the active run to end."""
 
 
 @dataclass(frozen=True)
@@ -135,7 +178,8 @@ def pending_run(facts: JobFacts, *, now: dt.datetime, fresh_start: bool) -> Pend
 
 class Action(enum.StrEnum):
     PUBLISH = "publish"
-    SKIP = "skip"  # Forbid: the previous run is still active
+    BUFFER = "buffer"  # BufferOne, BufferAll, CancelOther: wait for the active run to end
+    SKIP = "skip"  # Skip, or a full buffer: another run is still active
     MISS = "miss"  # too late: past startingDeadlineSeconds
 
 
@@ -146,7 +190,9 @@ class Decision:
     """The run published or skipped (None when every due run was missed)."""
     run_id: str | None
     cancel_run_id: str | None
-    """Replace: the active run to withdraw before publishing."""
+    """CancelOther, TerminateOther: the active run to stop."""
+    terminate: bool
+    """TerminateOther: stop it at once (no grace), and do not wait for it to end."""
     missed: int
     """Runs that will not happen, beyond the one published or skipped."""
     latest_missed: dt.datetime | None
@@ -186,6 +232,7 @@ def decide(facts: JobFacts, pending: PendingRun, *, now: dt.datetime) -> Decisio
             scheduled_at=None,
             run_id=None,
             cancel_run_id=None,
+            terminate=False,
             missed=result.missed,
             latest_missed=result.latest_missed,
             following=following,
@@ -198,6 +245,8 @@ def decide(facts: JobFacts, pending: PendingRun, *, now: dt.datetime) -> Decisio
         scheduled_at=result.run,
         run_id=run_id,
         cancel_run_id=cancel,
+        terminate=cancel is not None
+        and facts.concurrency_policy.overlap is ConcurrencyPolicy.TERMINATE_OTHER,
         missed=result.missed,
         latest_missed=result.latest_missed,
         following=following,
@@ -207,13 +256,30 @@ def decide(facts: JobFacts, pending: PendingRun, *, now: dt.datetime) -> Decisio
 
 
 def overlap(facts: JobFacts, run_id: str) -> tuple[Action, str | None, str]:
-    """The concurrency policy's verdict on publishing ``run_id`` now: publish or skip,
-    the active run to cancel first, and why. Scheduled, caught-up and backfilled runs
-    all go through here."""
-    if facts.active_run_id is None or facts.active_run_id == run_id:
+    """What the job's concurrencyPolicy makes of run ``run_id`` falling due: publish,
+    buffer or skip it, and which active run to cancel (if any); and why. Scheduled,
+    caught-up and backfilled runs all go through here."""
+    policy = facts.concurrency_policy
+    name = policy.overlap.value
+    active = facts.active_run_id if facts.active_run_id != run_id else None
+    waiting = facts.buffered if policy.buffers else 0
+    if active is None and not waiting:
         return Action.PUBLISH, None, "due"
-    if facts.concurrency_policy is ConcurrencyPolicy.FORBID:
-        why = f"skipped: run {facts.active_run_id} is still active (concurrencyPolicy Forbid)"
-        return Action.SKIP, None, why
-    cancel = facts.active_run_id if facts.concurrency_policy is ConcurrencyPolicy.REPLACE else None
-    return Action.PUBLISH, cancel, "due"
+    if policy.overlap is ConcurrencyPolicy.ALLOW_ALL:
+        return Action.PUBLISH, None, "due"
+    if policy.overlap is ConcurrencyPolicy.TERMINATE_OTHER:
+        return Action.PUBLISH, active, f"due: run {active} is terminated (concurrencyPolicy {name})"
+    if not policy.buffers:  # Skip
+        return Action.SKIP, None, (
+            f"skipped: run {active} is still active (concurrencyPolicy {policy.value})"
+        )  # fmt: skip
+    cancel = active if policy.overlap is ConcurrencyPolicy.CANCEL_OTHER else None
+    if waiting >= policy.buffer_limit:
+        held = "a run is" if waiting == 1 else f"{waiting} runs are"
+        return Action.SKIP, cancel, (
+            f"skipped: {held} already buffered, the most concurrencyPolicy {name} keeps"
+        )  # fmt: skip
+    after = f"run {active}" if active is not None else "the runs buffered before it"
+    how = "is cancelled" if cancel is not None else "ends"
+    why = f"buffered: it starts once {after} {how} (concurrencyPolicy {name})"
+    return Action.BUFFER, cancel, why

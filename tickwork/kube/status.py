@@ -115,6 +115,9 @@ def operator_body(share: OperatorStatus) -> dict[str, Any]:
     """The operator's apply: all its fields (a missing one would be removed), each
     condition stamped with the generation the share describes."""
     body = share.model_dump(mode="json", by_alias=True, exclude_none=True)
+    for key in ("bufferedRuns", "cancelRequests"):
+        if not body.get(key):
+            body.pop(key, None)  # shown only when there is something to show
     for condition in body["conditions"]:
         condition.pop("observedGeneration", None)
         if share.observed_generation is not None:

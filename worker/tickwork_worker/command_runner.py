@@ -8,7 +8,8 @@ mounts. The worker sends each command over a Unix socket on a volume the two
 containers share; this process starts it, in its own process group with the
 environment it was given, and answers with its exit code and the tail of its
 output. When the worker hangs up first (the run was cancelled or timed out),
-the whole group is killed.
+the whole group is killed: SIGTERM, then SIGKILL after a grace; at once if the
+worker sent ``kill`` before hanging up (concurrencyPolicy TerminateOther).
 
 Protocol, one request per connection, JSON lines: the worker sends
 ``{"args": [...], "env": {...}}``; the runner answers ``{"code": N, "output":
@@ -44,8 +45,18 @@ async def read_limited(stream: asyncio.StreamReader) -> bytes:
     return kept
 
 
-async def kill_group(process: asyncio.subprocess.Process) -> None:
-    """SIGTERM the whole process group, SIGKILL it if it lingers."""
+#: What the worker sends before it hangs up to have the group killed without grace.
+KILL_NOW = b"kill\n"
+
+
+async def kill_group(process: asyncio.subprocess.Process, *, at_once: bool = False) -> None:
+    """SIGTERM the whole process group, SIGKILL it if it lingers (``at_once``: SIGKILL
+    without a SIGTERM first)."""
+    if at_once:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        await process.wait()
+        return
     with contextlib.suppress(ProcessLookupError):
         os.killpg(process.pid, signal.SIGTERM)
     try:
@@ -88,7 +99,8 @@ async def _serve_one(reader: asyncio.StreamReader, writer: asyncio.StreamWriter)
         hangup = asyncio.create_task(reader.read())  # EOF: the worker gave the run up
         done, _ = await asyncio.wait({output, hangup}, return_when=asyncio.FIRST_COMPLETED)
         if output not in done:
-            await kill_group(process)
+            said = b"" if hangup.exception() else hangup.result()
+            await kill_group(process, at_once=said.startswith(KILL_NOW))
             output.cancel()
             writer.close()
             return

@@ -11,8 +11,7 @@ import enum
 from dataclasses import dataclass
 from typing import overload
 
-from tickwork.api.models import ScheduledJob
-from tickwork.core.planning import ConcurrencyPolicy
+from tickwork.api.models import CancelRequest, ScheduledJob
 from tickwork.core.retry import GiveUp, after_failure
 from tickwork.core.runs import belongs_to
 from tickwork.core.states import FINAL_STATES, JobPhase, RunState, transition
@@ -37,8 +36,9 @@ class SkipReason(enum.StrEnum):
     after this run was queued."""
     ALREADY_FINISHED = "already-finished"
     """A redelivery of a run whose outcome status already has."""
-    SUPERSEDED = "superseded"
-    """concurrencyPolicy Replace, and a newer run of the job is queued."""
+    CANCELLED = "cancelled"
+    """status.cancelRequests names the run (kubectl tickwork cancel, CancelOther,
+    TerminateOther)."""
 
     @property
     def state(self) -> RunState | None:
@@ -52,12 +52,12 @@ class SkipReason(enum.StrEnum):
 
 
 _RECORDED = {SkipReason.SUSPENDED: RunState.SKIPPED, SkipReason.PAUSED: RunState.SKIPPED,
-             SkipReason.SUPERSEDED: RunState.CANCELLED}  # fmt: skip
+             SkipReason.CANCELLED: RunState.CANCELLED}  # fmt: skip
 _TEXTS = {
     SkipReason.SUSPENDED: "skipped: the job is suspended",
     SkipReason.PAUSED: "skipped: the job is paused after consecutive failed runs "
     "(status.failureStreak); it was queued before the pause",
-    SkipReason.SUPERSEDED: "cancelled: a newer run replaced it (concurrencyPolicy Replace)",
+    SkipReason.CANCELLED: "cancelled before it started",
 }
 
 
@@ -91,22 +91,27 @@ def why_skip(job: ScheduledJob | None, message: RunMessage) -> SkipReason | None
             return SkipReason.ALREADY_FINISHED
     # A run that already finished is acknowledged as it is, suspended or not: a
     # Skipped record must not overwrite its real one.
+    if cancel_request(job, message.run_id) is not None:
+        return SkipReason.CANCELLED
     if job.spec.suspend:
         return SkipReason.SUSPENDED
     if status.phase is JobPhase.PAUSED:
         # The operator publishes nothing while it has the job paused, and writes the
         # end of a pause before it publishes again: this run was queued before.
         return SkipReason.PAUSED
-    queued = status.queued_run
-    if (
-        job.spec.concurrency_policy is ConcurrencyPolicy.REPLACE
-        and queued is not None
-        and queued.id != message.run_id
-        and message.scheduled_at is not None
-        and queued.scheduled_at > dt.datetime.fromisoformat(message.scheduled_at)
-    ):
-        return SkipReason.SUPERSEDED
     return None
+
+
+def cancel_request(job: ScheduledJob | None, run_id: str) -> CancelRequest | None:
+    """The operator's request to stop ``run_id``, if status has one."""
+    if job is None:
+        return None
+    return next((r for r in job.status.cancel_requests if r.id == run_id), None)
+
+
+def cancelled_outcome(request: CancelRequest) -> Outcome:
+    """A run stopped on request: Cancelled, no retry, saying why."""
+    return Outcome(state=RunState.CANCELLED, error=request.reason or "cancelled")
 
 
 @dataclass(frozen=True)

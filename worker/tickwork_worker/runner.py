@@ -30,9 +30,8 @@ import logging
 import time
 from typing import Any
 
-from tickwork.api.models import ActiveRun, ScheduledJob
+from tickwork.api.models import ActiveRun, CancelRequest, ScheduledJob
 from tickwork.core.errors import PermanentTaskError, QueueUnavailableError
-from tickwork.core.planning import ConcurrencyPolicy
 from tickwork.core.states import RunState
 from tickwork.kube.cache import JobCache
 from tickwork.kube.client import KubeApiError, KubeClient
@@ -44,6 +43,8 @@ from tickwork_worker.decisions import (
     RunProgress,
     SkipReason,
     attempts_exhausted,
+    cancel_request,
+    cancelled_outcome,
     failure_outcome,
     scheduled_at,
     why_skip,
@@ -160,7 +161,9 @@ class Runner:
             **claim.message.log_fields(), "event": "skipped", "reason": reason.value,
             "outcome": reason.state.value if reason.state is not None else None})  # fmt: skip
         if job is not None and reason.state is not None:
-            outcome = Outcome(state=progress.move(reason.state), error=reason.text)
+            request = cancel_request(job, claim.run_id)
+            text = request.reason if reason is SkipReason.CANCELLED and request else reason.text
+            outcome = Outcome(state=progress.move(reason.state), error=text or reason.text)
             await self.access.finish(claim, self._leases[claim.token], job, outcome,
                                      started_at=None)  # fmt: skip
         await self.queue.ack(claim)
@@ -230,7 +233,7 @@ class Runner:
         lease = self._leases[claim.token]
         lease.check()  # a run that waited for its Running mark may have lost it meanwhile
         task = asyncio.create_task(kind.execute(spec, context))
-        watch = asyncio.create_task(self._watch_for_replacement(claim, job, task))
+        watch = asyncio.create_task(self._watch_for_cancel(claim, task, context))
         soft = spec.timeout_seconds * self.soft_timeout_ratio
         try:
             if not await under_lease(task, lease, soft):
@@ -244,9 +247,9 @@ class Runner:
         except LeaseLostError:
             raise  # not the task's failure: the attempt belongs to nobody now
         except asyncio.CancelledError:
-            if watch.done() and watch.exception() is None and watch.result():
-                return Outcome(state=RunState.CANCELLED, error="cancelled: a newer run replaced "
-                               "it (concurrencyPolicy Replace)")  # fmt: skip
+            request = watch.result() if watch.done() and not watch.cancelled() else None
+            if request is not None and not watch.exception():
+                return cancelled_outcome(request)
             raise
         except PermanentTaskError as exc:
             return failure_outcome(job, claim.message, str(exc), permanent=True, detail=exc.detail)
@@ -263,20 +266,26 @@ class Runner:
             if not task.done():
                 task.cancel()
 
-    async def _watch_for_replacement(
-        self, claim: Claim, job: ScheduledJob, task: asyncio.Task[Any]
-    ) -> bool:
-        """With Replace, cancel the task once a newer run of the job is published."""
-        if job.spec.concurrency_policy is not ConcurrencyPolicy.REPLACE:
-            return False
+    async def _watch_for_cancel(
+        self, claim: Claim, task: asyncio.Task[Any], context: RunContext
+    ) -> CancelRequest | None:
+        """Cancel the task once status names the run in ``cancelRequests`` (kubectl
+        tickwork cancel, CancelOther, TerminateOther); the request, or None if the task
+        ended first. Reads come from the watched copy when it serves the run (each
+        costs nothing: every second), else from the API server at the heartbeat's
+        cadence (a third of the lease)."""
+        message = claim.message
+        cached = self.jobs is not None and message.attempt == 1 and not message.requeued
+        pause = min(1.0, self.lease_seconds / 3) if cached else self.lease_seconds / 3
         while not task.done():
-            await asyncio.sleep(self.lease_seconds / 3)  # the same cadence as the heartbeat
+            await asyncio.sleep(pause)
             with contextlib.suppress(KubeApiError):
-                fresh = await self.access.read(claim)
-                if fresh is not None and why_skip(fresh, claim.message) is SkipReason.SUPERSEDED:
+                request = cancel_request(await self.access.read(claim), claim.run_id)
+                if request is not None and not task.done():
+                    context.stop.at_once = request.terminate
                     task.cancel()
-                    return True
-        return False
+                    return request
+        return None
 
     # -- the outcome ----------------------------------------------------------------
 

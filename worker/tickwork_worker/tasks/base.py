@@ -19,6 +19,16 @@ class SecretSource(Protocol):
         ...
 
 
+@dataclass
+class Stop:
+    """How the worker stops a task it cancels, set before it cancels it: cooperatively
+    (a command's process group gets SIGTERM, then SIGKILL after a grace), or
+    ``at_once`` (concurrencyPolicy TerminateOther: SIGKILL, no grace). Kinds that
+    only need the cancellation itself ignore it."""
+
+    at_once: bool = False
+
+
 @dataclass(frozen=True)
 class RunContext:
     """What a task may know of the run executing it."""
@@ -35,6 +45,8 @@ class RunContext:
     """Reads ``valueFrom.secretKeyRef`` (see tasks.secrets); None: none may be read."""
     job_uid: str | None = None
     """The ScheduledJob's uid (a container task's Job names it as its owner)."""
+    stop: Stop = field(default_factory=Stop)
+    """How a cancellation of the task is meant (see :class:`Stop`)."""
 
     @property
     def scheduled_time(self) -> str:

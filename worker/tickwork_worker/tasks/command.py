@@ -21,11 +21,18 @@ import os
 
 from tickwork.api.models import ScheduledJobSpec
 from tickwork.core.params import env_name
-from tickwork_worker.command_runner import REQUEST_LIMIT, kill_group, read_limited, start
+from tickwork_worker.command_runner import (
+    KILL_NOW,
+    REQUEST_LIMIT,
+    kill_group,
+    read_limited,
+    start,
+)
 from tickwork_worker.tasks.base import (
     PermanentTaskError,
     RetryableTaskError,
     RunContext,
+    Stop,
     TaskResult,
 )
 from tickwork_worker.tenants import TenantRules
@@ -66,9 +73,9 @@ class CommandTask:
             **run_environment(run),
         }
         if self._runner:
-            code, output = await self._remote(task.args, env)
+            code, output = await self._remote(task.args, env, run.stop)
         else:
-            code, output = await _local(task.args, env)
+            code, output = await _local(task.args, env, run.stop)
         tail = output.strip()[-1000:]
         summary = f"exit {code}" + (f": {tail}" if tail else "")
         if code == 0:
@@ -77,9 +84,9 @@ class CommandTask:
             raise PermanentTaskError(summary)
         raise RetryableTaskError(summary)
 
-    async def _remote(self, args: list[str], env: dict[str, str]) -> tuple[int, str]:
+    async def _remote(self, args: list[str], env: dict[str, str], stop: Stop) -> tuple[int, str]:
         """Run the program through the command runner; hanging up (on cancellation)
-        makes the runner kill its process group."""
+        makes the runner kill its process group (at once after ``kill``)."""
         try:
             reader, writer = await asyncio.open_unix_connection(self._runner,
                                                                 limit=REQUEST_LIMIT)  # fmt: skip
@@ -89,6 +96,10 @@ class CommandTask:
             writer.write(json.dumps({"args": args, "env": env}).encode() + b"\n")
             await writer.drain()
             line = await reader.readline()
+        except asyncio.CancelledError:
+            if stop.at_once:
+                writer.write(KILL_NOW)  # closing the transport sends it first
+            raise
         finally:
             writer.close()
         if not line:
@@ -111,7 +122,7 @@ def run_environment(run: RunContext) -> dict[str, str]:
     }
 
 
-async def _local(args: list[str], env: dict[str, str]) -> tuple[int, str]:
+async def _local(args: list[str], env: dict[str, str], stop: Stop) -> tuple[int, str]:
     """Run the program in this container: its exit code and the tail of its output."""
     try:
         process = await start(args, env)
@@ -122,6 +133,6 @@ async def _local(args: list[str], env: dict[str, str]) -> tuple[int, str]:
         output = await read_limited(process.stdout)
         code = await process.wait()
     except asyncio.CancelledError:
-        await kill_group(process)
+        await kill_group(process, at_once=stop.at_once)
         raise
     return code, output.decode(errors="replace")
