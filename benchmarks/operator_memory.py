@@ -272,11 +272,45 @@ def main(argv: list[str] | None = None) -> int:
                     print(json.dumps({"variant": namespace, "phases": [
                         {k: p[k] for k in ("phase", "seconds", "rss_mib", "peak_mib")}
                         for p in phases]}), flush=True)  # fmt: skip
+            report["worker"] = _worker_memory(workdir, cluster, redis, "after-plain", args.jobs)
+            print(json.dumps({"worker": report["worker"]}), flush=True)
     _ratios(report)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2) + "\n")
     plot(report, args.plot)
     return 0
+
+
+def _worker_memory(workdir: Path, cluster: Any, redis: Any, namespace: str,
+                   jobs: int) -> dict[str, Any]:  # fmt: skip
+    """A worker's RSS once its job cache holds every job, against one without a cache."""
+    from tickwork_dev.devcluster.components import TickworkProcess, wait_for  # noqa: PLC0415
+    from tickwork_dev.devcluster.measure import rss_bytes  # noqa: PLC0415
+
+    found: dict[str, Any] = {"jobs": jobs}
+    for cache in (False, True):
+        worker = TickworkProcess(command="tickwork-worker", env={
+            "KUBECONFIG": str(cluster.kubeconfig), "TICKWORK_REDIS_URL": redis.url,
+            "TICKWORK_REDIS_QUEUE": namespace, "TICKWORK_WORKER_NAMESPACES": namespace,
+            "TICKWORK_WORKER_JOB_CACHE": str(cache).lower(), "TICKWORK_WORKER_LOG_LEVEL": "WARNING",
+        }, log_path=workdir / f"worker-{cache}.log").start()  # fmt: skip
+        try:
+            worker.wait_ready()
+            if cache:
+                wait_for(lambda w=worker: w.metric("tickwork_worker_job_cache_objects") == jobs,
+                         timeout=600, interval=1, what="the cache to hold every job")  # fmt: skip
+            text = Path(f"/proc/{worker.pid}/status").read_text()
+            peak = int(text.split("VmHWM:")[1].split()[0]) / 1024
+            found["cache" if cache else "no_cache"] = {
+                "rss_mib": round(rss_bytes(worker.pid) / 2**20, 1),
+                "peak_mib": round(peak, 1),
+            }
+        finally:
+            worker.stop()
+    found["cache_mib_per_1k_jobs"] = round(
+        (found["cache"]["rss_mib"] - found["no_cache"]["rss_mib"]) / (jobs / 1000), 2
+    )
+    return found
 
 
 def argparse_hidden() -> str:
