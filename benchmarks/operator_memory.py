@@ -349,7 +349,9 @@ def plot(report: dict[str, Any], path: Path) -> None:
     from tickwork_dev.devcluster.measure import save_figure  # noqa: PLC0415
 
     labels = list(report["variants"])
-    figure, axes = plt.subplots(1, len(labels), figsize=(5 * len(labels), 4), squeeze=False)
+    figure, axes = plt.subplots(
+        1, len(labels), figsize=(5 * len(labels), 4), squeeze=False, sharey=True
+    )
     for axis, label in zip(axes[0], labels, strict=True):
         phases = [p for p in report["variants"][label]["plain"] if p["phase"] != "started"]
         names = sorted({n for p in phases for n in p["owners_kib_per_1k_jobs"]})
