@@ -14,6 +14,7 @@ RESULTS = HERE / "results"
 
 BENCHMARKS = [
     ["core.py", "--out", str(RESULTS / "core.json"), "--plot", str(RESULTS / "core_ticks.png")],
+    ["shards.py", "--out", str(RESULTS / "shards.json"), "--plot", str(RESULTS / "shards.png")],
     ["cron_libraries.py", "--out", str(RESULTS / "cron_libraries.json")],
     [
         "runqueue.py",

@@ -6,6 +6,8 @@ leniently (a mangled status must not stop scheduling).
 from __future__ import annotations
 
 import datetime as dt
+import functools
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -277,10 +279,18 @@ def parse(
     """The spec and its schedule; ``created`` (the object's creationTimestamp) anchors an
     @every interval that has no notBefore, so every watcher finds the same instants."""
     try:
-        spec = ScheduledJobSpec.model_validate(body.get("spec") or {})
+        spec = spec_model(json.dumps(body.get("spec") or {}, sort_keys=True))
     except (ValidationError, ValueError) as exc:
         return None, None, f"spec.{_explain(exc)}"
     return spec, spec.schedule_of(created), None
+
+
+@functools.lru_cache(maxsize=8192)
+def spec_model(text: str) -> ScheduledJobSpec:
+    """The spec model of a spec as canonical JSON. Models are immutable and shared: a
+    thousand jobs with the same spec (most fleets are a few templates) hold one model,
+    and a job seen again after a restart or a relist is not validated again."""
+    return ScheduledJobSpec.model_validate(json.loads(text))
 
 
 def status_of(body: dict[str, Any]) -> ScheduledJobStatus:
@@ -288,6 +298,25 @@ def status_of(body: dict[str, Any]) -> ScheduledJobStatus:
         return ScheduledJobStatus.model_validate(body.get("status") or {})
     except ValidationError:
         return ScheduledJobStatus()  # a mangled status must not stop scheduling
+
+
+def shared_status(
+    observed: ScheduledJobStatus, *, previous: tuple[OperatorStatus, ...] = ()
+) -> tuple[ScheduledJobStatus, OperatorStatus]:
+    """``observed`` and the operator's share of it, holding each value once: the share
+    is one of ``previous`` when equal (a watch event of a write the operator made, or of
+    a worker's write, leaves the share as the operator wanted it), and ``observed``
+    holds the share's values, not copies of them. Models are immutable, so sharing
+    changes nothing but memory."""
+    share = observed.operator_share()
+    share = next(
+        (known for known in previous
+         if known == share and known.model_fields_set == share.model_fields_set),
+        share,
+    )  # fmt: skip
+    own = {name: getattr(share, name) for name in OperatorStatus.model_fields}
+    values = {**observed.__dict__, **own}
+    return ScheduledJobStatus.model_construct(observed.model_fields_set, **values), share
 
 
 def created_at(body: dict[str, Any], now: dt.datetime) -> dt.datetime:

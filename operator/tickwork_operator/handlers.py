@@ -22,6 +22,9 @@ logger = logging.getLogger(__name__)
 
 registry = kopf.OperatorRegistry()
 
+#: Objects per page of the initial list (and of every relist).
+LIST_PAGE = 500
+
 
 @kopf.on.login(registry=registry)
 def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
@@ -59,4 +62,7 @@ def kopf_settings() -> kopf.OperatorSettings:
     )
     settings.persistence.finalizer = "tickwork.dev/operator"
     settings.process.ultimate_exiting_timeout = 60
+    # List in pages: kopf's default is one response holding every object's JSON at
+    # once (docs/performance.md, "Where the operator's memory goes").
+    settings.watching.chunk_size = LIST_PAGE
     return settings

@@ -49,6 +49,7 @@ from tickwork_operator.entry import (
     created_at,
     parse,
     recorded_streak,
+    shared_status,
     status_of,
 )
 
@@ -184,8 +185,9 @@ class WatchState:
             spec, schedule, invalid = previous.spec, previous.schedule, previous.invalid_reason
         else:
             spec, schedule, invalid = parse(body, created_at(body, now))
-        observed = status_of(body)
-        written = observed.operator_share()
+        observed, written = shared_status(
+            status_of(body), previous=(previous.wanted, previous.written) if previous else ()
+        )
         entry = JobEntry(
             namespace=key[0],
             name=key[1],

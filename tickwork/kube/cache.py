@@ -84,6 +84,15 @@ def _identity(obj: dict[str, Any]) -> tuple[tuple[str, str], str, str, int]:
             int(metadata.get("generation") or 0))  # fmt: skip
 
 
+def _without_managed_fields(obj: dict[str, Any]) -> dict[str, Any]:
+    """``obj`` without ``metadata.managedFields``: a run needs none of it, and it is
+    often most of the object (dropped page by page, so a list of 100,000 jobs is not
+    held whole while it completes)."""
+    metadata = dict(obj.get("metadata") or {})
+    metadata.pop("managedFields", None)
+    return {**obj, "metadata": metadata}
+
+
 class JobCache:
     """ScheduledJobs of ``namespaces`` (all namespaces if empty), by (namespace, name)."""
 
@@ -164,11 +173,9 @@ class JobCache:
             self._jobs[key] = dataclasses.replace(cached, delivered=self._sequence)
 
     def _store(self, obj: dict[str, Any], *, delivered: int, awaiting: str | None = None) -> None:
-        metadata = dict(obj.get("metadata") or {})
-        metadata.pop("managedFields", None)
         key, uid, version, generation = _identity(obj)
-        compact = {**obj, "apiVersion": models.API_VERSION, "kind": models.KIND,
-                   "metadata": metadata}  # fmt: skip
+        compact = {**_without_managed_fields(obj), "apiVersion": models.API_VERSION,
+                   "kind": models.KIND}  # fmt: skip
         self._jobs[key] = _Cached(
             uid=uid,
             resource_version=version,
@@ -218,7 +225,7 @@ class JobCache:
         params = {"limit": str(LIST_PAGE)}
         while True:
             page = await self._kube.request("GET", KubeClient.jobs_path(scope), params=params)
-            items += page.get("items", [])
+            items += [_without_managed_fields(item) for item in page.get("items", [])]
             listed = page.get("metadata") or {}
             if not listed.get("continue"):
                 break
