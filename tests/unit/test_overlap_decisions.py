@@ -41,13 +41,22 @@ def buffered(leader: Leader) -> list[str]:
     return [b["id"] for b in leader.sink.status.get("bufferedRuns", [])]
 
 
+async def due_while_run_0_runs(leader: Leader, spec: dict[str, Any], *, minutes: int) -> None:
+    """A worker has run 0 (due at minute 0) and it is still running while the runs of
+    the next ``minutes`` minutes fall due, each tick seeing the status written before."""
+    await worker_took(leader, minute(0))
+    leader.observe(spec, status=running(minute(0)))
+    await leader.tick_at(minute(1, 0.005))
+    for later in range(2, minutes + 1):
+        seen(leader, spec, running(minute(0)))
+        await leader.tick_at(minute(later, 0.005))
+
+
 async def test_buffer_one_keeps_one_run_waiting_and_publishes_it_when_the_active_one_ends(
 ) -> None:  # fmt: skip
     leader = Leader()
     spec = {**EVERY_MINUTE, "concurrencyPolicy": "BufferOne"}
-    await worker_took(leader, minute(0))
-    leader.observe(spec, status=running(minute(0)))
-    await leader.tick_at(minute(1, 0.005))
+    await due_while_run_0_runs(leader, spec, minutes=1)
     assert await leader.queued() == []
     assert buffered(leader) == [rid(1)]
     assert "RunBuffered" in leader.sink.reasons()
@@ -68,11 +77,7 @@ async def test_buffer_one_keeps_one_run_waiting_and_publishes_it_when_the_active
 async def test_buffer_all_runs_the_buffered_runs_one_after_another() -> None:
     leader = Leader()
     spec = {**EVERY_MINUTE, "concurrencyPolicy": "BufferAll"}
-    await worker_took(leader, minute(0))
-    leader.observe(spec, status=running(minute(0)))
-    await leader.tick_at(minute(1, 0.005))
-    seen(leader, spec, running(minute(0)))
-    await leader.tick_at(minute(2, 0.005))
+    await due_while_run_0_runs(leader, spec, minutes=2)
     assert buffered(leader) == [rid(1), rid(2)]
     assert "missedRuns" not in leader.sink.status
     seen(leader, spec, finished(0))
@@ -107,9 +112,7 @@ async def test_buffer_all_counts_a_run_past_its_bound_as_missed() -> None:
 async def test_a_new_leader_publishes_the_buffer_it_finds_in_status() -> None:
     leader = Leader()
     spec = {**EVERY_MINUTE, "concurrencyPolicy": "BufferAll"}
-    await worker_took(leader, minute(0))
-    leader.observe(spec, status=running(minute(0)))
-    await leader.tick_at(minute(1, 0.005))
+    await due_while_run_0_runs(leader, spec, minutes=1)
     written = dict(leader.sink.status)
     standby = Leader()
     standby.t = leader.t
@@ -123,9 +126,7 @@ async def test_cancel_other_cancels_the_active_run_and_starts_the_new_one_once_i
 ) -> None:  # fmt: skip
     leader = Leader()
     spec = {**EVERY_MINUTE, "concurrencyPolicy": "CancelOther"}
-    await worker_took(leader, minute(0))
-    leader.observe(spec, status=running(minute(0)))
-    await leader.tick_at(minute(1, 0.005))
+    await due_while_run_0_runs(leader, spec, minutes=1)
     [request] = leader.sink.status["cancelRequests"]
     assert (request["id"], request["terminate"]) == (rid(0), False)
     assert "CancelOther" in request["reason"]
@@ -160,9 +161,7 @@ async def test_replace_withdraws_a_queued_run_and_records_it_cancelled() -> None
 async def test_terminate_other_starts_the_new_run_at_once_and_kills_the_active_one() -> None:
     leader = Leader()
     spec = {**EVERY_MINUTE, "concurrencyPolicy": "TerminateOther"}
-    await worker_took(leader, minute(0))
-    leader.observe(spec, status=running(minute(0)))
-    await leader.tick_at(minute(1, 0.005))
+    await due_while_run_0_runs(leader, spec, minutes=1)
     assert await leader.queued() == [rid(1)]
     [request] = leader.sink.status["cancelRequests"]
     assert (request["id"], request["terminate"]) == (rid(0), True)
@@ -172,11 +171,7 @@ async def test_terminate_other_starts_the_new_run_at_once_and_kills_the_active_o
 async def test_a_suspend_drops_the_buffer_and_counts_it_missed() -> None:
     leader = Leader()
     spec = {**EVERY_MINUTE, "concurrencyPolicy": "BufferAll"}
-    await worker_took(leader, minute(0))
-    leader.observe(spec, status=running(minute(0)))
-    await leader.tick_at(minute(1, 0.005))
-    seen(leader, spec, running(minute(0)))
-    await leader.tick_at(minute(2, 0.005))
+    await due_while_run_0_runs(leader, spec, minutes=2)
     assert buffered(leader) == [rid(1), rid(2)]
     seen(leader, {**spec, "suspend": True}, finished(0), generation=2)
     await leader.tick_at(minute(2, 10))
