@@ -42,7 +42,9 @@ def test_missed_runs_are_caught_up_by_workers_and_a_backfill_runs_a_range_again(
     outage = [scheduled_run_id(uid, moment) for moment in missed]
     wait_for(lambda: {r["id"] for r in succeeded(jobs, "nightly")} >= set(outage), timeout=90,
              interval=0.5, what="every missed run run by a worker")  # fmt: skip
-    runs = [r for r in succeeded(jobs, "nightly") if r["id"] in outage]
+    # status.runs is in the order the records were written: by when runs finished.
+    runs = sorted((r for r in succeeded(jobs, "nightly") if r["id"] in outage),
+                  key=lambda r: r["scheduledAt"])  # fmt: skip
     assert [r["id"] for r in runs] == outage
     assert [r["scheduledAt"] for r in runs] == [rfc3339(m) for m in missed]
     started = [dt.datetime.fromisoformat(r["startedAt"]) for r in runs]

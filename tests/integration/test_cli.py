@@ -230,8 +230,9 @@ def test_get_lists_jobs_like_kubectl_and_an_unknown_name_exits_1(
     assert "at 2026-01-01T00:00:00Z" in rows[1]
 
     wide = tickwork(cluster, namespace, "get", "alpha", "-o", "wide")
-    assert wide.stdout.splitlines()[0].split()[-6:] == ["ZONE", "REASON", "MISSED", "LAST",
-                                                         "RUN", "ID"]  # fmt: skip
+    assert wide.stdout.splitlines()[0].split()[-8:] == ["ZONE", "REASON", "MISSED", "LAST",
+                                                         "RUN", "ID", "NEXT", "RUNS"]  # fmt: skip
+    assert wide.stdout.splitlines()[1].split()[-1] == "-"  # no operator here: no nextRuns
     assert "LastRunFailed" not in wide.stdout  # no operator runs here: no condition yet
     assert "20261201T000000Z" in wide.stdout
 
