@@ -1,6 +1,6 @@
 """Catch-up and backfill, end to end: the real control plane and Redis, the operator and
 the worker as users run them, and the ``tickwork`` CLI. A job whose operator was down
-for four runs gets each of them run by a worker, oldest first, once; then a backfill
+for four runs gets each of them run by a worker, once; then a backfill
 asked for from the CLI runs two of those instants again, under their own run IDs, and
 status records it complete. (The same decisions in milliseconds:
 tests/unit/test_operator_catchup.py; against the API server and Redis without a worker:
@@ -8,7 +8,6 @@ tests/integration/test_catchup.py.)"""
 
 from __future__ import annotations
 
-import datetime as dt
 from collections.abc import Callable
 from typing import Any
 
@@ -38,7 +37,10 @@ def test_missed_runs_are_caught_up_by_workers_and_a_backfill_runs_a_range_again(
     lead(start_operator())
     start_worker()
 
-    # Each run missed in the outage runs once, oldest first (every later run is on time).
+    # Each run missed in the outage runs once (every later run is on time). The order
+    # they are published in is asserted against Redis in tests/integration/
+    # test_catchup.py: here the worker may claim several at once and start them side
+    # by side (concurrencyPolicy Allow), so their start times need not follow it.
     outage = [scheduled_run_id(uid, moment) for moment in missed]
     wait_for(lambda: {r["id"] for r in succeeded(jobs, "nightly")} >= set(outage), timeout=90,
              interval=0.5, what="every missed run run by a worker")  # fmt: skip
@@ -47,8 +49,6 @@ def test_missed_runs_are_caught_up_by_workers_and_a_backfill_runs_a_range_again(
                   key=lambda r: r["scheduledAt"])  # fmt: skip
     assert [r["id"] for r in runs] == outage
     assert [r["scheduledAt"] for r in runs] == [rfc3339(m) for m in missed]
-    started = [dt.datetime.fromisoformat(r["startedAt"]) for r in runs]
-    assert started == sorted(started)
     assert all(r["attempts"] == 1 for r in runs)
     assert jobs.status("nightly").get("missedRuns") is None
 
