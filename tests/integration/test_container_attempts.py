@@ -102,9 +102,22 @@ def test_an_attempt_after_a_dead_workers_takes_over_the_runs_job(
             # Attempt 1's worker made its Job and died; the Job ran on and succeeded.
             wanted = batch.build_job(spec.task.container, first, owner=owner,
                                      timeout_seconds=300, ttl_seconds=60)  # fmt: skip
+            # Suspended, so that a job controller (kube-controller-manager runs once a
+            # test has asked for it) makes no Pod for it; then completed by hand,
+            # again on a conflict with that controller's own status write.
+            wanted["spec"]["suspend"] = True
             made = await kube.create_batch_job(jobs.namespace, wanted)
-            path = f"{kube.batch_jobs_path(jobs.namespace)}/{made['metadata']['name']}/status"
-            await kube.request("PUT", path, body=_completed(made))
+            path = f"{kube.batch_jobs_path(jobs.namespace)}/{made['metadata']['name']}"
+            for _ in range(20):
+                current = await kube.request("GET", path)
+                try:
+                    await kube.request("PUT", f"{path}/status", body=_completed(current))
+                    break
+                except KubeApiError as exc:
+                    if exc.status != 409:  # Conflict: read it again
+                        raise
+            else:
+                raise AssertionError("the Job's status kept changing")
             task = ContainerTask(kube=kube, enabled=True, ttl_seconds=60, log_bytes=4096)
             result = await task.execute(spec, second)
             # Attempt 2 took attempt 1's outcome instead of running the container again.
