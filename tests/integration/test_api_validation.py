@@ -17,7 +17,7 @@ from tickwork.api import models
 from tickwork_dev.devcluster.cluster import Cluster
 
 ROOT = Path(__file__).resolve().parents[2]
-EXAMPLES = sorted((ROOT / "manifests" / "examples").glob("*.yaml"))
+EXAMPLES = sorted((ROOT / "manifests" / "examples").rglob("*.yaml"))
 CORPUS = yaml.safe_load((ROOT / "tests" / "data" / "bad_specs.yaml").read_text())
 
 

@@ -15,7 +15,7 @@ from tickwork.api import crd, rules
 from tickwork.api.models import ScheduledJob, ScheduledJobSpec
 
 ROOT = Path(__file__).resolve().parents[2]
-EXAMPLES = sorted((ROOT / "manifests" / "examples").glob("*.yaml"))
+EXAMPLES = sorted((ROOT / "manifests" / "examples").rglob("*.yaml"))
 CORPUS = yaml.safe_load((ROOT / "tests" / "data" / "bad_specs.yaml").read_text())
 
 
