@@ -18,6 +18,7 @@ from tickwork.kube.client import KubeClient, load_configuration
 from tickwork.kube.events import EventRecorder
 from tickwork.kube.http import start_http
 from tickwork.logs import configure_logging
+from tickwork.memory import trim_periodically
 from tickwork.queue import RedisSettings, open_queue
 from tickwork.queue.connection import create_client, wait_until_ready
 from tickwork.queue.protocol import RunQueue
@@ -90,6 +91,8 @@ async def run_operator(settings: OperatorSettings, *, queue: RunQueue | None = N
     background = [
         asyncio.create_task(elector.run(stop), name="leader election"),
         asyncio.create_task(ticker.run(elector.leading_event, stop), name="ticker"),
+        # A cold start's list leaves the allocator at its peak: give the pages back.
+        asyncio.create_task(trim_periodically(stop), name="heap trim"),
     ]
     logger.info(
         "tickwork-operator %s watching %s, queue %s",

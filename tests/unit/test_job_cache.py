@@ -8,6 +8,7 @@ changes, watch deliveries, late answers and lists."""
 from __future__ import annotations
 
 import asyncio
+import json
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -15,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tickwork.kube.cache import JobCache
+from tickwork.kube.cache import JobCache, _entry
 from tickwork.kube.client import KubeClient
 
 pytestmark = pytest.mark.unit
@@ -30,9 +31,14 @@ def job(version: str, message: str, *, generation: int = 1, uid: str = UID) -> d
     }  # fmt: skip
 
 
+def relist(cache: JobCache, objects: list[dict[str, Any]]) -> None:
+    """What a list of ``objects`` does (encoded page by page, then taken at once)."""
+    cache._relist(None, dict(_entry(obj, delivered=0) for obj in objects))
+
+
 def listed(*objects: dict[str, Any]) -> JobCache:
     cache = JobCache(cast("KubeClient", None))
-    cache._relist(None, list(objects))
+    relist(cache, list(objects))
     cache._live.add(None)  # listed, watch running
     return cache
 
@@ -66,7 +72,7 @@ def test_the_workers_own_write_wins_until_the_watch_reaches_it() -> None:
 def test_a_read_sent_before_a_list_is_dropped() -> None:
     cache = listed(job("5", "old"))
     since = cache.mark()
-    cache._relist(None, [job("9", "listed later")])
+    relist(cache, [job("9", "listed later")])
     cache.observe(job("7", "read before the list"), since=since)
     assert message(cache) == "listed later"
 
@@ -110,6 +116,55 @@ async def test_a_failing_watch_task_stops_vouching_and_is_restarted() -> None:
     with pytest.raises(asyncio.CancelledError):
         await task
     assert not vouching(cache)
+
+
+class PagedLists:
+    """An API server's answers to lists in pages: each list is the given pages."""
+
+    def __init__(self, *lists: list[list[dict[str, Any]]]) -> None:
+        self.lists = list(lists)
+        self.pages: list[list[dict[str, Any]]] = []
+        self.asked: list[dict[str, str]] = []
+
+    async def request(self, method: str, path: str, *, params: dict[str, str]) -> Any:
+        assert method == "GET"
+        assert path.endswith("/scheduledjobs")
+        self.asked.append(dict(params))
+        if "continue" not in params:
+            self.pages = list(self.lists.pop(0))
+        items = self.pages.pop(0)
+        more = {"continue": f"token-{len(self.pages)}"} if self.pages else {}
+        return {"items": items, "metadata": {"resourceVersion": "900", **more}}
+
+
+def named(name: str, version: str, message: str) -> dict[str, Any]:
+    body = job(version, message)
+    body["metadata"]["name"] = name
+    body["metadata"]["uid"] = f"uid-{name}"
+    return body
+
+
+@pytest.mark.asyncio
+async def test_a_list_in_pages_keeps_every_job_deflated_and_drops_the_ones_gone_since() -> None:
+    first = [[named("a", "1", "alpha"), named("b", "2", "beta")], [named("c", "3", "gamma")]]
+    second = [[named("a", "4", "alpha again")], [named("c", "3", "gamma")]]
+    kube = PagedLists(first, second)
+    cache = JobCache(cast("KubeClient", kube))
+    assert await cache._list(None) == "900"
+    assert [p.get("continue") for p in kube.asked] == [None, "token-1"]
+    cache._live.add(None)
+    for name, text in [("a", "alpha"), ("b", "beta"), ("c", "gamma")]:
+        body = cast("dict[str, Any]", cache.get(NS, name, f"uid-{name}"))
+        assert body["spec"]["task"]["echo"]["message"] == text
+        assert body["kind"] == "ScheduledJob"
+        assert "managedFields" not in body["metadata"]
+        # Deflated against the preset dictionary: well under the compact JSON.
+        compact = json.dumps(body, separators=(",", ":")).encode()
+        assert len(cache._jobs[(NS, name)].body) < len(compact) / 2
+    await cache._list(None)
+    assert cache.get(NS, "b", "uid-b") is None  # deleted while nobody watched
+    again = cast("dict[str, Any]", cache.get(NS, "a", "uid-a"))
+    assert again["spec"]["task"]["echo"]["message"] == "alpha again"
 
 
 # -- random interleavings ---------------------------------------------------------
@@ -169,7 +224,7 @@ def step(world: World, cache: JobCache, operation: str, data: st.DataObject) -> 
         if state is not None:  # else the answer was 404
             cache.observe(state, since=since)
     elif operation == "list":
-        cache._relist(None, [now] if now is not None else [])
+        relist(cache, [now] if now is not None else [])
         world.pending.clear()  # the watch starts again from the list
         world.floor = len(world.history) - 1
 

@@ -20,6 +20,7 @@ from tickwork.kube.client import KubeApiError, KubeClient, load_configuration
 from tickwork.kube.events import EventRecorder
 from tickwork.kube.http import start_http
 from tickwork.logs import configure_logging
+from tickwork.memory import trim_periodically
 from tickwork.queue import RedisSettings, open_queue
 from tickwork.queue.connection import create_client, wait_until_ready
 from tickwork.queue.protocol import RunQueue
@@ -118,7 +119,13 @@ async def run_worker(
         )  # fmt: skip
         try:
             async with kept_current(jobs):
-                await worker.run(stop)
+                trimming = asyncio.create_task(trim_periodically(stop), name="heap trim")
+                try:
+                    await worker.run(stop)
+                finally:
+                    trimming.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await trimming
         finally:
             await http.cleanup()
             await queue.close()

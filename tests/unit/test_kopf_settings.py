@@ -1,0 +1,49 @@
+"""kopf is used as a watcher only: no diff base is built for events (a deep copy of
+every body, for on.create/on.update handlers the operator does not have), nothing is
+written to objects, and the initial list comes in pages."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import kopf
+import pytest
+
+from tickwork_operator.handlers import LIST_PAGE, kopf_settings, registry
+
+pytestmark = pytest.mark.unit
+
+
+def body() -> dict[str, Any]:
+    return {
+        "apiVersion": "tickwork.dev/v1alpha1", "kind": "ScheduledJob",
+        "metadata": {"name": "nightly", "namespace": "team-a", "uid": "u1",
+                     "annotations": {"tickwork.dev/last-handled-configuration": '{"spec": {}}'}},
+        "spec": {"schedule": "@daily", "task": {"echo": {"message": "x" * 1000}}},
+        "status": {"phase": "Scheduled"},
+    }  # fmt: skip
+
+
+def test_no_diff_base_is_built_fetched_or_stored_for_an_event() -> None:
+    settings = kopf_settings()
+    storage = settings.persistence.diffbase_storage
+    wrapped = kopf.Body(body())
+    assert storage.build(body=wrapped) == {}
+    assert storage.fetch(body=wrapped) is None  # not even an old annotation is read
+    patch = kopf.Patch()
+    storage.store(body=wrapped, patch=patch, essence=kopf.BodyEssence(spec={"a": 1}))
+    assert not patch
+
+
+def test_only_event_handlers_are_registered_so_nothing_needs_a_diff_base() -> None:
+    resource = kopf.Resource("tickwork.dev", "v1alpha1", "scheduledjobs")
+    assert registry._watching.has_handlers(resource=resource)
+    assert not registry._changing.has_handlers(resource=resource)
+    assert not registry._spawning.has_handlers(resource=resource)
+
+
+def test_the_list_comes_in_pages_and_kopf_posts_and_scans_nothing() -> None:
+    settings = kopf_settings()
+    assert settings.watching.chunk_size == LIST_PAGE
+    assert not settings.posting.enabled
+    assert settings.scanning.disabled
