@@ -3,7 +3,8 @@
     python benchmarks/operator_memory.py [--jobs 10000] [--compare-with /work/main]
 
 A local control plane holds ``--jobs`` ScheduledJobs (yearly schedules: nothing
-is due, every job is owed its first status). A fresh operator process starts
+is due, every job is owed its first status), each with ``--history`` finished runs in
+its status (a fleet's jobs once they ran). A fresh operator process starts
 against them, twice per variant: once plain (RSS is read from /proc) and once
 under tracemalloc (what holds the memory, by category). Phases:
 
@@ -13,7 +14,8 @@ under tracemalloc (what holds the memory, by category). Phases:
 * ``steady``: 70 s later, after a garbage collection (kopf's per-object worker
   tasks have idled out by then, and the operator's periodic heap trim has run).
 
-``peak`` is the process's high-water RSS (VmHWM). Allocations are put in a
+``peak`` is the process's high-water RSS (VmHWM); ``cpu_seconds`` the process's CPU
+time so far (a fairer figure than wall time on a shared machine). Allocations are put in a
 category by the innermost frame that names an owner: pydantic (the models a
 JobEntry holds), kopf's per-object memories, kopf's queueing (a stream and a
 worker task per object while events flow), the JSON bodies (aiohttp, json,
@@ -28,6 +30,7 @@ Writes benchmarks/results/operator_memory.json and a plot.
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import json
 import os
@@ -140,8 +143,6 @@ def _breakdown(jobs: int) -> dict[str, Any]:
 
 
 def child(out: Path, jobs: int, *, trace: bool) -> None:
-    import asyncio  # noqa: PLC0415
-
     from tickwork_operator import main as operator_main  # noqa: PLC0415
     from tickwork_operator.settings import OperatorSettings  # noqa: PLC0415
 
@@ -167,8 +168,6 @@ def child(out: Path, jobs: int, *, trace: bool) -> None:
 async def _probe(captured: list[Any], jobs: int, out: Path, *, trace: bool) -> None:
     """Wait for each phase (polling the state: the probe must not change the operator),
     record it, and end the process after the last."""
-    import asyncio  # noqa: PLC0415
-
     phases: list[dict[str, Any]] = []
     launched = time.monotonic()
 
@@ -176,6 +175,7 @@ async def _probe(captured: list[Any], jobs: int, out: Path, *, trace: bool) -> N
         gc.collect()
         rss, peak = _rss()
         phase: dict[str, Any] = {"phase": name, "seconds": round(time.monotonic() - launched, 1),
+                                 "cpu_seconds": round(time.process_time(), 1),
                                  "rss_mib": round(rss, 1), "peak_mib": round(peak, 1)}  # fmt: skip
         if trace:
             phase.update(_breakdown(jobs))
@@ -231,6 +231,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = benchmark_parser(__doc__, "operator_memory")
     parser.add_argument("--jobs", type=int, default=10_000)
     parser.add_argument("--compare-with", type=Path, help="another checkout's tree: 'before'")
+    parser.add_argument("--history", type=int, default=6,
+                        help="finished runs in each job's status (default 6: what the "
+                        "default spec.history keeps, 3 succeeded and 3 failed)")  # fmt: skip
     parser.add_argument("--child", type=Path, help=argparse_hidden())
     parser.add_argument("--trace", action="store_true",
                         help="also run each variant under tracemalloc (slow)")  # fmt: skip
@@ -243,7 +246,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.compare_with:
         variants.insert(0, ("before", args.compare_with.resolve()))
     report: dict[str, Any] = {"benchmark": "operator_memory", "python": platform.python_version(),
-                              "jobs": args.jobs, "variants": {}}  # fmt: skip
+                              "jobs": args.jobs, "history": args.history,
+                              "variants": {}}  # fmt: skip
     rng = random.Random(7)
     with tempfile.TemporaryDirectory(prefix="operator-memory-") as tmp:
         workdir = Path(tmp)
@@ -256,7 +260,9 @@ def main(argv: list[str] | None = None) -> int:
                         "schedule": f"{rng.randrange(60)} {rng.randrange(24)} 1 1 *",
                         "task": ECHO}) for i in range(args.jobs)]  # fmt: skip
                     for start in range(0, len(items), 5000):
-                        create_jobs(cluster, namespace, items[start : start + 5000])
+                        created = create_jobs(cluster, namespace, items[start : start + 5000])
+                        if args.history:
+                            asyncio.run(_write_history(cluster, created, args.history))
                     env = {
                         "KUBECONFIG": str(cluster.kubeconfig),
                         "TICKWORK_REDIS_URL": redis.url,
@@ -272,7 +278,8 @@ def main(argv: list[str] | None = None) -> int:
                         phases
                     )
                     print(json.dumps({"variant": namespace, "phases": [
-                        {k: p[k] for k in ("phase", "seconds", "rss_mib", "peak_mib")}
+                        {k: p[k] for k in ("phase", "seconds", "cpu_seconds", "rss_mib", "peak_mib")
+                         }
                         for p in phases]}), flush=True)  # fmt: skip
             report["worker"] = _worker_memory(workdir, cluster, redis, "after-plain", args.jobs)
             print(json.dumps({"worker": report["worker"]}), flush=True)
@@ -281,6 +288,42 @@ def main(argv: list[str] | None = None) -> int:
     args.out.write_text(json.dumps(report, indent=2) + "\n")
     plot(report, args.plot)
     return 0
+
+
+async def _write_history(cluster: Any, created: list[dict[str, Any]], runs: int) -> None:
+    """Give each job the run record a fleet's jobs have once they ran: ``runs`` finished
+    runs in status.runs (half failed) and the last in lastRun, as a run's field manager
+    writes them."""
+    import datetime as dt  # noqa: PLC0415
+
+    from tickwork.core.runs import scheduled_run_id  # noqa: PLC0415
+    from tickwork.kube.client import KubeClient, load_configuration  # noqa: PLC0415
+
+    limit = asyncio.Semaphore(32)
+    base = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+
+    def record(uid: str, i: int) -> dict[str, Any]:
+        at = base + dt.timedelta(days=i)
+        stamp = at.isoformat().replace("+00:00", "Z")
+        done = (at + dt.timedelta(seconds=3)).isoformat().replace("+00:00", "Z")
+        failed = i % 2 == 1
+        return {"id": scheduled_run_id(uid, at), "scheduledAt": stamp, "startedAt": stamp,
+                "finishedAt": done, "outcome": "Failed" if failed else "Succeeded",
+                "attempts": 3 if failed else 1,
+                **({"error": "HTTP 503 from https://reports.example.com/nightly"}
+                   if failed else {"result": "HTTP 200"})}  # fmt: skip
+
+    async with KubeClient(load_configuration(str(cluster.kubeconfig))) as kube:
+
+        async def one(job: dict[str, Any]) -> None:
+            meta = job["metadata"]
+            records = [record(meta["uid"], i) for i in range(runs)]
+            status = {"runs": records, "lastRun": records[-1]}
+            async with limit:
+                await kube.apply_job_status(meta["namespace"], meta["name"], meta["uid"], status,
+                                            field_manager="tickwork-run-bench")  # fmt: skip
+
+        await asyncio.gather(*(one(job) for job in created))
 
 
 def _worker_memory(workdir: Path, cluster: Any, redis: Any, namespace: str,

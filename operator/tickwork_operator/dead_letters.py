@@ -62,7 +62,7 @@ class DeadLetterDesk:
                 logger.warning("%s of dead runs of %s/%s postponed: %s", ask.verb, *key, exc)
 
     async def _act(self, entry: JobEntry, ask: DeadLetterRequest) -> None:
-        listed = [dead.id for dead in entry.observed.dead_runs if belongs_to(dead.id, entry.uid)]
+        listed = [d for d in entry.observed.dead_run_ids if belongs_to(d, entry.uid)]
         if ask.run_id is not None and not belongs_to(ask.run_id, entry.uid):
             why = f"{ask.verb} {ask.run_id!r} refused: not a run of this job"
             await self._done(entry, ask, WARNING, "DeadLetterRequestRefused", why)

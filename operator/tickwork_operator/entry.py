@@ -14,9 +14,12 @@ from typing import Any
 from pydantic import ValidationError
 
 from tickwork.api.models import (
+    ActiveRun,
     BackfillProgress,
     FailureStreak,
     OperatorStatus,
+    QueuedRun,
+    RunRecord,
     ScheduledJobSpec,
     ScheduledJobStatus,
 )
@@ -24,9 +27,46 @@ from tickwork.core.failures import FinishedRun, Streak, follow, restart
 from tickwork.core.planning import JobFacts, PendingRun, upcoming
 from tickwork.core.runs import belongs_to, same_trigger, trigger_key
 from tickwork.core.schedule import Schedule
+from tickwork.core.states import JobPhase
 
 JobKey = tuple[str, str]
 IndexKey = tuple[str, str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class Observed:
+    """What the operator keeps of a job's status as last watched: its own share (the
+    very object it holds as written, when equal) and, of the runs' share, only what
+    scheduling reads: the runs started and not finished, the last run whole, and of
+    the history and the dead-letter list just which runs they are and how they ended.
+
+    The full status model held ~3 KB per job even with no run history, and a history
+    of ten records is ten models more (docs/performance.md)."""
+
+    share: OperatorStatus
+    active_runs: tuple[ActiveRun, ...] = ()
+    last_run: RunRecord | None = None
+    runs: tuple[FinishedRun, ...] = ()
+    """``status.runs`` (oldest first), as finished runs."""
+    dead_run_ids: tuple[str, ...] = ()
+
+    @property
+    def phase(self) -> JobPhase | None:
+        return self.share.phase
+
+    @property
+    def observed_generation(self) -> int | None:
+        return self.share.observed_generation
+
+    @property
+    def queued_run(self) -> QueuedRun | None:
+        return self.share.queued_run
+
+
+def as_finished(record: RunRecord) -> FinishedRun:
+    """A run record as a finished run: when it ended, or as near as the record says."""
+    ended = record.finished_at or record.started_at or record.scheduled_at
+    return FinishedRun(run_id=record.id, outcome=record.outcome, finished_at=ended)
 
 
 @dataclass
@@ -40,7 +80,7 @@ class JobEntry:
     created_at: dt.datetime
     spec: ScheduledJobSpec | None
     invalid_reason: str | None
-    observed: ScheduledJobStatus
+    observed: Observed
     wanted: OperatorStatus
     """The operator's share of status as it should be (sent when it differs)."""
     written: OperatorStatus
@@ -104,19 +144,15 @@ class JobEntry:
     def finished_runs(self) -> list[FinishedRun]:
         """This object's runs that status shows finished: the last one and the history."""
         status = self.observed
-        records = [status.last_run, *status.runs] if status.last_run else status.runs
-        return [
-            FinishedRun(run_id=r.id, outcome=r.outcome,
-                        finished_at=r.finished_at or r.started_at or r.scheduled_at)
-            for r in records if belongs_to(r.id, self.uid)
-        ]  # fmt: skip
+        records = [as_finished(status.last_run), *status.runs] if status.last_run else status.runs
+        return [r for r in records if belongs_to(r.run_id, self.uid)]
 
     def finished_run_ids(self) -> set[str]:
         """Runs whose record status shows (or that the queue reports done)."""
-        finished = {r.id for r in self.observed.runs} | self.settled_run_ids
+        done = {r.run_id for r in self.observed.runs} | self.settled_run_ids
         if self.observed.last_run is not None:
-            finished.add(self.observed.last_run.id)
-        return finished
+            done.add(self.observed.last_run.id)
+        return done
 
     def running_run_ids(self) -> list[str]:
         """This object's runs that are queued, running or waiting for a retry."""
@@ -152,15 +188,13 @@ class JobEntry:
         for active in self.observed.active_runs:
             if belongs_to(active.id, self.uid):
                 return active.id
-        finished = {r.id for r in self.observed.runs} | self.settled_run_ids
-        if self.observed.last_run is not None:
-            finished.add(self.observed.last_run.id)
+        done = self.finished_run_ids()
         queued = self.observed.queued_run
         candidates = [queued.id] if queued is not None else []
         if self.published_run_id is not None:
             candidates.append(self.published_run_id)
         for run_id in candidates:
-            if run_id not in finished and belongs_to(run_id, self.uid):
+            if run_id not in done and belongs_to(run_id, self.uid):
                 return run_id
         return None
 
@@ -302,21 +336,25 @@ def status_of(body: dict[str, Any]) -> ScheduledJobStatus:
 
 def shared_status(
     observed: ScheduledJobStatus, *, previous: tuple[OperatorStatus, ...] = ()
-) -> tuple[ScheduledJobStatus, OperatorStatus]:
-    """``observed`` and the operator's share of it, holding each value once: the share
-    is one of ``previous`` when equal (a watch event of a write the operator made, or of
-    a worker's write, leaves the share as the operator wanted it), and ``observed``
-    holds the share's values, not copies of them. Models are immutable, so sharing
-    changes nothing but memory."""
+) -> tuple[Observed, OperatorStatus]:
+    """What the operator keeps of ``observed`` (:class:`Observed`), and the operator's
+    share of it, held once: the share is one of ``previous`` when equal (a watch event
+    of a write the operator made, or of a worker's write, leaves the share as the
+    operator wanted it). Models are immutable, so sharing changes nothing but memory."""
     share = observed.operator_share()
     share = next(
         (known for known in previous
          if known == share and known.model_fields_set == share.model_fields_set),
         share,
     )  # fmt: skip
-    own = {name: getattr(share, name) for name in OperatorStatus.model_fields}
-    values = {**observed.__dict__, **own}
-    return ScheduledJobStatus.model_construct(observed.model_fields_set, **values), share
+    kept = Observed(
+        share=share,
+        active_runs=tuple(observed.active_runs),
+        last_run=observed.last_run,
+        runs=tuple(as_finished(r) for r in observed.runs),
+        dead_run_ids=tuple(d.id for d in observed.dead_runs),
+    )
+    return kept, share
 
 
 def created_at(body: dict[str, Any], now: dt.datetime) -> dt.datetime:

@@ -32,7 +32,7 @@ STREAK_RUN_IDS = 10
 RESUME_ANNOTATION = "tickwork.dev/resume"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class FinishedRun:
     """A run as status shows it once it ended."""
 
