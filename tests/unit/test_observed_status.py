@@ -1,0 +1,99 @@
+"""The operator keeps a compact record of a job's status (``Observed``): its own share,
+held once with what it wrote; active runs and the last run whole; and of the history
+and the dead letters only which runs they are, how they ended and when. Everything
+it decides from the history (runs done, failures in a row) comes out the same."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import pytest
+
+from tickwork.api.models import RunRecord
+from tickwork.core.buckets import BucketIndex
+from tickwork.core.failures import FinishedRun
+from tickwork.core.runs import scheduled_run_id
+from tickwork.core.states import JobPhase, RunState
+from tickwork_operator.state import WatchState
+
+pytestmark = pytest.mark.unit
+UID = "7c8e4d0a-1111-4222-8333-444455556666"
+OTHER = "0d0e0f10-aaaa-4bbb-8ccc-dddddddddddd"
+T0 = dt.datetime(2026, 12, 1, 9, tzinfo=dt.UTC)
+
+
+def at(minute: int) -> str:
+    return (T0 + dt.timedelta(minutes=minute)).isoformat()
+
+
+def record(minute: int, outcome: str, *, uid: str = UID, ended: bool = True) -> dict[str, Any]:
+    run = {"id": scheduled_run_id(uid, T0 + dt.timedelta(minutes=minute)),
+           "scheduledAt": at(minute), "startedAt": at(minute), "outcome": outcome,
+           "result": "x" * 500, "params": {"region": "eu"}}  # fmt: skip
+    if ended:
+        run["finishedAt"] = at(minute).replace(":00+", ":30+")
+    return run
+
+
+def body(status: dict[str, Any], spec: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {
+        "metadata": {"namespace": "team-a", "name": "nightly", "uid": UID, "generation": 1,
+                     "creationTimestamp": "2026-11-01T00:00:00Z"},
+        "spec": {"schedule": "* * * * *", "task": {"echo": {"message": "hi"}}, **(spec or {})},
+        "status": status,
+    }  # fmt: skip
+
+
+def test_the_history_is_kept_as_run_ids_outcomes_and_end_times_only() -> None:
+    history = [record(1, "Succeeded"), record(2, "Failed", ended=False),
+               record(3, "Succeeded", uid=OTHER), record(4, "Failed")]  # fmt: skip
+    status = {"observedGeneration": 1, "phase": "Scheduled", "runs": history,
+              "lastRun": record(4, "Failed"),
+              "deadRuns": [{"id": history[1]["id"], "scheduledAt": at(2), "failedAt": at(2)}],
+              "activeRuns": [{"id": scheduled_run_id(UID, T0 + dt.timedelta(minutes=5)),
+                              "scheduledAt": at(5), "state": "Running", "attempt": 1}]}  # fmt: skip
+    state = WatchState(index=BucketIndex(start=T0.timestamp(), width=1))
+    entry = state.observe(body(status), now=T0 + dt.timedelta(minutes=5, seconds=10))
+    kept = entry.observed
+    assert all(type(run) is FinishedRun for run in kept.runs)  # no run models per record
+    assert [r.run_id for r in kept.runs] == [r["id"] for r in history]
+    ended = [r.finished_at for r in kept.runs]
+    assert ended[1] == T0 + dt.timedelta(minutes=2)  # no finishedAt: when it started
+    assert ended[0] == T0 + dt.timedelta(minutes=1, seconds=30)
+    assert [r.outcome for r in kept.runs][:2] == [RunState.SUCCEEDED, RunState.FAILED]
+    assert isinstance(kept.last_run, RunRecord)
+    assert kept.dead_run_ids == (history[1]["id"],)
+    assert [a.id for a in kept.active_runs] == [status["activeRuns"][0]["id"]]
+    assert kept.share is entry.written  # the operator's share is held once
+    assert kept.phase is JobPhase.SCHEDULED
+    assert kept.observed_generation == 1
+    # What the operator decides from the history: the runs done (a foreign one too),
+    # and the active run, which is this job's own.
+    assert {r["id"] for r in history} <= entry.finished_run_ids()
+    assert entry.active_run_id() == status["activeRuns"][0]["id"]
+    # The last run first, then the history; the other job's run is not this job's.
+    assert [r.run_id for r in entry.finished_runs()] == [
+        history[3]["id"],
+        history[0]["id"],
+        history[1]["id"],
+        history[3]["id"],
+    ]
+
+
+def test_failures_in_a_row_pause_the_job_from_the_compact_history() -> None:
+    spec = {"failurePolicy": {"pauseAfter": 3}}
+    state = WatchState(index=BucketIndex(start=T0.timestamp(), width=1))
+    first = [record(1, "Succeeded")]
+    status = {"observedGeneration": 1, "phase": "Scheduled", "runs": first,
+              "lastRun": first[-1], "lastScheduleTime": at(1)}  # fmt: skip
+    entry = state.observe(body(status, spec), now=T0 + dt.timedelta(minutes=1, seconds=40))
+    assert entry.streak is not None
+    assert entry.streak.count == 0  # counting starts from what had finished
+    later = [*first, record(2, "Failed"), record(3, "Failed", ended=False), record(4, "Failed")]
+    status = {**status, "runs": later, "lastRun": later[-1], "lastScheduleTime": at(4)}
+    entry = state.observe(body(status, spec), now=T0 + dt.timedelta(minutes=4, seconds=40))
+    assert entry.streak is not None
+    assert entry.streak.count == 3
+    assert entry.paused
+    assert entry.wanted.phase is JobPhase.PAUSED
