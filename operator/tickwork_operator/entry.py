@@ -19,9 +19,10 @@ from tickwork.api.models import (
     FailureStreak,
     OperatorStatus,
     QueuedRun,
+    RunOutline,
     RunRecord,
+    RunStatusOutline,
     ScheduledJobSpec,
-    ScheduledJobStatus,
 )
 from tickwork.core.failures import FinishedRun, Streak, follow, restart
 from tickwork.core.planning import JobFacts, PendingRun, upcoming
@@ -63,7 +64,7 @@ class Observed:
         return self.share.queued_run
 
 
-def as_finished(record: RunRecord) -> FinishedRun:
+def as_finished(record: RunRecord | RunOutline) -> FinishedRun:
     """A run record as a finished run: when it ended, or as near as the record says."""
     ended = record.finished_at or record.started_at or record.scheduled_at
     return FinishedRun(run_id=record.id, outcome=record.outcome, finished_at=ended)
@@ -327,21 +328,33 @@ def spec_model(text: str) -> ScheduledJobSpec:
     return ScheduledJobSpec.model_validate(json.loads(text))
 
 
-def status_of(body: dict[str, Any]) -> ScheduledJobStatus:
+def status_of(body: dict[str, Any]) -> tuple[OperatorStatus, RunStatusOutline]:
+    """The operator's share of the object's status, and what it reads of the runs'
+    share; each as empty if mangled (a mangled status must not stop scheduling).
+
+    The share has every field set, as the operator holds the shares it writes: what it
+    sends is the share's fields (``operator_body``)."""
+    raw = body.get("status") or {}
     try:
-        return ScheduledJobStatus.model_validate(body.get("status") or {})
+        parsed = OperatorStatus.model_validate(raw)
+        share = OperatorStatus.model_construct(set(OperatorStatus.model_fields), **parsed.__dict__)
     except ValidationError:
-        return ScheduledJobStatus()  # a mangled status must not stop scheduling
+        share = OperatorStatus()
+    try:
+        runs = RunStatusOutline.model_validate(raw)
+    except ValidationError:
+        runs = RunStatusOutline()
+    return share, runs
 
 
 def shared_status(
-    observed: ScheduledJobStatus, *, previous: tuple[OperatorStatus, ...] = ()
+    observed: tuple[OperatorStatus, RunStatusOutline], *, previous: tuple[OperatorStatus, ...] = ()
 ) -> tuple[Observed, OperatorStatus]:
     """What the operator keeps of ``observed`` (:class:`Observed`), and the operator's
     share of it, held once: the share is one of ``previous`` when equal (a watch event
     of a write the operator made, or of a worker's write, leaves the share as the
     operator wanted it). Models are immutable, so sharing changes nothing but memory."""
-    share = observed.operator_share()
+    share, runs = observed
     share = next(
         (known for known in previous
          if known == share and known.model_fields_set == share.model_fields_set),
@@ -349,10 +362,10 @@ def shared_status(
     )  # fmt: skip
     kept = Observed(
         share=share,
-        active_runs=tuple(observed.active_runs),
-        last_run=observed.last_run,
-        runs=tuple(as_finished(r) for r in observed.runs),
-        dead_run_ids=tuple(d.id for d in observed.dead_runs),
+        active_runs=tuple(runs.active_runs),
+        last_run=runs.last_run,
+        runs=tuple(as_finished(r) for r in runs.runs),
+        dead_run_ids=tuple(d.id for d in runs.dead_runs),
     )
     return kept, share
 

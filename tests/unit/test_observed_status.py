@@ -97,3 +97,19 @@ def test_failures_in_a_row_pause_the_job_from_the_compact_history() -> None:
     assert entry.streak.count == 3
     assert entry.paused
     assert entry.wanted.phase is JobPhase.PAUSED
+
+
+def test_a_mangled_share_of_status_does_not_hide_the_other() -> None:
+    history = [record(1, "Failed")]
+    history[0]["error"] = "e" * 5000  # over the record's limit: not the operator's to check
+    history[0]["newerField"] = True  # a field of a newer version
+    status = {"observedGeneration": 1, "phase": "Scheduled", "runs": history,
+              "lastScheduleTime": at(1)}  # fmt: skip
+    state = WatchState(index=BucketIndex(start=T0.timestamp(), width=1))
+    entry = state.observe(body(status), now=T0 + dt.timedelta(minutes=1, seconds=40))
+    assert [r.run_id for r in entry.observed.runs] == [history[0]["id"]]
+    assert entry.written.last_schedule_time == T0 + dt.timedelta(minutes=1)
+    mangled = {**status, "phase": "Sleeping", "observedGeneration": "one"}
+    entry = state.observe(body(mangled), now=T0 + dt.timedelta(minutes=1, seconds=50))
+    assert entry.written.phase is None  # the operator's share is read as empty ...
+    assert [r.run_id for r in entry.observed.runs] == [history[0]["id"]]  # ... not the runs'

@@ -1090,6 +1090,41 @@ class RunStatus(_Model):
     ] = []
 
 
+class RunOutline(_Model):
+    """A finished run of ``status.runs`` as the operator reads it: which run, how it
+    ended and when. The rest of the record is the workers' and is not validated here."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    id: StrictStr
+    outcome: RunState
+    scheduled_at: Instant
+    started_at: Instant | None = None
+    finished_at: Instant | None = None
+
+
+class RunName(_Model):
+    """A run listed in status (a dead letter) by its ID only."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    id: StrictStr
+
+
+class RunStatusOutline(_Model):
+    """What the operator reads of the workers' share of status: the runs started and
+    not finished, the last run whole, and of the history and the dead letters only
+    which runs they are (and how and when the history's ended). Validating this instead
+    of :class:`RunStatus` skips every record's result, error and parameters."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    active_runs: list[ActiveRun] = []
+    last_run: RunRecord | None = None
+    runs: list[RunOutline] = []
+    dead_runs: list[RunName] = []
+
+
 class ScheduledJobStatus(RunStatus, OperatorStatus):
     """What the operator and the workers observed; written by server-side apply, each
     field by one writer: the operator's lifecycle and schedule, each run's record."""
