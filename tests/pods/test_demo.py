@@ -13,7 +13,7 @@ from tickwork_dev.demo import pods as demo
 from tickwork_dev.devcluster.cluster import Cluster
 from tickwork_dev.devcluster.release import Release
 
-pytestmark = pytest.mark.timeout(600)
+pytestmark = pytest.mark.timeout(900)
 
 
 def test_the_pods_demo_shows_the_workers_absorb_a_burst(
