@@ -4,6 +4,7 @@
 and a file called operator.py would shadow the standard library's operator.)
 
     python benchmarks/watcher.py [--burst 1000] [--sizes 10000 100000] [--window 30]
+                                 [--ceiling-writes 3000] [--ceiling-concurrency 16 32 64]
 
 * **Publish lag**: ``--burst`` one-shot ScheduledJobs due in the same second;
   lag = when Redis accepted each run (``enqueued_at``) minus the due second.
@@ -14,7 +15,15 @@ and a file called operator.py would shadow the standard library's operator.)
   status is written, the mean tick (``tickwork_tick_seconds``) over ``--window``
   seconds and its RSS are read.
   Target: the tick with nothing due does not grow with N; RSS per 1,000 jobs
-  is reported.
+  is reported, with the peak (VmHWM) of the cold start and the operator's CPU
+  seconds to index every job and to write every first status.
+* **Burst beside N**: at the largest N, ``--burst`` more one-shot jobs due in one
+  second are created while that operator runs; their publish lag p99 <= 1 s.
+* **Status-write ceiling**: the operator's share of a first status (as it wrote
+  it) applied by one client to ``--ceiling-writes`` fresh jobs at each
+  ``--ceiling-concurrency``, with no operator running. Issue 18's target for the
+  first status of N new jobs is 1.3 x N / the best rate (``status_backfill_over_floor``
+  <= 1.3).
 
 Prints JSON lines, writes benchmarks/results/watcher.json and a plot. Compare
 ratios within one run: the machine is shared and noisy.
@@ -25,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import json
+import os
 import platform
 import random
 import statistics
@@ -34,6 +44,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from tickwork.kube.client import KubeClient, load_configuration
+from tickwork.kube.status import OPERATOR_MANAGER
 from tickwork.queue.connection import create_client
 from tickwork.queue.messages import RunMessage
 from tickwork.queue.redis_queue import RedisRunQueue
@@ -89,26 +101,34 @@ def publish_lag(workdir: Path, cluster: Cluster, redis: RedisServer, burst: int)
     cluster.kubectl("create", "namespace", namespace)
     operator = start_operator(workdir, cluster, redis, namespace, "burst")
     try:
-        # Due on a whole second far enough ahead for every job to be created and indexed.
-        due = dt.datetime.fromtimestamp(int(time.time()) + 30 + burst // 50, dt.UTC)
-        spec = {"runAt": due.isoformat().replace("+00:00", "Z"), "task": ECHO}
-        create_jobs(cluster, namespace, [job_manifest(f"b-{i:05d}", spec) for i in range(burst)])
-        wait_for(lambda: operator.metric("tickwork_index_jobs") == burst, timeout=120,
-                 what="the index to hold the burst")  # fmt: skip
-        if time.time() >= due.timestamp():
-            raise RuntimeError("creating the burst took longer than planned; lower --burst")
-        messages: list[RunMessage] = []
-
-        def all_published() -> bool:
-            messages.extend(drain(redis, namespace))
-            return len(messages) >= burst
-
-        wait_for(all_published, timeout=120, interval=0.5, what="every run published")
-        lags = [m.enqueued_at - due.timestamp() for m in messages if m.enqueued_at is not None]
+        return burst_lag(cluster, redis, operator, namespace, burst, indexed=0)
     finally:
         operator.stop()
+
+
+def burst_lag(cluster: Cluster, redis: RedisServer, operator: TickworkProcess, namespace: str,
+              burst: int, *, indexed: int) -> dict[str, Any]:  # fmt: skip
+    """``burst`` one-shot jobs due in the same second, created beside ``indexed`` jobs
+    the running operator already holds: the lag of each run's publication."""
+    # Due on a whole second far enough ahead for every job to be created and indexed.
+    due = dt.datetime.fromtimestamp(int(time.time()) + 30 + burst // 50, dt.UTC)
+    spec = {"runAt": due.isoformat().replace("+00:00", "Z"), "task": ECHO}
+    create_jobs(cluster, namespace, [job_manifest(f"b-{i:05d}", spec) for i in range(burst)])
+    wait_for(lambda: operator.metric("tickwork_index_jobs") == indexed + burst, timeout=120,
+             what="the index to hold the burst")  # fmt: skip
+    if time.time() >= due.timestamp():
+        raise RuntimeError("creating the burst took longer than planned; lower --burst")
+    messages: list[RunMessage] = []
+
+    def all_published() -> bool:
+        messages.extend(drain(redis, namespace))
+        return len(messages) >= burst
+
+    wait_for(all_published, timeout=120, interval=0.5, what="every run published")
+    lags = [m.enqueued_at - due.timestamp() for m in messages if m.enqueued_at is not None]
     return {
         "jobs": burst,
+        "indexed_beside": indexed,
         "published": len(lags),
         "lag_p50_seconds": round(statistics.median(lags), 3),
         "lag_p99_seconds": round(percentile(lags, 0.99), 3),
@@ -117,8 +137,68 @@ def publish_lag(workdir: Path, cluster: Cluster, redis: RedisServer, burst: int)
     }
 
 
+async def _apply_statuses(kubeconfig: Path, namespace: str, jobs: list[dict[str, Any]],
+                          status: dict[str, Any], concurrency: int) -> float:  # fmt: skip
+    limit = asyncio.Semaphore(concurrency)
+    async with KubeClient(load_configuration(str(kubeconfig))) as kube:
+
+        async def one(job: dict[str, Any]) -> None:
+            metadata = job["metadata"]
+            async with limit:
+                await kube.apply_job_status(namespace, metadata["name"], metadata["uid"],
+                                            status, field_manager=OPERATOR_MANAGER)  # fmt: skip
+
+        started = time.monotonic()
+        await asyncio.gather(*(one(job) for job in jobs))
+        return time.monotonic() - started
+
+
+def status_write_ceiling(cluster: Cluster, status: dict[str, Any], count: int,
+                         concurrencies: list[int]) -> dict[str, Any]:  # fmt: skip
+    """The API server's rate of first status writes, with no operator in the way: the
+    operator's share of status (as it wrote it) applied by server-side apply to
+    ``count`` fresh jobs per level of concurrency, from one client over one connection
+    as the operator's. The ceiling is the best level's rate."""
+    rates: dict[str, float] = {}
+    for concurrency in concurrencies:
+        namespace = f"ceiling-{concurrency}"
+        cluster.kubectl("create", "namespace", namespace)
+        created = create_jobs(cluster, namespace, [job_manifest(f"c-{i:05d}", {
+            "schedule": "0 0 1 1 *", "task": ECHO}) for i in range(count)])  # fmt: skip
+        seconds = asyncio.run(_apply_statuses(cluster.kubeconfig, namespace, created, status,
+                                              concurrency))  # fmt: skip
+        rates[str(concurrency)] = round(count / seconds, 1)
+        print(json.dumps({"status_writes": count, "concurrency": concurrency,
+                          "per_second": rates[str(concurrency)]}), flush=True)  # fmt: skip
+        cluster.kubectl("delete", "namespace", namespace, "--wait=false")
+    return {"writes": count, "per_second_by_concurrency": rates,
+            "ceiling_per_second": max(rates.values())}  # fmt: skip
+
+
+def _operator_status(cluster: Cluster, namespace: str, name: str) -> dict[str, Any]:
+    """A job's status as the operator first wrote it (no run yet: all of it is its share)."""
+    found = cluster.kubectl("get", "sj", "-n", namespace, name, "-o", "json").stdout
+    status: dict[str, Any] = json.loads(found)["status"]
+    return status
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process (Linux ``/proc``)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _peak_rss(pid: int) -> int:
+    """A process's high-water resident memory (VmHWM)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024
+    raise ValueError(f"no VmHWM for pid {pid}")
+
+
 def tick_and_memory(workdir: Path, cluster: Cluster, redis: RedisServer, sizes: list[int],
-                    window: float) -> list[dict[str, Any]]:  # fmt: skip
+                    window: float, *, burst: int) -> list[dict[str, Any]]:  # fmt: skip
+    """One row per size; at the largest, also the lag of a burst due beside every job."""
     namespace = "scale"
     cluster.kubectl("create", "namespace", namespace)
     rows: list[dict[str, Any]] = []
@@ -138,13 +218,17 @@ def tick_and_memory(workdir: Path, cluster: Cluster, redis: RedisServer, sizes: 
         try:
             _wait_indexed(operator, size)
             warm_seconds = time.monotonic() - launched
+            indexed_cpu = _cpu_seconds(operator.pid)
             # New jobs are owed their first status (phase, nextRunAt); measure after that.
             _wait_for_metric(operator, "tickwork_status_writes_pending", 0.0)
             backfill_seconds = time.monotonic() - launched
+            written_cpu = _cpu_seconds(operator.pid)
             before = _ticks(operator)
             time.sleep(window)  # the measurement window itself, not a wait for an event
             after = _ticks(operator)
-            rss = rss_bytes(operator.pid)
+            rss, peak = rss_bytes(operator.pid), _peak_rss(operator.pid)
+            lag = (burst_lag(cluster, redis, operator, namespace, burst, indexed=size)
+                   if size == max(sizes) and burst else None)  # fmt: skip
         finally:
             operator.stop()
         ticks = after[1] - before[1]
@@ -155,15 +239,23 @@ def tick_and_memory(workdir: Path, cluster: Cluster, redis: RedisServer, sizes: 
             "status_backfill_seconds": round(backfill_seconds, 1),
             "ticks": int(ticks),
             "tick_mean_ms": round(1000 * (after[0] - before[0]) / ticks, 3) if ticks else None,
+            "index_cpu_seconds": round(indexed_cpu, 1),
+            "status_backfill_cpu_seconds": round(written_cpu, 1),
             "rss_mib": round(rss / 2**20, 1),
+            "peak_rss_mib": round(peak / 2**20, 1),
         }
-        print(json.dumps(row), flush=True)
+        if lag is not None:
+            row["burst_lag"] = lag
+            row["operator_status_sample"] = _operator_status(cluster, namespace, "s-000000")
+        print(json.dumps({k: v for k, v in row.items() if k != "operator_status_sample"}),
+              flush=True)  # fmt: skip
         rows.append(row)
     base = rows[0]
     for row in rows[1:]:
         row["rss_mib_per_1k_jobs"] = round(
             (row["rss_mib"] - base["rss_mib"]) / (row["jobs"] / 1000), 3
         )
+        row["peak_over_steady"] = round(row["peak_rss_mib"] / row["rss_mib"], 2)
         if row["tick_mean_ms"] and base["tick_mean_ms"]:
             row["tick_ratio_vs_empty"] = round(row["tick_mean_ms"] / base["tick_mean_ms"], 2)
     return rows
@@ -217,6 +309,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--burst", type=int, default=1000)
     parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
     parser.add_argument("--window", type=float, default=30.0)
+    parser.add_argument(
+        "--ceiling-writes",
+        type=int,
+        default=3000,
+        help="status writes per level when measuring the API server's ceiling",
+    )
+    parser.add_argument("--ceiling-concurrency", type=int, nargs="+", default=[16, 32, 64])
     args = parser.parse_args(argv)
     report: dict[str, Any] = {"benchmark": "watcher", "python": platform.python_version()}
     with tempfile.TemporaryDirectory(prefix="operator-bench-") as tmp:
@@ -224,11 +323,23 @@ def main(argv: list[str] | None = None) -> int:
         with plane_with_crd(workdir) as (cluster, redis):
             report["publish_lag"] = publish_lag(workdir, cluster, redis, args.burst)
             print(json.dumps(report["publish_lag"]), flush=True)
-            report["scale"] = tick_and_memory(workdir, cluster, redis, args.sizes, args.window)
+            report["scale"] = tick_and_memory(workdir, cluster, redis, args.sizes, args.window,
+                                              burst=args.burst)  # fmt: skip
+            largest = report["scale"][-1]
+            status = largest.pop("operator_status_sample")
+            report["status_write_ceiling"] = ceiling = status_write_ceiling(
+                cluster, status, args.ceiling_writes, args.ceiling_concurrency
+            )
+            for row in report["scale"][1:]:
+                # Issue 18's target: first status of N new jobs <= 1.3 x N / ceiling.
+                floor = row["jobs"] / ceiling["ceiling_per_second"]
+                row["status_backfill_floor_seconds"] = round(floor, 1)
+                row["status_backfill_over_floor"] = round(row["status_backfill_seconds"] / floor, 2)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2) + "\n")
     plot(report, args.plot)
-    return 0 if report["publish_lag"]["lag_p99_seconds"] <= 1.0 else 1
+    lags = [report["publish_lag"], *(r["burst_lag"] for r in report["scale"] if "burst_lag" in r)]
+    return 0 if all(lag["lag_p99_seconds"] <= 1.0 for lag in lags) else 1
 
 
 if __name__ == "__main__":

@@ -42,6 +42,12 @@ logger = logging.getLogger(__name__)
 #: run: they go out in the background, after the workers have claimed what fell
 #: due, so the API server serves the runs' own writes first.
 REPORT_CONCURRENCY = 16
+#: Owed status writes (new or edited jobs) in flight at once. The API server's rate of
+#: first status writes still grows from 16 to 32 writes in flight (benchmarks/watcher.py,
+#: ``status_write_ceiling``).
+OWED_CONCURRENCY = 32
+#: Owed writes taken per round: a round waits only for the slowest of its last writes.
+OWED_BATCH = 8 * OWED_CONCURRENCY
 #: How long each round of reports waits for the workers to claim what is queued.
 #: While a backlog lasts, reports trickle out one round per hold, and a job's
 #: reports merge into one (the latest run, the latest nextRunAt).
@@ -208,18 +214,25 @@ class Reporter:
 
     async def write_owed(self, deadline: float) -> None:
         """Work off owed status writes until ``deadline`` (monotonic): ten thousand jobs
-        applied at once must not hold back the next tick's due runs."""
+        applied at once must not hold back the next tick's due runs.
+
+        ``OWED_CONCURRENCY`` writes are kept in flight, a new one starting as each
+        ends (no round waits for its slowest write), until the deadline: writes not
+        started by then stay owed for the next tick."""
         while self.clock.monotonic() < deadline:
             # A job with a report still to go gets its status written by that report.
             owed = (key for key in self.state.dirty
                     if key not in self._reports and key not in self._writing)  # fmt: skip
-            keys = list(itertools.islice(owed, REPORT_CONCURRENCY))
+            keys = list(itertools.islice(owed, OWED_BATCH))
             if not keys:
                 break
-            await bounded([self._write_one_owed(key) for key in keys], REPORT_CONCURRENCY)
+            await bounded([self._write_one_owed(key, deadline) for key in keys],
+                          OWED_CONCURRENCY)  # fmt: skip
         self.metrics.status_writes_pending.set(len(self.state.dirty))
 
-    async def _write_one_owed(self, key: JobKey) -> None:
+    async def _write_one_owed(self, key: JobKey, deadline: float) -> None:
+        if self.clock.monotonic() >= deadline or key not in self.state.dirty:
+            return  # the tick's budget is spent (still owed), or written meanwhile
         entry = self.state.jobs.get(key)
         self.state.status_written(key)
         if entry is None:

@@ -1,0 +1,125 @@
+"""Owed status writes (first status of new jobs) fill what is left of a tick: a window
+of writes in flight, refilled as each ends, and none started past the tick's budget.
+The API server is a gate that holds each write until the test lets it through."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+from typing import Any
+
+import pytest
+
+from tickwork.core.buckets import BucketIndex
+from tickwork.queue.memory import MemoryRunQueue
+from tickwork_operator.clock import Clock
+from tickwork_operator.metrics import OperatorMetrics
+from tickwork_operator.reporter import OWED_CONCURRENCY, Reporter
+from tickwork_operator.state import WatchState
+
+pytestmark = [pytest.mark.unit, pytest.mark.asyncio]
+
+T0 = dt.datetime(2026, 12, 1, 9, 0, 30, tzinfo=dt.UTC)
+
+
+class Gate:
+    """The status subresource, holding every write until released."""
+
+    def __init__(self) -> None:
+        self.waiting: list[asyncio.Future[None]] = []
+        self.in_flight = 0
+        self.most_in_flight = 0
+        self.written: list[str] = []
+        self.arrived = asyncio.Event()
+
+    async def apply_job_status(self, *job: Any, **options: Any) -> dict[str, Any]:
+        assert options["field_manager"] == "tickwork-operator"
+        self.in_flight += 1
+        self.most_in_flight = max(self.most_in_flight, self.in_flight)
+        done = asyncio.get_running_loop().create_future()
+        self.waiting.append(done)
+        self.arrived.set()
+        try:
+            await done
+        finally:
+            self.in_flight -= 1
+        self.written.append(job[1])
+        return {"metadata": {"resourceVersion": str(100 + len(self.written))}}
+
+    async def post(self, job: Any, **event: Any) -> None:
+        raise AssertionError(f"no Event is expected, not {event} of {job}")
+
+    async def until(self, count: int) -> None:
+        """Until ``count`` writes wait at the gate (a few seconds at most)."""
+        while len(self.waiting) < count:
+            self.arrived.clear()
+            try:
+                await asyncio.wait_for(self.arrived.wait(), 5)
+            except TimeoutError:
+                pytest.fail(f"{len(self.waiting)} writes at the gate, not {count}")
+
+    def release(self, count: int) -> None:
+        for done in self.waiting[:count]:
+            done.set_result(None)
+        del self.waiting[:count]
+
+
+def reporter_with(jobs: int, clock: list[float]) -> tuple[Reporter, WatchState, Gate]:
+    state = WatchState(index=BucketIndex(start=T0.timestamp(), width=1.0))
+    for i in range(jobs):
+        state.observe({
+            "metadata": {"namespace": "ns", "name": f"j{i:04d}", "uid": f"uid-{i}",
+                         "generation": 1, "creationTimestamp": T0.isoformat(),
+                         "resourceVersion": "7"},
+            "spec": {"schedule": "0 0 1 1 *", "task": {"echo": {"message": "x"}}},
+        }, now=T0)  # fmt: skip
+    gate = Gate()
+    reporter = Reporter(
+        state=state, queue=MemoryRunQueue(clock=lambda: clock[0]), kube=gate,  # type: ignore[arg-type]
+        events=gate, metrics=OperatorMetrics(),  # type: ignore[arg-type]
+        clock=Clock(wall=lambda: clock[0], monotonic=lambda: clock[0]), hold_seconds=0,
+    )  # fmt: skip
+    return reporter, state, gate
+
+
+async def test_a_write_that_ends_makes_room_for_the_next_at_once() -> None:
+    clock = [T0.timestamp()]
+    reporter, state, gate = reporter_with(OWED_CONCURRENCY + 5, clock)
+    assert len(state.dirty) == OWED_CONCURRENCY + 5  # every new job owes its first status
+    writing = asyncio.create_task(reporter.write_owed(clock[0] + 1.0))
+    await gate.until(OWED_CONCURRENCY)
+    await asyncio.sleep(0)  # nothing more starts while the window is full
+    assert gate.in_flight == OWED_CONCURRENCY
+    # One write ends while the others of its round still wait: the next starts at
+    # once (a round that waited for its slowest write would start nothing here).
+    gate.release(1)
+    await gate.until(OWED_CONCURRENCY)
+    assert gate.in_flight == OWED_CONCURRENCY
+    assert len(gate.written) == 1
+    while not writing.done():
+        gate.release(len(gate.waiting))
+        await asyncio.sleep(0)
+    assert gate.most_in_flight == OWED_CONCURRENCY
+    assert sorted(gate.written) == sorted(name for _, name in state.jobs)
+    assert not state.dirty
+
+
+async def test_no_write_starts_past_the_budget_and_the_rest_stay_owed() -> None:
+    clock = [T0.timestamp()]
+    reporter, state, gate = reporter_with(OWED_CONCURRENCY * 3, clock)
+    writing = asyncio.create_task(reporter.write_owed(clock[0] + 0.5))
+    await gate.until(OWED_CONCURRENCY)
+    clock[0] += 0.6  # the tick's budget is spent while the first writes are on their way
+    gate.release(OWED_CONCURRENCY)
+    await writing  # returns once the writes on their way have ended
+    assert len(gate.written) == OWED_CONCURRENCY
+    assert not gate.waiting
+    assert len(state.dirty) == OWED_CONCURRENCY * 2
+    assert not set(gate.written) & {name for _, name in state.dirty}
+    # The next tick goes on with what is still owed.
+    writing = asyncio.create_task(reporter.write_owed(clock[0] + 1.0))
+    while not writing.done():
+        gate.release(len(gate.waiting))
+        await asyncio.sleep(0)
+    assert len(gate.written) == OWED_CONCURRENCY * 3
+    assert not state.dirty
