@@ -34,7 +34,6 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import json
-import os
 import platform
 import random
 import statistics
@@ -54,8 +53,10 @@ from tickwork_dev.devcluster.cluster import Cluster
 from tickwork_dev.devcluster.components import TickworkProcess, wait_for
 from tickwork_dev.devcluster.measure import (
     benchmark_parser,
+    cpu_seconds,
     create_jobs,
     job_manifest,
+    peak_rss_bytes,
     percentile,
     plane_with_crd,
     rss_bytes,
@@ -182,20 +183,6 @@ def _operator_status(cluster: Cluster, namespace: str, name: str) -> dict[str, A
     return status
 
 
-def _cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process (Linux ``/proc``)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def _peak_rss(pid: int) -> int:
-    """A process's high-water resident memory (VmHWM)."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) * 1024
-    raise ValueError(f"no VmHWM for pid {pid}")
-
-
 def tick_and_memory(workdir: Path, cluster: Cluster, redis: RedisServer, sizes: list[int],
                     window: float, *, burst: int) -> list[dict[str, Any]]:  # fmt: skip
     """One row per size; at the largest, also the lag of a burst due beside every job."""
@@ -218,15 +205,15 @@ def tick_and_memory(workdir: Path, cluster: Cluster, redis: RedisServer, sizes: 
         try:
             _wait_indexed(operator, size)
             warm_seconds = time.monotonic() - launched
-            indexed_cpu = _cpu_seconds(operator.pid)
+            indexed_cpu = cpu_seconds(operator.pid)
             # New jobs are owed their first status (phase, nextRunAt); measure after that.
             _wait_for_metric(operator, "tickwork_status_writes_pending", 0.0)
             backfill_seconds = time.monotonic() - launched
-            written_cpu = _cpu_seconds(operator.pid)
+            written_cpu = cpu_seconds(operator.pid)
             before = _ticks(operator)
             time.sleep(window)  # the measurement window itself, not a wait for an event
             after = _ticks(operator)
-            rss, peak = rss_bytes(operator.pid), _peak_rss(operator.pid)
+            rss, peak = rss_bytes(operator.pid), peak_rss_bytes(operator.pid)
             lag = (burst_lag(cluster, redis, operator, namespace, burst, indexed=size)
                    if size == max(sizes) and burst else None)  # fmt: skip
         finally:

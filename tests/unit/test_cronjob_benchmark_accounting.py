@@ -74,3 +74,19 @@ def test_no_ratio_is_claimed_while_tickwork_itself_is_censored(bench: ModuleType
     late = bench.summarize(_window({600.0: [1.0] * 10, 660.0: []}, until=780.0), 10, 2)
     other = bench.summarize(_window({600.0: [9.0] * 10, 660.0: [9.0] * 10}, until=780.0), 10, 2)
     assert bench.p99_ratio(late, other) == {"p99_lag_ratio_cronjob_over_tickwork": None}
+
+
+def test_cpu_per_run_counts_every_process_on_a_run_path_but_no_bystander(
+    bench: ModuleType,
+) -> None:
+    window = {**_window({600.0: [1.0] * 10, 660.0: [2.0] * 10}, until=780.0), "cpu_seconds": {
+        "kube-apiserver": 0.2, "etcd": 0.02, "redis-server": 0.01, "tickwork-operator-0": 0.06,
+        "tickwork-worker-1": 0.04, "tickwork-worker-2": 0.05, "kube-controller-manager": 1.0,
+    }}  # fmt: skip
+    summary = bench.summarize(window, 10, 2)
+    # 20 scheduled runs: per run, the workers' CPU together, the bystander apart.
+    assert summary["cpu_ms_per_run"] == {
+        "etcd": 1.0, "kube-apiserver": 10.0, "kube-controller-manager": 50.0,
+        "redis-server": 0.5, "tickwork-operator": 3.0, "tickwork-workers": 4.5,
+    }  # fmt: skip
+    assert summary["cpu_ms_per_run_total"] == 19.0

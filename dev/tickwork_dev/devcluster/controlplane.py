@@ -160,6 +160,10 @@ class ControlPlane(process.Started):
             if proc is not None:
                 process.stop(proc)
 
+    def pids(self) -> dict[str, int]:
+        """The running servers' process IDs, by name (etcd, kube-apiserver, ...)."""
+        return {name: proc.pid for name, proc in self._procs.items() if proc.poll() is None}
+
     def _spawn(self, name: str, argv: list[str]) -> subprocess.Popen[bytes]:
         proc = process.spawn(argv, log_path=self.log_path(name))
         self._procs[name] = proc

@@ -7,6 +7,7 @@ import argparse
 import asyncio
 import contextlib
 import math
+import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -61,6 +62,20 @@ def rss_bytes(pid: int) -> int:
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) * 1024
     raise ValueError(f"no VmRSS for pid {pid}")
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time a process has used (Linux ``/proc``)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def peak_rss_bytes(pid: int) -> int:
+    """A process's high-water resident memory (VmHWM)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024
+    raise ValueError(f"no VmHWM for pid {pid}")
 
 
 def job_manifest(name: str, spec: dict[str, Any]) -> dict[str, Any]:

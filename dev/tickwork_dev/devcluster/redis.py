@@ -80,6 +80,11 @@ class RedisServer(process.Started):
     _proc: subprocess.Popen[bytes] | None = None
 
     @property
+    def pid(self) -> int:
+        assert self._proc is not None  # noqa: S101 - started first
+        return self._proc.pid
+
+    @property
     def url(self) -> str:
         scheme = "rediss" if self.tls else "redis"
         return f"{scheme}://:{self.password}@127.0.0.1:{self.port}/0"
