@@ -16,6 +16,7 @@ from tickwork.core.runs import (
     manual_run_id,
     parse_run_id,
     scheduled_run_id,
+    trigger_key,
 )
 from tickwork.core.schedule import OneShotSchedule, cron_schedule
 from tickwork.core.states import (
@@ -76,6 +77,16 @@ def test_manual_run_ids_keep_plain_tokens_and_hash_others(
 def test_empty_manual_tokens_are_refused() -> None:
     with pytest.raises(InvalidSpecError, match="must not be empty"):
         manual_run_id(UID, "  ")
+
+
+@pytest.mark.parametrize(("token", "key"), [("", None), (" \t", None), (" nightly ", "nightly"),
+                                            ("a b", None)])  # fmt: skip
+def test_a_blank_token_triggers_nothing_and_others_are_keyed_as_run_ids_are(
+    token: str, key: str | None
+) -> None:
+    if key is None and token.strip():
+        key = manual_run_id(UID, token).removeprefix(f"{UID}.manual.")  # hashed
+    assert trigger_key(token) == key
 
 
 @pytest.mark.parametrize("bad", ["", "no-instant", f"{UID}.notatime"])

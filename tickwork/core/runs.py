@@ -62,6 +62,8 @@ def same_trigger(token: str, recorded: str | None) -> bool:
 
 def trigger_key(token: str) -> str | None:
     """The key status records for ``token``; None for a blank token (no trigger)."""
+    if not token or token.isspace():
+        return None  # most jobs have none: no exception raised and caught per watch event
     try:
         return manual_token_key(token)
     except InvalidSpecError:
