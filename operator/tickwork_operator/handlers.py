@@ -43,7 +43,10 @@ async def scheduled_job_event(
     state: WatchState = memo["state"]
     ticker: Ticker = memo["ticker"]
     meta = body.get("metadata", {})
-    if event.get("type") == "DELETED":
+    kind = event.get("type")
+    if kind is None:  # kopf's convention for an object of a list, not a watch event
+        state.listed_at = ticker.clock.monotonic()
+    elif kind == "DELETED":
         state.forget(meta.get("namespace", ""), meta.get("name", ""))
         return
     entry = state.observe(dict(body), now=dt.datetime.now(dt.UTC))

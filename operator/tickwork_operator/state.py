@@ -63,6 +63,10 @@ class Trigger:
     params: str | None = None
 
 
+#: A list is taken as over once no listed object has arrived for this long.
+LIST_QUIET_SECONDS = 2.0
+
+
 @dataclass
 class WatchState:
     """All jobs, the bucket index, and what the leader still owes the API server."""
@@ -79,6 +83,9 @@ class WatchState:
     job's queued run stays: its worker records it Skipped.)"""
     busy: set[JobKey] = field(default_factory=set)
     """Jobs the leader is acting on right now; the watch must not re-index them."""
+    listed_at: float | None = None
+    """When (the ticker's monotonic clock) a list last brought an object: kopf's first
+    list, or a relist after the watch failed. See :meth:`listing`."""
     backfilling: dict[JobKey, None] = field(default_factory=dict)  # ordered set
     """Jobs with a backfill not complete yet: what the leader publishes backfilled
     runs for, each tick (O(backfilling), not O(jobs))."""
@@ -226,6 +233,15 @@ class WatchState:
         self._track_ttl(entry)
         self.track_waiting(entry)
         return entry
+
+    def listing(self, now: float) -> bool:
+        """Is a list still coming in (an object listed less than ``LIST_QUIET_SECONDS``
+        ago)? Status writes meanwhile would come back as watch events that the API
+        server's watch cache must hold until the list ends and the watch resumes from
+        the list's resourceVersion; at 100,000 jobs a list takes minutes, the events of
+        thousands of writes push that version out of the cache, the watch gets 410 Gone
+        and kopf lists everything again (docs/performance.md)."""
+        return self.listed_at is not None and now - self.listed_at < LIST_QUIET_SECONDS
 
     def phases(self) -> collections.Counter[JobPhase]:
         """How many jobs' status shows each phase (jobs without one yet are left out)."""

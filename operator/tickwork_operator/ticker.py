@@ -156,7 +156,11 @@ class Ticker:
         self.reporter.start()
         self.metrics.index_size.set(len(self.state.jobs))
         self.metrics.reports_pending.set(self.reporter.pending)
-        # Last: owed status writes fill the rest of this tick, never the next one.
+        # Last: owed status writes fill the rest of this tick, never the next one;
+        # none while a list comes in (WatchState.listing says why).
+        if self.state.listing(self.clock.monotonic()):
+            self.metrics.status_writes_pending.set(len(self.state.dirty))
+            return
         wall = self.clock.wall()
         boundary = (wall // self.tick_seconds + 1) * self.tick_seconds
         budget = max(STATUS_BACKLOG_MIN_SECONDS, boundary - wall - STATUS_BACKLOG_MARGIN)

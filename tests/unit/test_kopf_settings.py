@@ -4,12 +4,17 @@ written to objects, and the initial list comes in pages."""
 
 from __future__ import annotations
 
+import asyncio
+from types import SimpleNamespace
 from typing import Any
 
 import kopf
 import pytest
 
-from tickwork_operator.handlers import LIST_PAGE, kopf_settings, registry
+from tickwork.core.buckets import BucketIndex
+from tickwork_operator.clock import Clock
+from tickwork_operator.handlers import LIST_PAGE, kopf_settings, registry, scheduled_job_event
+from tickwork_operator.state import WatchState
 
 pytestmark = pytest.mark.unit
 
@@ -47,3 +52,23 @@ def test_the_list_comes_in_pages_and_kopf_posts_and_scans_nothing() -> None:
     assert settings.watching.chunk_size == LIST_PAGE
     assert not settings.posting.enabled
     assert settings.scanning.disabled
+
+
+@pytest.mark.asyncio
+async def test_a_listed_object_marks_a_list_in_progress_and_a_watch_event_does_not() -> None:
+    state = WatchState(index=BucketIndex(start=0.0, width=1.0))
+    now = [100.0]
+    ticker = SimpleNamespace(clock=Clock(wall=lambda: now[0], monotonic=lambda: now[0]),
+                             wakeup=asyncio.Event())  # fmt: skip
+    memo = kopf.Memo(state=state, ticker=ticker)
+    job = body()
+    await scheduled_job_event(event={"type": "MODIFIED", "object": job}, body=kopf.Body(job),
+                              memo=memo)  # fmt: skip
+    assert state.listed_at is None
+    assert not state.listing(now[0])
+    await scheduled_job_event(event={"type": None, "object": job}, body=kopf.Body(job),
+                              memo=memo)  # fmt: skip  # kopf's type for a listed object
+    assert state.listed_at == 100.0
+    assert state.listing(101.0)
+    assert not state.listing(102.5)
+    assert ("team-a", "nightly") in state.jobs  # and it is indexed as any event

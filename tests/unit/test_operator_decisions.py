@@ -33,7 +33,7 @@ from tickwork.queue.memory import MemoryRunQueue
 from tickwork.queue.messages import EnqueueOutcome, RunMessage
 from tickwork_operator.clock import Clock
 from tickwork_operator.metrics import OperatorMetrics
-from tickwork_operator.state import WatchState
+from tickwork_operator.state import LIST_QUIET_SECONDS, WatchState
 from tickwork_operator.ticker import Ticker
 
 pytestmark = [pytest.mark.unit, pytest.mark.asyncio]
@@ -168,6 +168,20 @@ async def test_a_run_is_published_when_it_falls_due_and_not_before() -> None:
     assert status["phase"] == "Scheduled"  # the lifecycle; what its runs do is the workers'
     assert status["queuedRun"]["id"] == scheduled_run_id(UID, minute(1))
     assert status["nextRunAt"] == "2026-12-01T09:02:00Z"
+
+
+async def test_no_owed_status_is_written_while_a_list_comes_in() -> None:
+    leader = Leader()
+    leader.observe(EVERY_MINUTE)  # a new job: it owes its first status
+    leader.state.listed_at = leader.t  # what the watch handler notes for a listed object
+    await leader.tick_at(T0 + dt.timedelta(seconds=1))
+    assert leader.sink.writes == 0
+    assert leader.state.dirty  # still owed
+    # No listed object for LIST_QUIET_SECONDS: the list is over, the write goes out.
+    await leader.tick_at(T0 + dt.timedelta(seconds=1 + LIST_QUIET_SECONDS))
+    assert leader.sink.writes == 1
+    assert leader.sink.status["phase"] == "Scheduled"
+    assert not leader.state.dirty
 
 
 async def test_a_tick_repeated_publishes_nothing_twice() -> None:
