@@ -59,6 +59,7 @@ from tickwork_dev.devcluster.measure import (
     peak_rss_bytes,
     percentile,
     plane_with_crd,
+    requests_so_far,
     rss_bytes,
     save_figure,
 )
@@ -200,6 +201,7 @@ def tick_and_memory(workdir: Path, cluster: Cluster, redis: RedisServer, sizes: 
             create_jobs(cluster, namespace, items[start : start + 5000])
         created = max(created, size)
         create_seconds = time.monotonic() - started
+        pages_before = requests_so_far(cluster, ("LIST",), resource="scheduledjobs")
         launched = time.monotonic()
         operator = start_operator(workdir, cluster, redis, namespace, str(size))
         try:
@@ -210,6 +212,8 @@ def tick_and_memory(workdir: Path, cluster: Cluster, redis: RedisServer, sizes: 
             _wait_for_metric(operator, "tickwork_status_writes_pending", 0.0)
             backfill_seconds = time.monotonic() - launched
             written_cpu = cpu_seconds(operator.pid)
+            # Pages the operator listed: one list is ceil(size / 500); more is a relist.
+            pages = requests_so_far(cluster, ("LIST",), resource="scheduledjobs") - pages_before
             before = _ticks(operator)
             time.sleep(window)  # the measurement window itself, not a wait for an event
             after = _ticks(operator)
@@ -228,6 +232,7 @@ def tick_and_memory(workdir: Path, cluster: Cluster, redis: RedisServer, sizes: 
             "tick_mean_ms": round(1000 * (after[0] - before[0]) / ticks, 3) if ticks else None,
             "index_cpu_seconds": round(indexed_cpu, 1),
             "status_backfill_cpu_seconds": round(written_cpu, 1),
+            "list_pages": int(pages),
             "rss_mib": round(rss / 2**20, 1),
             "peak_rss_mib": round(peak / 2**20, 1),
         }

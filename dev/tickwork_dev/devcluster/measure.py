@@ -41,6 +41,13 @@ def percentile(values: list[float], q: float) -> float:
 def writes_so_far(cluster: Cluster, *, resource: str | None = None) -> float:
     """Mutating requests the API server has served since it started (from every
     client), optionally only those on one resource (``scheduledjobs``)."""
+    return requests_so_far(cluster, WRITE_VERBS, resource=resource)
+
+
+def requests_so_far(cluster: Cluster, verbs: tuple[str, ...], *,
+                    resource: str | None = None) -> float:  # fmt: skip
+    """Requests with one of ``verbs`` (``LIST``: each page counts) the API server has
+    served since it started, optionally only those on one resource."""
     text = cluster.kubectl("get", "--raw", "/metrics", timeout=120).stdout
     total = 0.0
     for line in text.splitlines():
@@ -48,7 +55,7 @@ def writes_so_far(cluster: Cluster, *, resource: str | None = None) -> float:
         if match is None:
             continue
         labels = match.group("labels")
-        if not any(f'verb="{verb}"' in labels for verb in WRITE_VERBS):
+        if not any(f'verb="{verb}"' in labels for verb in verbs):
             continue
         if resource is not None and f'resource="{resource}"' not in labels:
             continue
