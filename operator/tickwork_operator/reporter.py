@@ -42,9 +42,9 @@ logger = logging.getLogger(__name__)
 #: run: they go out in the background, after the workers have claimed what fell
 #: due, so the API server serves the runs' own writes first.
 REPORT_CONCURRENCY = 16
-#: Owed status writes (new or edited jobs) in flight at once. The API server's rate of
-#: first status writes still grows from 16 to 32 writes in flight (benchmarks/watcher.py,
-#: ``status_write_ceiling``).
+#: Owed status writes (new or edited jobs) in flight at once: the API server's rate of
+#: first status writes was best at 32 of 16 / 32 / 64 (209 / 221 / 193 per second at
+#: 100,000 jobs; benchmarks/watcher.py, ``status_write_ceiling``).
 OWED_CONCURRENCY = 32
 #: Owed writes taken per round: a round waits only for the slowest of its last writes.
 OWED_BATCH = 8 * OWED_CONCURRENCY
@@ -216,9 +216,9 @@ class Reporter:
         """Work off owed status writes until ``deadline`` (monotonic): ten thousand jobs
         applied at once must not hold back the next tick's due runs.
 
-        ``OWED_CONCURRENCY`` writes are kept in flight, a new one starting as each
-        ends (no round waits for its slowest write), until the deadline: writes not
-        started by then stay owed for the next tick."""
+        Up to ``OWED_CONCURRENCY`` writes are in flight, a new one starting as each
+        ends, in rounds of ``OWED_BATCH`` (only a round's last writes wait for its
+        slowest), until the deadline: writes not started by then stay owed."""
         while self.clock.monotonic() < deadline:
             # A job with a report still to go gets its status written by that report.
             owed = (key for key in self.state.dirty
