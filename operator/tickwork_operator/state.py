@@ -74,6 +74,10 @@ class WatchState:
     index: BucketIndex[IndexKey]
     jobs: dict[JobKey, JobEntry] = field(default_factory=dict)
     dirty: dict[JobKey, None] = field(default_factory=dict)  # ordered set
+    owed_version: int = 0
+    """Raised whenever a job may have become owed a status write that no earlier pass
+    over ``dirty`` saw as owed (see ``Reporter.write_owed``): a job newly dirty, or
+    one owed again after a write."""
     triggers: dict[JobKey, Trigger] = field(default_factory=dict)
     dead_letter_asks: dict[tuple[JobKey, str], DeadLetterRequest] = field(default_factory=dict)
     """Requeue or purge requests (by job and verb) not acted on yet."""
@@ -136,6 +140,7 @@ class WatchState:
     def owe_status(self, key: JobKey) -> None:
         """The operator's share of ``key``'s status must be written (again)."""
         self.dirty[key] = None
+        self.owed_version += 1
 
     def status_written(self, key: JobKey) -> None:
         self.dirty.pop(key, None)
@@ -150,7 +155,7 @@ class WatchState:
             return
         latest.written = share
         if _differs(latest.wanted, share):
-            self.dirty[entry.key] = None
+            self.owe_status(entry.key)
         else:
             self.dirty.pop(entry.key, None)
 
@@ -375,7 +380,10 @@ class WatchState:
             )  # fmt: skip
         entry.wanted = wanted
         if _differs(wanted, entry.written):
-            self.dirty[entry.key] = None
+            if entry.key not in self.dirty:
+                # Already dirty: whatever was making it wait (a report on its way, a
+                # write in flight) still does, and raises the version when it ends.
+                self.owe_status(entry.key)
         else:
             self.dirty.pop(entry.key, None)
         self.track_backfills(entry)

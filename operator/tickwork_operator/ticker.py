@@ -87,6 +87,8 @@ class Ticker:
                                      queue_name=queue_name)  # fmt: skip
         self.wakeup = asyncio.Event()
         self._last_reconcile: float | None = None
+        self._maintained_in: float | None = None
+        """The tick period (wall time // ``tick_seconds``) the queue was last maintained in."""
         self.last_round = time.monotonic()
         """When the loop last finished a tick or found itself not leading (liveness)."""
 
@@ -102,6 +104,7 @@ class Ticker:
                 await _wait_any(leading, stop)
                 self.last_round = time.monotonic()
                 self._last_reconcile = None  # a new leader reconciles at once
+                self._maintained_in = None
                 continue
             started = time.perf_counter()
             try:
@@ -152,7 +155,13 @@ class Ticker:
         ):
             self._last_reconcile = monotonic
             await self.reconciler.reconcile()
-        await self.reconciler.maintain_queue()
+        # Once per tick period: the ticks a watch event wakes in between (a status owed,
+        # a trigger) need no reaping, promotion or depth (three Redis round trips, 6 %
+        # of the operator's CPU at 5,000 runs a minute, py-spy).
+        period = self.clock.wall() // self.tick_seconds
+        if period != self._maintained_in:
+            self._maintained_in = period
+            await self.reconciler.maintain_queue()
         self.reporter.start()
         self.metrics.index_size.set(len(self.state.jobs))
         self.metrics.reports_pending.set(self.reporter.pending)

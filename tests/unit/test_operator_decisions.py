@@ -184,6 +184,30 @@ async def test_no_owed_status_is_written_while_a_list_comes_in() -> None:
     assert not leader.state.dirty
 
 
+async def test_the_queue_is_maintained_once_per_tick_period_not_on_every_woken_tick() -> None:
+    """Watch events wake ticks between the regular ones (a status owed, a trigger):
+    those make no Redis round trips for reaping and promotion; the next period's
+    first tick does."""
+    leader = Leader()
+    leader.observe(EVERY_MINUTE)
+    maintained: list[float] = []
+    reap = leader.queue.reap_expired
+
+    async def counted() -> int:
+        maintained.append(leader.t)
+        return await reap()
+
+    leader.queue.reap_expired = counted  # type: ignore[method-assign]
+    for second in (0.005, 0.3, 0.6, 0.95):
+        await leader.tick_at(minute(1, second))
+    assert maintained == [minute(1, 0.005).timestamp()]
+    # A run claimed with a one-second lease, never acknowledged (its worker died).
+    (claim,) = await leader.queue.claim(consumer="w", lease_seconds=1, count=1)
+    await leader.tick_at(minute(1, 2.1))
+    assert len(maintained) == 2
+    assert await leader.queued() == [claim.run_id]  # reaped: ready again
+
+
 async def test_a_tick_repeated_publishes_nothing_twice() -> None:
     leader = Leader()
     leader.observe(EVERY_MINUTE)

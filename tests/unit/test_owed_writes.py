@@ -60,7 +60,8 @@ class Gate:
 
     def release(self, count: int) -> None:
         for done in self.waiting[:count]:
-            done.set_result(None)
+            if not done.done():  # cancelled with its write
+                done.set_result(None)
         del self.waiting[:count]
 
 
@@ -123,3 +124,109 @@ async def test_no_write_starts_past_the_budget_and_the_rest_stay_owed() -> None:
         await asyncio.sleep(0)
     assert len(gate.written) == OWED_CONCURRENCY * 3
     assert not state.dirty
+
+
+class CountingDirty(dict[Any, None]):
+    """``WatchState.dirty`` that counts the passes made over it."""
+
+    passes = 0
+
+    def __iter__(self) -> Any:
+        self.passes += 1
+        return super().__iter__()
+
+
+def observed(state: WatchState, i: int, *, generation: int = 1,
+             schedule: str = "0 0 1 1 *") -> None:  # fmt: skip
+    state.observe({
+        "metadata": {"namespace": "ns", "name": f"j{i:04d}", "uid": f"uid-{i}",
+                     "generation": generation, "creationTimestamp": T0.isoformat(),
+                     "resourceVersion": str(10 + generation)},
+        "spec": {"schedule": schedule, "task": {"echo": {"message": "x"}}},
+    }, now=T0)  # fmt: skip
+
+
+async def written_out(reporter: Reporter, gate: Gate, deadline: float) -> None:
+    writing = asyncio.create_task(reporter.write_owed(deadline))
+    while not writing.done():
+        gate.release(len(gate.waiting))
+        await asyncio.sleep(0)
+    await writing
+
+
+async def test_jobs_waiting_for_their_reports_are_not_passed_over_on_every_tick() -> None:
+    """Thousands of jobs are dirty with a report on its way while runs fall due, and
+    every watch event wakes a tick: a pass over them that found none owed is not made
+    again until a job may have become owed."""
+    clock = [T0.timestamp()]
+    reporter, state, gate = reporter_with(50, clock)
+    state.dirty = CountingDirty(state.dirty)
+    for entry in state.jobs.values():
+        reporter.owe(entry)  # runs published: their reports will write the status
+    await written_out(reporter, gate, clock[0] + 1.0)
+    assert gate.written == []
+    assert state.dirty.passes == 1
+    # Events of jobs already dirty (a worker's status write) wake more ticks.
+    for i in range(10):
+        observed(state, i)
+    await written_out(reporter, gate, clock[0] + 1.0)
+    await written_out(reporter, gate, clock[0] + 1.0)
+    assert state.dirty.passes == 1
+    assert gate.written == []
+    # A new job is owed its first status: the next tick finds it.
+    observed(state, 50)
+    await written_out(reporter, gate, clock[0] + 1.0)
+    assert gate.written == ["j0050"]
+    assert state.dirty.passes == 3  # the pass that found it, and one that found none
+    await written_out(reporter, gate, clock[0] + 1.0)
+    assert state.dirty.passes == 3
+
+
+async def test_a_job_whose_report_wrote_an_older_share_is_written_next_tick() -> None:
+    clock = [T0.timestamp()]
+    reporter, state, gate = reporter_with(3, clock)
+    for entry in state.jobs.values():
+        reporter.owe(entry)
+    await written_out(reporter, gate, clock[0] + 1.0)  # none owed: every job has a report
+    reporter.start()
+    await gate.until(3)  # the reports' writes are on their way
+    # Meanwhile the spec of j0001 changes: its wanted share is newer than the one
+    # being written, and it was dirty all along.
+    observed(state, 1, generation=2, schedule="0 0 1 7 *")
+    gate.release(3)
+    await reporter.idle()
+    assert sorted(gate.written) == ["j0000", "j0001", "j0002"]
+    assert list(state.dirty) == [("ns", "j0001")]
+    await written_out(reporter, gate, clock[0] + 1.0)
+    assert gate.written[3:] == ["j0001"]
+    assert not state.dirty
+
+
+async def test_jobs_behind_dropped_reports_are_owed_again() -> None:
+    """Leadership lost: the reports not sent yet are dropped, and the next
+    leadership's ticks write what they would have."""
+    clock = [T0.timestamp()]
+    reporter, state, gate = reporter_with(4, clock)
+    for entry in state.jobs.values():
+        reporter.owe(entry)
+    await written_out(reporter, gate, clock[0] + 1.0)
+    assert gate.written == []
+    reporter.stop()
+    await written_out(reporter, gate, clock[0] + 1.0)
+    assert sorted(gate.written) == ["j0000", "j0001", "j0002", "j0003"]
+    assert not state.dirty
+
+
+async def test_a_write_cancelled_on_its_way_is_owed_again() -> None:
+    clock = [T0.timestamp()]
+    reporter, state, gate = reporter_with(3, clock)
+    writing = asyncio.create_task(reporter.write_owed(clock[0] + 1.0))
+    await gate.until(3)
+    assert not state.dirty  # taken as being written
+    writing.cancel()  # the operator stops, or loses its lease
+    with pytest.raises(asyncio.CancelledError):
+        await writing
+    assert gate.written == []
+    assert sorted(name for _, name in state.dirty) == ["j0000", "j0001", "j0002"]
+    await written_out(reporter, gate, clock[0] + 1.0)
+    assert sorted(gate.written) == ["j0000", "j0001", "j0002"]
