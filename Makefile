@@ -12,7 +12,7 @@ DEMO_ARGS ?=
 .DEFAULT_GOAL := help
 .PHONY: help install test test-unit test-integration lint typecheck check \
 	controlplane controlplane-down controlplane-bin image e2e-pods demo bench bench-watcher \
-	bench-worker bench-memory bench-clients bench-autoscaling drills bench-cronjob crd manifests chart-docs generate clean
+	bench-worker bench-memory bench-clients bench-autoscaling drills bench-cronjob bench-cpu crd manifests chart-docs generate clean
 
 # `make controlplane NODE=1` adds a node (kubelet, containerd, pod network, DNS; needs root).
 NODE ?=
@@ -89,6 +89,9 @@ bench-autoscaling: install controlplane-bin ## the worker HPA and KEDA absorbing
 
 bench-cronjob: install controlplane-bin ## Tickwork vs the CronJob controller (benchmarks/results/cronjob.*)
 	$(BIN)/python benchmarks/cronjob.py
+
+bench-cpu: install controlplane-bin ## CPU per run by process at 5,000 schedules a minute (cpu_per_run.*)
+	$(BIN)/python benchmarks/cronjob.py --sizes 5000 --tickwork-only --out benchmarks/results/cpu_per_run.json
 
 crd: install ## regenerate the CRD from the pydantic models (tickwork/api/models.py)
 	$(BIN)/python -m tickwork.api.crd --write
