@@ -2,11 +2,14 @@
 attempt a batch/v1 Job in the job's namespace whose Pod runs Tickwork's image. A
 container that succeeds, one that fails and is retried (a Job per attempt, each
 created once), one that times out, one cancelled by a newer run (concurrencyPolicy
-Replace: its Job deleted, its Pod gone), and finished Jobs deleted by the TTL
-controller. Every Job the namespace sees is recorded by a watch from the start."""
+Replace: its Job deleted, its Pod gone), one cancelled with `kubectl tickwork
+cancel`, one given a Secret's value, a ServiceAccount and a nodeSelector, and finished
+Jobs deleted by the TTL controller. Every Job the namespace sees is recorded by a
+watch from the start."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import subprocess
 import threading
@@ -17,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from tests.integration.test_cli import tickwork
 from tests.pods.support import apply_jobs, job_list, seconds_from_now, wait_outcomes
 from tickwork_dev.devcluster.cluster import Cluster, kubectl_binary
 from tickwork_dev.devcluster.components import wait_for
@@ -240,6 +244,86 @@ def test_a_cancelled_run_deletes_its_job_and_its_pod_goes(release: Release, repl
     # Its Pod is stopped and deleted with it (the garbage collector, Background).
     wait_for(lambda: not _pods_of(cluster, run["id"]), timeout=120, interval=2,
              what="the cancelled run's Pod gone")  # fmt: skip
+
+
+def test_a_container_gets_secret_values_its_service_account_and_its_node(
+    release: Release, test_images: ClusterImages
+) -> None:
+    """env from a Secret (the kubelet reads it: the worker passes only the reference),
+    serviceAccountName (its token mounted) and nodeSelector, on a real Pod."""
+    cluster = release.cluster
+    secret = "s3cret-value"
+    cluster.kubectl("-n", NAMESPACE, "create", "secret", "generic", "report-db",
+                    f"--from-literal=password={secret}")  # fmt: skip
+    cluster.kubectl("-n", NAMESPACE, "create", "serviceaccount", "reporter")
+    # The worker keeps no log of a container that may hold Secrets (it may not read them
+    # to redact them): the container's exit code says what it found.
+    digest = hashlib.sha256(secret.encode()).hexdigest()
+    code = (
+        "import hashlib, os, sys; password = os.environ['DB_PASSWORD'].encode(); "
+        f"same = hashlib.sha256(password).hexdigest() == '{digest}'; "
+        "token = os.path.exists('/var/run/secrets/kubernetes.io/serviceaccount/token'); "
+        "sys.exit(0 if same and token else 3 if token else 4)"
+    )
+    task = _python(code, test_images.tickwork, serviceAccountName="reporter",
+                   nodeSelector={"kubernetes.io/os": "linux"},
+                   env=[{"name": "DB_PASSWORD", "valueFrom": {
+                       "secretKeyRef": {"name": "report-db", "key": "password"}}}])  # fmt: skip
+    job = _job("wired", task, runAt=seconds_from_now(0), timeoutSeconds=120,
+               retry={"maxAttempts": 1})  # fmt: skip
+    apply_jobs(cluster, NAMESPACE, [job])
+    wait_for(lambda: (_status(cluster, "wired").get("lastRun") or {}).get("outcome"),
+             timeout=180, interval=2, what="the run of wired ended")  # fmt: skip
+    last = _status(cluster, "wired")["lastRun"]
+    assert last["outcome"] == "Succeeded", last  # exit 3: not the Secret's value; 4: no token
+    assert last["result"].startswith("exit 0"), last
+    assert secret not in json.dumps(_status(cluster, "wired"))
+    batch = _batch_job(cluster, job_names.job_name("wired", last["id"], 1))
+    assert batch is not None
+    pod = batch["spec"]["template"]["spec"]
+    assert pod["serviceAccountName"] == "reporter"
+    assert pod["nodeSelector"] == {"kubernetes.io/os": "linux"}
+    [variable] = [v for v in pod["containers"][0]["env"] if v["name"] == "DB_PASSWORD"]
+    assert variable == {
+        "name": "DB_PASSWORD",
+        "valueFrom": {"secretKeyRef": {"name": "report-db", "key": "password"}},
+    }
+
+
+def test_a_run_cancelled_from_the_cli_deletes_its_job(
+    release: Release, test_images: ClusterImages
+) -> None:
+    """kubectl tickwork cancel RUN on a running container run: recorded Cancelled, not
+    retried, its Job deleted and its Pod gone."""
+    cluster = release.cluster
+    code = "import time; print('working', flush=True); time.sleep(600)"
+    job = _job("stopped", _python(code, test_images.tickwork), runAt=seconds_from_now(0),
+               timeoutSeconds=600, retry={"maxAttempts": 3, "backoffSeconds": 1})  # fmt: skip
+    apply_jobs(cluster, NAMESPACE, [job])
+
+    def running() -> str | None:
+        active = _status(cluster, "stopped").get("activeRuns") or []
+        if not active:
+            return None
+        run_id: str = active[0]["id"]
+        pods = _pods_of(cluster, run_id)
+        return run_id if any(p["status"].get("phase") == "Running" for p in pods) else None
+
+    wait_for(lambda: running() is not None, timeout=180, interval=2, what="the container running")
+    run_id = running()
+    assert run_id is not None
+    done = tickwork(cluster, NAMESPACE, "cancel", run_id)
+    assert done.returncode == 0, done.stderr
+    wait_outcomes(cluster, NAMESPACE, {"stopped"}, "Cancelled", timeout=120)
+    last = _status(cluster, "stopped")["lastRun"]
+    assert (last["id"], last["attempts"]) == (run_id, 1), last
+    name = job_names.job_name("stopped", run_id, 1)
+    wait_for(lambda: _batch_job(cluster, name) is None, timeout=60, interval=1,
+             what=f"the Job {name} deleted")  # fmt: skip
+    wait_for(lambda: not _pods_of(cluster, run_id), timeout=120, interval=2,
+             what="the cancelled run's Pod gone")  # fmt: skip
+    # No second attempt followed the cancel.
+    assert _batch_job(cluster, job_names.job_name("stopped", run_id, 2)) is None
 
 
 def test_finished_jobs_are_deleted_by_the_ttl_controller(release: Release) -> None:

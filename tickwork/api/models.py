@@ -441,7 +441,7 @@ class ContainerSecurity(_Model):
 class ContainerTask(_Model):
     """Run a container as a Kubernetes Job in the job's namespace, one Job per attempt.
     Creating a ScheduledJob with it needs the right to create Jobs there (an admission
-    policy checks it); the installer may turn the kind off."""
+    policy checks it). Off unless the installer turns the kind on."""
 
     model_config = ConfigDict(json_schema_extra=_cel(rules.CONTAINER_TEXT_BUDGET))
 
@@ -530,7 +530,7 @@ class Task(_Model):
     """Run a program in the worker's container (only when the installer enabled command tasks)."""
     container: ContainerTask | None = None
     """Run a container as a Kubernetes Job in the job's namespace (needs the right to
-    create Jobs there; on unless the installer turned it off)."""
+    create Jobs there; off unless the installer turned it on)."""
     python: PythonTask | None = None
     """Call a registered Python task."""
     echo: EchoTask | None = None
