@@ -246,3 +246,119 @@ def test_the_copy_never_goes_back_in_time(operations: list[str], data: st.DataOb
         assert index >= world.floor, "the copy is older than what the watch brought"
         assert world.history[index] is not None, "a deleted job came back"
         shown = index
+
+
+# -- what the copy keeps: what a run reads ---------------------------------------------
+
+
+def _full_job(status: dict[str, Any]) -> dict[str, Any]:
+    uid = "7c8e4d0a-1111-4222-8333-444455556666"
+    return {"apiVersion": "tickwork.dev/v1", "kind": "ScheduledJob",
+            "metadata": {"namespace": NS, "name": NAME, "uid": uid, "resourceVersion": "9",
+                         "generation": 2, "managedFields": [{"manager": "tickwork-run-x"}]},
+            "spec": {"schedule": "* * * * *", "task": {"http": {"url": "https://example.com/"}},
+                     "history": {"successfulRuns": 3, "failedRuns": 3}},
+            "status": status}  # fmt: skip
+
+
+def test_the_copy_keeps_what_a_run_reads_and_decides_as_the_whole_job_would() -> None:
+    """Every decision a worker makes from its copy (may the run start, is it already
+    done, cancelled, paused; how many dead letters) is the one the whole object gives,
+    while the history's texts, times and parameters, nextRuns and conditions are gone."""
+    from tickwork.api.models import ScheduledJob  # noqa: PLC0415
+    from tickwork.core.runs import scheduled_run_id  # noqa: PLC0415
+    from tickwork.queue.messages import RunMessage  # noqa: PLC0415
+    from tickwork_worker.decisions import why_skip  # noqa: PLC0415
+
+    uid = _full_job({})["metadata"]["uid"]
+    at = [f"2026-12-01T0{hour}:00:00Z" for hour in range(8)]
+    ids = [scheduled_run_id(uid, __import__("datetime").datetime.fromisoformat(t)) for t in at]
+
+    def ended(i: int, outcome: str) -> dict[str, Any]:
+        return {"id": ids[i], "scheduledAt": at[i], "startedAt": at[i], "finishedAt": at[i],
+                "outcome": outcome, "attempts": 2, "result": "HTTP 200 " + "x" * 900,
+                "params": {"region": "eu"}}  # fmt: skip
+
+    statuses = [
+        {"phase": "Scheduled", "runs": [ended(0, "Succeeded"), ended(1, "Failed")],
+         "lastRun": ended(2, "Succeeded"), "nextRuns": at[:5], "nextRunAt": at[7],
+         "conditions": [{"type": "Ready", "status": "True", "reason": "Scheduled",
+                         "message": "m", "lastTransitionTime": at[0]}],
+         "deadRuns": [{"id": ids[1], "scheduledAt": at[1], "failedAt": at[1], "attempts": 3,
+                       "error": "HTTP 503"}],
+         "cancelRequests": [{"id": ids[3], "requestedAt": at[3], "reason": "CancelOther"}],
+         "activeRuns": [{"id": ids[4], "scheduledAt": at[4], "state": "Running",
+                         "attempt": 1}]},
+        {"phase": "Paused", "runs": [ended(5, "Cancelled")]},
+        {},
+    ]  # fmt: skip
+    for status in statuses:
+        whole = _full_job(status)
+        cache = listed(whole)
+        copy = cache.get(NS, NAME, uid)
+        assert copy is not None
+        kept, full = ScheduledJob.model_validate(copy), ScheduledJob.model_validate(whole)
+        assert kept.spec == full.spec
+        assert kept.status.dead_runs == [] or [d.id for d in kept.status.dead_runs] == [
+            d.id for d in full.status.dead_runs
+        ]
+        assert len(kept.status.dead_runs) == len(full.status.dead_runs)
+        for i, run_id in enumerate(ids):
+            for requeued in (False, True):
+                run = RunMessage(namespace=NS, name=NAME, uid=uid, attempt=1, run_id=run_id,
+                                 scheduled_at=at[i], requeued=requeued)  # fmt: skip
+                assert why_skip(kept, run) == why_skip(full, run), (status, i, requeued)
+        text = json.dumps(copy)
+        for gone in (
+            "HTTP 200",
+            "region",
+            "nextRuns",
+            "conditions",
+            "activeRuns",
+            "managedFields",
+            "HTTP 503",
+        ):
+            assert gone not in text
+    # The decisions differ between the runs above, so the comparison means something.
+    first = ScheduledJob.model_validate(listed(_full_job(statuses[0])).get(NS, NAME, uid))
+    reasons = {
+        why_skip(
+            first,
+            RunMessage(
+                namespace=NS, name=NAME, uid=uid, attempt=1, run_id=ids[i], scheduled_at=at[i]
+            ),
+        )
+        for i in range(8)
+    }
+    assert len(reasons) >= 3
+
+
+def test_a_job_with_a_full_history_is_kept_in_a_few_hundred_bytes() -> None:
+    records = [{"id": f"{'7c8e4d0a-1111-4222-8333-444455556666'}@2026-12-0{d}T05:00:00Z",
+                "scheduledAt": f"2026-12-0{d}T05:00:00Z", "startedAt": f"2026-12-0{d}T05:00:00Z",
+                "finishedAt": f"2026-12-0{d}T05:00:03Z", "outcome": "Succeeded",
+                "attempts": 1, "result": f"HTTP 200 in {d}1 ms"} for d in range(1, 7)]  # fmt: skip
+    whole = _full_job({"phase": "Scheduled", "runs": records, "lastRun": records[-1],
+                       "nextRuns": ["2026-12-08T05:00:00Z"] * 3})  # fmt: skip
+    _, cached = _entry(whole, delivered=0)
+    assert len(cached.body) < 250 < len(json.dumps(whole)) // 8
+
+
+def test_uids_and_versions_are_packed_without_changing_what_they_compare_equal_to() -> None:
+    from tickwork.kube.cache import _Cached  # noqa: PLC0415
+
+    uid = "7c8e4d0a-1111-4222-8333-444455556666"
+    for version in ("123", "0123", "rv-a", ""):
+        _, cached = _entry(job(version, "m", uid=uid), delivered=0)
+        assert isinstance(cached, _Cached)
+        assert (cached.uid, cached.resource_version) == (uid, version)
+    assert isinstance(_entry(job("123", "m", uid=uid), delivered=0)[1].packed_uid, bytes)
+    # "0123" and "123" are different opaque versions: the watch skips nothing it should not.
+    cache = listed(job("123", "listed", uid=uid))
+    since = cache.mark()
+    cache.observe(job("0123", "own write", uid=uid), since=since)
+    assert message(cache, uid=uid) == "own write"
+    upper = uid.upper()  # not the API server's spelling: kept as it is, never equal
+    _, odd = _entry(job("1", "m", uid=upper), delivered=0)
+    assert odd.uid == upper
+    assert cache.get(NS, NAME, upper) is None
