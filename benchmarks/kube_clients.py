@@ -27,7 +27,6 @@ import asyncio
 import datetime as dt
 import json
 import platform
-import ssl
 import statistics
 import sys
 import tempfile
@@ -38,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from kubernetes import client as k8s
+from kubernetes import config as k8s_config
 
 from tickwork.api import models
 from tickwork.kube.client import KubeClient, load_configuration
@@ -102,9 +102,7 @@ async def _httpx(kubeconfig: Path, jobs: list[dict[str, Any]], writes: int, conc
     import httpx  # noqa: PLC0415 - only these variants
 
     configuration = load_configuration(str(kubeconfig))
-    context = ssl.create_default_context(cafile=configuration.ssl_ca_cert)
-    if configuration.cert_file and configuration.key_file:
-        context.load_cert_chain(configuration.cert_file, configuration.key_file)
+    context = configuration.ssl_context()
     limits = httpx.Limits(max_connections=64, max_keepalive_connections=64, keepalive_expiry=600)
     async with httpx.AsyncClient(base_url=configuration.host, verify=context, http2=http2,
                                  limits=limits, timeout=30) as client:  # fmt: skip
@@ -120,7 +118,8 @@ async def _httpx(kubeconfig: Path, jobs: list[dict[str, Any]], writes: int, conc
 
 async def _official(kubeconfig: Path, jobs: list[dict[str, Any]], writes: int,
                     concurrency: int) -> None:  # fmt: skip
-    configuration = load_configuration(str(kubeconfig))
+    configuration = k8s.Configuration()
+    k8s_config.load_kube_config(config_file=str(kubeconfig), client_configuration=configuration)  # type: ignore[no-untyped-call]
     configuration.connection_pool_maxsize = concurrency
     api = k8s.CustomObjectsApi(k8s.ApiClient(configuration))
     pool = ThreadPoolExecutor(max_workers=concurrency)

@@ -7,11 +7,10 @@ import datetime as dt
 from typing import Any
 
 import pytest
-from kubernetes import client as k8s_client
 
 from tickwork.api.models import ContainerTask, ScheduledJobSpec
 from tickwork.core.errors import PermanentTaskError
-from tickwork.kube.client import KubeClient
+from tickwork.kube.client import Connection, KubeClient
 from tickwork_worker.tasks import jobs
 from tickwork_worker.tasks.base import RunContext
 from tickwork_worker.tasks.container import ContainerTask as Task
@@ -246,7 +245,7 @@ def test_a_container_task_is_a_kind_of_its_own() -> None:
 
 def test_a_worker_with_the_kind_off_refuses_container_tasks() -> None:
     spec = ScheduledJobSpec.model_validate(_spec({"image": "busybox"}))
-    task = Task(kube=KubeClient(k8s_client.Configuration()), enabled=False, ttl_seconds=60,
-                log_bytes=4096)  # fmt: skip
+    kube = KubeClient(Connection(host="https://127.0.0.1:1"))
+    task = Task(kube=kube, enabled=False, ttl_seconds=60, log_bytes=4096)
     with pytest.raises(PermanentTaskError, match=r"worker\.containerTasks\.enabled=true"):
         asyncio.run(task.execute(spec, _run()))

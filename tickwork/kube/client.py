@@ -1,10 +1,10 @@
 """A small asyncio client for the few Kubernetes calls Tickwork makes.
 
-Credentials come from the official ``kubernetes`` package's loaders (a
-kubeconfig, with exec plugins and token refresh, or the in-cluster service
-account), the transport is ``aiohttp`` — the HTTP stack kopf already brings,
-and the cheapest of the four measured on a status write (a third of httpx's
-CPU: docs/performance.md, "Four Kubernetes clients"). Only the calls the
+Credentials come from :mod:`tickwork.kube.credentials` (the in-cluster service
+account, a kubeconfig; the official ``kubernetes`` package's loaders only for what
+those do not read, such as exec plugins), the transport is ``aiohttp`` — the HTTP
+stack kopf already brings, and the cheapest of the four measured on a status write
+(a third of httpx's CPU: docs/performance.md, "Four Kubernetes clients"). Only the calls the
 operator and the worker need exist: read, list and watch ScheduledJobs, apply
 their status, delete one, post an Event, read/write a Lease, and for container
 tasks create, watch and delete a batch/v1 Job and read its Pod's log.
@@ -13,26 +13,21 @@ tasks create, watch and delete a batch/v1 Job and read its Pod's log.
 from __future__ import annotations
 
 import json
-import ssl
-import time
 from collections.abc import AsyncIterator
-from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
 
 import aiohttp
-from kubernetes import client as k8s_client
-from kubernetes import config as k8s_config
 
 from tickwork.api import models
+from tickwork.kube.credentials import Connection, load_configuration
+
+__all__ = ["Connection", "KubeApiError", "KubeClient", "load_configuration"]
 
 APPLY_PATCH = "application/apply-patch+yaml"
 MERGE_PATCH = "application/merge-patch+json"
 #: Lists answered with each object's metadata only (as client-go's metadata informers ask).
 _METADATA_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
-#: Where the kubernetes client's config loaders put a bearer token.
-_TOKEN_KEY = "BearerToken"  # noqa: S105 - a key name, not a secret
-_TOKEN_REFRESH_SECONDS = 60.0
 #: Statuses that mean "not now" rather than "no": no answer, timeout, throttled.
 _RETRYABLE = frozenset({0, 408, 429})
 _UNAUTHORIZED = 401
@@ -72,39 +67,17 @@ def _raise_for_status(status: int, reason: str | None, content: bytes) -> None:
     raise KubeApiError(status, reason or "", message)
 
 
-def load_configuration(kubeconfig: str | None = None) -> k8s_client.Configuration:
-    """In-cluster credentials when running in a pod, else the kubeconfig."""
-    configuration = k8s_client.Configuration()
-    if kubeconfig is None and Path("/var/run/secrets/kubernetes.io/serviceaccount/token").exists():
-        k8s_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
-    else:
-        k8s_config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)  # type: ignore[no-untyped-call]
-    return configuration
-
-
-def _ssl_context(configuration: k8s_client.Configuration) -> ssl.SSLContext | bool:
-    """The server's CA and, for a kubeconfig with one, the client certificate; False
-    (aiohttp's "do not verify") only if the configuration says so."""
-    if not configuration.verify_ssl:
-        return False
-    context = ssl.create_default_context(cafile=configuration.ssl_ca_cert)
-    if configuration.cert_file and configuration.key_file:
-        context.load_cert_chain(configuration.cert_file, configuration.key_file)
-    return context
-
-
 class KubeClient:
     """Async calls against one API server. Use as an async context manager."""
 
     def __init__(
         self,
-        configuration: k8s_client.Configuration,
+        configuration: Connection,
         *,
         timeout_seconds: float = 30.0,
         max_connections: int = 64,
     ) -> None:
         self._configuration = configuration
-        self._token_checked = 0.0
         self._timeout_seconds = timeout_seconds
         self._max_connections = max_connections
         self._session: aiohttp.ClientSession | None = None
@@ -115,7 +88,7 @@ class KubeClient:
         """The session, made on first use (it belongs to the running event loop)."""
         if self._session is None:
             connector = aiohttp.TCPConnector(
-                ssl=_ssl_context(self._configuration),
+                ssl=self._configuration.ssl_context(),
                 limit=self._max_connections,
                 # Keep connections across the quiet minutes between bursts of runs:
                 # a fresh TLS handshake per request at the top of every minute costs
@@ -148,19 +121,7 @@ class KubeClient:
             self._session = None
 
     def _authorization(self) -> dict[str, str]:
-        configuration = self._configuration
-        now = time.monotonic()
-        hook = getattr(configuration, "refresh_api_key_hook", None)
-        if hook is not None and now - self._token_checked > _TOKEN_REFRESH_SECONDS:
-            hook(configuration)  # re-reads a rotated service-account token or re-runs exec
-            self._token_checked = now
-        # The client's loaders file a bearer token (in-cluster service account, a
-        # kubeconfig token) under "BearerToken"; older releases used "authorization".
-        token = configuration.api_key.get(_TOKEN_KEY) or configuration.api_key.get("authorization")
-        if token:
-            prefix = configuration.api_key_prefix.get(_TOKEN_KEY)
-            return {"Authorization": f"{prefix} {token}" if prefix else token}
-        return {}
+        return self._configuration.authorization()
 
     async def request(
         self,
@@ -211,7 +172,7 @@ class KubeClient:
                 raise KubeApiError(0, "Unavailable", f"{type(exc).__name__}: {exc}") from None
             if status == _UNAUTHORIZED and attempt == 1:
                 # A rotated service-account token: read it again, once.
-                self._token_checked = 0.0
+                self._configuration.expire()
                 headers = {**headers, **self._authorization()}
                 continue
             _raise_for_status(status, reason, payload)

@@ -2,3 +2,10 @@
 
 The folder is ``worker/``; the import name is ``tickwork_worker``.
 """
+
+import sys
+
+# httpx (HTTP tasks) imports its command-line tool — click, rich and pygments, ~6 MiB
+# of RSS — whenever those are installed; a worker never runs it. Marked as absent
+# before httpx is first imported, httpx falls back to a stub (benchmarks/worker_memory.py).
+sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]

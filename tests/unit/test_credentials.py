@@ -1,0 +1,161 @@
+"""Credentials without the official client: a kubeconfig with inline or file
+certificates, a token or a token file (read again as it rotates), the in-cluster
+service account, the official loaders for what else a kubeconfig says (an exec
+plugin, run for real), clear errors for a kubeconfig that cannot be used, and a
+worker that never imports the ``kubernetes`` package (~32 MiB of RSS)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import ssl
+import stat
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tickwork.kube import credentials
+from tickwork.kube.credentials import (
+    Connection,
+    CredentialsError,
+    from_kubeconfig,
+    load_configuration,
+    service_account,
+)
+from tickwork_dev.devcluster.certs import generate_server_tls
+
+pytestmark = pytest.mark.unit
+
+
+def kubeconfig(path: Path, *, cluster: dict[str, Any], user: dict[str, Any]) -> Path:
+    path.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "here",
+        "contexts": [{"name": "elsewhere", "context": {"cluster": "x", "user": "x"}},
+                     {"name": "here", "context": {"cluster": "c", "user": "u"}}],
+        "clusters": [{"name": "c", "cluster": cluster}],
+        "users": [{"name": "u", "user": user}],
+    }))  # fmt: skip
+    return path
+
+
+def b64(path: Path) -> str:
+    return base64.b64encode(path.read_bytes()).decode()
+
+
+def test_inline_certificates_are_written_privately_and_load(tmp_path: Path) -> None:
+    tls = generate_server_tls(tmp_path / "pki")
+    cluster = {"server": "https://127.0.0.1:6443/", "certificate-authority-data": b64(tls.ca_cert)}
+    user = {"client-certificate-data": b64(tls.cert), "client-key-data": b64(tls.key)}
+    path = kubeconfig(tmp_path / "config", cluster=cluster, user=user)
+    connection = load_configuration(str(path))
+    assert connection.host == "https://127.0.0.1:6443"
+    assert connection.ca_data == tls.ca_cert.read_text()
+    assert connection.cert_file
+    assert connection.key_file
+    assert Path(connection.cert_file).read_bytes() == tls.cert.read_bytes()
+    assert stat.S_IMODE(Path(connection.key_file).stat().st_mode) == 0o600
+    assert stat.S_IMODE(Path(connection.key_file).parent.stat().st_mode) == 0o700
+    context = connection.ssl_context()
+    assert isinstance(context, ssl.SSLContext)
+    assert context.verify_mode is ssl.CERT_REQUIRED
+    assert context.cert_store_stats()["x509_ca"] == 1  # the kubeconfig's CA, not the system's
+    assert connection.authorization() == {}
+
+
+def test_files_are_relative_to_the_kubeconfig_and_tls_can_be_skipped(tmp_path: Path) -> None:
+    tls = generate_server_tls(tmp_path / "pki")
+    path = kubeconfig(tmp_path / "config", cluster={
+        "server": "https://10.0.0.1", "certificate-authority": "pki/ca.crt"},
+        user={"client-certificate": "pki/server.crt", "client-key": "pki/server.key"})  # fmt: skip
+    connection = from_kubeconfig(path)
+    assert connection is not None
+    assert connection.ca_file == str(tmp_path / "pki" / "ca.crt") == str(tls.ca_cert)
+    assert (connection.cert_file, connection.key_file) == (str(tls.cert), str(tls.key))
+    insecure = kubeconfig(tmp_path / "insecure", cluster={
+        "server": "https://10.0.0.1", "insecure-skip-tls-verify": True}, user={})  # fmt: skip
+    context = load_configuration(str(insecure)).ssl_context()
+    assert isinstance(context, ssl.SSLContext)
+    assert context.verify_mode is ssl.CERT_NONE
+
+
+def test_a_token_file_is_read_again_as_it_rotates(tmp_path: Path, monkeypatch: Any) -> None:
+    token = tmp_path / "token"
+    token.write_text("first\n")
+    path = kubeconfig(tmp_path / "config", cluster={"server": "https://h"},
+                      user={"tokenFile": "token"})  # fmt: skip
+    clock = [1000.0]
+    monkeypatch.setattr(credentials.time, "monotonic", lambda: clock[0])
+    connection = load_configuration(str(path))
+    assert connection.authorization() == {"Authorization": "Bearer first"}
+    token.write_text("second\n")
+    clock[0] += credentials.TOKEN_REREAD_SECONDS - 1
+    assert connection.authorization() == {"Authorization": "Bearer first"}  # not yet
+    clock[0] += 2
+    assert connection.authorization() == {"Authorization": "Bearer second"}
+    token.write_text("third")
+    connection.expire()  # the server answered 401: read it now
+    assert connection.authorization() == {"Authorization": "Bearer third"}
+    inline = kubeconfig(tmp_path / "inline", cluster={"server": "https://h"},
+                        user={"token": "abc", "tokenFile": "token"})  # fmt: skip
+    assert load_configuration(str(inline)).authorization() == {"Authorization": "Bearer abc"}
+
+
+def test_the_service_account_in_a_pod(tmp_path: Path, monkeypatch: Any) -> None:
+    (tmp_path / "token").write_text("pod-token")
+    (tmp_path / "ca.crt").write_text("")
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "fd00::1")
+    monkeypatch.setenv("KUBERNETES_SERVICE_PORT", "6443")
+    connection = service_account(tmp_path)
+    assert connection.host == "https://[fd00::1]:6443"
+    assert connection.ca_file == str(tmp_path / "ca.crt")
+    assert connection.authorization() == {"Authorization": "Bearer pod-token"}
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST")
+    with pytest.raises(CredentialsError, match="KUBERNETES_SERVICE_HOST"):
+        service_account(tmp_path)
+
+
+def test_an_exec_plugin_goes_to_the_official_loader_and_runs(tmp_path: Path) -> None:
+    plugin = tmp_path / "plugin.py"
+    plugin.write_text(textwrap.dedent("""
+        import json
+        print(json.dumps({"apiVersion": "client.authentication.k8s.io/v1", "kind":
+                          "ExecCredential", "status": {"token": "from-exec"}}))
+    """))  # fmt: skip
+    path = kubeconfig(tmp_path / "config", cluster={"server": "https://h"}, user={"exec": {
+        "apiVersion": "client.authentication.k8s.io/v1", "command": sys.executable,
+        "args": [str(plugin)], "interactiveMode": "Never"}})  # fmt: skip
+    assert from_kubeconfig(path) is None  # more than Tickwork reads itself
+    connection = load_configuration(str(path))
+    assert connection.host == "https://h"
+    assert connection.authorization() == {"Authorization": "Bearer from-exec"}
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("current-context: nowhere\ncontexts: []\n", "no context 'nowhere'"),
+    ("current-context: a\ncontexts: [{name: a, context: {cluster: gone}}]\n", "no cluster 'gone'"),
+    ("[1, 2]", "not a mapping"),
+    ("a: [", "cannot read the kubeconfig"),
+])  # fmt: skip
+def test_a_kubeconfig_that_cannot_be_used_says_why(tmp_path: Path, text: str, message: str) -> None:
+    path = tmp_path / "config"
+    path.write_text(text)
+    with pytest.raises(CredentialsError, match=message):
+        load_configuration(str(path))
+
+
+def test_plain_http_needs_no_tls() -> None:
+    assert Connection(host="http://127.0.0.1:8080").ssl_context() is False
+
+
+def test_the_worker_never_imports_the_official_client_or_httpx_cli() -> None:
+    probe = ("import sys, tickwork_worker.main, tickwork.kube.cache, tickwork.kube.client; "
+             "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in "
+             "('kubernetes', 'rich'))))")  # fmt: skip
+    found = subprocess.run([sys.executable, "-c", "import json; " + probe], check=True,
+                           capture_output=True, text=True).stdout  # fmt: skip
+    assert json.loads(found) == []
