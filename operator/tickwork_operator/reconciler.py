@@ -58,7 +58,7 @@ class Reconciler:
                 if location is RunLocation.DONE:
                     # Finished (or cancelled) but status never heard: stop counting
                     # it as active, or Forbid would skip every later run.
-                    entry.settled_run_ids.add(run_id)
+                    entry.settled_run_ids = entry.settled_run_ids | {run_id}
                     self.state.track_active(entry)
                     unheard.append(run_id)
                     continue

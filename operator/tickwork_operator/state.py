@@ -15,6 +15,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import datetime as dt
+import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -43,6 +44,8 @@ from tickwork.kube.status import (
     with_condition,
 )
 from tickwork_operator.entry import (
+    NO_ASKS,
+    NO_IDS,
     IndexKey,
     JobEntry,
     JobKey,
@@ -185,7 +188,8 @@ class WatchState:
     def observe(self, body: dict[str, Any], *, now: dt.datetime) -> JobEntry:
         """An object was added or modified (or listed at start-up)."""
         meta = body["metadata"]
-        key = (meta["namespace"], meta["name"])
+        # One string per namespace, not one per job (each event's body is parsed anew).
+        key = (sys.intern(meta["namespace"]), meta["name"])
         previous = self.jobs.get(key)
         if previous is not None and previous.uid != meta["uid"]:
             self.forget(*key)  # deleted and re-created under the same name
@@ -220,11 +224,12 @@ class WatchState:
                 verb: value
                 for verb, annotation in DEAD_LETTER_ANNOTATIONS.items()
                 if (value := (meta.get("annotations") or {}).get(annotation))
-            },
-            settled_run_ids=previous.settled_run_ids if previous else set(),
+            }
+            or NO_ASKS,
+            settled_run_ids=previous.settled_run_ids if previous else NO_IDS,
             resume=(meta.get("annotations") or {}).get(RESUME_ANNOTATION),
-            upcoming_runs=previous.upcoming_runs if previous and same_spec else [],
-            cancel_asks=cancel_ids((meta.get("annotations") or {}).get(CANCEL_ANNOTATION)),
+            upcoming_runs=previous.upcoming_runs if previous and same_spec else (),
+            cancel_asks=tuple(cancel_ids((meta.get("annotations") or {}).get(CANCEL_ANNOTATION))),
         )
         if entry.published_run_id and entry.active_run_id() != entry.published_run_id:
             entry.published_run_id = None  # it finished

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import datetime as dt
 import enum
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tickwork.core.catchup import ON_TIME_SECONDS, CatchupRule, catch_up
@@ -129,7 +130,7 @@ def upcoming(
     first: dt.datetime | None,
     count: int = NEXT_RUNS,
     *,
-    known: list[dt.datetime] | None = None,
+    known: Sequence[dt.datetime] | None = None,
 ) -> list[dt.datetime]:
     """``first`` and the runs that follow it: ``count`` at most, fewer when the schedule
     ends (a one-shot job, ``notAfter``), none when ``first`` is None.
@@ -139,7 +140,7 @@ def upcoming(
     not ``count``."""
     if first is None:
         return []
-    runs = known[known.index(first) :] if known and first in known else [first]
+    runs = list(known[known.index(first) :]) if known and first in known else [first]
     del runs[count:]
     moment: dt.datetime | None = runs[-1]
     while len(runs) < count and moment is not None:
