@@ -31,6 +31,7 @@ from tickwork.core.planning import JobFacts, PendingRun, upcoming
 from tickwork.core.runs import belongs_to, same_trigger, trigger_key
 from tickwork.core.schedule import Schedule
 from tickwork.core.states import JobPhase
+from tickwork.kube.status import compact
 
 JobKey = tuple[str, str]
 IndexKey = tuple[str, str, str]
@@ -346,11 +347,13 @@ def status_of(body: dict[str, Any]) -> tuple[OperatorStatus, RunStatusOutline]:
     raw = body.get("status") or {}
     try:
         parsed = OperatorStatus.model_validate(raw)
-        share = OperatorStatus.model_construct(set(OperatorStatus.model_fields), **parsed.__dict__)
+        share = compact(
+            OperatorStatus.model_construct(set(OperatorStatus.model_fields), **parsed.__dict__)
+        )
     except ValidationError:
-        share = OperatorStatus()
+        share = compact(OperatorStatus())
     try:
-        runs = RunStatusOutline.model_validate(raw)
+        runs = compact(RunStatusOutline.model_validate(raw))
     except ValidationError:
         runs = RunStatusOutline()
     return share, runs

@@ -113,3 +113,39 @@ def test_a_mangled_share_of_status_does_not_hide_the_other() -> None:
     entry = state.observe(body(mangled), now=T0 + dt.timedelta(minutes=1, seconds=50))
     assert entry.written.phase is None  # the operator's share is read as empty ...
     assert [r.run_id for r in entry.observed.runs] == [history[0]["id"]]  # ... not the runs'
+
+
+def test_jobs_share_one_set_of_field_names_and_models_behave_as_before() -> None:
+    """Every share the operator holds (observed, written, wanted) and the models in it
+    share their set of explicitly set fields with equal ones of other jobs (728 bytes
+    each, two per job); equality, dumps without unset fields and copies with changes
+    behave as with sets of their own."""
+    from tickwork.api.models import OperatorStatus  # noqa: PLC0415
+    from tickwork.kube.status import compact, operator_body, updated  # noqa: PLC0415
+
+    state = WatchState(index=BucketIndex(start=T0.timestamp(), width=1.0))
+    shares = []
+    for name in ("a", "b"):
+        job = body({"phase": "Scheduled", "observedGeneration": 1, "nextRunAt": at(5)})
+        job["metadata"]["name"] = name
+        entry = state.observe(job, now=T0)
+        shares += [entry.observed.share, entry.wanted]
+    sets = {id(share.__pydantic_fields_set__) for share in shares}
+    assert len(sets) == 1
+    conditions = [c for share in shares for c in share.conditions]
+    assert len({id(c.__pydantic_fields_set__) for c in conditions}) == 1
+    # A copy with a change gets a set of its own; the shared one is left alone.
+    first = shares[0]
+    fresh = OperatorStatus.model_validate({"phase": "Scheduled"})
+    before = set(fresh.model_fields_set)
+    compact(fresh)
+    changed = fresh.model_copy(update={"missed_runs": 3})
+    assert "missed_runs" in changed.model_fields_set
+    assert fresh.model_fields_set == before
+    assert changed.__pydantic_fields_set__ is not fresh.__pydantic_fields_set__
+    assert compact(OperatorStatus.model_validate({"phase": "Scheduled"})).model_dump(
+        exclude_unset=True) == {"phase": JobPhase.SCHEDULED}  # fmt: skip
+    assert updated(first, missed_runs=2) == updated(shares[2], missed_runs=2)
+    assert operator_body(first) == operator_body(shares[2])
+    with pytest.raises(ValueError, match="frozen"):
+        first.missed_runs = 4  # type: ignore[misc]

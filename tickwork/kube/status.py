@@ -35,7 +35,9 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
-from typing import Any
+from typing import Any, TypeVar
+
+from pydantic import BaseModel
 
 from tickwork.api.models import (
     DEAD_RUNS_LISTED,
@@ -82,12 +84,40 @@ def _wire(share: OperatorStatus | RunStatus) -> dict[str, Any]:
 # -- the operator's share -----------------------------------------------------
 
 
+_M = TypeVar("_M", bound=BaseModel)
+#: One set of field names for every model held with that set (see :func:`compact`).
+_FIELD_SETS: dict[frozenset[str], set[str]] = {}
+
+
+def compact(model: _M) -> _M:
+    """``model``, with the set of fields set of it and of every model in it shared
+    with the equal sets of other models held so. Each set of 5 to 17 names takes 728
+    bytes, and the operator holds two per job for as long as it runs (its share of
+    status, all 17 fields set, and the Ready condition): ~1.4 KB of ~7 KB a job.
+    Only frozen models are touched: pydantic adds to the set on assignment, which a
+    frozen model refuses, and ``model_copy`` copies the set before it adds to it."""
+    stack: list[Any] = [model]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, BaseModel):
+            if not item.model_config.get("frozen"):
+                continue
+            names = item.__pydantic_fields_set__
+            shared = _FIELD_SETS.setdefault(frozenset(names), set(names))
+            if shared is not names:
+                object.__setattr__(item, "__pydantic_fields_set__", shared)
+            stack.extend(item.__dict__.values())
+        elif isinstance(item, list | tuple):
+            stack.extend(item)
+    return model
+
+
 def updated(share: OperatorStatus, **changes: Any) -> OperatorStatus:
     """``share`` with ``changes``, validated (instants kept in UTC, bounds checked);
     ``share`` itself when nothing changes (most watch events change nothing of it)."""
     if all(getattr(share, name) == value for name, value in changes.items()):
         return share
-    return OperatorStatus.model_validate({**share.model_dump(), **changes})
+    return compact(OperatorStatus.model_validate({**share.model_dump(), **changes}))
 
 
 def with_condition(
