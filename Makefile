@@ -12,7 +12,7 @@ DEMO_ARGS ?=
 .DEFAULT_GOAL := help
 .PHONY: help install test test-unit test-integration lint typecheck check \
 	controlplane controlplane-down controlplane-bin image e2e-pods demo bench bench-watcher \
-	bench-worker bench-memory bench-clients bench-autoscaling drills bench-cronjob bench-cpu crd manifests chart-docs generate clean
+	bench-worker bench-memory bench-worker-memory bench-clients bench-autoscaling drills bench-cronjob bench-cpu crd manifests chart-docs generate clean
 
 # `make controlplane NODE=1` adds a node (kubelet, containerd, pod network, DNS; needs root).
 NODE ?=
@@ -74,6 +74,9 @@ bench-watcher: install controlplane-bin ## the operator: burst publish lag, tick
 
 bench-memory: install controlplane-bin ## operator RSS and its owners per phase of a cold start; a worker's job cache
 	$(BIN)/python benchmarks/operator_memory.py --jobs 20000
+
+bench-worker-memory: install controlplane-bin ## a worker's RSS with its job cache at 25k/50k/100k jobs, fitted per 1,000
+	$(BIN)/python benchmarks/worker_memory.py --sizes 25000 50000 100000
 
 bench-clients: install controlplane-bin ## status patches: Tickwork's client (aiohttp) vs httpx and the official one
 	$(BIN)/python benchmarks/kube_clients.py

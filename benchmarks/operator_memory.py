@@ -262,7 +262,12 @@ def main(argv: list[str] | None = None) -> int:
                     for start in range(0, len(items), 5000):
                         created = create_jobs(cluster, namespace, items[start : start + 5000])
                         if args.history:
-                            asyncio.run(_write_history(cluster, created, args.history))
+                            # Imported here: a --child runs with another tree's harness.
+                            from tickwork_dev.devcluster.measure import (  # noqa: PLC0415
+                                write_history,
+                            )
+
+                            asyncio.run(write_history(cluster, created, args.history))
                     env = {
                         "KUBECONFIG": str(cluster.kubeconfig),
                         "TICKWORK_REDIS_URL": redis.url,
@@ -288,42 +293,6 @@ def main(argv: list[str] | None = None) -> int:
     args.out.write_text(json.dumps(report, indent=2) + "\n")
     plot(report, args.plot)
     return 0
-
-
-async def _write_history(cluster: Any, created: list[dict[str, Any]], runs: int) -> None:
-    """Give each job the run record a fleet's jobs have once they ran: ``runs`` finished
-    runs in status.runs (half failed) and the last in lastRun, as a run's field manager
-    writes them."""
-    import datetime as dt  # noqa: PLC0415
-
-    from tickwork.core.runs import scheduled_run_id  # noqa: PLC0415
-    from tickwork.kube.client import KubeClient, load_configuration  # noqa: PLC0415
-
-    limit = asyncio.Semaphore(32)
-    base = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
-
-    def record(uid: str, i: int) -> dict[str, Any]:
-        at = base + dt.timedelta(days=i)
-        stamp = at.isoformat().replace("+00:00", "Z")
-        done = (at + dt.timedelta(seconds=3)).isoformat().replace("+00:00", "Z")
-        failed = i % 2 == 1
-        return {"id": scheduled_run_id(uid, at), "scheduledAt": stamp, "startedAt": stamp,
-                "finishedAt": done, "outcome": "Failed" if failed else "Succeeded",
-                "attempts": 3 if failed else 1,
-                **({"error": "HTTP 503 from https://reports.example.com/nightly"}
-                   if failed else {"result": "HTTP 200"})}  # fmt: skip
-
-    async with KubeClient(load_configuration(str(cluster.kubeconfig))) as kube:
-
-        async def one(job: dict[str, Any]) -> None:
-            meta = job["metadata"]
-            records = [record(meta["uid"], i) for i in range(runs)]
-            status = {"runs": records, "lastRun": records[-1]}
-            async with limit:
-                await kube.apply_job_status(meta["namespace"], meta["name"], meta["uid"], status,
-                                            field_manager="tickwork-run-bench")  # fmt: skip
-
-        await asyncio.gather(*(one(job) for job in created))
 
 
 def _worker_memory(workdir: Path, cluster: Any, redis: Any, namespace: str,

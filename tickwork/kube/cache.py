@@ -59,7 +59,7 @@ from tickwork.memory import trim_now
 logger = logging.getLogger(__name__)
 
 #: Objects per page of the initial list: a page is parsed whole, and what it leaves in
-#: the heap stays (a worker holds ~8 MiB more after pages of 500, worker_memory.json).
+#: the heap stays (~8 MiB more after pages of 500: docs/performance.md, fifth round).
 LIST_PAGE = 100
 #: The server ends each watch after this long (plus jitter); it is resumed at once.
 WATCH_SECONDS = 300
