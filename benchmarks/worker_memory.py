@@ -98,6 +98,7 @@ def main(argv: list[str] | None = None) -> int:
         create_jobs,
         job_manifest,
         plane_with_crd,
+        save_report,
         write_history,
     )
 
@@ -143,21 +144,15 @@ def main(argv: list[str] | None = None) -> int:
             key: round(after[key] / before[key], 2) for key in after if before[key]
         }
     print(json.dumps({k: v for k, v in report.items() if k != "variants"}), flush=True)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=2) + "\n")
+    save_report(report, args.out)
     plot(report, args.plot)
     return 0
 
 
 def plot(report: dict[str, Any], path: Path) -> None:
-    import matplotlib as mpl  # noqa: PLC0415 - optional
+    from tickwork_dev.devcluster.measure import pyplot, save_figure  # noqa: PLC0415
 
-    mpl.use("Agg")
-    import matplotlib.pyplot as plt  # noqa: PLC0415
-
-    from tickwork_dev.devcluster.measure import save_figure  # noqa: PLC0415
-
-    figure, axis = plt.subplots(figsize=(7, 4.2))
+    figure, axis = pyplot().subplots(figsize=(7, 4.2))
     for label, variant in report["variants"].items():
         xs = [p["jobs"] for p in variant["points"]]
         ys = [p["rss_mib"] for p in variant["points"]]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import json
 import math
 import os
 import re
@@ -124,6 +125,22 @@ def save_figure(figure: Any, path: Path) -> None:
     figure.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(path, dpi=120)
+
+
+def save_report(report: dict[str, Any], path: Path) -> None:
+    """A benchmark's results as indented JSON (``benchmarks/results/``)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(report, indent=2) + "\n")
+
+
+def pyplot() -> Any:
+    """matplotlib's pyplot drawing to files only (no display here)."""
+    import matplotlib as mpl  # noqa: PLC0415 - optional, for plots only
+
+    mpl.use("Agg")
+    import matplotlib.pyplot as plt  # noqa: PLC0415
+
+    return plt
 
 
 @contextlib.contextmanager
