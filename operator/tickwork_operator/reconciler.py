@@ -57,9 +57,16 @@ class Reconciler:
                 location = await self.queue.locate(run_id)
                 if location is RunLocation.DONE:
                     # Finished (or cancelled) but status never heard: stop counting
-                    # it as active, or Forbid would skip every later run.
-                    entry.settled_run_ids = entry.settled_run_ids | {run_id}
-                    self.state.track_active(entry)
+                    # it as active, or Forbid would skip every later run. The watch
+                    # may have replaced the entry while the queue was asked: the
+                    # live one is marked (a later event copies it from there).
+                    for held in {
+                        id(e): e
+                        for e in (entry, self.state.jobs.get(entry.key))
+                        if e is not None and e.uid == entry.uid
+                    }.values():
+                        held.settled_run_ids = held.settled_run_ids | {run_id}
+                        self.state.track_active(held)
                     unheard.append(run_id)
                     continue
                 if location is not None:

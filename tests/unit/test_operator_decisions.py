@@ -783,3 +783,40 @@ async def test_a_watch_event_during_a_publish_loses_none_of_it() -> None:
     assert leader.sink.status["lastScheduleTime"] == "2026-12-01T09:02:00Z"
     assert "missedRuns" not in leader.sink.status
     assert leader.state.index.due_of(("run", "ns", "j")) == minute(3).timestamp()
+
+
+async def test_a_run_the_queue_finished_is_settled_on_the_entry_the_watch_replaced_it_with() -> (
+    None
+):
+    """The reconciler asks the queue where an active run is; a watch event may replace
+    the job's entry meanwhile. A run the queue says is done is settled on the live
+    entry, so the job is no longer held active (Skip would skip every later run)."""
+    leader = Leader()
+    run_id = scheduled_run_id(UID, minute(0))
+    status = {
+        "observedGeneration": 1,
+        "queuedRun": {
+            "id": run_id,
+            "scheduledAt": "2026-12-01T09:00:00Z",
+            "queuedAt": "2026-12-01T09:00:00Z",
+        },
+    }
+    leader.observe(EVERY_MINUTE, status=status)
+    message = RunMessage(namespace="ns", name="j", uid=UID, run_id=run_id,
+                         scheduled_at=minute(0).isoformat(), attempt=1)  # fmt: skip
+    await leader.queue.enqueue(message)
+    [claim] = await leader.queue.claim(consumer="w", lease_seconds=30, count=1)
+    await leader.queue.ack(claim)  # done, but its record never reached status
+    located = leader.queue.locate
+
+    async def locate_while_the_watch_moves(run: str) -> Any:
+        leader.observe(EVERY_MINUTE, status=status)  # a watch event: a new entry
+        return await located(run)
+
+    leader.queue.locate = locate_while_the_watch_moves  # type: ignore[method-assign]
+    before = leader.state.jobs[("ns", "j")]
+    await leader.ticker.reconciler.reconcile()
+    live = leader.state.jobs[("ns", "j")]
+    assert live is not before
+    assert run_id in live.settled_run_ids
+    assert live.active_run_id() is None
