@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from tickwork.api.models import RunRecord
 from tickwork.core.buckets import BucketIndex
 from tickwork.core.failures import FinishedRun
 from tickwork.core.runs import scheduled_run_id
 from tickwork.core.states import JobPhase, RunState
+from tickwork_operator.entry import LastRun
 from tickwork_operator.state import WatchState
 
 pytestmark = pytest.mark.unit
@@ -49,7 +49,7 @@ def test_the_history_is_kept_as_run_ids_outcomes_and_end_times_only() -> None:
     history = [record(1, "Succeeded"), record(2, "Failed", ended=False),
                record(3, "Succeeded", uid=OTHER), record(4, "Failed")]  # fmt: skip
     status = {"observedGeneration": 1, "phase": "Scheduled", "runs": history,
-              "lastRun": record(4, "Failed"),
+              "lastRun": {**record(4, "Failed"), "error": "boom"},
               "deadRuns": [{"id": history[1]["id"], "scheduledAt": at(2), "failedAt": at(2)}],
               "activeRuns": [{"id": scheduled_run_id(UID, T0 + dt.timedelta(minutes=5)),
                               "scheduledAt": at(5), "state": "Running", "attempt": 1}]}  # fmt: skip
@@ -62,7 +62,13 @@ def test_the_history_is_kept_as_run_ids_outcomes_and_end_times_only() -> None:
     assert ended[1] == T0 + dt.timedelta(minutes=2)  # no finishedAt: when it started
     assert ended[0] == T0 + dt.timedelta(minutes=1, seconds=30)
     assert [r.outcome for r in kept.runs][:2] == [RunState.SUCCEEDED, RunState.FAILED]
-    assert isinstance(kept.last_run, RunRecord)
+    # The last run: the very record of the history, its error (the Ready condition
+    # quotes it), nothing of its result.
+    assert isinstance(kept.last_run, LastRun)
+    assert kept.last_run.run is kept.runs[3]
+    assert (kept.last_run.id, kept.last_run.outcome) == (history[3]["id"], RunState.FAILED)
+    assert kept.last_run.error == "boom"
+    assert kept.last_run.finished_at == T0 + dt.timedelta(minutes=4, seconds=30)
     assert kept.dead_run_ids == (history[1]["id"],)
     assert [a.id for a in kept.active_runs] == [status["activeRuns"][0]["id"]]
     assert kept.share is entry.written  # the operator's share is held once
@@ -79,6 +85,21 @@ def test_the_history_is_kept_as_run_ids_outcomes_and_end_times_only() -> None:
         history[1]["id"],
         history[3]["id"],
     ]
+
+
+def test_a_last_run_apart_from_the_history_is_kept_on_its_own() -> None:
+    """lastRun names a run the history does not hold (history off, or not yet written);
+    without finishedAt it has no end of its own, which a one-shot's TTL needs."""
+    status = {"observedGeneration": 1, "runs": [record(1, "Succeeded")],
+              "lastRun": record(2, "Cancelled", ended=False)}  # fmt: skip
+    state = WatchState(index=BucketIndex(start=T0.timestamp(), width=1))
+    last = state.observe(body(status), now=T0 + dt.timedelta(minutes=5)).observed.last_run
+    assert last is not None
+    assert last.id == status["lastRun"]["id"]
+    assert last.outcome is RunState.CANCELLED
+    assert last.finished_at is None
+    assert last.run.finished_at == T0 + dt.timedelta(minutes=2)  # as near as it says
+    assert last.error is None
 
 
 def test_failures_in_a_row_pause_the_job_from_the_compact_history() -> None:
