@@ -302,6 +302,15 @@ class HoldingServer(ThreadingHTTPServer):
         self.server_close()
 
 
+def alive(pid: int) -> bool:
+    """Whether process ``pid`` still runs (a zombie waiting for its parent does not)."""
+    stat = Path(f"/proc/{pid}/stat")
+    try:
+        return "Z" not in stat.read_text().split(")")[-1][:3]
+    except FileNotFoundError:
+        return False
+
+
 def assert_a_timeout_kills_the_whole_group(jobs: Jobs, probe: QueueProbe, pid_file: Path) -> None:
     """A command that leaves a background process and waits, stopped by its 3 s
     timeout: the run fails so, and the background process is killed with it."""
@@ -312,9 +321,7 @@ def assert_a_timeout_kills_the_whole_group(jobs: Jobs, probe: QueueProbe, pid_fi
     assert isinstance(last, dict)
     assert "timed out after 3s" in last["error"]
     grandchild = int(pid_file.read_text())
-    wait_for(lambda: not Path(f"/proc/{grandchild}").exists()
-             or "Z" in Path(f"/proc/{grandchild}/stat").read_text().split(")")[-1][:3],
-             timeout=15, what="the background sleep to be killed")  # fmt: skip
+    wait_for(lambda: not alive(grandchild), timeout=15, what="the background sleep to be killed")
 
 
 def tenant_account(cluster: Cluster, namespace: str) -> str:

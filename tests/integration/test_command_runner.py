@@ -7,8 +7,11 @@ still kills everything the command started."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
 import os
 import shutil
+import socket as sock
 import subprocess
 import tempfile
 from collections.abc import Callable, Iterator
@@ -19,14 +22,17 @@ import pytest
 from tests.support import (
     Jobs,
     QueueProbe,
+    alive,
     assert_a_timeout_kills_the_whole_group,
     finished,
     publish,
 )
 from tickwork.kube.client import KubeClient, load_configuration
 from tickwork.kube.status import OPERATOR_MANAGER
+from tickwork.queue.messages import RunLocation
 from tickwork_dev.devcluster.cluster import Cluster
 from tickwork_dev.devcluster.components import TickworkProcess, console_script, wait_for
+from tickwork_worker.command_runner import serve
 
 pytestmark = pytest.mark.timeout(120)
 Start = Callable[..., TickworkProcess]
@@ -136,7 +142,85 @@ def test_a_cancelled_command_is_killed_through_the_runner_with_grace_or_at_once(
     assert isinstance(last, dict)
     assert (last["outcome"], last["attempts"], last["error"]) == (
         "Cancelled", 1, "cancelled: by the test")  # fmt: skip
-    wait_for(lambda: not Path(f"/proc/{grandchild}").exists()
-             or "Z" in Path(f"/proc/{grandchild}/stat").read_text().split(")")[-1][:3],
-             timeout=15, what="the process group killed")  # fmt: skip
+    wait_for(lambda: not alive(grandchild), timeout=15, what="the process group killed")
     assert marker.exists() is not terminate
+
+
+@pytest.mark.parametrize("through_runner", [False, True], ids=["in-worker", "runner"])
+def test_a_stopped_worker_kills_the_commands_it_still_runs_and_hands_their_runs_back(
+    start_worker: Start, jobs: Jobs, probe: QueueProbe, runner: Path, shared: Path,
+    through_runner: bool,
+) -> None:  # fmt: skip
+    """SIGTERM: the worker waits its grace period (1 s here), then ends the command's
+    whole process group and hands the run back, attempt unspent; nothing it started
+    outlives it (checked before the harness could kill anything itself)."""
+    more = {"TICKWORK_WORKER_COMMAND_RUNNER": str(runner)} if through_runner else {}
+    worker = start_worker(TICKWORK_WORKER_COMMAND_TASKS="true", TICKWORK_WORKER_GRACE_SECONDS="1",
+                          **more)  # fmt: skip
+    pids = shared / "pids"
+    _, run_id = publish(jobs, probe, "long", {"retry": {"maxAttempts": 3}, "task": {"command": {
+        "args": ["sh", "-c", f"sleep 300 & echo $! > {pids}; wait"]}}})  # fmt: skip
+    wait_for(lambda: pids.exists() and pids.read_text().strip(), timeout=30, what="running")
+    grandchild = int(pids.read_text())
+    assert worker.stop(timeout=25) == 0  # on its own, well before the harness's SIGKILL
+    wait_for(lambda: not alive(grandchild), timeout=5, what="the command's group killed")
+    assert probe.locate(run_id) is RunLocation.READY
+    [again] = probe.drain()
+    assert (again.run_id, again.attempt) == (run_id, 1)
+
+
+async def _send(socket: Path, args: list[str]) -> asyncio.StreamWriter:
+    """Ask the runner at ``socket`` to run ``args``; the connection, to hang up."""
+    _, writer = await asyncio.open_unix_connection(str(socket))
+    writer.write(json.dumps({"args": args, "env": {"PATH": os.environ["PATH"]}}).encode() + b"\n")
+    await writer.drain()
+    return writer
+
+
+@pytest.mark.parametrize("ended_by", ["worker-hangs-up", "second-signal"])
+def test_a_stopping_runner_takes_no_new_command_and_leaves_running_ones_to_the_worker(
+    tmp_path: Path, ended_by: str
+) -> None:
+    """Its Pod ending, the runner gets SIGTERM with the worker: it must not kill a
+    command the worker still gives its grace period, nor leave one behind — the
+    worker's hang-up ends it; a second signal (the runner cancelled) ends it at once."""
+    socket, pids = tmp_path / "runner.sock", tmp_path / "pids"
+
+    async def scenario() -> None:
+        stop = asyncio.Event()
+        server = asyncio.create_task(serve(socket, stop))
+        await _until(socket.exists)
+        writer = await _send(socket, ["sh", "-c", f"sleep 300 & echo $! > {pids}; wait"])
+        await _until(lambda: pids.exists() and bool(pids.read_text().strip()))
+        grandchild = int(pids.read_text())
+        stop.set()
+        await _until(lambda: not _accepts(socket))  # no new command from here on
+        assert alive(grandchild)
+        assert not server.done()
+        if ended_by == "worker-hangs-up":
+            writer.close()
+            await asyncio.wait_for(server, timeout=10)  # ends once the command has
+        else:
+            server.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.wait_for(server, timeout=10)
+            writer.close()
+        await _until(lambda: not alive(grandchild))
+
+    asyncio.run(scenario())
+
+
+def _accepts(socket: Path) -> bool:
+    with sock.socket(sock.AF_UNIX, sock.SOCK_STREAM) as probe:
+        try:
+            probe.connect(str(socket))
+        except OSError:
+            return False
+        return True
+
+
+async def _until(condition: Callable[[], bool]) -> None:
+    """Wait (up to 10 s) for ``condition``, checking it between turns of the event loop."""
+    async with asyncio.timeout(10):
+        while not condition():  # noqa: ASYNC110 - files and processes: no event to await
+            await asyncio.sleep(0.02)

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.support import Jobs, QueueProbe, lead, rfc3339, whole_seconds_from_now
+from tests.support import Jobs, QueueProbe, alive, lead, rfc3339, whole_seconds_from_now
 from tickwork.core.cancel import CANCEL_ANNOTATION, CANCELLED_BY_USER
 from tickwork.core.runs import scheduled_run_id
 from tickwork.queue.messages import RunLocation
@@ -121,8 +121,10 @@ def test_terminate_other_kills_the_active_run_at_once_and_starts_the_new_one(
 ) -> None:
     both(start_operator, start_worker, TICKWORK_WORKER_COMMAND_TASKS="true")
     marker, pids = tmp_path / "term", tmp_path / "pids"
-    script = (f"trap 'echo term >> {marker}' TERM; sleep 300 & echo $! >> {pids}; "
-              "while true; do wait; done")  # fmt: skip
+    # The shell outlives a SIGTERM (the trap), not its own sleep: a loop of bare `wait`s
+    # would spin once the sleep is gone.
+    script = (f"trap 'echo term >> {marker}' TERM; sleep 300 & child=$!; echo $child >> {pids}; "
+              "while kill -0 $child 2>/dev/null; do wait $child; done")  # fmt: skip
     jobs.create("terminate", {"schedule": "@every 10s", "concurrencyPolicy": "TerminateOther",
                               "history": {"failedRuns": 5},
                               "task": {"command": {"args": ["sh", "-c", script]}}})  # fmt: skip
@@ -132,7 +134,7 @@ def test_terminate_other_kills_the_active_run_at_once_and_starts_the_new_one(
     assert "terminated" in first["error"]
     assert not marker.exists()  # SIGKILL, no SIGTERM before it
     grandchild = int(pids.read_text().split()[0])
-    wait_for(lambda: not _alive(grandchild), timeout=10, what="the process group killed")
+    wait_for(lambda: not alive(grandchild), timeout=10, what="the process group killed")
     # The new run was published at once, not after the old one's record.
     wait_for(lambda: jobs.status("terminate")["queuedRun"]["scheduledAt"] > first["scheduledAt"],
              timeout=10, what="the new run")  # fmt: skip
@@ -193,13 +195,5 @@ def test_cancel_kills_a_running_commands_process_group_and_records_it_cancelled(
              timeout=30, what="Cancelled")  # fmt: skip
     last = jobs.status("running")["lastRun"]
     assert (last["id"], last["attempts"], last["error"]) == (run_id, 1, CANCELLED_BY_USER)
-    wait_for(lambda: not _alive(grandchild), timeout=15, what="the process group killed")
+    wait_for(lambda: not alive(grandchild), timeout=15, what="the process group killed")
     assert not jobs.status("running").get("activeRuns")  # no retry follows
-
-
-def _alive(pid: int) -> bool:
-    stat = Path(f"/proc/{pid}/stat")
-    try:
-        return "Z" not in stat.read_text().split(")")[-1][:3]
-    except FileNotFoundError:
-        return False

@@ -97,7 +97,13 @@ async def _serve_one(reader: asyncio.StreamReader, writer: asyncio.StreamWriter)
         assert process.stdout is not None  # noqa: S101 - created with a pipe
         output = asyncio.create_task(read_limited(process.stdout))
         hangup = asyncio.create_task(reader.read())  # EOF: the worker gave the run up
-        done, _ = await asyncio.wait({output, hangup}, return_when=asyncio.FIRST_COMPLETED)
+        try:
+            done, _ = await asyncio.wait({output, hangup}, return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:  # the runner itself is ending: leave nothing behind
+            output.cancel()
+            hangup.cancel()
+            await kill_group(process, at_once=True)
+            raise
         if output not in done:
             said = b"" if hangup.exception() else hangup.result()
             await kill_group(process, at_once=said.startswith(KILL_NOW))
@@ -114,19 +120,53 @@ async def _serve_one(reader: asyncio.StreamReader, writer: asyncio.StreamWriter)
 
 
 async def serve(path: Path, stop: asyncio.Event | None = None) -> None:
-    """Answer commands on the Unix socket ``path`` until ``stop`` is set (or SIGTERM)."""
+    """Answer commands on the Unix socket ``path`` until ``stop`` is set (or SIGTERM).
+
+    Then take no new command, and let the running ones end as the worker decides: it
+    hangs up when its own grace period is over, which kills the group. Cancelled
+    (a second SIGTERM, or Ctrl-C twice), kill what still runs at once."""
     path.unlink(missing_ok=True)  # noqa: ASYNC240 - before serving: nothing to block
-    server = await asyncio.start_unix_server(_serve_one, path=str(path), limit=REQUEST_LIMIT)
+    running: set[asyncio.Task[None]] = set()
+
+    async def serve_one(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None  # noqa: S101 - a handler runs as a task
+        running.add(task)
+        try:
+            await _serve_one(reader, writer)
+        finally:
+            running.discard(task)
+            writer.close()  # again, harmless; cancelled, it had not been
+
+    server = await asyncio.start_unix_server(serve_one, path=str(path), limit=REQUEST_LIMIT)
     # Only this user and the group the two containers share (the Pod's fsGroup) connect.
     path.chmod(stat.S_IRUSR | stat.S_IWUSR | stat.S_IRGRP | stat.S_IWGRP)  # noqa: ASYNC240
+    this = asyncio.current_task()
     if stop is None:
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
+
+        def on_signal() -> None:
+            if stop.is_set() and this is not None:
+                this.cancel()  # asked twice: do not wait for the commands
+            stop.set()
+
         for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
+            loop.add_signal_handler(sig, on_signal)
     logger.info("running commands for the worker on %s as uid %d", path, os.getuid())
-    async with server:
-        await stop.wait()
+    try:
+        async with server:
+            await stop.wait()
+            server.close()  # no new command from here on
+            if running:
+                logger.info("stopping: %d command(s) still run; the worker ends them",
+                            len(running))  # fmt: skip
+                await asyncio.gather(*running, return_exceptions=True)
+    finally:
+        for task in list(running):
+            task.cancel()  # each kills its process group before it ends
+        if running:
+            await asyncio.gather(*running, return_exceptions=True)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -100,16 +100,18 @@ class TickworkProcess:
             return False
 
     def stop(self, timeout: float = 30.0) -> int | None:
-        """SIGTERM (graceful: release the Lease, drain) and wait."""
+        """SIGTERM (graceful: release the Lease, drain) and wait; SIGKILL it and the
+        commands it started if it has not exited in ``timeout``."""
         if self._proc is None:
             return None
-        process.stop(self._proc, timeout=timeout)
+        process.stop(self._proc, timeout=timeout, tree=True)
         return self._proc.returncode
 
     def kill(self) -> None:
-        """SIGKILL: a crash."""
+        """SIGKILL: a crash, of the process and the commands it started (each in a
+        session of its own), as when a worker's container ends."""
         if self._proc is not None:
-            process.kill(self._proc)
+            process.kill(self._proc, tree=True)
 
     def log(self) -> str:
         return process.log_tail(self.log_path, 200)

@@ -61,8 +61,48 @@ def spawn(
         )
 
 
-def stop(proc: subprocess.Popen[bytes], *, timeout: float = 10.0) -> None:
-    """SIGTERM the process group, then SIGKILL it if it has not exited in ``timeout``."""
+def descendants(pid: int) -> list[int]:
+    """Every living process below ``pid`` (children, their children, ...), from /proc."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue  # gone meanwhile
+        parent = int(stat.rsplit(")", 1)[1].split()[1])
+        children.setdefault(parent, []).append(int(entry.name))
+    found: list[int] = []
+    todo = [pid]
+    while todo:
+        below = children.get(todo.pop(), [])
+        found.extend(below)
+        todo.extend(below)
+    return found
+
+
+def kill_tree(proc: subprocess.Popen[bytes]) -> None:
+    """SIGKILL the process group and every process group its descendants started (a
+    worker runs each command in a session of its own), as a container's end would.
+    The descendants are found first: once the parent is gone they belong to init."""
+    below = descendants(proc.pid)
+    groups = {proc.pid}
+    for pid in below:
+        with contextlib.suppress(ProcessLookupError):
+            groups.add(os.getpgid(pid))
+    groups.discard(os.getpgid(0))  # never our own (pytest's) group
+    for group in groups:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(group, signal.SIGKILL)
+    for pid in below:  # any that joined a group outside the tree
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def stop(proc: subprocess.Popen[bytes], *, timeout: float = 10.0, tree: bool = False) -> None:
+    """SIGTERM the process group, then SIGKILL it (``tree``: and every group it
+    started) if it has not exited in ``timeout``."""
     if proc.poll() is not None:
         return
     with contextlib.suppress(ProcessLookupError):
@@ -70,15 +110,22 @@ def stop(proc: subprocess.Popen[bytes], *, timeout: float = 10.0) -> None:
     try:
         proc.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
+        if tree:
+            kill_tree(proc)
+        else:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(timeout=timeout)
 
 
-def kill(proc: subprocess.Popen[bytes]) -> None:
-    """SIGKILL the process group at once (for crash drills)."""
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGKILL)
+def kill(proc: subprocess.Popen[bytes], *, tree: bool = False) -> None:
+    """SIGKILL the process group at once (for crash drills); ``tree``: and every
+    process group it started, as a container's end kills every process in it."""
+    if tree:
+        kill_tree(proc)
+    else:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
     proc.wait(timeout=10)
 
 
