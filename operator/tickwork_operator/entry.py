@@ -416,6 +416,20 @@ def shared_status(
     return kept, share
 
 
+def still_unheard(settled: frozenset[str], observed: Observed) -> frozenset[str]:
+    """The runs of ``settled`` (done in the queue, unheard of in status) that status
+    still does not show finished: once a run's record has arrived and status no longer
+    lists it active, status says all there is, and the ID is let go (else the set
+    would only grow, one ID per lost write, for as long as the job lives)."""
+    if not settled:
+        return settled
+    shown = {r.run_id for r in observed.runs}
+    if observed.last_run is not None:
+        shown.add(observed.last_run.id)
+    shown.difference_update(a.id for a in observed.active_runs)
+    return frozenset(settled - shown) or NO_IDS
+
+
 def created_at(body: dict[str, Any], now: dt.datetime) -> dt.datetime:
     stamp = body.get("metadata", {}).get("creationTimestamp")
     if not stamp:

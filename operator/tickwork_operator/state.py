@@ -54,6 +54,7 @@ from tickwork_operator.entry import (
     recorded_streak,
     shared_status,
     status_of,
+    still_unheard,
 )
 
 
@@ -226,7 +227,9 @@ class WatchState:
                 if (value := (meta.get("annotations") or {}).get(annotation))
             }
             or NO_ASKS,
-            settled_run_ids=previous.settled_run_ids if previous else NO_IDS,
+            settled_run_ids=(
+                still_unheard(previous.settled_run_ids, observed) if previous else NO_IDS
+            ),
             resume=(meta.get("annotations") or {}).get(RESUME_ANNOTATION),
             upcoming_runs=previous.upcoming_runs if previous and same_spec else (),
             cancel_asks=tuple(cancel_ids((meta.get("annotations") or {}).get(CANCEL_ANNOTATION))),

@@ -820,3 +820,38 @@ async def test_a_run_the_queue_finished_is_settled_on_the_entry_the_watch_replac
     assert live is not before
     assert run_id in live.settled_run_ids
     assert live.active_run_id() is None
+
+
+async def test_a_settled_run_is_let_go_once_its_record_reaches_status() -> None:
+    """The IDs of runs the queue reported done before status did are kept only until
+    status shows the run finished and no longer active: they would otherwise pile up,
+    one per lost write, for the job's lifetime."""
+    leader = Leader()
+    run_id = scheduled_run_id(UID, minute(0))
+    queued = {"id": run_id, "scheduledAt": "2026-12-01T09:00:00Z",
+              "queuedAt": "2026-12-01T09:00:00Z"}  # fmt: skip
+    leader.observe(EVERY_MINUTE, status={"observedGeneration": 1, "queuedRun": queued})
+    message = RunMessage(namespace="ns", name="j", uid=UID, run_id=run_id,
+                         scheduled_at=minute(0).isoformat(), attempt=1)  # fmt: skip
+    await leader.queue.enqueue(message)
+    [claim] = await leader.queue.claim(consumer="w", lease_seconds=30, count=1)
+    await leader.queue.ack(claim)
+    await leader.ticker.reconciler.reconcile()
+    assert leader.state.jobs[("ns", "j")].settled_run_ids == {run_id}
+    # A write of the operator's own share: the run is still unheard of.
+    leader.observe(EVERY_MINUTE, status={"observedGeneration": 1, "queuedRun": queued})
+    assert leader.state.jobs[("ns", "j")].settled_run_ids == {run_id}
+    # Its record arrives while status still lists it active: kept.
+    record = {"id": run_id, "scheduledAt": "2026-12-01T09:00:00Z", "outcome": "Succeeded",
+              "finishedAt": "2026-12-01T09:00:02Z"}  # fmt: skip
+    active = {"id": run_id, "scheduledAt": "2026-12-01T09:00:00Z", "state": "Running",
+              "attempt": 1}  # fmt: skip
+    leader.observe(EVERY_MINUTE, status={"observedGeneration": 1, "lastRun": record,
+                                         "runs": [record], "activeRuns": [active]})  # fmt: skip
+    assert leader.state.jobs[("ns", "j")].settled_run_ids == {run_id}
+    leader.observe(EVERY_MINUTE, status={"observedGeneration": 1, "lastRun": record,
+                                         "runs": [record]})  # fmt: skip
+    entry = leader.state.jobs[("ns", "j")]
+    assert entry.settled_run_ids == frozenset()
+    assert run_id in entry.finished_run_ids()
+    assert entry.active_run_id() is None
