@@ -12,7 +12,7 @@ DEMO_ARGS ?=
 .DEFAULT_GOAL := help
 .PHONY: help install test test-unit test-integration lint typecheck check \
 	controlplane controlplane-down controlplane-bin image e2e-pods demo bench bench-watcher \
-	bench-worker bench-memory bench-worker-memory bench-clients bench-autoscaling drills bench-cronjob bench-cpu crd manifests chart-docs generate clean
+	bench-worker bench-memory bench-worker-memory bench-status-writes bench-clients bench-autoscaling drills bench-cronjob bench-cpu crd manifests chart-docs generate clean
 
 # `make controlplane NODE=1` adds a node (kubelet, containerd, pod network, DNS; needs root).
 NODE ?=
@@ -71,6 +71,9 @@ bench: install ## run the benchmarks (JSON results and plots in benchmarks/resul
 
 bench-watcher: install controlplane-bin ## the operator: burst publish lag, tick cost and RSS at 10k/100k jobs
 	$(BIN)/python benchmarks/watcher.py
+
+bench-status-writes: install controlplane-bin ## API server CPU per status write, by how the CRD's CEL rules run
+	$(BIN)/python benchmarks/status_writes.py
 
 bench-memory: install controlplane-bin ## operator RSS and its owners per phase of a cold start; a worker's job cache
 	$(BIN)/python benchmarks/operator_memory.py --jobs 20000

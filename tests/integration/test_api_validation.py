@@ -67,6 +67,36 @@ def test_bad_specs_are_refused_with_a_message_that_says_what_to_fix(
     assert entry["expect"] in json.loads(excinfo.value.body)["message"]
 
 
+#: Edits of a valid job that the rules must refuse, with what the message says.
+_BAD_EDITS = {
+    "cron": ({"schedule": "61 * * * *"}, "schedule must be five cron fields"),
+    "interval": ({"schedule": "@every 1s"}, "an @every interval must be at least"),
+    "url": ({"task": {"http": {"url": "ftp://example.com/x"}}}, "url must be an absolute"),
+    "template": ({"task": {"http": {"bodyTemplate": "{{ nope }}"}}}, "placeholders are"),
+}
+
+
+@pytest.mark.parametrize("edit", sorted(_BAD_EDITS))
+def test_an_update_is_checked_by_the_same_rules_as_a_create(
+    cluster: Cluster, crd: None, api_client: k8s.ApiClient, namespace: str, edit: str
+) -> None:
+    """``kubectl patch`` of one field is refused as a create with that value would be
+    (the rules hold for every write, not only the first, whatever a later change of
+    how they run, e.g. skipping unchanged values, would do); an update of another
+    field leaves the job valid and is accepted."""
+    name = f"edit-{edit}"
+    _create(api_client, namespace, _job(name, {"schedule": "*/5 * * * *", "task": {"http": {
+        "url": "https://example.com/x", "bodyTemplate": "{{ runId }}"}}}))  # fmt: skip
+    patch, expect = _BAD_EDITS[edit]
+    refused = cluster.kubectl("patch", "sj", name, "-n", namespace, "--type=merge",
+                              "-p", json.dumps({"spec": patch}), check=False)  # fmt: skip
+    assert refused.returncode != 0, f"the {edit} edit was accepted"
+    assert expect in refused.stderr, refused.stderr
+    other = cluster.kubectl("patch", "sj", name, "-n", namespace, "--type=merge",
+                            "-p", json.dumps({"spec": {"suspend": True}}))  # fmt: skip
+    assert "patched" in other.stdout
+
+
 @pytest.mark.parametrize(
     "entry", CORPUS["operatorOnly"], ids=[e["name"] for e in CORPUS["operatorOnly"]]
 )
