@@ -4,3 +4,17 @@ The folder is ``operator/`` (the architecture's name), the import name is
 ``tickwork_operator`` so that nothing shadows the standard library's
 ``operator`` module.
 """
+
+import sys
+
+# kopf imports the official client's object models — ~32 MiB of RSS — whenever the
+# ``kubernetes`` package is installed, only to recognise its objects in helpers the
+# operator does not use (adopt, owner references). Absent while kopf is first
+# imported, kopf uses stand-ins; Tickwork's credential loader imports the package
+# later only for a kubeconfig it cannot read itself (an exec plugin, an auth provider).
+if "kubernetes" not in sys.modules and "kopf" not in sys.modules:
+    sys.modules["kubernetes"] = None  # type: ignore[assignment]
+    try:
+        import kopf  # noqa: F401
+    finally:
+        del sys.modules["kubernetes"]

@@ -16,6 +16,7 @@ from typing import Any
 import kopf
 
 from tickwork.api import models
+from tickwork.kube.credentials import Connection, load_configuration
 from tickwork_operator.state import WatchState
 from tickwork_operator.ticker import Ticker
 
@@ -28,10 +29,28 @@ LIST_PAGE = 500
 
 
 @kopf.on.login(registry=registry)
-def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
-    """Credentials as the kubernetes client finds them: in-cluster or KUBECONFIG."""
-    info: kopf.ConnectionInfo | None = kopf.login_via_client(**kwargs)
-    return info
+def login(**_: Any) -> kopf.ConnectionInfo:
+    """Credentials as Tickwork's own loader finds them (the service account in a Pod,
+    else KUBECONFIG), which imports the official client only for what it leaves to it
+    (exec plugins, auth providers): kopf's ``login_via_client`` imports it always,
+    ~32 MiB of the operator's RSS. kopf calls this again when the API server refuses
+    the credentials (a rotated token is read then, an exec plugin run again)."""
+    return connection_info(load_configuration())
+
+
+def connection_info(connection: Connection) -> kopf.ConnectionInfo:
+    """What kopf needs of a :class:`Connection`."""
+    scheme, _, token = connection.authorization().get("Authorization", "").partition(" ")
+    return kopf.ConnectionInfo(
+        server=connection.host,
+        ca_path=connection.ca_file,
+        ca_data=connection.ca_data,
+        insecure=not connection.verify,
+        scheme=scheme or None,
+        token=token or None,
+        certificate_path=connection.cert_file,
+        private_key_path=connection.key_file,
+    )
 
 
 @kopf.on.event(models.GROUP, models.VERSION, models.PLURAL, registry=registry)

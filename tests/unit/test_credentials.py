@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import ssl
 import stat
 import subprocess
@@ -159,3 +160,37 @@ def test_the_worker_never_imports_the_official_client_or_httpx_cli() -> None:
     found = subprocess.run([sys.executable, "-c", "import json; " + probe], check=True,
                            capture_output=True, text=True).stdout  # fmt: skip
     assert json.loads(found) == []
+
+
+def test_the_operator_logs_kopf_in_without_the_official_client(tmp_path: Path) -> None:
+    """kopf's own login (login_via_client) imports the official client, and kopf imports
+    its object models whenever the package is installed: ~10 MiB of the operator's RSS
+    at start. The operator logs in with Tickwork's loader and hides the package from
+    kopf's first import."""
+    config = kubeconfig(tmp_path / "config", cluster={"server": "https://127.0.0.1:6443",
+                        "insecure-skip-tls-verify": True}, user={"token": "s3cret"})  # fmt: skip
+    probe = ("import json, logging, sys, tickwork_operator.main; "
+             "from tickwork_operator.handlers import login; "
+             "info = login(logger=logging.getLogger()); "
+             "print(json.dumps([info.server, info.scheme, info.token, info.insecure, "
+             "sorted(m for m in sys.modules if m.split('.')[0] == 'kubernetes')]))")  # fmt: skip
+    env = {**os.environ, "KUBECONFIG": str(config)}
+    found = subprocess.run([sys.executable, "-c", probe], check=True, capture_output=True,
+                           text=True, env=env).stdout  # fmt: skip
+    assert json.loads(found) == ["https://127.0.0.1:6443", "Bearer", "s3cret", True, []]
+
+
+def test_kopf_gets_the_ca_and_the_client_certificate_of_a_connection(tmp_path: Path) -> None:
+    from tickwork_operator.handlers import connection_info  # noqa: PLC0415 - imports kopf
+
+    connection = Connection(host="https://10.0.0.1:443", ca_data="-----BEGIN CERTIFICATE-----\n",
+                            cert_file="/c.crt", key_file="/c.key")  # fmt: skip
+    info = connection_info(connection)
+    assert (info.server, info.ca_data, info.insecure) == (
+        "https://10.0.0.1:443", "-----BEGIN CERTIFICATE-----\n", False)  # fmt: skip
+    assert (info.certificate_path, info.private_key_path) == ("/c.crt", "/c.key")
+    assert (info.scheme, info.token) == (None, None)
+    token = tmp_path / "token"
+    token.write_text("rotated-1\n")
+    info = connection_info(Connection(host="https://h", ca_file="/ca.crt", token_file=str(token)))
+    assert (info.ca_path, info.scheme, info.token) == ("/ca.crt", "Bearer", "rotated-1")
