@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from tickwork_dev.devcluster import process
 from tickwork_dev.devcluster.cluster import existing_cluster
 from tickwork_dev.devcluster.errors import StartError
 from tickwork_dev.devcluster.node import require_free_space
@@ -51,18 +52,6 @@ def _is_zombie(pid: int) -> bool:
         return True
 
 
-def _children_pids(parent: int) -> list[int]:
-    pids = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().split(")")[-1].split()
-        except (FileNotFoundError, ProcessLookupError):
-            continue
-        if int(fields[1]) == parent:
-            pids.append(int(stat.parent.name))
-    return pids
-
-
 def _command_lines() -> list[str]:
     lines = []
     for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
@@ -96,7 +85,7 @@ def test_up_is_idempotent_prints_the_kubeconfig_last_and_down_leaves_nothing(
 
     state = json.loads((tmp_path / "state.json").read_text())
     supervisor = int(state["pid"])
-    servers = _children_pids(supervisor)
+    servers = process.children(supervisor)
     assert len(servers) == 2  # etcd and kube-apiserver
 
     second = _devcluster(tmp_path, "up")

@@ -61,8 +61,8 @@ def spawn(
         )
 
 
-def descendants(pid: int) -> list[int]:
-    """Every living process below ``pid`` (children, their children, ...), from /proc."""
+def _parents() -> dict[int, list[int]]:
+    """Every living process's children, by parent PID, from /proc."""
     children: dict[int, list[int]] = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -73,10 +73,21 @@ def descendants(pid: int) -> list[int]:
             continue  # gone meanwhile
         parent = int(stat.rsplit(")", 1)[1].split()[1])
         children.setdefault(parent, []).append(int(entry.name))
+    return children
+
+
+def children(pid: int) -> list[int]:
+    """The living processes ``pid`` started itself."""
+    return _parents().get(pid, [])
+
+
+def descendants(pid: int) -> list[int]:
+    """Every living process below ``pid`` (children, their children, ...)."""
+    tree = _parents()
     found: list[int] = []
     todo = [pid]
     while todo:
-        below = children.get(todo.pop(), [])
+        below = tree.get(todo.pop(), [])
         found.extend(below)
         todo.extend(below)
     return found
