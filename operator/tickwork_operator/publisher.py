@@ -30,6 +30,7 @@ from tickwork.api.models import (
 )
 from tickwork.core.backfill import next_backfill_run, refusal
 from tickwork.core.cancel import CANCELLED_BY_USER, policy_reason
+from tickwork.core.catchup import CatchupPolicy
 from tickwork.core.errors import InvalidParamsError, QueueUnavailableError
 from tickwork.core.params import parse_params
 from tickwork.core.planning import (
@@ -145,20 +146,30 @@ class Publisher:
         assert decision.run_id is not None  # noqa: S101
         queued = QueuedRun(id=decision.run_id, scheduled_at=decision.scheduled_at,
                            queued_at=now)  # fmt: skip
+        # Which run a catch-up starts and how many it counts missed depend on when it
+        # is decided: a leader taking over before the report went out would decide
+        # again later, count one more missed and start a second run. Such a decision
+        # is written first, naming its run (queuedRun): a run that status names and
+        # the queue lacks is published by the reconciler.
+        durable = _decided_by_the_clock(entry, decision)
+        if durable:
+            before = entry.wanted
+            entry.wanted = updated(self._decided(entry, decision), queued_run=queued)
+            if not await self.reporter.write(entry):
+                entry.wanted = before
+                return False
+            entry.published_run_id = queued.id
+            self.state.track_active(entry)
         outcome = await self._publish(entry, queued, trigger="schedule")
-        if outcome is None:
+        if outcome is None and not durable:
             return False
         if outcome is EnqueueOutcome.ENQUEUED:
             lag = (now - decision.scheduled_at).total_seconds()
             self.metrics.schedule_lag.observe(max(0.0, lag))
-        following = decision.following.scheduled_at if decision.following else None
-        wanted = updated(
-            entry.wanted,
-            last_schedule_time=decision.scheduled_at,
-            next_run_at=following,
-            next_runs=entry.next_runs(following),
-        )
-        entry.wanted = self._count_missed(wanted, decision)
+        if not durable:
+            entry.wanted = self._decided(entry, decision)
+        if decision.missed:
+            self.metrics.runs_skipped.labels(reason="missed").inc(decision.missed)
         report = self.reporter.owe(entry)
         if decision.missed:
             which = "the oldest run caught up" if decision.following and (
@@ -200,15 +211,23 @@ class Publisher:
         entry.wanted = updated(entry.wanted, queued_run=queued)
         return outcome
 
-    def _count_missed(self, wanted: OperatorStatus, decision: Decision) -> OperatorStatus:
-        if not decision.missed:
-            return wanted
-        self.metrics.runs_skipped.labels(reason="missed").inc(decision.missed)
-        return updated(
-            wanted,
-            missed_runs=(wanted.missed_runs or 0) + decision.missed,
-            last_missed_time=decision.latest_missed or wanted.last_missed_time,
+    @staticmethod
+    def _decided(entry: JobEntry, decision: Decision) -> OperatorStatus:
+        """The operator's share once ``decision``'s run is published: its time, the
+        next, and the runs it counts missed."""
+        following = decision.following.scheduled_at if decision.following else None
+        wanted = updated(
+            entry.wanted,
+            last_schedule_time=decision.scheduled_at,
+            next_run_at=following,
+            next_runs=entry.next_runs(following),
         )
+        return _with_missed(wanted, decision)
+
+    def _count_missed(self, wanted: OperatorStatus, decision: Decision) -> OperatorStatus:
+        if decision.missed:
+            self.metrics.runs_skipped.labels(reason="missed").inc(decision.missed)
+        return _with_missed(wanted, decision)
 
     def _not_published(self, entry: JobEntry, decision: Decision) -> None:
         wanted = entry.wanted
@@ -507,3 +526,26 @@ class Publisher:
             message=f"run-now {token!r} ignored: {why}",
         )
         await self.reporter.write(entry)
+
+
+def _with_missed(wanted: OperatorStatus, decision: Decision) -> OperatorStatus:
+    if not decision.missed:
+        return wanted
+    return updated(
+        wanted,
+        missed_runs=(wanted.missed_runs or 0) + decision.missed,
+        last_missed_time=decision.latest_missed or wanted.last_missed_time,
+    )
+
+
+def _decided_by_the_clock(entry: JobEntry, decision: Decision) -> bool:
+    """Would the same run, decided again later, be decided otherwise? A run on time, or
+    the oldest one owed under catch-up ``All``, is decided again the same way (and
+    published again as a no-op: run IDs); a caught-up run of ``Latest`` (or of no
+    policy, CronJob's way) and any decision that counts runs missed is not."""
+    if decision.missed:
+        return True
+    if not decision.late or entry.spec is None:
+        return False
+    rule = entry.spec.catchup_rule
+    return rule is None or rule.policy is not CatchupPolicy.ALL

@@ -132,10 +132,12 @@ def _lost(entry: JobEntry, run_id: str) -> RunMessage:
     reported, the nominal time (a manual run's: when it was triggered) and a manual
     run's parameters."""
     current = next((run for run in entry.observed.active_runs if run.id == run_id), None)
-    queued = entry.observed.queued_run
     source: ActiveRun | QueuedRun | None = current
-    if current is None and queued is not None and queued.id == run_id:
-        source = queued
+    # Status as observed, or as this leader wrote it (a catch-up names its run before
+    # publishing it, and the watch may not have brought that write back yet).
+    for queued in (entry.observed.queued_run, entry.wanted.queued_run):
+        if source is None and queued is not None and queued.id == run_id:
+            source = queued
     attempt = current.attempt if current is not None else 1
     moment = source.scheduled_at.isoformat() if source is not None else None
     manual = source is not None and source.manual

@@ -118,6 +118,49 @@ async def test_the_policy_decides_what_is_published_and_status_counts_the_rest(
     assert leader.sink.status["nextRunAt"] == "2026-12-01T09:01:00Z"
 
 
+LATEST = {"schedule": "* * * * *", "concurrencyPolicy": "Allow", "catchup": {"policy": "Latest"}}
+
+
+async def test_a_latest_catch_up_is_in_status_before_its_run_is_queued() -> None:
+    first = Leader()
+    first.observe(LATEST, status=DOWN)
+    at_enqueue: list[dict[str, Any]] = []
+    first.queue.during_enqueue = lambda: at_enqueue.append(dict(first.sink.status))
+    await first.tick_at(back(0))
+    assert await drain(first) == ids(0)
+    # What a leader taking over sees if this one dies as the run is queued: the decision.
+    [seen] = at_enqueue
+    assert (seen["lastScheduleTime"], seen["missedRuns"], seen["queuedRun"]["id"]) == (
+        "2026-12-01T09:00:00Z", 4, ids(0)[0])  # fmt: skip
+    # It takes over a minute later (09:01 is due by then): it goes on from the decision,
+    # starts 09:01 once and counts nothing more missed (deciding again, it counted 09:00
+    # missed and started 09:01 beside it).
+    second = successor(first, minute(1, 30))
+    second.observe(LATEST, status=seen)
+    for tick in range(3):
+        await second.tick_at(minute(1, 30 + tick * 0.2))
+    assert await drain(second) == ids(1)
+    assert second.sink.status["missedRuns"] == 4
+    assert second.sink.status["lastScheduleTime"] == "2026-12-01T09:01:00Z"
+
+
+async def test_a_catch_up_written_while_redis_is_away_is_published_by_the_reconciler() -> None:
+    leader = Leader()
+    leader.observe(LATEST, status=DOWN)
+    leader.queue.down = True
+    await leader.tick_at(back(0))
+    status = leader.sink.status
+    assert (status["queuedRun"]["id"], status["missedRuns"]) == (ids(0)[0], 4)
+    leader.queue.down = False
+    await leader.tick_at(back(1))
+    assert await drain(leader) == []  # not decided again: the decision is made
+    await leader.ticker.reconcile()
+    [claim] = await leader.queue.claim(consumer="test", lease_seconds=30, count=10)
+    assert claim.message.run_id == ids(0)[0]
+    assert claim.message.scheduled_at == "2026-12-01T09:00:00+00:00"
+    assert leader.sink.status["missedRuns"] == 4
+
+
 async def test_caught_up_runs_go_at_the_operators_pace_and_runs_on_time_do_not_wait() -> None:
     leader = Leader()
     leader.ticker.publisher.pace = Pace(per_second=1, burst=1, now=back(0).timestamp())
