@@ -6,6 +6,7 @@ it decides from the history (runs done, failures in a row) comes out the same.""
 from __future__ import annotations
 
 import datetime as dt
+import json
 from typing import Any
 
 import pytest
@@ -170,3 +171,33 @@ def test_jobs_share_one_set_of_field_names_and_models_behave_as_before() -> None
     assert operator_body(first) == operator_body(shares[2])
     with pytest.raises(ValueError, match="frozen"):
         first.missed_runs = 4  # type: ignore[misc]
+
+
+def test_jobs_read_from_json_share_their_instants_on_the_minute_and_condition_texts() -> None:
+    """Two jobs listed from the API server (each its own JSON) hold one datetime per
+    instant on the minute (nextRunAt, nextRuns) and one copy of each condition text;
+    an instant off the minute (a transition time) stays each job's own, and every
+    value reads back as it was written."""
+    state = WatchState(index=BucketIndex(start=T0.timestamp(), width=1.0))
+    condition = {"type": "Ready", "status": "True", "reason": "Scheduled",
+                 "message": "the schedule is valid and indexed",
+                 "lastTransitionTime": "2026-12-01T08:59:31.250000+00:00"}  # fmt: skip
+    shares = []
+    for name in ("a", "b"):
+        # json.loads per job, as each comes in its own list page or watch event
+        status = json.loads(json.dumps({
+            "phase": "Scheduled", "observedGeneration": 1, "nextRunAt": at(5),
+            "nextRuns": [at(5), at(65)], "conditions": [condition]}))  # fmt: skip
+        job = body(status)
+        job["metadata"]["name"] = name
+        shares.append(state.observe(job, now=T0).observed.share)
+    a, b = shares
+    assert a.next_run_at is b.next_run_at is a.next_runs[0]
+    assert a.next_runs[1] is b.next_runs[1]
+    assert a.next_runs == [T0 + dt.timedelta(minutes=5), T0 + dt.timedelta(minutes=65)]
+    ready_a, ready_b = a.conditions[0], b.conditions[0]
+    assert ready_a.message is ready_b.message
+    assert ready_a.reason is ready_b.reason
+    assert ready_a.last_transition_time is not ready_b.last_transition_time
+    assert ready_a.last_transition_time.isoformat() == condition["lastTransitionTime"]
+    assert a == b

@@ -12,6 +12,7 @@ not just the quiet weeks between them.
 
 from __future__ import annotations
 
+import datetime as dt
 import zoneinfo
 
 import pytest
@@ -216,3 +217,17 @@ def test_count_equals_the_number_of_successive_runs(
         if counted > 5000:
             return  # too dense to walk; the reference test covers dense schedules
     assert schedule.count_fires_minutes(anchor, until) == counted
+
+
+def test_jobs_on_the_same_minutes_share_their_run_instants() -> None:
+    """Each job keeps its next runs (status.nextRuns): schedules that fire at the same
+    minute hand out one datetime for it, in any zone, and the one of the minute before
+    a run is the run's own."""
+    start = civil.from_minute(29_000_000)
+    hourly = cron_schedule("0 * * * *", "UTC")
+    daily = cron_schedule("0 9 * * *", "Europe/Berlin")
+    first = daily.next_run_after(start)
+    assert first is not None
+    assert hourly.next_run_after(first - dt.timedelta(minutes=1)) is first
+    assert daily.last_run_at_or_before(first) is first
+    assert first == civil.from_minute(civil.to_minute(first))

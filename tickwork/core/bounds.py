@@ -22,7 +22,7 @@ from tickwork.core.schedule import Schedule
 _EPSILON = dt.timedelta(microseconds=1)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class BoundedSchedule:
     """``schedule`` with its runs before ``not_before`` and after ``not_after`` removed."""
 

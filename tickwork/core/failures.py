@@ -41,7 +41,7 @@ class FinishedRun:
     finished_at: dt.datetime
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Streak:
     """Runs in a row that failed for good, counted up to ``counted_until``."""
 

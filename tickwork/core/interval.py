@@ -74,7 +74,7 @@ def interval_anchor(moment: dt.datetime) -> dt.datetime:
     return whole if whole == utc else whole + dt.timedelta(seconds=1)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class IntervalSchedule:
     """Runs at ``anchor + k * seconds`` for every whole ``k`` (bound it with
     :class:`~tickwork.core.bounds.BoundedSchedule`). O(1) per question."""

@@ -99,7 +99,7 @@ class JobFacts:
     """Runs waiting in ``status.bufferedRuns`` for the active run to end."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class PendingRun:
     """The next run the job waits for: scheduled at ``scheduled_at``, published at ``due_at``."""
 

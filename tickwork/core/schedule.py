@@ -50,7 +50,7 @@ from tickwork.core.zones import Transition, ZoneTimeline, load_zone
 _SEARCH_BACK_MINUTES = 30 * 366 * civil.MINUTES_PER_DAY
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class CronSchedule:
     """A cron expression in a time zone. Build it with :func:`cron_schedule`."""
 
@@ -185,11 +185,11 @@ class CronSchedule:
     def next_run_after(self, moment: dt.datetime) -> dt.datetime | None:
         """The first run strictly after ``moment`` (aware), as an aware UTC datetime."""
         found = self.next_fire_minute(civil.to_minute(moment))
-        return None if found is None else civil.from_minute(found)
+        return None if found is None else civil.run_instant(found)
 
     def last_run_at_or_before(self, moment: dt.datetime) -> dt.datetime | None:
         found = self.prev_fire_minute(civil.to_minute(moment))
-        return None if found is None else civil.from_minute(found)
+        return None if found is None else civil.run_instant(found)
 
     def count_runs_between(self, after: dt.datetime, until: dt.datetime) -> int:
         """Runs in ``(after, until]``."""
@@ -214,7 +214,7 @@ def cron_schedule(
     )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class OneShotSchedule:
     """A single run at ``run_at`` (``spec.runAt``)."""
 

@@ -35,6 +35,8 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import sys
+from collections.abc import Iterable
 from typing import Any, TypeVar
 
 from pydantic import BaseModel
@@ -50,6 +52,7 @@ from tickwork.api.models import (
     RunStatus,
     ScheduledJobStatus,
 )
+from tickwork.core.civil import run_instant, to_minute
 from tickwork.core.states import RunState
 from tickwork.core.text import HISTORY_TEXT_LIMIT, TEXT_LIMIT, cap_optional
 
@@ -90,26 +93,60 @@ _FIELD_SETS: dict[frozenset[str], set[str]] = {}
 
 
 def compact(model: _M) -> _M:
-    """``model``, with the set of fields set of it and of every model in it shared
-    with the equal sets of other models held so. Each set of 5 to 17 names takes 728
-    bytes, and the operator holds two per job for as long as it runs (its share of
-    status, all 17 fields set, and the Ready condition): ~1.4 KB of ~7 KB a job.
+    """``model``, with what it holds shared with the equal parts of other models held so:
+
+    * the set of fields set of it and of every model in it. Each set of 5 to 17 names
+      takes 728 bytes, and the operator holds two per job for as long as it runs (its
+      share of status, all 17 fields set, and the Ready condition);
+    * instants on the minute (``nextRunAt``, ``nextRuns``, ``lastScheduleTime``: a
+      fleet's jobs run at the same minutes) as the schedules' own shared instants
+      (:func:`tickwork.core.civil.run_instant`), not one datetime per job and field;
+    * a condition's type, reason and message, interned (a few dozen texts in all, 194
+      bytes a job when each job holds its own copies from the JSON it was read from).
+
     Only frozen models are touched: pydantic adds to the set on assignment, which a
     frozen model refuses, and ``model_copy`` copies the set before it adds to it."""
     stack: list[Any] = [model]
     while stack:
         item = stack.pop()
         if isinstance(item, BaseModel):
-            if not item.model_config.get("frozen"):
-                continue
-            names = item.__pydantic_fields_set__
-            shared = _FIELD_SETS.setdefault(frozenset(names), set(names))
-            if shared is not names:
-                object.__setattr__(item, "__pydantic_fields_set__", shared)
-            stack.extend(item.__dict__.values())
-        elif isinstance(item, list | tuple):
+            if item.model_config.get("frozen"):
+                stack.extend(_share_parts(item))
+        elif isinstance(item, list):
+            for index, value in enumerate(item):
+                if type(value) is dt.datetime:
+                    item[index] = _shared_instant(value)
+            stack.extend(item)
+        elif isinstance(item, tuple):
             stack.extend(item)
     return model
+
+
+def _share_parts(item: BaseModel) -> Iterable[Any]:
+    """Share what a frozen model holds (see :func:`compact`); its values, to go on with."""
+    names = item.__pydantic_fields_set__
+    shared = _FIELD_SETS.setdefault(frozenset(names), set(names))
+    if shared is not names:
+        object.__setattr__(item, "__pydantic_fields_set__", shared)
+    values = item.__dict__
+    for name, value in values.items():
+        if type(value) is dt.datetime:
+            values[name] = _shared_instant(value)
+    if isinstance(item, Condition):
+        for name in _CONDITION_TEXTS:
+            if len(values[name]) <= _INTERNED_LENGTH:
+                values[name] = sys.intern(values[name])
+    return values.values()
+
+
+_CONDITION_TEXTS = ("type", "reason", "message")
+_INTERNED_LENGTH = 256
+
+
+def _shared_instant(moment: dt.datetime) -> dt.datetime:
+    if moment.tzinfo is not dt.UTC or moment.second or moment.microsecond:
+        return moment
+    return run_instant(to_minute(moment))
 
 
 def updated(share: OperatorStatus, **changes: Any) -> OperatorStatus:
