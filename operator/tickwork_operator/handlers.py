@@ -14,6 +14,9 @@ from collections.abc import Iterable
 from typing import Any
 
 import kopf
+from kopf._core.engines import daemons as kopf_daemons
+from kopf._core.engines import indexing as kopf_indexing
+from kopf._core.reactor import inventory as kopf_inventory
 
 from tickwork.api import models
 from tickwork.kube.credentials import Connection, load_configuration
@@ -94,6 +97,42 @@ class NoDiffBase(kopf.DiffBaseStorage):
 
     def store(self, *, body: kopf.Body, patch: kopf.Patch, essence: kopf.BodyEssence) -> None:
         del body, patch, essence
+
+
+class SharedMemo(kopf.Memo):
+    """The operator's memo (the watch state and the ticker), handed to every object's
+    handler as it is. kopf gives each object a shallow copy of the memo, kept for as
+    long as the object exists (~230 bytes a job); nothing is kept per object in it."""
+
+    def __copy__(self) -> SharedMemo:
+        return self
+
+
+class LeanMemories(kopf_inventory.ResourceMemories):
+    """kopf's per-object memories without the parts only daemons, timers and indexes
+    use: every object shares one empty daemons record and one indexing record instead
+    of its own (a set, a dict and two records: ~400 bytes a job). Sound only while the
+    registry has none of those handlers (:func:`check_lean`, called at start)."""
+
+    _no_daemons = kopf_daemons.DaemonsMemory(idle_reset_time=0.0)  # no daemon reads it
+    _no_indexing = kopf_indexing.IndexingMemory()
+
+    async def recall(self, raw_body: Any, **options: Any) -> Any:
+        memory = await super().recall(raw_body, **options)
+        memory.daemons_memory = self._no_daemons
+        memory.indexing_memory = self._no_indexing
+        return memory
+
+
+def check_lean(registry_: kopf.OperatorRegistry) -> None:
+    """Refuse to run kopf with :class:`LeanMemories` beside a daemon, timer or index."""
+    spawning = registry_._spawning.get_all_handlers()  # noqa: SLF001 - kopf has no public list
+    indexing = registry_._indexing.get_all_handlers()  # noqa: SLF001
+    if spawning or indexing:
+        raise RuntimeError(
+            "LeanMemories shares the daemons and indexing records of every object: "
+            "a kopf daemon, timer or index needs its own (drop LeanMemories)"
+        )
 
 
 def kopf_settings() -> kopf.OperatorSettings:

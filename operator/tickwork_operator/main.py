@@ -22,7 +22,13 @@ from tickwork.memory import trim_periodically
 from tickwork.queue import RedisSettings, open_queue
 from tickwork.queue.connection import create_client, wait_until_ready
 from tickwork.queue.protocol import RunQueue
-from tickwork_operator.handlers import kopf_settings, registry
+from tickwork_operator.handlers import (
+    LeanMemories,
+    SharedMemo,
+    check_lean,
+    kopf_settings,
+    registry,
+)
 from tickwork_operator.leader import LeaderElector
 from tickwork_operator.metrics import OperatorMetrics
 from tickwork_operator.settings import OperatorSettings
@@ -100,12 +106,14 @@ async def run_operator(settings: OperatorSettings, *, queue: RunQueue | None = N
         redis.safe_url() if redis else "in memory",
     )  # fmt: skip
     try:
+        check_lean(registry)
         await kopf.operator(
             registry=registry,
             settings=kopf_settings(),
             clusterwide=not settings.namespaces,
             namespaces=settings.namespaces,
-            memo=kopf.Memo(state=state, ticker=ticker),
+            memo=SharedMemo(state=state, ticker=ticker),
+            memories=LeanMemories(),
             ready_flag=kopf_ready,
             standalone=True,
         )
