@@ -110,7 +110,10 @@ def _owners(state: Any, jobs: int) -> dict[str, float]:
             [m for e in entries for m in (e.wanted, e.written)], seen),
         "JobEntry records and the rest": _deep_size([state.jobs], seen),
     }  # fmt: skip
-    items = [m._items for m in gc.get_objects() if type(m).__name__ == "ResourceMemories"]  # noqa: SLF001
+    # kopf's class or a subclass of it (LeanMemories), by name: --compare-with may run
+    # a tree whose operator has either.
+    kinds = {"ResourceMemories", "LeanMemories"}
+    items = [m._items for m in gc.get_objects() if type(m).__name__ in kinds]  # noqa: SLF001
     for memory in (memory for found in items for memory in found.values()):
         seen.update(id(value) for value in dict(memory.memo).values())  # the operator's memo
     sizes["kopf per-object memories"] = _deep_size(items, seen)
