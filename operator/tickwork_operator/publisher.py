@@ -168,8 +168,7 @@ class Publisher:
             self.metrics.schedule_lag.observe(max(0.0, lag))
         if not durable:
             entry.wanted = self._decided(entry, decision)
-        if decision.missed:
-            self.metrics.runs_skipped.labels(reason="missed").inc(decision.missed)
+        self._note_missed(decision)
         report = self.reporter.owe(entry)
         if decision.missed:
             which = "the oldest run caught up" if decision.following and (
@@ -224,10 +223,9 @@ class Publisher:
         )
         return _with_missed(wanted, decision)
 
-    def _count_missed(self, wanted: OperatorStatus, decision: Decision) -> OperatorStatus:
+    def _note_missed(self, decision: Decision) -> None:
         if decision.missed:
             self.metrics.runs_skipped.labels(reason="missed").inc(decision.missed)
-        return _with_missed(wanted, decision)
 
     def _not_published(self, entry: JobEntry, decision: Decision) -> None:
         wanted = entry.wanted
@@ -245,7 +243,7 @@ class Publisher:
             )
             report.events.append((NORMAL, "RunSkipped", decision.reason))
         else:  # MISS
-            self.metrics.runs_skipped.labels(reason="missed").inc(decision.missed)
+            self._note_missed(decision)
             wanted = updated(
                 wanted,
                 next_run_at=following,
@@ -274,7 +272,8 @@ class Publisher:
             next_run_at=following,
             next_runs=entry.next_runs(following),
         )  # fmt: skip
-        entry.wanted = self._count_missed(wanted, decision)
+        entry.wanted = _with_missed(wanted, decision)
+        self._note_missed(decision)
         told = f"run {decision.run_id} {decision.reason}"
         self.reporter.owe(entry).events.append((NORMAL, "RunBuffered", told))
 

@@ -116,6 +116,8 @@ async def test_the_policy_decides_what_is_published_and_status_counts_the_rest(
     assert published == ids(*expected)
     assert leader.sink.status["missedRuns"] == missed
     assert leader.sink.status["nextRunAt"] == "2026-12-01T09:01:00Z"
+    counted = leader.ticker.publisher.metrics.runs_skipped.labels(reason="missed")
+    assert counted._value.get() == missed  # counted once, whichever path
 
 
 LATEST = {"schedule": "* * * * *", "concurrencyPolicy": "Allow", "catchup": {"policy": "Latest"}}
