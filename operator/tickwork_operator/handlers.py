@@ -20,6 +20,7 @@ from kopf._core.reactor import inventory as kopf_inventory
 
 from tickwork.api import models
 from tickwork.kube.credentials import Connection, load_configuration
+from tickwork_operator.listing import ListPacing
 from tickwork_operator.state import WatchState
 from tickwork_operator.ticker import Ticker
 
@@ -69,6 +70,9 @@ async def scheduled_job_event(
     kind = event.get("type")
     if kind is None:  # kopf's convention for an object of a list, not a watch event
         state.listed_at = ticker.clock.monotonic()
+        pacing: ListPacing | None = memo.get("pacing")
+        if pacing is not None:
+            pacing.handled()
     elif kind == "DELETED":
         state.forget(meta.get("namespace", ""), meta.get("name", ""))
         return
@@ -135,7 +139,7 @@ def check_lean(registry_: kopf.OperatorRegistry) -> None:
         )
 
 
-def kopf_settings() -> kopf.OperatorSettings:
+def kopf_settings(*, list_page: int = LIST_PAGE) -> kopf.OperatorSettings:
     settings = kopf.OperatorSettings()
     settings.peering.standalone = True  # leadership is ours (a Lease), not kopf's peering
     settings.posting.enabled = False  # Events are posted by Tickwork, deduplicated
@@ -146,5 +150,5 @@ def kopf_settings() -> kopf.OperatorSettings:
     settings.process.ultimate_exiting_timeout = 60
     # List in pages: kopf's default is one response holding every object's JSON at
     # once (docs/performance.md, "Where the operator's memory goes").
-    settings.watching.chunk_size = LIST_PAGE
+    settings.watching.chunk_size = list_page
     return settings

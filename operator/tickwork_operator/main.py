@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 import kopf
 
+from tickwork.api.models import GROUP, PLURAL
 from tickwork.core.buckets import BucketIndex
 from tickwork.core.errors import QueueUnavailableError
 from tickwork.kube.client import KubeClient, load_configuration
@@ -30,6 +31,7 @@ from tickwork_operator.handlers import (
     registry,
 )
 from tickwork_operator.leader import LeaderElector
+from tickwork_operator.listing import ListPacing, paced_lists
 from tickwork_operator.metrics import OperatorMetrics
 from tickwork_operator.settings import OperatorSettings
 from tickwork_operator.state import WatchState
@@ -56,6 +58,8 @@ async def run_operator(settings: OperatorSettings, *, queue: RunQueue | None = N
     metrics = OperatorMetrics()
     state = WatchState(index=BucketIndex(start=time.time(), width=settings.bucket_seconds))
     metrics.count_jobs(state.phases)
+    pacing = ListPacing(ahead=settings.list_ahead)
+    metrics.count_listing(pacing)
     events = EventRecorder(kube, component="tickwork-operator", instance=settings.identity)
     elector = LeaderElector(
         kube,
@@ -107,16 +111,17 @@ async def run_operator(settings: OperatorSettings, *, queue: RunQueue | None = N
     )  # fmt: skip
     try:
         check_lean(registry)
-        await kopf.operator(
-            registry=registry,
-            settings=kopf_settings(),
-            clusterwide=not settings.namespaces,
-            namespaces=settings.namespaces,
-            memo=SharedMemo(state=state, ticker=ticker),
-            memories=LeanMemories(),
-            ready_flag=kopf_ready,
-            standalone=True,
-        )
+        with paced_lists(pacing, plural=PLURAL, group=GROUP):
+            await kopf.operator(
+                registry=registry,
+                settings=kopf_settings(list_page=settings.list_page_size),
+                clusterwide=not settings.namespaces,
+                namespaces=settings.namespaces,
+                memo=SharedMemo(state=state, ticker=ticker, pacing=pacing),
+                memories=LeanMemories(),
+                ready_flag=kopf_ready,
+                standalone=True,
+            )
     finally:
         stop.set()
         await asyncio.gather(*background, return_exceptions=True)

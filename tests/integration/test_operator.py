@@ -376,3 +376,29 @@ def test_each_status_field_has_one_writer_and_overlapping_runs_keep_each_other(
     managers = {m["manager"] for m in final["metadata"]["managedFields"]}
     assert writes.run_manager(run_a) not in managers
     assert {writes.OPERATOR_MANAGER, writes.run_manager(run_b)} <= managers
+
+
+def test_a_cold_start_lists_no_faster_than_the_operator_handles_the_jobs(
+    start_operator: Callable[..., TickworkProcess], jobs: Jobs
+) -> None:
+    """40 jobs listed in pages of 4, each page asked for once the handler has handled
+    every object listed before it: the list waits for the handler (at most a page is
+    ever queued, not the whole list), and every job is indexed and gets its status
+    all the same."""
+    names = [f"listed-{number:02d}" for number in range(40)]
+    for name in names:
+        jobs.create(name, {"schedule": "@daily", "task": ECHO})
+    operator = start_operator(
+        TICKWORK_OPERATOR_LIST_PAGE_SIZE="4", TICKWORK_OPERATOR_LIST_AHEAD="0"
+    )
+    lead(operator)
+    wait_for(lambda: operator.metric("tickwork_index_jobs") == 40, timeout=60, what="40 jobs")
+    wait_for(lambda: all("nextRunAt" in jobs.status(name) for name in names),
+             timeout=60, what="every job's status")  # fmt: skip
+    held = operator.metric("tickwork_operator_list_held_seconds_total")
+    assert held is not None
+    assert held > 0
+    peak = operator.metric("tickwork_operator_list_backlog_peak")
+    assert peak is not None
+    assert 0 < peak <= 4
+    assert operator.metric("tickwork_operator_list_patience_exceeded_total") == 0
