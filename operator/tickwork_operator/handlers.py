@@ -20,7 +20,6 @@ from kopf._core.reactor import inventory as kopf_inventory
 
 from tickwork.api import models
 from tickwork.kube.credentials import Connection, load_configuration
-from tickwork_operator.listing import ListPacing
 from tickwork_operator.state import WatchState
 from tickwork_operator.ticker import Ticker
 
@@ -66,17 +65,29 @@ async def scheduled_job_event(
     change is the ticker's, which runs on the event loop (and iterates it)."""
     state: WatchState = memo["state"]
     ticker: Ticker = memo["ticker"]
-    meta = body.get("metadata", {})
     kind = event.get("type")
-    if kind is None:  # kopf's convention for an object of a list, not a watch event
-        state.listed_at = ticker.clock.monotonic()
-        pacing: ListPacing | None = memo.get("pacing")
-        if pacing is not None:
-            pacing.handled()
+    # kopf's event type None is an object of a list (the operator indexes its lists
+    # itself, see listing.py: kopf hands one over only when that is not set up).
+    ticker.metrics.watch_events.labels(type=kind or "LISTED").inc()
+    if kind is None:
+        observe_listed(state, ticker, dict(body))
     elif kind == "DELETED":
+        meta = body.get("metadata", {})
         state.forget(meta.get("namespace", ""), meta.get("name", ""))
-        return
-    entry = state.observe(dict(body), now=dt.datetime.now(dt.UTC))
+    else:
+        _observe(state, ticker, dict(body))
+
+
+def observe_listed(state: WatchState, ticker: Ticker, listed: dict[str, Any]) -> None:
+    """Index an object of a list (the first at a start, or a relist after the watch
+    failed); owed status writes wait while a list is coming in (``state.listing``)."""
+    state.listed_at = ticker.clock.monotonic()
+    ticker.metrics.objects_listed.inc()
+    _observe(state, ticker, listed)
+
+
+def _observe(state: WatchState, ticker: Ticker, body: dict[str, Any]) -> None:
+    entry = state.observe(body, now=dt.datetime.now(dt.UTC))
     asked = any((entry.key, verb) in state.dead_letter_asks for verb in ("requeue", "purge"))
     if entry.key in state.triggers or entry.key in state.dirty or asked:
         ticker.wakeup.set()

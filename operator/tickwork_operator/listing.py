@@ -1,18 +1,24 @@
-"""The list of every ScheduledJob (at a start, and at every relist) taken at the pace
-the operator handles it.
+"""The list of every ScheduledJob (at a start, and at every relist), indexed by the
+operator as each page arrives rather than object by object through kopf.
 
-kopf lists in pages (``settings.watching.chunk_size``) but asks for the next page as
-soon as the last one is queued, not when it is handled: at a cold start every job's
-parsed JSON, each with a kopf worker task and queue of its own, is alive at once,
-and the records the operator keeps for good are made in between. The allocator
-keeps the pages of that peak for as long as a few of those records sit in them
-(docs/performance.md, "Where the operator's memory goes"). :class:`ListPacing` holds
-the next page back until all but ``ahead`` of the objects listed so far have been
-handled, so a cold start's garbage is a few pages, whatever the number of jobs.
+kopf hands each listed object to its per-object machinery — a worker task and a
+queue, a memory record, a logger, the handler's invocation — about 1 ms of CPU an
+object, most of a cold start's time to index every job; and it asks for the next
+page as soon as the last is queued, not handled, so at a cold start every job's
+parsed JSON and worker task are alive at once, with the records the operator keeps
+for good made in between them (docs/performance.md, "Where the operator's memory
+goes"). The operator needs none of that for a listed object: its handler does the
+same for every object (index it), and kopf keeps nothing per object that the
+operator reads (only ``on.event`` handlers: no daemons, timers, indexes, progress
+or diff base).
 
-kopf has no hook for this: :func:`paced_lists` wraps its page fetcher
-(``kopf._cogs.clients.fetching.fetch_objs``, which its watcher looks up at each
-list) for the ScheduledJob resource only, and puts it back on the way out.
+:func:`listed_here` wraps kopf's page fetcher
+(``kopf._cogs.clients.fetching.fetch_objs``, which kopf's watcher looks up at each
+list) for the ScheduledJob resource: each page's objects go to the operator as the
+page arrives, the next page is asked for once they are indexed, and kopf gets the
+page empty, with its resourceVersion, from which it watches as before. Every change
+after the list (the watch's events) goes through kopf as before. Other resources are
+listed as kopf lists them, and the fetcher is put back on the way out.
 """
 
 from __future__ import annotations
@@ -20,7 +26,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Collection, Iterator
 from typing import Any, cast
 
@@ -29,64 +34,17 @@ from kopf._cogs.clients import fetching as kopf_fetching
 logger = logging.getLogger(__name__)
 
 Page = tuple[Collection[Any], str]
-
-
-class ListPacing:
-    """How far the list is ahead of the handler, and the wait for it to catch up.
-
-    The handler calls :meth:`handled` for each object of a list it handles; the page
-    fetcher calls :meth:`started` when a list starts and :meth:`after_page` after each
-    page (it returns once at most ``ahead`` objects listed wait to be handled, or after
-    ``patience`` seconds: an object kopf never hands over must not stop the list, and
-    a list's continue token expires after a few minutes)."""
-
-    def __init__(self, *, ahead: int, patience: float = 10.0) -> None:
-        if ahead < 0 or patience <= 0:
-            raise ValueError("ahead must be >= 0 and patience > 0")
-        self.ahead = ahead
-        self.patience = patience
-        self.listed = 0
-        self.handled_count = 0
-        self.most_behind = 0
-        """The most objects listed and not yet handled at the end of a page (at most
-        ``ahead`` and a page, unless the patience ran out)."""
-        self.waited_seconds = 0.0
-        self.timeouts = 0
-        self._caught_up = asyncio.Event()
-
-    @property
-    def behind(self) -> int:
-        return self.listed - self.handled_count
-
-    def started(self) -> None:
-        """A new list: what an earlier one left unhandled no longer counts."""
-        self.listed = self.handled_count = 0
-
-    def handled(self) -> None:
-        self.handled_count += 1
-        if self.behind <= self.ahead:
-            self._caught_up.set()
-
-    async def after_page(self, size: int, *, clock: Callable[[], float] = time.monotonic) -> None:
-        self.listed += size
-        self.most_behind = max(self.most_behind, self.behind)
-        if self.behind > self.ahead:
-            self._caught_up.clear()
-            started = clock()
-            try:
-                await asyncio.wait_for(self._caught_up.wait(), self.patience)
-            except TimeoutError:
-                self.timeouts += 1
-                logger.warning(
-                    "the list is %d objects ahead of the handler after %.0f s; going on",
-                    self.behind, self.patience,
-                )  # fmt: skip
-            self.waited_seconds += clock() - started
+#: Objects indexed between two turns of the event loop (a page of 500 takes ~0.1 s
+#: to index; the ticker must not wait for a whole page).
+TURN_EVERY = 50
 
 
 @contextlib.contextmanager
-def paced_lists(pacing: ListPacing, *, plural: str, group: str) -> Iterator[None]:
-    """kopf's lists of ``plural.group`` paced by ``pacing`` while inside."""
+def listed_here(
+    handle: Callable[[dict[str, Any]], object], *, plural: str, group: str
+) -> Iterator[None]:
+    """While inside, every listed ``plural.group`` object goes to ``handle`` (in the
+    event loop's thread, in list order), not to kopf."""
     original = kopf_fetching.fetch_objs
 
     async def fetch_objs(*, resource: Any, **options: Any) -> AsyncIterator[Page]:
@@ -94,17 +52,29 @@ def paced_lists(pacing: ListPacing, *, plural: str, group: str) -> Iterator[None
         pages = cast("AsyncGenerator[Page, None]", original(resource=resource, **options))
         ours = (resource.plural, resource.group) == (plural, group)
         async with contextlib.aclosing(pages):
-            if ours:
-                pacing.started()
             async for page, version in pages:
-                size = len(page)
-                yield page, version
-                del page  # the consumer has queued it: hold no reference while waiting
-                if ours:
-                    await pacing.after_page(size)
+                if not ours:
+                    yield page, version
+                    continue
+                await _index(page, handle)
+                del page  # only the one page being indexed is ever held
+                yield (), version
 
     kopf_fetching.fetch_objs = fetch_objs
     try:
         yield
     finally:
         kopf_fetching.fetch_objs = original
+
+
+async def _index(page: Collection[Any], handle: Callable[[dict[str, Any]], object]) -> None:
+    for count, listed in enumerate(page, start=1):
+        try:
+            handle(listed)
+        except Exception:  # one object must not stop the list (kopf logs a handler's alike)
+            meta = listed.get("metadata") or {}
+            logger.exception(
+                "listed ScheduledJob %s/%s not indexed", meta.get("namespace"), meta.get("name")
+            )
+        if count % TURN_EVERY == 0:
+            await asyncio.sleep(0)

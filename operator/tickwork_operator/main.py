@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import logging
 import os
 import sys
@@ -28,10 +29,11 @@ from tickwork_operator.handlers import (
     SharedMemo,
     check_lean,
     kopf_settings,
+    observe_listed,
     registry,
 )
 from tickwork_operator.leader import LeaderElector
-from tickwork_operator.listing import ListPacing, paced_lists
+from tickwork_operator.listing import listed_here
 from tickwork_operator.metrics import OperatorMetrics
 from tickwork_operator.settings import OperatorSettings
 from tickwork_operator.state import WatchState
@@ -58,8 +60,6 @@ async def run_operator(settings: OperatorSettings, *, queue: RunQueue | None = N
     metrics = OperatorMetrics()
     state = WatchState(index=BucketIndex(start=time.time(), width=settings.bucket_seconds))
     metrics.count_jobs(state.phases)
-    pacing = ListPacing(ahead=settings.list_ahead)
-    metrics.count_listing(pacing)
     events = EventRecorder(kube, component="tickwork-operator", instance=settings.identity)
     elector = LeaderElector(
         kube,
@@ -111,13 +111,14 @@ async def run_operator(settings: OperatorSettings, *, queue: RunQueue | None = N
     )  # fmt: skip
     try:
         check_lean(registry)
-        with paced_lists(pacing, plural=PLURAL, group=GROUP):
+        listed = functools.partial(observe_listed, state, ticker)
+        with listed_here(listed, plural=PLURAL, group=GROUP):
             await kopf.operator(
                 registry=registry,
                 settings=kopf_settings(list_page=settings.list_page_size),
                 clusterwide=not settings.namespaces,
                 namespaces=settings.namespaces,
-                memo=SharedMemo(state=state, ticker=ticker, pacing=pacing),
+                memo=SharedMemo(state=state, ticker=ticker),
                 memories=LeanMemories(),
                 ready_flag=kopf_ready,
                 standalone=True,

@@ -10,11 +10,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from tickwork.core.states import JobPhase
-from tickwork_operator.listing import ListPacing
 
 #: Why the operator did not publish a due run (``tickwork_runs_skipped_total{reason}``).
 SKIP_REASONS = ("forbid", "missed")
@@ -39,33 +38,6 @@ class _JobsByPhase(Collector):
         for phase in JobPhase:
             family.add_metric([phase.value], counts.get(phase, 0))
         yield family
-
-
-class _Listing(Collector):
-    """How the lists of ScheduledJobs were held back for the handler
-    (:class:`~tickwork_operator.listing.ListPacing`), read when Prometheus scrapes."""
-
-    def __init__(self, pacing: ListPacing) -> None:
-        self._pacing = pacing
-
-    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
-        yield CounterMetricFamily(
-            "tickwork_operator_list_held_seconds",
-            "Time the list of ScheduledJobs (at a start or a relist) waited for the "
-            "operator to handle the pages before (a cold start's memory stays a few pages).",
-            value=self._pacing.waited_seconds,
-        )
-        yield CounterMetricFamily(
-            "tickwork_operator_list_patience_exceeded",
-            "Pages asked for although the handler had not caught up within the patience.",
-            value=self._pacing.timeouts,
-        )
-        yield GaugeMetricFamily(
-            "tickwork_operator_list_backlog_peak",
-            "The most objects listed and not yet handled at the end of a page: at most the "
-            "allowance (TICKWORK_OPERATOR_LIST_AHEAD) and a page.",
-            value=self._pacing.most_behind,
-        )
 
 
 class OperatorMetrics:
@@ -141,6 +113,18 @@ class OperatorMetrics:
             "written; written in the background, merged per job while a backlog lasts.",
             registry=r,
         )
+        self.objects_listed = Counter(
+            "tickwork_operator_objects_listed",
+            "ScheduledJobs indexed from a list (at a start, at a relist) as its pages arrived.",
+            registry=r,
+        )
+        self.watch_events = Counter(
+            "tickwork_operator_watch_events",
+            "Watch events kopf handed to the operator, by type (ADDED, MODIFIED, DELETED; "
+            "LISTED for an object of a list, which the operator indexes itself, so 0).",
+            ["type"],
+            registry=r,
+        )
         self.index_size = Gauge(
             "tickwork_index_jobs", "ScheduledJobs in the watcher's bucket index.", registry=r
         )
@@ -168,7 +152,3 @@ class OperatorMetrics:
     def count_jobs(self, count: Callable[[], Mapping[JobPhase, int]]) -> None:
         """Export ``tickwork_jobs{phase}`` from ``count`` (called at each scrape)."""
         self.registry.register(_JobsByPhase(count))
-
-    def count_listing(self, pacing: ListPacing) -> None:
-        """Export how the lists were paced (read at each scrape)."""
-        self.registry.register(_Listing(pacing))

@@ -52,11 +52,6 @@ class OperatorSettings(BaseSettings):
         default=500, ge=1, le=10000,
         description="ScheduledJobs per page of the list at a start (and at every relist).",
     )  # fmt: skip
-    list_ahead: int = Field(
-        default=1000, ge=0,
-        description="Objects listed and not yet handled before the next page is asked for: "
-        "a cold start holds a few pages, not every job's JSON at once.",
-    )  # fmt: skip
     lease_name: str = "tickwork-operator"
     lease_namespace: str = Field(default_factory=lambda: os.environ.get("POD_NAMESPACE", "default"))
     lease_duration_seconds: float = Field(default=10.0, ge=2)

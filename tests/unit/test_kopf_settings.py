@@ -14,7 +14,7 @@ import pytest
 from tickwork.core.buckets import BucketIndex
 from tickwork_operator.clock import Clock
 from tickwork_operator.handlers import LIST_PAGE, kopf_settings, registry, scheduled_job_event
-from tickwork_operator.listing import ListPacing
+from tickwork_operator.metrics import OperatorMetrics
 from tickwork_operator.state import WatchState
 
 pytestmark = pytest.mark.unit
@@ -60,20 +60,21 @@ def test_the_list_comes_in_pages_and_kopf_posts_and_scans_nothing() -> None:
 async def test_a_listed_object_marks_a_list_in_progress_and_a_watch_event_does_not() -> None:
     state = WatchState(index=BucketIndex(start=0.0, width=1.0))
     now = [100.0]
+    metrics = OperatorMetrics()
     ticker = SimpleNamespace(clock=Clock(wall=lambda: now[0], monotonic=lambda: now[0]),
-                             wakeup=asyncio.Event())  # fmt: skip
-    pacing = ListPacing(ahead=0)
-    memo = kopf.Memo(state=state, ticker=ticker, pacing=pacing)
+                             wakeup=asyncio.Event(), metrics=metrics)  # fmt: skip
+    memo = kopf.Memo(state=state, ticker=ticker)
     job = body()
     await scheduled_job_event(event={"type": "MODIFIED", "object": job}, body=kopf.Body(job),
                               memo=memo)  # fmt: skip
     assert state.listed_at is None
-    assert pacing.handled_count == 0  # a watch event is no part of a list
+    assert metrics.registry.get_sample_value(
+        "tickwork_operator_watch_events_total", {"type": "MODIFIED"}) == 1  # fmt: skip
     assert not state.listing(now[0])
     await scheduled_job_event(event={"type": None, "object": job}, body=kopf.Body(job),
                               memo=memo)  # fmt: skip  # kopf's type for a listed object
     assert state.listed_at == 100.0
-    assert pacing.handled_count == 1  # the list may go on
+    assert metrics.registry.get_sample_value("tickwork_operator_objects_listed_total") == 1
     assert state.listing(101.0)
     assert not state.listing(102.5)
     assert ("team-a", "nightly") in state.jobs  # and it is indexed as any event
