@@ -20,6 +20,7 @@ from kopf._core.reactor import inventory as kopf_inventory
 
 from tickwork.api import models
 from tickwork.kube.credentials import Connection, load_configuration
+from tickwork_operator.entry import JobKey
 from tickwork_operator.state import WatchState
 from tickwork_operator.ticker import Ticker
 
@@ -78,19 +79,49 @@ async def scheduled_job_event(
         _observe(state, ticker, dict(body))
 
 
-def observe_listed(state: WatchState, ticker: Ticker, listed: dict[str, Any]) -> None:
+def observe_listed(state: WatchState, ticker: Ticker, listed: dict[str, Any]) -> JobKey:
     """Index an object of a list (the first at a start, or a relist after the watch
     failed); owed status writes wait while a list is coming in (``state.listing``)."""
     state.listed_at = ticker.clock.monotonic()
     ticker.metrics.objects_listed.inc()
-    _observe(state, ticker, listed)
+    return _observe(state, ticker, listed)
 
 
-def _observe(state: WatchState, ticker: Ticker, body: dict[str, Any]) -> None:
+def _observe(state: WatchState, ticker: Ticker, body: dict[str, Any]) -> JobKey:
     entry = state.observe(body, now=dt.datetime.now(dt.UTC))
     asked = any((entry.key, verb) in state.dead_letter_asks for verb in ("requeue", "purge"))
     if entry.key in state.triggers or entry.key in state.dirty or asked:
         ticker.wakeup.set()
+    return entry.key
+
+
+class ListedJobs:
+    """The objects of one list (:func:`~tickwork_operator.listing.listed_here`), for
+    one namespace or all (``namespace`` None). A relist (the operator already holds
+    jobs of it) also notes which jobs it brought, and at its end forgets the others:
+    deleted while the watch was down, they come in no event."""
+
+    def __init__(self, state: WatchState, ticker: Ticker, namespace: str | None) -> None:
+        self.state = state
+        self.ticker = ticker
+        self.namespace = namespace
+        relist = any(namespace is None or key[0] == namespace for key in state.jobs)
+        self.seen: set[JobKey] | None = set() if relist else None
+
+    def add(self, listed: dict[str, Any]) -> None:
+        key = observe_listed(self.state, self.ticker, listed)
+        if self.seen is not None:
+            self.seen.add(key)
+
+    def end(self) -> None:
+        if self.seen is None:
+            return
+        gone = self.state.forget_unlisted(self.namespace, self.seen)
+        if gone:
+            logger.info(
+                "forgot %d ScheduledJobs deleted while the watch was down (first: %s/%s)",
+                len(gone), *gone[0],
+            )  # fmt: skip
 
 
 class NoDiffBase(kopf.DiffBaseStorage):

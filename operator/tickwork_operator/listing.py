@@ -27,13 +27,25 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Collection, Iterator
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
 from kopf._cogs.clients import fetching as kopf_fetching
 
 logger = logging.getLogger(__name__)
 
 Page = tuple[Collection[Any], str]
+
+
+class ListSink(Protocol):
+    """Where the objects of one list go (one list of one namespace, or of all)."""
+
+    def add(self, listed: dict[str, Any]) -> None:
+        """Index one listed object."""
+
+    def end(self) -> None:
+        """The list came in whole (not called when it broke off)."""
+
+
 #: Objects indexed between two turns of the event loop (a page of 500 takes ~0.1 s
 #: to index; the ticker must not wait for a whole page).
 TURN_EVERY = 50
@@ -41,24 +53,27 @@ TURN_EVERY = 50
 
 @contextlib.contextmanager
 def listed_here(
-    handle: Callable[[dict[str, Any]], object], *, plural: str, group: str
+    sink_for: Callable[[str | None], ListSink], *, plural: str, group: str
 ) -> Iterator[None]:
-    """While inside, every listed ``plural.group`` object goes to ``handle`` (in the
-    event loop's thread, in list order), not to kopf."""
+    """While inside, every listed ``plural.group`` object goes to a sink of its list
+    (``sink_for(namespace)``, None for every namespace; in the event loop's thread, in
+    list order), not to kopf."""
     original = kopf_fetching.fetch_objs
 
     async def fetch_objs(*, resource: Any, **options: Any) -> AsyncIterator[Page]:
         # An async generator (typed as an iterator by kopf): closed with this one.
         pages = cast("AsyncGenerator[Page, None]", original(resource=resource, **options))
-        ours = (resource.plural, resource.group) == (plural, group)
+        sink = sink_for(options.get("namespace")) if _named(resource, plural, group) else None
         async with contextlib.aclosing(pages):
             async for page, version in pages:
-                if not ours:
+                if sink is None:
                     yield page, version
                     continue
-                await _index(page, handle)
+                await _index(page, sink)
                 del page  # only the one page being indexed is ever held
                 yield (), version
+        if sink is not None:
+            sink.end()
 
     kopf_fetching.fetch_objs = fetch_objs
     try:
@@ -67,10 +82,14 @@ def listed_here(
         kopf_fetching.fetch_objs = original
 
 
-async def _index(page: Collection[Any], handle: Callable[[dict[str, Any]], object]) -> None:
+def _named(resource: Any, plural: str, group: str) -> bool:
+    return (resource.plural, resource.group) == (plural, group)
+
+
+async def _index(page: Collection[Any], sink: ListSink) -> None:
     for count, listed in enumerate(page, start=1):
         try:
-            handle(listed)
+            sink.add(listed)
         except Exception:  # one object must not stop the list (kopf logs a handler's alike)
             meta = listed.get("metadata") or {}
             logger.exception(

@@ -26,10 +26,10 @@ from tickwork.queue.connection import create_client, wait_until_ready
 from tickwork.queue.protocol import RunQueue
 from tickwork_operator.handlers import (
     LeanMemories,
+    ListedJobs,
     SharedMemo,
     check_lean,
     kopf_settings,
-    observe_listed,
     registry,
 )
 from tickwork_operator.leader import LeaderElector
@@ -111,8 +111,8 @@ async def run_operator(settings: OperatorSettings, *, queue: RunQueue | None = N
     )  # fmt: skip
     try:
         check_lean(registry)
-        listed = functools.partial(observe_listed, state, ticker)
-        with listed_here(listed, plural=PLURAL, group=GROUP):
+        sinks = functools.partial(ListedJobs, state, ticker)
+        with listed_here(sinks, plural=PLURAL, group=GROUP):
             await kopf.operator(
                 registry=registry,
                 settings=kopf_settings(list_page=settings.list_page_size),

@@ -278,6 +278,17 @@ class WatchState:
         self.index.remove(("run", namespace, name))
         self.index.remove(("ttl", namespace, name))
 
+    def forget_unlisted(self, namespace: str | None, listed: set[JobKey]) -> list[JobKey]:
+        """A whole list of ``namespace`` (None: every namespace) came in: the jobs it
+        did not bring were deleted while the watch was down (a relist follows a watch
+        that failed, and a watch resumed from a newer list never tells of them).
+        Forget them; return which."""
+        gone = [key for key in self.jobs
+                if (namespace is None or key[0] == namespace) and key not in listed]  # fmt: skip
+        for key in gone:
+            self.forget(*key)
+        return gone
+
     def _withdraw(self, entry: JobEntry) -> None:
         """Mark the job's run for withdrawal if it has not started (a running one is
         the worker's to finish; its record is written as usual)."""

@@ -26,13 +26,29 @@ def job(number: int) -> dict[str, Any]:
     return {"metadata": {"namespace": "team-a", "name": f"job-{number}"}, "n": number}
 
 
-def fake_fetcher(trail: list[str], *, pages: int = 3, size: int = 4) -> Any:
+def fake_fetcher(trail: list[str], *, pages: int = 3, size: int = 4, fail: bool = False) -> Any:
     async def fetch_objs(*, resource: Any, **_: Any) -> AsyncIterator[tuple[list[Any], str]]:
         for number in range(pages):
             trail.append(f"fetched {resource.plural} page {number}")
             yield [job(number * size + i) for i in range(size)], f"rv{number}"
+        if fail:
+            raise ConnectionError("the list broke off")
 
     return fetch_objs
+
+
+class Sink:
+    """Records what a list hands over; ``add`` may be replaced."""
+
+    def __init__(self, trail: list[str], namespace: str | None = None) -> None:
+        self.trail = trail
+        self.namespace = namespace
+
+    def add(self, listed: dict[str, Any]) -> None:
+        self.trail.append(f"indexed {listed['n']}")
+
+    def end(self) -> None:
+        self.trail.append(f"list of {self.namespace or 'all'} ended")
 
 
 async def kopf_list(resource: Any) -> list[tuple[list[Any], str]]:
@@ -47,10 +63,7 @@ def test_listed_jobs_are_indexed_page_by_page_and_kopf_gets_empty_pages(
     trail: list[str] = []
     monkeypatch.setattr(kopf_fetching, "fetch_objs", fake_fetcher(trail))
 
-    def handle(listed: dict[str, Any]) -> None:
-        trail.append(f"indexed {listed['n']}")
-
-    with listed_here(handle, plural="scheduledjobs", group="tickwork.dev"):
+    with listed_here(lambda ns: Sink(trail, ns), plural="scheduledjobs", group="tickwork.dev"):
         given = asyncio.run(kopf_list(JOBS))
     assert given == [([], "rv0"), ([], "rv1"), ([], "rv2")]  # kopf watches from rv2
     # each page indexed before the next is asked for: one page held at a time
@@ -58,6 +71,7 @@ def test_listed_jobs_are_indexed_page_by_page_and_kopf_gets_empty_pages(
         "fetched scheduledjobs page 0", "indexed 0", "indexed 1", "indexed 2", "indexed 3",
         "fetched scheduledjobs page 1", "indexed 4", "indexed 5", "indexed 6", "indexed 7",
         "fetched scheduledjobs page 2", "indexed 8", "indexed 9", "indexed 10", "indexed 11",
+        "list of all ended",
     ]  # fmt: skip
     # kopf's own fetcher is back on the way out
     assert kopf_fetching.fetch_objs.__qualname__ == "fake_fetcher.<locals>.fetch_objs"
@@ -66,11 +80,24 @@ def test_listed_jobs_are_indexed_page_by_page_and_kopf_gets_empty_pages(
 def test_other_resources_are_listed_as_kopf_lists_them(monkeypatch: pytest.MonkeyPatch) -> None:
     trail: list[str] = []
     monkeypatch.setattr(kopf_fetching, "fetch_objs", fake_fetcher(trail, pages=2))
-    handled: list[Any] = []
-    with listed_here(handled.append, plural="scheduledjobs", group="tickwork.dev"):
+    with listed_here(lambda ns: Sink(trail, ns), plural="scheduledjobs", group="tickwork.dev"):
         given = asyncio.run(kopf_list(OTHER))
     assert given == [([job(i) for i in range(4)], "rv0"), ([job(i) for i in range(4, 8)], "rv1")]
-    assert handled == []
+    assert trail == ["fetched namespaces page 0", "fetched namespaces page 1"]
+
+
+def test_a_list_that_breaks_off_is_not_taken_for_whole(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only a whole list may tell which jobs are gone."""
+    trail: list[str] = []
+    monkeypatch.setattr(kopf_fetching, "fetch_objs", fake_fetcher(trail, pages=1, fail=True))
+    sinks = lambda ns: Sink(trail, ns)  # noqa: E731
+    with (
+        listed_here(sinks, plural="scheduledjobs", group="tickwork.dev"),
+        pytest.raises(ConnectionError),
+    ):
+        asyncio.run(kopf_list(JOBS))
+    assert "list of all ended" not in trail
+    assert trail[-1] == "indexed 3"
 
 
 def test_an_object_that_cannot_be_indexed_is_logged_and_the_list_goes_on(
@@ -80,15 +107,18 @@ def test_an_object_that_cannot_be_indexed_is_logged_and_the_list_goes_on(
     monkeypatch.setattr(kopf_fetching, "fetch_objs", fake_fetcher(trail, pages=2))
     indexed: list[int] = []
 
-    def handle(listed: dict[str, Any]) -> None:
+    def add(listed: dict[str, Any]) -> None:
         if listed["n"] == 2:
             raise KeyError("uid")
         indexed.append(listed["n"])
 
-    with caplog.at_level(logging.ERROR), listed_here(handle, plural="scheduledjobs",
+    sink = Sink(trail)
+    sink.add = add  # type: ignore[method-assign]
+    with caplog.at_level(logging.ERROR), listed_here(lambda _: sink, plural="scheduledjobs",
                                                      group="tickwork.dev"):  # fmt: skip
         given = asyncio.run(kopf_list(JOBS))
     assert indexed == [0, 1, 3, 4, 5, 6, 7]
+    assert trail[-1] == "list of all ended"
     assert [version for _, version in given] == ["rv0", "rv1"]
     assert "listed ScheduledJob team-a/job-2 not indexed" in caplog.text
 
@@ -111,8 +141,9 @@ def test_the_event_loop_turns_while_a_long_page_is_indexed(
 
         ticking = asyncio.create_task(ticker())
         await asyncio.sleep(0)
-        with listed_here(lambda _: seen.append(turns[0]), plural="scheduledjobs",
-                         group="tickwork.dev"):  # fmt: skip
+        sink = Sink([])
+        sink.add = lambda _: seen.append(turns[0])  # type: ignore[method-assign]
+        with listed_here(lambda _: sink, plural="scheduledjobs", group="tickwork.dev"):
             await kopf_list(JOBS)
         ticking.cancel()
 
@@ -121,3 +152,43 @@ def test_the_event_loop_turns_while_a_long_page_is_indexed(
     # the other task ran between each block of 50 objects, never inside one
     assert [len(set(seen[i : i + 50])) for i in range(0, 200, 50)] == [1, 1, 1, 1]
     assert len(set(seen)) == 4
+
+
+def test_a_relist_forgets_the_jobs_deleted_while_the_watch_was_down() -> None:
+    """The first list only indexes; a relist (the operator holds jobs of its scope)
+    forgets at its end the jobs of its scope it did not bring, and only those."""
+    from tickwork.core.buckets import BucketIndex  # noqa: PLC0415
+    from tickwork_operator.clock import Clock  # noqa: PLC0415
+    from tickwork_operator.handlers import ListedJobs  # noqa: PLC0415
+    from tickwork_operator.metrics import OperatorMetrics  # noqa: PLC0415
+    from tickwork_operator.state import WatchState  # noqa: PLC0415
+
+    def scheduled(namespace: str, name: str) -> dict[str, Any]:
+        return {"apiVersion": "tickwork.dev/v1alpha1", "kind": "ScheduledJob",
+                "metadata": {"namespace": namespace, "name": name, "uid": f"uid-{name}",
+                             "generation": 1, "creationTimestamp": "2026-12-01T00:00:00Z"},
+                "spec": {"schedule": "@daily", "task": {"echo": {"message": "hi"}}}}  # fmt: skip
+
+    state = WatchState(index=BucketIndex(start=0.0, width=1.0))
+    ticker = SimpleNamespace(clock=Clock(wall=lambda: 0.0, monotonic=lambda: 0.0),
+                             wakeup=asyncio.Event(), metrics=OperatorMetrics())  # fmt: skip
+
+    def relist(namespace: str | None, *names: tuple[str, str]) -> None:
+        sink = ListedJobs(state, ticker, namespace)  # type: ignore[arg-type]
+        for job_namespace, name in names:
+            sink.add(scheduled(job_namespace, name))
+        sink.end()
+
+    first = ListedJobs(state, ticker, None)  # type: ignore[arg-type]
+    assert first.seen is None  # nothing to forget: no set of keys is built
+    for namespace, name in [("team-a", "a"), ("team-a", "b"), ("team-b", "c")]:
+        first.add(scheduled(namespace, name))
+    first.end()
+    assert set(state.jobs) == {("team-a", "a"), ("team-a", "b"), ("team-b", "c")}
+    assert state.index.due_of(("run", "team-a", "b")) is not None
+
+    relist("team-a", ("team-a", "a"))
+    assert set(state.jobs) == {("team-a", "a"), ("team-b", "c")}  # team-b is not its scope
+    assert state.index.due_of(("run", "team-a", "b")) is None  # never published
+    relist(None, ("team-a", "a"))
+    assert set(state.jobs) == {("team-a", "a")}
