@@ -1,9 +1,13 @@
-"""Every kopf handler of the operator, registered in one registry.
+"""Every kopf handler of the operator, registered in one registry, and what the
+operator does with each object kopf lists or watches.
 
-Each handler only hands the event to :class:`~tickwork_operator.state.WatchState`
-and wakes the ticker; kopf writes nothing to the objects (no finalizers, no
-progress annotations, no status: only event handlers are registered, and
-kopf's own storages would use ``tickwork.dev`` annotations if ever needed).
+What kopf lists and watches is indexed as it arrives (:mod:`tickwork_operator.watch`
+hands it to :class:`ListedJobs` and :func:`observe_event`); the one kopf handler
+stays registered for kopf to watch ScheduledJobs at all, and receives nothing then.
+Each path only hands the object to :class:`~tickwork_operator.state.WatchState` and
+wakes the ticker; kopf writes nothing to the objects (no finalizers, no progress
+annotations, no status: only event handlers are registered, and kopf's own storages
+would use ``tickwork.dev`` annotations if ever needed).
 """
 
 from __future__ import annotations
@@ -62,29 +66,38 @@ def connection_info(connection: Connection) -> kopf.ConnectionInfo:
 async def scheduled_job_event(
     *, event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **_: Any
 ) -> None:
-    """Async on purpose: kopf runs sync handlers in a thread pool, and the state they
+    """What kopf hands over: nothing while the operator indexes lists and watch
+    events itself (:mod:`tickwork_operator.watch`, set up by ``run_operator``); kept
+    for kopf to watch the resource at all, and for any setup without it.
+
+    Async on purpose: kopf runs sync handlers in a thread pool, and the state they
     change is the ticker's, which runs on the event loop (and iterates it)."""
     state: WatchState = memo["state"]
     ticker: Ticker = memo["ticker"]
+    ticker.metrics.kopf_events.inc()
     kind = event.get("type")
-    # kopf's event type None is an object of a list (the operator indexes its lists
-    # itself, see listing.py: kopf hands one over only when that is not set up).
-    ticker.metrics.watch_events.labels(type=kind or "LISTED").inc()
-    if kind is None:
+    if kind is None:  # kopf's event type for an object of a list
         observe_listed(state, ticker, dict(body))
-    elif kind == "DELETED":
-        meta = body.get("metadata", {})
-        state.forget(meta.get("namespace", ""), meta.get("name", ""))
     else:
-        _observe(state, ticker, dict(body))
+        observe_event(state, ticker, kind, dict(body))
 
 
 def observe_listed(state: WatchState, ticker: Ticker, listed: dict[str, Any]) -> JobKey:
     """Index an object of a list (the first at a start, or a relist after the watch
     failed); owed status writes wait while a list is coming in (``state.listing``)."""
     state.listed_at = ticker.clock.monotonic()
-    ticker.metrics.objects_listed.inc()
+    ticker.metrics.events.labels(type="LISTED").inc()
     return _observe(state, ticker, listed)
+
+
+def observe_event(state: WatchState, ticker: Ticker, kind: str, body: dict[str, Any]) -> None:
+    """Index the object of a watch event, or forget it when deleted."""
+    ticker.metrics.events.labels(type=kind).inc()
+    if kind == "DELETED":
+        meta = body.get("metadata", {})
+        state.forget(meta.get("namespace", ""), meta.get("name", ""))
+    else:
+        _observe(state, ticker, body)
 
 
 def _observe(state: WatchState, ticker: Ticker, body: dict[str, Any]) -> JobKey:
@@ -96,7 +109,7 @@ def _observe(state: WatchState, ticker: Ticker, body: dict[str, Any]) -> JobKey:
 
 
 class ListedJobs:
-    """The objects of one list (:func:`~tickwork_operator.listing.listed_here`), for
+    """The objects of one list (:func:`~tickwork_operator.watch.indexed_here`), for
     one namespace or all (``namespace`` None). A relist (the operator already holds
     jobs of it) also notes which jobs it brought, and at its end forgets the others:
     deleted while the watch was down, they come in no event."""

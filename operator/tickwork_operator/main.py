@@ -30,14 +30,15 @@ from tickwork_operator.handlers import (
     SharedMemo,
     check_lean,
     kopf_settings,
+    observe_event,
     registry,
 )
 from tickwork_operator.leader import LeaderElector
-from tickwork_operator.listing import listed_here
 from tickwork_operator.metrics import OperatorMetrics
 from tickwork_operator.settings import OperatorSettings
 from tickwork_operator.state import WatchState
 from tickwork_operator.ticker import Ticker
+from tickwork_operator.watch import indexed_here
 
 logger = logging.getLogger("tickwork_operator")
 
@@ -112,7 +113,8 @@ async def run_operator(settings: OperatorSettings, *, queue: RunQueue | None = N
     try:
         check_lean(registry)
         sinks = functools.partial(ListedJobs, state, ticker)
-        with listed_here(sinks, plural=PLURAL, group=GROUP):
+        watched = functools.partial(observe_event, state, ticker)
+        with indexed_here(sinks, watched, plural=PLURAL, group=GROUP):
             await kopf.operator(
                 registry=registry,
                 settings=kopf_settings(list_page=settings.list_page_size),

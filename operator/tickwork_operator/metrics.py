@@ -113,16 +113,17 @@ class OperatorMetrics:
             "written; written in the background, merged per job while a backlog lasts.",
             registry=r,
         )
-        self.objects_listed = Counter(
-            "tickwork_operator_objects_listed",
-            "ScheduledJobs indexed from a list (at a start, at a relist) as its pages arrived.",
+        self.events = Counter(
+            "tickwork_operator_events",
+            "ScheduledJobs the operator indexed, by how they came: LISTED (a list at a "
+            "start or a relist), ADDED, MODIFIED, DELETED (watch events).",
+            ["type"],
             registry=r,
         )
-        self.watch_events = Counter(
-            "tickwork_operator_watch_events",
-            "Watch events kopf handed to the operator, by type (ADDED, MODIFIED, DELETED; "
-            "LISTED for an object of a list, which the operator indexes itself, so 0).",
-            ["type"],
+        self.kopf_events = Counter(
+            "tickwork_operator_kopf_events",
+            "Objects and events kopf handed to the operator's handler (0: the operator "
+            "indexes lists and watch events as they arrive).",
             registry=r,
         )
         self.index_size = Gauge(

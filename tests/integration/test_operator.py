@@ -378,13 +378,13 @@ def test_each_status_field_has_one_writer_and_overlapping_runs_keep_each_other(
     assert {writes.OPERATOR_MANAGER, writes.run_manager(run_b)} <= managers
 
 
-def test_a_cold_start_indexes_the_listed_jobs_itself_and_kopf_watches_from_the_list(
+def test_the_operator_indexes_what_kopf_lists_and_watches_as_it_arrives(
     start_operator: Callable[..., TickworkProcess], jobs: Jobs
 ) -> None:
     """40 jobs listed in pages of 4 at a start: the operator indexes each page as it
-    arrives (kopf is handed none of them) and writes every first status; kopf's watch
-    then starts from the list's resourceVersion and brings the changes made after it
-    (a suspend, a new job, a deletion)."""
+    arrives and writes every first status; kopf then watches from the list's
+    resourceVersion, and the operator indexes the changes made after it (a suspend, a
+    new job, a deletion) as they arrive. kopf hands its handler nothing."""
     names = [f"listed-{number:02d}" for number in range(40)]
     for name in names:
         jobs.create(name, {"schedule": "@daily", "task": ECHO})
@@ -393,16 +393,21 @@ def test_a_cold_start_indexes_the_listed_jobs_itself_and_kopf_watches_from_the_l
     wait_for(lambda: operator.metric("tickwork_index_jobs") == 40, timeout=60, what="40 jobs")
     wait_for(lambda: all("nextRunAt" in jobs.status(name) for name in names),
              timeout=60, what="every job's status")  # fmt: skip
-    assert operator.metric("tickwork_operator_objects_listed_total") == 40
-    assert not operator.metric("tickwork_operator_watch_events_total", 'type="LISTED"')
+    assert operator.metric("tickwork_operator_events_total", 'type="LISTED"') == 40
 
     jobs.patch("listed-00", {"spec": {"suspend": True}})
     jobs.create("after-the-list", {"schedule": "@daily", "task": ECHO})
     jobs.delete("listed-01")
     wait_for(lambda: jobs.status("listed-00").get("phase") == "Suspended",
-             timeout=30, what="the suspend, through kopf's watch")  # fmt: skip
+             timeout=30, what="the suspend, through the watch")  # fmt: skip
     wait_for(lambda: "nextRunAt" in jobs.status("after-the-list"), timeout=30,
              what="the job created after the list")  # fmt: skip
     wait_for(lambda: operator.metric("tickwork_index_jobs") == 40, timeout=30,
              what="the deleted job forgotten")  # fmt: skip
-    assert operator.metric("tickwork_operator_objects_listed_total") == 40  # no relist
+    assert operator.metric("tickwork_operator_events_total", 'type="LISTED"') == 40  # no relist
+    assert operator.metric("tickwork_operator_events_total", 'type="ADDED"') == 1
+    assert operator.metric("tickwork_operator_events_total", 'type="DELETED"') == 1
+    modified = operator.metric("tickwork_operator_events_total", 'type="MODIFIED"')
+    assert modified is not None
+    assert modified >= 41  # the 40 first statuses, the suspend, ...
+    assert operator.metric("tickwork_operator_kopf_events_total") == 0

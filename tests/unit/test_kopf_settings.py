@@ -69,12 +69,14 @@ async def test_a_listed_object_marks_a_list_in_progress_and_a_watch_event_does_n
                               memo=memo)  # fmt: skip
     assert state.listed_at is None
     assert metrics.registry.get_sample_value(
-        "tickwork_operator_watch_events_total", {"type": "MODIFIED"}) == 1  # fmt: skip
+        "tickwork_operator_events_total", {"type": "MODIFIED"}) == 1  # fmt: skip
     assert not state.listing(now[0])
     await scheduled_job_event(event={"type": None, "object": job}, body=kopf.Body(job),
                               memo=memo)  # fmt: skip  # kopf's type for a listed object
     assert state.listed_at == 100.0
-    assert metrics.registry.get_sample_value("tickwork_operator_objects_listed_total") == 1
+    assert metrics.registry.get_sample_value(
+        "tickwork_operator_events_total", {"type": "LISTED"}) == 1  # fmt: skip
+    assert metrics.registry.get_sample_value("tickwork_operator_kopf_events_total") == 2
     assert state.listing(101.0)
     assert not state.listing(102.5)
     assert ("team-a", "nightly") in state.jobs  # and it is indexed as any event

@@ -1,6 +1,7 @@
-"""The operator indexes the objects of kopf's lists itself, page by page as they
-arrive: kopf gets each page empty with its resourceVersion (and watches from it as
-before), and no per-object kopf worker exists for a listed object."""
+"""The operator indexes the objects of kopf's lists and the events of its watches
+itself, as they arrive: kopf gets each page empty with its resourceVersion (and
+watches from it as before) and a bookmark for each event, so no per-object kopf
+worker exists for a listed object or a watch event."""
 
 from __future__ import annotations
 
@@ -12,9 +13,10 @@ from typing import Any
 
 import pytest
 from kopf._cogs.clients import fetching as kopf_fetching
+from kopf._cogs.clients import watching as kopf_watching
 
-from tickwork_operator import listing
-from tickwork_operator.listing import listed_here
+from tickwork_operator import watch
+from tickwork_operator.watch import indexed_here
 
 pytestmark = pytest.mark.unit
 
@@ -35,6 +37,10 @@ def fake_fetcher(trail: list[str], *, pages: int = 3, size: int = 4, fail: bool 
             raise ConnectionError("the list broke off")
 
     return fetch_objs
+
+
+def no_events(kind: str, body: dict[str, Any]) -> None:
+    raise AssertionError(f"no watch event expected: {kind} {body}")
 
 
 class Sink:
@@ -63,7 +69,8 @@ def test_listed_jobs_are_indexed_page_by_page_and_kopf_gets_empty_pages(
     trail: list[str] = []
     monkeypatch.setattr(kopf_fetching, "fetch_objs", fake_fetcher(trail))
 
-    with listed_here(lambda ns: Sink(trail, ns), plural="scheduledjobs", group="tickwork.dev"):
+    with indexed_here(lambda ns: Sink(trail, ns), no_events, plural="scheduledjobs",
+                      group="tickwork.dev"):  # fmt: skip
         given = asyncio.run(kopf_list(JOBS))
     assert given == [([], "rv0"), ([], "rv1"), ([], "rv2")]  # kopf watches from rv2
     # each page indexed before the next is asked for: one page held at a time
@@ -80,7 +87,8 @@ def test_listed_jobs_are_indexed_page_by_page_and_kopf_gets_empty_pages(
 def test_other_resources_are_listed_as_kopf_lists_them(monkeypatch: pytest.MonkeyPatch) -> None:
     trail: list[str] = []
     monkeypatch.setattr(kopf_fetching, "fetch_objs", fake_fetcher(trail, pages=2))
-    with listed_here(lambda ns: Sink(trail, ns), plural="scheduledjobs", group="tickwork.dev"):
+    with indexed_here(lambda ns: Sink(trail, ns), no_events, plural="scheduledjobs",
+                      group="tickwork.dev"):  # fmt: skip
         given = asyncio.run(kopf_list(OTHER))
     assert given == [([job(i) for i in range(4)], "rv0"), ([job(i) for i in range(4, 8)], "rv1")]
     assert trail == ["fetched namespaces page 0", "fetched namespaces page 1"]
@@ -92,7 +100,7 @@ def test_a_list_that_breaks_off_is_not_taken_for_whole(monkeypatch: pytest.Monke
     monkeypatch.setattr(kopf_fetching, "fetch_objs", fake_fetcher(trail, pages=1, fail=True))
     sinks = lambda ns: Sink(trail, ns)  # noqa: E731
     with (
-        listed_here(sinks, plural="scheduledjobs", group="tickwork.dev"),
+        indexed_here(sinks, no_events, plural="scheduledjobs", group="tickwork.dev"),
         pytest.raises(ConnectionError),
     ):
         asyncio.run(kopf_list(JOBS))
@@ -114,8 +122,10 @@ def test_an_object_that_cannot_be_indexed_is_logged_and_the_list_goes_on(
 
     sink = Sink(trail)
     sink.add = add  # type: ignore[method-assign]
-    with caplog.at_level(logging.ERROR), listed_here(lambda _: sink, plural="scheduledjobs",
-                                                     group="tickwork.dev"):  # fmt: skip
+    with (
+        caplog.at_level(logging.ERROR),
+        indexed_here(lambda _: sink, no_events, plural="scheduledjobs", group="tickwork.dev"),
+    ):
         given = asyncio.run(kopf_list(JOBS))
     assert indexed == [0, 1, 3, 4, 5, 6, 7]
     assert trail[-1] == "list of all ended"
@@ -129,7 +139,7 @@ def test_the_event_loop_turns_while_a_long_page_is_indexed(
     """The ticker (another task) gets the loop every TURN_EVERY objects of a page."""
     trail: list[str] = []
     monkeypatch.setattr(kopf_fetching, "fetch_objs", fake_fetcher(trail, pages=1, size=200))
-    monkeypatch.setattr(listing, "TURN_EVERY", 50)
+    monkeypatch.setattr(watch, "TURN_EVERY", 50)
     turns = [0]
     seen: list[int] = []
 
@@ -143,7 +153,7 @@ def test_the_event_loop_turns_while_a_long_page_is_indexed(
         await asyncio.sleep(0)
         sink = Sink([])
         sink.add = lambda _: seen.append(turns[0])  # type: ignore[method-assign]
-        with listed_here(lambda _: sink, plural="scheduledjobs", group="tickwork.dev"):
+        with indexed_here(lambda _: sink, no_events, plural="scheduledjobs", group="tickwork.dev"):
             await kopf_list(JOBS)
         ticking.cancel()
 
@@ -192,3 +202,81 @@ def test_a_relist_forgets_the_jobs_deleted_while_the_watch_was_down() -> None:
     assert state.index.due_of(("run", "team-a", "b")) is None  # never published
     relist(None, ("team-a", "a"))
     assert set(state.jobs) == {("team-a", "a")}
+
+
+def fake_watch(events: list[dict[str, Any]]) -> Any:
+    async def watch_objs(*, resource: Any, **_: Any) -> AsyncIterator[dict[str, Any]]:
+        for event in events:
+            yield event
+
+    return watch_objs
+
+
+def event(kind: str, number: int, version: str) -> dict[str, Any]:
+    body = job(number)
+    body["metadata"]["resourceVersion"] = version
+    return {"type": kind, "object": body}
+
+
+async def kopf_watch(resource: Any) -> list[dict[str, Any]]:
+    """What kopf's continuous watch gets, through the module as kopf looks it up."""
+    stream = kopf_watching.watch_objs(resource=resource, settings=None, namespace=None,
+                                      operator_pause_waiter=None)  # type: ignore[arg-type]  # fmt: skip
+    return [raw async for raw in stream]
+
+
+def test_watch_events_go_to_the_operator_and_kopf_keeps_only_their_versions(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """kopf gets a bookmark per event (it resumes a broken watch from the last one)
+    and hands nothing over; errors (410 Gone) and bookmarks reach kopf as they were."""
+    gone = {"type": "ERROR", "object": {"code": 410, "reason": "Expired"}}
+    bookmark = {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "7"}}}
+    stream = [event("ADDED", 1, "5"), event("MODIFIED", 1, "6"), bookmark,
+              event("DELETED", 1, "8"), gone]  # fmt: skip
+    monkeypatch.setattr(kopf_watching, "watch_objs", fake_watch(stream))
+    seen: list[tuple[str, int]] = []
+    with indexed_here(lambda ns: Sink([], ns), lambda kind, body: seen.append((kind, body["n"])),
+                      plural="scheduledjobs", group="tickwork.dev"):  # fmt: skip
+        given = asyncio.run(kopf_watch(JOBS))
+    assert seen == [("ADDED", 1), ("MODIFIED", 1), ("DELETED", 1)]
+    marks = [{"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": v}}}
+             for v in ("5", "6")]  # fmt: skip
+    assert given == [*marks, bookmark,
+                     {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "8"}}},
+                     gone]  # fmt: skip
+    assert kopf_watching.watch_objs.__qualname__ == "fake_watch.<locals>.watch_objs"
+
+
+def test_other_resources_are_watched_as_kopf_watches_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    stream = [event("ADDED", 1, "5")]
+    monkeypatch.setattr(kopf_watching, "watch_objs", fake_watch(stream))
+    with indexed_here(lambda ns: Sink([], ns), no_events, plural="scheduledjobs",
+                      group="tickwork.dev"):  # fmt: skip
+        assert asyncio.run(kopf_watch(OTHER)) == stream
+
+
+def test_an_event_that_cannot_be_indexed_is_logged_and_the_watch_goes_on(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    stream = [event("MODIFIED", 1, "5"), event("MODIFIED", 2, "6")]
+    monkeypatch.setattr(kopf_watching, "watch_objs", fake_watch(stream))
+    seen: list[int] = []
+
+    def on_event(kind: str, body: dict[str, Any]) -> None:
+        if body["n"] == 1:
+            raise ValueError("mangled")
+        seen.append(body["n"])
+
+    with (
+        caplog.at_level(logging.ERROR),
+        indexed_here(
+            lambda ns: Sink([], ns), on_event, plural="scheduledjobs", group="tickwork.dev"
+        ),
+    ):
+        given = asyncio.run(kopf_watch(JOBS))
+    assert seen == [2]
+    assert [raw["object"]["metadata"]["resourceVersion"] for raw in given] == ["5", "6"]
+    assert "watched ScheduledJob team-a/job-1 not indexed" in caplog.text
