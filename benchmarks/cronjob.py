@@ -476,8 +476,7 @@ def main(argv: list[str] | None = None) -> int:
             workdir = Path(tmp)
             with control_plane(workdir) as (plane, cluster, api):
                 cluster.kubectl("apply", "-f", str(CRDS))
-                cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s",
-                                "crd/scheduledjobs.tickwork.dev")  # fmt: skip
+                cluster.wait_established("scheduledjobs.tickwork.dev")
                 tickwork = summarize(run_tickwork(workdir, plane, api, n, args.minutes,
                                                 job_cache=not args.no_worker_cache,
                                                 warmup=args.warmup_minutes),

@@ -159,8 +159,7 @@ def measure(cluster: Cluster, apiserver: int, jobs: int, rounds: int,
         cluster.kubectl("apply", "-f", "-", input_text=json.dumps(variant_crd(variant)))
     for variant in VARIANTS:
         group = f"{variant.replace('_', '-')}.bench.{models.GROUP}"
-        cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s",
-                        f"crd/{models.PLURAL}.{group}")  # fmt: skip
+        cluster.wait_established(f"{models.PLURAL}.{group}")
     per_write: dict[str, list[float]] = {v: [] for v in VARIANTS}
     per_second: dict[str, list[float]] = {v: [] for v in VARIANTS}
 

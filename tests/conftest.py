@@ -69,10 +69,7 @@ def controller_manager(cluster: Cluster) -> Cluster:
 def crd(cluster: Cluster) -> None:
     """The ScheduledJob CRD, installed from manifests/crds and established."""
     cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(_CRDS))
-    cluster.kubectl(
-        "wait", "--for=condition=Established", "--timeout=60s",
-        "crd/scheduledjobs.tickwork.dev",
-    )  # fmt: skip
+    cluster.wait_established("scheduledjobs.tickwork.dev")
 
 
 @pytest.fixture

@@ -46,7 +46,7 @@ def third_party_crds(cluster: Cluster) -> None:
         cluster.kubectl("apply", "--server-side", "-f", str(path))
     for name in ("servicemonitors.monitoring.coreos.com", "prometheusrules.monitoring.coreos.com",
                  "scaledobjects.keda.sh", "triggerauthentications.keda.sh"):  # fmt: skip
-        cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s", f"crd/{name}")
+        cluster.wait_established(name)
 
 
 @pytest.mark.parametrize("values", SCENARIOS, ids=[p.stem for p in SCENARIOS])

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from tickwork_dev.devcluster import process
 from tickwork_dev.devcluster.controlplane import ControlPlane
 from tickwork_dev.devcluster.errors import StartError
 
@@ -67,6 +68,21 @@ class Cluster:
                 f"kubectl {' '.join(args)} failed ({result.returncode}):\n{result.stderr}"
             )
         return result
+
+    def wait_established(self, *crds: str, timeout: float = 60) -> None:
+        """Wait until each CRD (``scheduledjobs.tickwork.dev``) is Established.
+
+        Not ``kubectl wait --for=condition=Established``: right after an apply the CRD
+        may have no conditions yet, and kubectl then fails at once (".status.conditions
+        accessor error: <nil> is of the type <nil>") instead of waiting."""
+        query = 'jsonpath={.status.conditions[?(@.type=="Established")].status}'
+        for crd in crds:
+
+            def established(crd: str = crd) -> bool:
+                shown = self.kubectl("get", f"crd/{crd}", "-o", query, check=False, timeout=20)
+                return shown.stdout.strip() == "True"
+
+            process.wait_until(established, what=f"CRD {crd} to be established", timeout=timeout)
 
     def diagnose(self, *, lines: int = 12) -> str:
         """A short account of why Pods may not be running: node conditions, Pods that are

@@ -152,8 +152,7 @@ def plane_with_crd(workdir: Path) -> Iterator[tuple[Cluster, RedisServer]]:
     ):
         cluster = Cluster(kubeconfig=plane.kubeconfig, plane=plane)
         cluster.kubectl("apply", "-f", str(CRDS))
-        cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s",
-                        "crd/scheduledjobs.tickwork.dev")  # fmt: skip
+        cluster.wait_established("scheduledjobs.tickwork.dev")
         yield cluster, redis
 
 
