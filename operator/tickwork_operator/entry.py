@@ -31,7 +31,7 @@ from tickwork.core.planning import JobFacts, PendingRun, upcoming
 from tickwork.core.runs import belongs_to, same_trigger, trigger_key
 from tickwork.core.schedule import Schedule
 from tickwork.core.states import JobPhase, RunState
-from tickwork.kube.status import compact
+from tickwork.kube.status import compact, shared_instants
 
 JobKey = tuple[str, str]
 IndexKey = tuple[str, str, str]
@@ -249,7 +249,9 @@ class JobEntry:
         if first is None or self.schedule is None:
             return None
         if not self.upcoming_runs or self.upcoming_runs[0] != first:
-            self.upcoming_runs = tuple(upcoming(self.schedule, first, known=self.upcoming_runs))
+            self.upcoming_runs = shared_instants(
+                tuple(upcoming(self.schedule, first, known=self.upcoming_runs))
+            )
         return list(self.upcoming_runs)
 
     def finished(self, *, now: dt.datetime, last_schedule_time: dt.datetime | None) -> bool:

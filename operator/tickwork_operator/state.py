@@ -195,6 +195,11 @@ class WatchState:
         if previous is not None and previous.uid != meta["uid"]:
             self.forget(*key)  # deleted and re-created under the same name
             previous = None
+        uid = meta["uid"]
+        if previous is not None:
+            # The strings the job already holds (its key's, its pending run's), not this
+            # event's equal copies: ~200 bytes a job for as long as it is watched.
+            key, uid = (previous.namespace, previous.name), previous.uid
         generation = int(meta.get("generation") or 0)
         same_spec = previous is not None and previous.generation == generation
         if previous is not None and same_spec:
@@ -208,9 +213,9 @@ class WatchState:
         entry = JobEntry(
             namespace=key[0],
             name=key[1],
-            uid=meta["uid"],
+            uid=uid,
             generation=generation,
-            created_at=created_at(body, now),
+            created_at=previous.created_at if previous else created_at(body, now),
             spec=spec,
             invalid_reason=invalid,
             observed=observed,

@@ -11,6 +11,7 @@ from tickwork.core.planning import (
     Action,
     ConcurrencyPolicy,
     JobFacts,
+    PendingRun,
     decide,
     pending_for,
     pending_run,
@@ -85,6 +86,19 @@ def test_jitter_delays_publishing_deterministically() -> None:
     delay = jitter_seconds(scheduled_run_id(UID, at(10, 0)), 120)
     assert pending.due_at == at(10, 0) + dt.timedelta(seconds=delay)
     assert pending == pending_for(jittery, at(10, 0))
+
+
+def test_a_pending_run_holds_no_strings_or_instants_of_its_own() -> None:
+    """The watcher holds a pending run per job: its ID is worked out from the job's
+    UID (the very string) when asked for, and without jitter it is due at the very
+    instant it is scheduled at."""
+    scheduled = at(10, 0)
+    pending = pending_for(facts(), scheduled)
+    assert pending is not None
+    assert pending.run_id == scheduled_run_id(UID, scheduled)
+    assert pending.uid is UID
+    assert pending.due_at is pending.scheduled_at is scheduled
+    assert "run_id" not in PendingRun.__slots__
 
 
 def test_a_due_run_is_published_and_the_next_one_planned() -> None:

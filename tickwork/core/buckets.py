@@ -34,7 +34,7 @@ class BucketIndex(Generic[K]):
     no clock.
     """
 
-    __slots__ = ("_buckets", "_cursor", "_entries", "width")
+    __slots__ = ("_buckets", "_cursor", "_displaced", "_entries", "width")
 
     def __init__(self, *, start: float, width: float = 1.0) -> None:
         if width <= 0:
@@ -43,8 +43,11 @@ class BucketIndex(Generic[K]):
         self._cursor = self._bucket_of(start)
         # bucket number -> {key: due}; dicts double as O(1) ordered sets.
         self._buckets: dict[int, dict[K, float]] = {}
-        # key -> (due, bucket number)
-        self._entries: dict[K, tuple[float, int]] = {}
+        # key -> due: its bucket is the due instant's (a tuple with the bucket number
+        # took 84 bytes more per key, and the watcher holds a key per job) ...
+        self._entries: dict[K, float] = {}
+        # ... but for the keys overdue when put, which wait in the cursor's bucket.
+        self._displaced: dict[K, int] = {}
 
     def _bucket_of(self, instant: float) -> int:
         return math.floor(instant / self.width)
@@ -59,8 +62,7 @@ class BucketIndex(Generic[K]):
         return iter(self._entries)
 
     def due_of(self, key: K) -> float | None:
-        entry = self._entries.get(key)
-        return None if entry is None else entry[0]
+        return self._entries.get(key)
 
     @property
     def bucket_count(self) -> int:
@@ -70,16 +72,21 @@ class BucketIndex(Generic[K]):
         """Insert ``key`` due at ``due``, or move it there if present. O(1)."""
         if key in self._entries:
             self.remove(key)
-        bucket = max(self._bucket_of(due), self._cursor)
+        own = self._bucket_of(due)
+        bucket = max(own, self._cursor)
         self._buckets.setdefault(bucket, {})[key] = due
-        self._entries[key] = (due, bucket)
+        self._entries[key] = due
+        if bucket != own:
+            self._displaced[key] = bucket
 
     def remove(self, key: K) -> bool:
         """Remove ``key``; return whether it was there. O(1)."""
-        entry = self._entries.pop(key, None)
-        if entry is None:
+        due = self._entries.pop(key, None)
+        if due is None:
             return False
-        bucket = entry[1]
+        bucket = self._displaced.pop(key, None)
+        if bucket is None:
+            bucket = self._bucket_of(due)
         members = self._buckets[bucket]
         del members[key]
         if not members:
@@ -117,6 +124,8 @@ class BucketIndex(Generic[K]):
                     del self._buckets[number]
             for key, due in ready:
                 del self._entries[key]
+                if self._displaced:
+                    self._displaced.pop(key, None)
                 popped.append(Due(key, due))
         # The current bucket may still hold entries due later in it.
         self._cursor = last

@@ -105,15 +105,25 @@ class PendingRun:
 
     scheduled_at: dt.datetime
     due_at: dt.datetime
-    run_id: str
+    uid: str
+    """The job's UID (the entry's own string): the run ID is worked out from it when
+    asked for, not held (~100 bytes a job, and the watcher holds one per job)."""
+
+    @property
+    def run_id(self) -> str:
+        return scheduled_run_id(self.uid, self.scheduled_at)
 
 
 def pending_for(facts: JobFacts, scheduled_at: dt.datetime | None) -> PendingRun | None:
     if scheduled_at is None:
         return None
-    run_id = scheduled_run_id(facts.uid, scheduled_at)
-    jitter = dt.timedelta(seconds=jitter_seconds(run_id, facts.jitter_seconds))
-    return PendingRun(scheduled_at=scheduled_at, due_at=_later(scheduled_at, jitter), run_id=run_id)
+    seconds = 0
+    if facts.jitter_seconds > 0:
+        seconds = jitter_seconds(scheduled_run_id(facts.uid, scheduled_at), facts.jitter_seconds)
+    # Without jitter the run is due when scheduled: the same (shared) instant, not an
+    # equal datetime of its own.
+    due = _later(scheduled_at, dt.timedelta(seconds=seconds)) if seconds else scheduled_at
+    return PendingRun(scheduled_at=scheduled_at, due_at=due, uid=facts.uid)
 
 
 def _later(moment: dt.datetime, delay: dt.timedelta) -> dt.datetime:
