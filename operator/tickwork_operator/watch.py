@@ -17,8 +17,10 @@ when deleted), and kopf keeps nothing per object that the operator reads (only
 kopf looks up at each list and each watch request) for the ScheduledJob resource:
 
 * each page of a list goes to the operator as it arrives, and the next page is asked
-  for once its objects are indexed; kopf gets the page empty, with the list's
-  resourceVersion, from which it watches as before;
+  for as it arrives, so that the API server prepares a page while the operator
+  indexes the one before (at most two pages are held: the one being indexed and the
+  next one, arriving); kopf gets each page empty, with the list's resourceVersion,
+  from which it watches as before;
 * each watch event (added, modified, deleted) goes to the operator as it arrives,
   and kopf gets a bookmark of the event's resourceVersion instead: kopf still owns
   the watch (its reconnects, the resourceVersion to resume from, a 410 Gone and the
@@ -84,17 +86,19 @@ def indexed_here(
     async def paged(*, resource: Any, **options: Any) -> AsyncIterator[Page]:
         # Async generators (typed as iterators by kopf): closed with these.
         pages = cast("AsyncGenerator[Page, None]", fetch_objs(resource=resource, **options))
-        sink = sink_for(options.get("namespace")) if _named(resource, plural, group) else None
-        async with contextlib.aclosing(pages):
-            async for page, version in pages:
-                if sink is None:
+        if not _named(resource, plural, group):
+            async with contextlib.aclosing(pages):
+                async for page, version in pages:
                     yield page, version
-                    continue
+            return
+        sink = sink_for(options.get("namespace"))
+        # the fetch ahead ends (is cancelled) before the pages are closed
+        async with contextlib.aclosing(pages), contextlib.aclosing(_one_ahead(pages)) as ahead:
+            async for page, version in ahead:
                 await _index_page(page, sink)
-                del page  # only the one page being indexed is ever held
+                del page  # the page being indexed and the next one are all that is held
                 yield (), version
-        if sink is not None:
-            sink.end()
+        sink.end()
 
     async def watched(*, resource: Any, **options: Any) -> AsyncIterator[Any]:
         stream = cast("AsyncGenerator[Any, None]", watch_objs(resource=resource, **options))
@@ -119,6 +123,29 @@ def indexed_here(
         yield
     finally:
         kopf_fetching.fetch_objs, kopf_watching.watch_objs = fetch_objs, watch_objs
+
+
+async def _one_ahead(pages: AsyncGenerator[Page, None]) -> AsyncGenerator[Page, None]:
+    """The pages of ``pages``, each next one asked for as soon as the one before
+    arrives: the API server prepares and sends it while the caller indexes (at
+    100,000 jobs the operator had waited for pages a quarter of the index's time).
+    A failure to fetch comes out where that page would have; a fetch still under way
+    when the caller stops is cancelled, and one that failed meanwhile is dropped."""
+    ahead = asyncio.ensure_future(_next_page(pages))
+    try:
+        while (page := await ahead) is not None:
+            ahead = asyncio.ensure_future(_next_page(pages))
+            yield page
+    finally:
+        ahead.cancel()  # nothing if it is done
+        await asyncio.gather(ahead, return_exceptions=True)
+
+
+async def _next_page(pages: AsyncGenerator[Page, None]) -> Page | None:
+    try:
+        return await anext(pages)
+    except StopAsyncIteration:
+        return None
 
 
 def _named(resource: Any, plural: str, group: str) -> bool:

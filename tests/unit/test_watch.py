@@ -68,20 +68,61 @@ def test_listed_jobs_are_indexed_page_by_page_and_kopf_gets_empty_pages(
 ) -> None:
     trail: list[str] = []
     monkeypatch.setattr(kopf_fetching, "fetch_objs", fake_fetcher(trail))
+    monkeypatch.setattr(watch, "TURN_EVERY", 2)  # the loop turns twice a page
 
     with indexed_here(lambda ns: Sink(trail, ns), no_events, plural="scheduledjobs",
                       group="tickwork.dev"):  # fmt: skip
         given = asyncio.run(kopf_list(JOBS))
     assert given == [([], "rv0"), ([], "rv1"), ([], "rv2")]  # kopf watches from rv2
-    # each page indexed before the next is asked for: one page held at a time
+    # the next page is asked for while a page is indexed (at the loop's first turn),
+    # and no page further ahead: two pages held at most
     assert trail == [
-        "fetched scheduledjobs page 0", "indexed 0", "indexed 1", "indexed 2", "indexed 3",
-        "fetched scheduledjobs page 1", "indexed 4", "indexed 5", "indexed 6", "indexed 7",
-        "fetched scheduledjobs page 2", "indexed 8", "indexed 9", "indexed 10", "indexed 11",
-        "list of all ended",
+        "fetched scheduledjobs page 0", "indexed 0", "indexed 1",
+        "fetched scheduledjobs page 1", "indexed 2", "indexed 3", "indexed 4", "indexed 5",
+        "fetched scheduledjobs page 2", "indexed 6", "indexed 7", "indexed 8", "indexed 9",
+        "indexed 10", "indexed 11", "list of all ended",
     ]  # fmt: skip
     # kopf's own fetcher is back on the way out
     assert kopf_fetching.fetch_objs.__qualname__ == "fake_fetcher.<locals>.fetch_objs"
+
+
+def test_a_list_kopf_stops_cancels_the_page_on_its_way(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """kopf closes a list it stops (a shutdown, a lost namespace): the fetch of the
+    next page, under way, is cancelled and the fetcher closed; a fetch that failed
+    meanwhile is dropped, not logged as never retrieved."""
+    trail: list[str] = []
+
+    def fetcher(second: str) -> Any:
+        async def fetch_objs(*, resource: Any, **_: Any) -> AsyncIterator[Any]:
+            try:
+                yield [job(0)], "rv0"
+                trail.append("asked for page 1")
+                if second == "fail":
+                    raise ConnectionError("the list broke off")
+                await asyncio.Event().wait()  # the API server takes its time
+                yield [job(1)], "rv1"
+            finally:
+                trail.append("fetcher closed")
+
+        return fetch_objs
+
+    async def first_page_only() -> None:
+        pages = kopf_fetching.fetch_objs(resource=JOBS, logger=None)  # type: ignore[arg-type]
+        assert await anext(pages) == ((), "rv0")
+        await asyncio.sleep(0)  # the fetch ahead starts
+        await pages.aclose()  # type: ignore[attr-defined]
+
+    for second in ("wait", "fail"):
+        trail.clear()
+        monkeypatch.setattr(kopf_fetching, "fetch_objs", fetcher(second))
+        with caplog.at_level(logging.ERROR), indexed_here(
+            lambda ns: Sink(trail, ns), no_events, plural="scheduledjobs", group="tickwork.dev"
+        ):  # fmt: skip
+            asyncio.run(first_page_only())
+        assert trail == ["indexed 0", "asked for page 1", "fetcher closed"], second
+    assert "never retrieved" not in caplog.text
 
 
 def test_other_resources_are_listed_as_kopf_lists_them(monkeypatch: pytest.MonkeyPatch) -> None:
