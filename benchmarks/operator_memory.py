@@ -26,6 +26,12 @@ of Tickwork's operator (JobEntry and its fields).
 another checkout (e.g. main) in a namespace of its own, in the same run: the
 before/after ratios are what to compare, the machine is shared and noisy.
 Writes benchmarks/results/operator_memory.json and a plot.
+
+``--index-rounds R`` (with ``--compare-with``) measures only the time to index: the
+jobs are created once, and operator processes of the two trees start against them
+by turns, R times each (before, after, after, before, ...), each ending once every
+job is indexed (before its first status write): wall and CPU seconds per start,
+their medians and the after ÷ before ratios (``operator_index_50k.json``).
 """
 
 from __future__ import annotations
@@ -36,6 +42,7 @@ import json
 import os
 import platform
 import random
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -145,7 +152,7 @@ def _breakdown(jobs: int) -> dict[str, Any]:
     }
 
 
-def child(out: Path, jobs: int, *, trace: bool) -> None:
+def child(out: Path, jobs: int, *, trace: bool, until_indexed: bool = False) -> None:
     from tickwork_operator import main as operator_main  # noqa: PLC0415
     from tickwork_operator.settings import OperatorSettings  # noqa: PLC0415
 
@@ -161,18 +168,31 @@ def child(out: Path, jobs: int, *, trace: bool) -> None:
     operator_main.WatchState = capture  # type: ignore[attr-defined,assignment]
 
     async def both() -> None:
-        task = asyncio.create_task(_probe(captured, jobs, out, trace=trace))
+        task = asyncio.create_task(
+            _probe(captured, jobs, out, trace=trace, until_indexed=until_indexed)
+        )
         await operator_main.run_operator(OperatorSettings())
         await task
 
     asyncio.run(both())
 
 
-async def _probe(captured: list[Any], jobs: int, out: Path, *, trace: bool) -> None:
+async def _probe(captured: list[Any], jobs: int, out: Path, *, trace: bool,
+                 until_indexed: bool = False) -> None:  # fmt: skip
     """Wait for each phase (polling the state: the probe must not change the operator),
-    record it, and end the process after the last."""
+    record it, and end the process after the last (``until_indexed``: once every job
+    is indexed, before any status is written)."""
     phases: list[dict[str, Any]] = []
     launched = time.monotonic()
+    if until_indexed:
+        cpu = time.process_time()
+        while not captured or len(captured[0].jobs) < jobs:  # noqa: ASYNC110
+            await asyncio.sleep(0.05)
+        indexed = {"seconds": round(time.monotonic() - launched, 2),
+                   "cpu_seconds": round(time.process_time() - cpu, 2),
+                   "peak_mib": round(_rss()[1], 1)}  # fmt: skip
+        await asyncio.to_thread(out.write_text, json.dumps(indexed))
+        os._exit(0)
 
     def record(name: str) -> None:
         gc.collect()
@@ -207,16 +227,70 @@ async def _probe(captured: list[Any], jobs: int, out: Path, *, trace: bool) -> N
 
 
 def _run_child(workdir: Path, env: dict[str, str], pythonpath: str, jobs: int, *, trace: bool,
-               label: str) -> list[dict[str, Any]]:  # fmt: skip
+               label: str, until_indexed: bool = False) -> Any:  # fmt: skip
     out = workdir / f"{label}.json"
     command = [sys.executable, __file__, "--child", str(out), "--jobs", str(jobs)]
     if trace:
         command.append("--trace")
+    if until_indexed:
+        command.append("--until-indexed")
     with (workdir / f"{label}.log").open("w") as log:
         subprocess.run(command, env={**os.environ, **env, "PYTHONPATH": pythonpath},
                        stdout=log, stderr=subprocess.STDOUT, timeout=1800, check=True)  # fmt: skip
-    phases: list[dict[str, Any]] = json.loads(out.read_text())
-    return phases
+    return json.loads(out.read_text())
+
+
+def index_rounds(args: Any, trees: dict[str, Path]) -> int:
+    """Time to index ``args.jobs`` jobs (that never ran), the trees' operators
+    starting by turns against the same jobs; see the module's docstring."""
+    from tickwork_dev.devcluster.measure import (  # noqa: PLC0415
+        create_jobs,
+        job_manifest,
+        plane_with_crd,
+    )
+
+    rng = random.Random(7)
+    starts: dict[str, list[dict[str, float]]] = {label: [] for label in trees}
+    with tempfile.TemporaryDirectory(prefix="operator-index-") as tmp:
+        workdir = Path(tmp)
+        with plane_with_crd(workdir) as (cluster, redis):
+            namespace = "index"
+            cluster.kubectl("create", "namespace", namespace)
+            items = [job_manifest(f"m-{i:06d}", {
+                "schedule": f"{rng.randrange(60)} {rng.randrange(24)} 1 1 *",
+                "task": ECHO}) for i in range(args.jobs)]  # fmt: skip
+            for start in range(0, len(items), 5000):
+                create_jobs(cluster, namespace, items[start : start + 5000])
+            order = list(trees)
+            for round_ in range(args.index_rounds):
+                for label in order if round_ % 2 == 0 else order[::-1]:
+                    env = {
+                        "KUBECONFIG": str(cluster.kubeconfig),
+                        "TICKWORK_REDIS_URL": redis.url,
+                        "TICKWORK_REDIS_QUEUE": f"{label}-{round_}",
+                        "TICKWORK_OPERATOR_NAMESPACES": namespace,
+                        "TICKWORK_OPERATOR_LEASE_NAME": f"probe-{label}-{round_}",
+                        "TICKWORK_OPERATOR_HTTP_PORT": "0",
+                        "TICKWORK_OPERATOR_LOG_LEVEL": "WARNING",
+                    }
+                    indexed = _run_child(workdir, env, _pythonpath(trees[label]), args.jobs,
+                                         trace=False, label=f"{label}-{round_}",
+                                         until_indexed=True)  # fmt: skip
+                    starts[label].append(indexed)
+                    print(json.dumps({"variant": label, "round": round_, **indexed}), flush=True)
+    medians = {label: {key: round(statistics.median(s[key] for s in runs), 2)
+                       for key in ("seconds", "cpu_seconds", "peak_mib")}
+               for label, runs in starts.items()}  # fmt: skip
+    report = {
+        "benchmark": "operator_index", "python": platform.python_version(), "jobs": args.jobs,
+        "list_page": 500, "starts": starts, "median": medians,
+        "after_over_before": {key: round(medians["after"][key] / medians["before"][key], 2)
+                              for key in medians["after"]},
+    }  # fmt: skip
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(report, indent=2) + "\n")
+    plot_index(report, args.plot)
+    return 0
 
 
 def _pythonpath(tree: Path) -> str:
@@ -237,17 +311,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--history", type=int, default=6,
                         help="finished runs in each job's status (default 6: what the "
                         "default spec.history keeps, 3 succeeded and 3 failed)")  # fmt: skip
+    parser.add_argument("--index-rounds", type=int, default=0,
+                        help="only the time to index, R starts of each tree by turns")  # fmt: skip
+    parser.add_argument("--until-indexed", action="store_true", help=argparse_hidden())
     parser.add_argument("--child", type=Path, help=argparse_hidden())
     parser.add_argument("--trace", action="store_true",
                         help="also run each variant under tracemalloc (slow)")  # fmt: skip
     args = parser.parse_args(argv)
     if args.child:  # one operator process; --trace: under tracemalloc
-        child(args.child, args.jobs, trace=args.trace)
+        child(args.child, args.jobs, trace=args.trace, until_indexed=args.until_indexed)
         return 0
     here = Path(__file__).resolve().parent.parent
     variants = [("after", here)]
     if args.compare_with:
         variants.insert(0, ("before", args.compare_with.resolve()))
+    if args.index_rounds:
+        if not args.compare_with:
+            parser.error("--index-rounds compares two trees: give --compare-with")
+        return index_rounds(args, dict(variants))
     report: dict[str, Any] = {"benchmark": "operator_memory", "python": platform.python_version(),
                               "jobs": args.jobs, "history": args.history,
                               "variants": {}}  # fmt: skip
@@ -360,6 +441,28 @@ def _ratios(report: dict[str, Any]) -> None:
         report["after_over_before"] = {
             key: round(after[key] / before[key], 2) for key in after if before[key]
         }
+
+
+def plot_index(report: dict[str, Any], path: Path) -> None:
+    import matplotlib as mpl  # noqa: PLC0415 - optional
+
+    mpl.use("Agg")
+    import matplotlib.pyplot as plt  # noqa: PLC0415
+
+    from tickwork_dev.devcluster.measure import save_figure  # noqa: PLC0415
+
+    figure, axis = plt.subplots(figsize=(7, 4))
+    for offset, (label, runs) in enumerate(report["starts"].items()):
+        xs = [i + offset * 0.3 for i in range(len(runs))]
+        axis.bar(xs, [r["seconds"] for r in runs], width=0.3, label=f"{label}: wall")
+        axis.scatter(xs, [r["cpu_seconds"] for r in runs], color="black", zorder=3,
+                     label="CPU" if offset else None)  # fmt: skip
+    axis.set_xlabel("start (the trees by turns)")
+    axis.set_ylabel("seconds to every job indexed")
+    axis.set_title(f"Operator start to {report['jobs']:,} jobs indexed")
+    axis.grid(visible=True, alpha=0.3)
+    axis.legend(fontsize=8)
+    save_figure(figure, path)
 
 
 def plot(report: dict[str, Any], path: Path) -> None:
