@@ -245,7 +245,6 @@ def index_rounds(args: Any, trees: dict[str, Path]) -> int:
     starting by turns against the same jobs; see the module's docstring."""
     from tickwork_dev.devcluster.measure import (  # noqa: PLC0415
         create_jobs,
-        job_manifest,
         plane_with_crd,
     )
 
@@ -256,23 +255,13 @@ def index_rounds(args: Any, trees: dict[str, Path]) -> int:
         with plane_with_crd(workdir) as (cluster, redis):
             namespace = "index"
             cluster.kubectl("create", "namespace", namespace)
-            items = [job_manifest(f"m-{i:06d}", {
-                "schedule": f"{rng.randrange(60)} {rng.randrange(24)} 1 1 *",
-                "task": ECHO}) for i in range(args.jobs)]  # fmt: skip
+            items = _yearly_jobs(rng, args.jobs)
             for start in range(0, len(items), 5000):
                 create_jobs(cluster, namespace, items[start : start + 5000])
             order = list(trees)
             for round_ in range(args.index_rounds):
                 for label in order if round_ % 2 == 0 else order[::-1]:
-                    env = {
-                        "KUBECONFIG": str(cluster.kubeconfig),
-                        "TICKWORK_REDIS_URL": redis.url,
-                        "TICKWORK_REDIS_QUEUE": f"{label}-{round_}",
-                        "TICKWORK_OPERATOR_NAMESPACES": namespace,
-                        "TICKWORK_OPERATOR_LEASE_NAME": f"probe-{label}-{round_}",
-                        "TICKWORK_OPERATOR_HTTP_PORT": "0",
-                        "TICKWORK_OPERATOR_LOG_LEVEL": "WARNING",
-                    }
+                    env = _operator_env(cluster, redis, namespace, f"{label}-{round_}")
                     indexed = _run_child(workdir, env, _pythonpath(trees[label]), args.jobs,
                                          trace=False, label=f"{label}-{round_}",
                                          until_indexed=True)  # fmt: skip
@@ -293,6 +282,28 @@ def index_rounds(args: Any, trees: dict[str, Path]) -> int:
     return 0
 
 
+def _yearly_jobs(rng: random.Random, count: int) -> list[dict[str, Any]]:
+    """``count`` ScheduledJobs due once a year at a random minute: nothing is due."""
+    from tickwork_dev.devcluster.measure import job_manifest  # noqa: PLC0415
+
+    return [job_manifest(f"m-{i:06d}", {
+        "schedule": f"{rng.randrange(60)} {rng.randrange(24)} 1 1 *",
+        "task": ECHO}) for i in range(count)]  # fmt: skip
+
+
+def _operator_env(cluster: Any, redis: Any, namespace: str, name: str) -> dict[str, str]:
+    """An operator of ``namespace`` with a queue and a Lease of its own (``name``)."""
+    return {
+        "KUBECONFIG": str(cluster.kubeconfig),
+        "TICKWORK_REDIS_URL": redis.url,
+        "TICKWORK_REDIS_QUEUE": name,
+        "TICKWORK_OPERATOR_NAMESPACES": namespace,
+        "TICKWORK_OPERATOR_LEASE_NAME": f"probe-{name}",
+        "TICKWORK_OPERATOR_HTTP_PORT": "0",
+        "TICKWORK_OPERATOR_LOG_LEVEL": "WARNING",
+    }
+
+
 def _pythonpath(tree: Path) -> str:
     return ":".join(str(tree / part) for part in ("", "operator", "worker", "dev"))
 
@@ -301,7 +312,6 @@ def main(argv: list[str] | None = None) -> int:
     from tickwork_dev.devcluster.measure import (  # noqa: PLC0415
         benchmark_parser,
         create_jobs,
-        job_manifest,
         plane_with_crd,
     )
 
@@ -340,9 +350,7 @@ def main(argv: list[str] | None = None) -> int:
                 for trace in (False, True) if args.trace else (False,):
                     namespace = f"{label}-{'traced' if trace else 'plain'}"
                     cluster.kubectl("create", "namespace", namespace)
-                    items = [job_manifest(f"m-{i:06d}", {
-                        "schedule": f"{rng.randrange(60)} {rng.randrange(24)} 1 1 *",
-                        "task": ECHO}) for i in range(args.jobs)]  # fmt: skip
+                    items = _yearly_jobs(rng, args.jobs)
                     for start in range(0, len(items), 5000):
                         created = create_jobs(cluster, namespace, items[start : start + 5000])
                         if args.history:
@@ -352,15 +360,7 @@ def main(argv: list[str] | None = None) -> int:
                             )
 
                             asyncio.run(write_history(cluster, created, args.history))
-                    env = {
-                        "KUBECONFIG": str(cluster.kubeconfig),
-                        "TICKWORK_REDIS_URL": redis.url,
-                        "TICKWORK_REDIS_QUEUE": namespace,
-                        "TICKWORK_OPERATOR_NAMESPACES": namespace,
-                        "TICKWORK_OPERATOR_LEASE_NAME": f"probe-{namespace}",
-                        "TICKWORK_OPERATOR_HTTP_PORT": "0",
-                        "TICKWORK_OPERATOR_LOG_LEVEL": "WARNING",
-                    }
+                    env = _operator_env(cluster, redis, namespace, namespace)
                     phases = _run_child(workdir, env, _pythonpath(tree), args.jobs, trace=trace,
                                         label=namespace)  # fmt: skip
                     report["variants"].setdefault(label, {})["traced" if trace else "plain"] = (
