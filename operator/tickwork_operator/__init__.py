@@ -7,6 +7,12 @@ The folder is ``operator/`` (the architecture's name), the import name is
 
 import sys
 
+from tickwork.pid1 import exit_on_sigterm_until_handled
+
+# First, before the imports that take seconds: as a container's PID 1 this process
+# would otherwise ignore a SIGTERM sent before its own handler is installed.
+exit_on_sigterm_until_handled()
+
 # kopf imports the official client's object models whenever the ``kubernetes``
 # package is installed, only to recognise its objects in helpers the operator does
 # not use (adopt, owner references): with kopf's login through that client, ~9 MiB
