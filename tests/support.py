@@ -406,6 +406,8 @@ class PausableProxy:
         self._closed = False
         self._sockets: list[socket.socket] = []
         self._lock = threading.Lock()
+        self.held = threading.Event()
+        """Set once bytes that arrived while paused wait in the relay: a request hangs."""
         threading.Thread(target=self._accept, daemon=True).start()
 
     def pause(self) -> None:
@@ -449,6 +451,8 @@ class PausableProxy:
                 data = src.recv(65536)
                 if not data:
                     break
+                if not self._flowing.is_set():
+                    self.held.set()
                 self._flowing.wait()  # what arrived while paused waits too
                 dst.sendall(data)
         except OSError:

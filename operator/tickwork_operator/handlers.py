@@ -12,6 +12,7 @@ would use ``tickwork.dev`` annotations if ever needed).
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import logging
 from collections.abc import Iterable
@@ -158,8 +159,21 @@ class NoDiffBase(kopf.DiffBaseStorage):
         del body, patch, essence
 
 
+@kopf.on.cleanup(registry=registry)
+async def stopping(memo: kopf.Memo, **_: Any) -> None:
+    """kopf is stopping (SIGTERM): stop Tickwork's own loops now, not after kopf.
+
+    After its own tasks, kopf waits up to 5 s for every task started after it — the
+    ticker's and the reporter's waits among them, which end only on this event — and
+    then cancels them: every shutdown took 5 s more, and a leader held its Lease that
+    much longer before handing over."""
+    stop: asyncio.Event | None = memo.get("stop")
+    if stop is not None:
+        stop.set()
+
+
 class SharedMemo(kopf.Memo):
-    """The operator's memo (the watch state and the ticker), handed to every object's
+    """The operator's memo (the watch state, the ticker, the stop event), handed to every object's
     handler as it is. kopf gives each object a shallow copy of the memo, kept for as
     long as the object exists (~230 bytes a job); nothing is kept per object in it."""
 

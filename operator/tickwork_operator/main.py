@@ -43,6 +43,21 @@ from tickwork_operator.watch import indexed_here
 logger = logging.getLogger("tickwork_operator")
 
 
+#: How long the operator's own loops get to end after a SIGTERM: a tick that waits for
+#: an unreachable Redis (each command retried for up to a minute) is cancelled then; its
+#: runs are published by the next leader (the queue drops what is published twice).
+STOP_SECONDS = 5.0
+
+
+async def _stopped(tasks: list[asyncio.Task[None]], *, within: float) -> None:
+    """Wait up to ``within`` seconds for ``tasks`` to end, then cancel what has not."""
+    _, pending = await asyncio.wait(tasks, timeout=within)
+    for task in pending:
+        logger.warning("%s did not stop within %.0fs: cancelled", task.get_name(), within)
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+
+
 async def _redis_queue(redis: RedisSettings) -> RunQueue:
     client = create_client(redis)
     await wait_until_ready(client, redis, timeout_seconds=60)
@@ -120,14 +135,14 @@ async def run_operator(settings: OperatorSettings, *, queue: RunQueue | None = N
                 settings=kopf_settings(list_page=settings.list_page_size),
                 clusterwide=not settings.namespaces,
                 namespaces=settings.namespaces,
-                memo=SharedMemo(state=state, ticker=ticker),
+                memo=SharedMemo(state=state, ticker=ticker, stop=stop),
                 memories=LeanMemories(),
                 ready_flag=kopf_ready,
                 standalone=True,
             )
     finally:
         stop.set()
-        await asyncio.gather(*background, return_exceptions=True)
+        await _stopped(background, within=STOP_SECONDS)
         await http.cleanup()
         await queue.close()
         await kube.close()

@@ -4,6 +4,7 @@ indexes, which the operator does not have (and refuses to run beside)."""
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import sys
 from typing import Any
@@ -67,3 +68,17 @@ async def test_the_operator_refuses_shared_records_beside_a_daemon_or_an_index()
 
     with pytest.raises(RuntimeError, match="daemon, timer or index"):
         check_lean(with_index)
+
+
+async def test_kopf_stopping_stops_tickworks_own_loops_at_once() -> None:
+    """kopf's cleanup activity sets the operator's stop event: kopf waits up to 5 s for
+    every task started after it (the ticker's waits among them) before it returns."""
+    from kopf._core.intents.causes import Activity  # noqa: PLC0415
+
+    from tickwork_operator.handlers import stopping  # noqa: PLC0415
+
+    assert stopping in [h.fn for h in registry._activities.get_handlers(Activity.CLEANUP)]
+    stop = asyncio.Event()
+    await stopping(memo=SharedMemo(state=None, ticker=None, stop=stop))
+    assert stop.is_set()
+    await stopping(memo=SharedMemo())  # a memo without one: nothing to do

@@ -12,9 +12,10 @@ import asyncio
 import contextlib
 import logging
 import time
+from typing import Any
 
 from tickwork.core.errors import QueueUnavailableError
-from tickwork.queue.messages import FairShare
+from tickwork.queue.messages import Claim, FairShare
 from tickwork.queue.protocol import RunQueue
 from tickwork_worker.runner import Runner
 
@@ -66,19 +67,23 @@ class Worker:
                 await asyncio.wait(self.in_flight, timeout=self.claim_wait_seconds,
                                    return_when=asyncio.FIRST_COMPLETED)  # fmt: skip
                 continue
+            claiming = asyncio.ensure_future(self.queue.claim(
+                consumer=self.name,
+                lease_seconds=self.lease_seconds,
+                count=free,
+                wait_seconds=self.claim_wait_seconds,
+                fair_share=self.fair_share,
+            ))  # fmt: skip
             try:
-                claims = await self.queue.claim(
-                    consumer=self.name,
-                    lease_seconds=self.lease_seconds,
-                    count=free,
-                    wait_seconds=self.claim_wait_seconds,
-                    fair_share=self.fair_share,
-                )
+                claims = await _unless_stopped(claiming, stop, grace=self.claim_wait_seconds + 1)
             except QueueUnavailableError as exc:
                 logger.warning("cannot claim runs: %s", exc)
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stop.wait(), timeout=1.0)  # back off, wake on stop
                 continue
+            if claims is None:
+                logger.info("stopped while a claim still waited for Redis: given up")
+                return
             if stop.is_set():
                 for claim in claims:  # claimed during shutdown: hand straight back
                     await self.queue.release(claim)
@@ -109,3 +114,34 @@ class Worker:
         if pending:
             await asyncio.wait(pending, timeout=10)
             logger.info("handed %d unfinished run(s) back to the queue", len(pending))
+
+
+async def _unless_stopped(
+    call: asyncio.Future[list[Claim]], stop: asyncio.Event, *, grace: float
+) -> list[Claim] | None:
+    """The claim's result; once ``stop`` is set, ``grace`` seconds more, then None.
+
+    A claim answers within its wait while Redis is up, and what it claims during a
+    shutdown is handed straight back. A claim that retries an unreachable Redis
+    (connections refused, or a Redis Pod gone with its address: each attempt waits
+    for its connect timeout) would hold the shutdown for up to a minute, past the
+    Pod's grace period. Given up, it has claimed nothing, or its runs stay in flight
+    under their lease until the queue's reaper hands them to another worker: not
+    executed here, and not lost.
+    """
+    stopping = asyncio.ensure_future(stop.wait())
+    either: list[asyncio.Future[Any]] = [call, stopping]
+    try:
+        await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
+        if not call.done():
+            await asyncio.wait({call}, timeout=grace)
+        if not call.done():
+            call.cancel()
+            with contextlib.suppress(asyncio.CancelledError, QueueUnavailableError):
+                await call
+            return None
+        return call.result()
+    finally:
+        stopping.cancel()
+        if not call.done():  # this task was cancelled: so is the call
+            call.cancel()
