@@ -393,6 +393,15 @@ def relayed_api_server(cluster: Cluster, path: Path) -> tuple[PausableProxy, Pat
     return relay, path
 
 
+def relayed_redis(url: str) -> tuple[PausableProxy, str]:
+    """A :class:`PausableProxy` in front of the Redis at ``url``, and a URL (with the
+    same password and database) that goes through it."""
+    parts = urllib.parse.urlsplit(url)
+    relay = PausableProxy((parts.hostname or "127.0.0.1", parts.port or 6379))
+    netloc = f"{parts.netloc.rsplit(':', 1)[0]}:{relay.port}"
+    return relay, urllib.parse.urlunsplit(parts._replace(netloc=netloc))
+
+
 class PausableProxy:
     """A TCP relay on loopback in front of ``target``; :meth:`pause` stops relaying
     (connections stay open and hang, like a stopped API server or a partition)."""

@@ -11,32 +11,24 @@ Here Redis is behind a relay that stops relaying (connections stay open and hang
 
 from __future__ import annotations
 
-import urllib.parse
 from collections.abc import Callable
 
 import pytest
 
-from tests.support import PausableProxy
+from tests.support import relayed_redis
 from tickwork_dev.devcluster.components import TickworkProcess, wait_for
 
 Start = Callable[..., TickworkProcess]
-
-
-def _through(relay: PausableProxy, url: str) -> str:
-    parts = urllib.parse.urlsplit(url)
-    return urllib.parse.urlunsplit(parts._replace(
-        netloc=f"{parts.netloc.rsplit(':', 1)[0]}:{relay.port}"))  # fmt: skip
 
 
 @pytest.mark.parametrize("command", ["tickwork-worker", "tickwork-operator"])
 def test_sigterm_while_redis_hangs_stops_the_process_on_its_own(
     command: str, start_worker: Start, start_operator: Start, redis_url: str
 ) -> None:
-    parts = urllib.parse.urlsplit(redis_url)
-    relay = PausableProxy((parts.hostname or "127.0.0.1", parts.port or 6379))
+    relay, through_relay = relayed_redis(redis_url)
     try:
         start = start_worker if command == "tickwork-worker" else start_operator
-        process = start(TICKWORK_REDIS_URL=_through(relay, redis_url))
+        process = start(TICKWORK_REDIS_URL=through_relay)
         if command == "tickwork-operator":  # a leader's ticker keeps the queue up
             wait_for(process.is_leader, timeout=30, what="the operator to lead")
         relay.pause()

@@ -24,7 +24,6 @@ from __future__ import annotations
 import datetime as dt
 import os
 import signal
-import urllib.parse
 from collections.abc import Callable
 from pathlib import Path
 
@@ -34,12 +33,12 @@ from kubernetes import client as k8s
 from tests.support import (
     HoldingServer,
     Jobs,
-    PausableProxy,
     QueueProbe,
     ScriptedServer,
     finished,
     publish,
     relayed_api_server,
+    relayed_redis,
     service_account_kubeconfig,
 )
 from tickwork.queue.messages import RunLocation, RunMessage
@@ -119,12 +118,10 @@ def test_a_worker_that_loses_its_lease_stops_the_attempt_and_writes_nothing(
     or A is frozen (SIGSTOP) — so the run goes to worker B as attempt 2. A must have
     stopped its attempt (the endpoint sees A's request given up) before B's arrives,
     and must write nothing: the history holds B's record alone."""
-    parts = urllib.parse.urlsplit(redis_url)
-    relay = PausableProxy((parts.hostname or "127.0.0.1", parts.port or 6379))
-    through_relay = parts._replace(netloc=f"{parts.netloc.rsplit(':', 1)[0]}:{relay.port}")
+    relay, through_relay = relayed_redis(redis_url)
     endpoint = HoldingServer()
     try:
-        a = start_worker("worker-a", TICKWORK_REDIS_URL=urllib.parse.urlunsplit(through_relay),
+        a = start_worker("worker-a", TICKWORK_REDIS_URL=through_relay,
                          TICKWORK_WORKER_LEASE_SECONDS="3")  # fmt: skip
         _, run_id = publish(jobs, probe, "held", {"timeoutSeconds": 120, "task": {"http": {
             "url": endpoint.url, "method": "POST"}}})  # fmt: skip

@@ -1,5 +1,5 @@
 """tickwork.pid1 installs its SIGTERM handler only where the kernel would drop the
-signal: in PID 1, while SIGTERM is at its default (tests/integration/test_pid1.py
+signal: in PID 1, while SIGTERM is at its default (tests/integration/test_pid1_signals.py
 sends the signal to a real PID 1)."""
 
 from __future__ import annotations
