@@ -44,6 +44,13 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PATH=/opt/tickwork/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 RUN groupadd --gid 10001 tickwork \
  && useradd --uid 10001 --gid tickwork --no-create-home --shell /usr/sbin/nologin tickwork
+# tini is each container's PID 1: the kernel drops a signal that PID 1 has no handler
+# for, so a Python PID 1 ignores a SIGTERM that comes before its handlers exist (a Pod
+# deleted while it starts then waits out its grace period), and nothing reaps the
+# orphans a command task leaves. Debian's package; the local base already has it.
+RUN command -v tini >/dev/null \
+ || { apt-get update && apt-get install --yes --no-install-recommends tini \
+      && rm -rf /var/lib/apt/lists/*; }
 COPY --from=build /wheels /wheels
 # Install only from the wheels built above (no index), then drop them and pip:
 # nothing in the running image installs packages.
@@ -53,7 +60,7 @@ RUN python3 -m venv /opt/tickwork \
  && rm -rf /wheels
 USER 10001:10001
 EXPOSE 8080 8081
-ENTRYPOINT []
+ENTRYPOINT ["tini", "--"]
 CMD ["tickwork-operator"]
 
 # Tickwork's demo tasks on top of the product (users build their own task images

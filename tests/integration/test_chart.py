@@ -179,7 +179,7 @@ def test_commands_get_a_container_without_tickworks_credentials(helm: str) -> No
         assert on["automountServiceAccountToken"] is False
         assert {token, password} <= mounts(worker)
         assert not {token, password} & mounts(runner)
-        assert runner["command"] == ["tickwork-command-runner"]
+        assert runner["command"] == ["tini", "--", "tickwork-command-runner"]
         assert runner["securityContext"]["runAsUser"] == 10002
         assert runner["securityContext"]["readOnlyRootFilesystem"] is True
         env = {e["name"]: e.get("value") for e in worker["env"]}

@@ -145,8 +145,9 @@ def test_pods_run_as_non_root_with_a_read_only_root_filesystem(release: Release)
         write = release.cluster.kubectl(*exec_, "touch", "/probe", check=False)
         assert write.returncode != 0
         assert "Read-only file system" in write.stderr
+        # tini is PID 1 (it acts on SIGTERM at once and reaps orphans), Tickwork its child.
         command = release.cluster.kubectl(*exec_, "cat", "/proc/1/cmdline").stdout
-        assert f"tickwork-{component}" in command
+        assert command.split("\0")[:3] == ["tini", "--", f"tickwork-{component}"], command
 
 
 def test_the_job_example_succeeds_and_kubectl_get_shows_it(release: Release) -> None:

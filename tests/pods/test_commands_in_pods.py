@@ -13,6 +13,7 @@ import pytest
 
 from tests.pods.support import apply_jobs, seconds_from_now, wait_outcomes
 from tickwork_dev.devcluster.cluster import Cluster
+from tickwork_dev.devcluster.components import wait_for
 from tickwork_dev.devcluster.release import ClusterImages, Release, merge
 
 NAMESPACE = "tickwork-commands"
@@ -65,3 +66,45 @@ def test_a_command_gets_neither_the_redis_password_nor_the_api_token(
                              "ls", PASSWORD, TOKEN).stdout  # fmt: skip
     assert PASSWORD in listed
     assert TOKEN in listed
+
+
+PROCESS_STATE = """
+import sys
+try:
+    stat = open(f"/proc/{sys.argv[1]}/stat").read()
+except OSError:
+    print("gone")
+else:
+    print(stat[stat.rindex(")") + 2])  # R, S, ... or Z: exited, never reaped
+"""
+
+
+def test_an_orphan_a_command_leaves_is_reaped(commands_release: Release) -> None:
+    """A command's own child that outlives it is re-parented to the container's PID 1,
+    tini, which reaps it when it exits (a Python PID 1 would leave it a zombie)."""
+    cluster, namespace = commands_release.cluster, commands_release.namespace
+    script = "(sleep 2 & echo $!); echo done"
+    job = {"apiVersion": "tickwork.dev/v1alpha1", "kind": "ScheduledJob",
+           "metadata": {"name": "orphan"},
+           "spec": {"runAt": seconds_from_now(0), "retry": {"maxAttempts": 1},
+                    "task": {"command": {"args": ["sh", "-c", script]}}}}  # fmt: skip
+    apply_jobs(cluster, namespace, [job])
+    wait_outcomes(cluster, namespace, {"orphan"}, "Succeeded", timeout=120)
+    status = json.loads(cluster.kubectl("-n", namespace, "get", "scheduledjob", "orphan",
+                                        "-o", "json").stdout)["status"]  # fmt: skip
+    output = status["lastRun"]["result"].removeprefix("exit 0: ").split()
+    assert output[-1] == "done", output
+    orphan = int(output[0])
+    [worker] = [p["metadata"]["name"] for p in commands_release.pods("worker")]
+
+    def state() -> str:
+        argv = ("exec", worker, "-c", "commands", "--", "python3", "-c", PROCESS_STATE)
+        return cluster.kubectl("-n", namespace, *argv, str(orphan)).stdout.strip()
+
+    # It sleeps 2 s, then exits: reaped, its /proc entry goes; a zombie's stays ("Z").
+    seen: list[str] = []
+    try:
+        wait_for(lambda: seen.append(state()) or seen[-1] == "gone", timeout=30, interval=0.5,
+                 what=f"the orphan {orphan} to be reaped")  # fmt: skip
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}; its states: {sorted(set(seen))}") from None

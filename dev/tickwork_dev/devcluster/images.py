@@ -49,7 +49,7 @@ LOCAL_REGISTRY = "localhost/tickwork-dev"
 #: The Debian release and packages of the base image.
 DEBIAN_SUITE = "bookworm"
 DEBIAN_MIRROR = "http://deb.debian.org/debian"
-BASE_PACKAGES = ("python3", "python3-venv", "ca-certificates")
+BASE_PACKAGES = ("python3", "python3-venv", "ca-certificates", "tini")
 #: Documentation and translations are dead weight in an image.
 _DPKG_EXCLUDES = (
     "path-exclude=/usr/share/doc/*",
