@@ -233,7 +233,7 @@ def test_the_hpa_scales_the_workers_with_the_backlog_and_back_without_losing_a_r
 ) -> None:
     wait_for(lambda: release.deployment("worker")["status"].get("replicas") == MIN_WORKERS,
              timeout=180, what="workers at the minimum before the burst")  # fmt: skip
-    burst = run_burst(release, recorder, jobs=120, task_seconds=20, min_replicas=MIN_WORKERS)
+    burst = run_burst(release, recorder, jobs=40, task_seconds=20, min_replicas=MIN_WORKERS)
     assert burst.peak_replicas >= 3, burst.summary()
     assert burst.first_extra_ready is not None
     assert burst.drained is not None, burst.summary()

@@ -58,7 +58,7 @@ def test_keda_scales_the_workers_on_ready_and_in_flight_runs_and_back(
     assert scaled.stdout == "True", "KEDA did not accept the chart's ScaledObject"
     wait_for(lambda: keda_release.deployment("worker")["status"].get("replicas") == MIN_WORKERS,
              timeout=180, what="workers at the minimum before the burst")  # fmt: skip
-    burst = run_burst(keda_release, recorder, jobs=120, task_seconds=20, min_replicas=MIN_WORKERS)
+    burst = run_burst(keda_release, recorder, jobs=40, task_seconds=20, min_replicas=MIN_WORKERS)
     assert burst.peak_replicas >= 3, burst.summary()
     assert burst.drained is not None, burst.summary()
     assert burst.back_to_min is not None, burst.summary()
