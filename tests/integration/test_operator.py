@@ -30,7 +30,7 @@ from tickwork.api.models import ActiveRun, OperatorStatus, RunRecord, ScheduledJ
 from tickwork.core.runs import manual_run_id, scheduled_run_id
 from tickwork.core.states import JobPhase, RunState
 from tickwork.kube import status as writes
-from tickwork.kube.client import KubeClient, load_configuration
+from tickwork.kube.client import KubeApiError, KubeClient, load_configuration
 from tickwork.queue.messages import RunLocation
 from tickwork_dev.devcluster.cluster import Cluster
 from tickwork_dev.devcluster.components import TickworkProcess, wait_for
@@ -320,8 +320,8 @@ def test_each_status_field_has_one_writer_and_overlapping_runs_keep_each_other(
 ) -> None:
     """The operator's share and each run's share are applied without force and without
     a precondition, and never conflict: two overlapping runs add and remove only their
-    own entries; a record leaves the history by its own manager's empty apply, which
-    also drops that manager from managedFields."""
+    own entries; a record leaves the history by the trim's JSON patch, which also drops
+    the manager that owned nothing else from managedFields."""
     job = jobs.create("shared", {"schedule": "@daily", "history": {"successfulRuns": 1},
                                  "task": ECHO})  # fmt: skip
     uid = job["metadata"]["uid"]
@@ -363,9 +363,10 @@ def test_each_status_field_has_one_writer_and_overlapping_runs_keep_each_other(
             assert writes.owned_fields(written["metadata"], writes.run_manager(run_a)) == {"runs"}
             [gone] = writes.to_drop(status.runs, done_b, successful=1, failed=1)
             assert gone == run_a
-            body = writes.withdrawal_body(written["metadata"], status, gone)
-            assert body is None  # run A owns nothing else any more
-            return await apply(writes.run_manager(gone), body)
+            # It leaves by the trim's JSON patch, which no manager's apply could do.
+            patch = writes.trim_patch(written, [gone])
+            return await kube.patch_job_status(jobs.namespace, "shared", patch,
+                                               field_manager=writes.TRIM_MANAGER)  # fmt: skip
 
     final = asyncio.run(apply_all())
     status = ScheduledJobStatus.model_validate(final["status"])
@@ -374,8 +375,79 @@ def test_each_status_field_has_one_writer_and_overlapping_runs_keep_each_other(
     assert status.last_run.id == run_b
     assert status.phase is JobPhase.SCHEDULED  # the operator's field, untouched by the runs
     managers = {m["manager"] for m in final["metadata"]["managedFields"]}
-    assert writes.run_manager(run_a) not in managers
+    assert writes.run_manager(run_a) not in managers  # it owned only the removed record
+    assert writes.TRIM_MANAGER not in managers  # a removal leaves its patcher nothing
     assert {writes.OPERATOR_MANAGER, writes.run_manager(run_b)} <= managers
+
+
+def test_one_patch_trims_records_keeps_what_else_their_runs_own_refused_if_moved(
+    cluster: Cluster, jobs: Jobs
+) -> None:
+    """The worker's batched trim against the real API server: one JSON patch removes
+    several records of different run managers; what else a removed run owns (its
+    ``deadRuns`` entry) stays, with its manager; a manager left with nothing leaves
+    managedFields; a patch made from a history that changed since is refused whole
+    (422) and removes nothing."""
+    job = jobs.create("batched", {"schedule": "@daily", "task": ECHO})
+    uid = job["metadata"]["uid"]
+    now = dt.datetime.now(dt.UTC)
+    ids = [manual_run_id(uid, str(index)) for index in range(5)]
+
+    def record(run_id: str, minute: int, outcome: RunState = RunState.SUCCEEDED) -> RunRecord:
+        at = now + dt.timedelta(minutes=minute)
+        return RunRecord(id=run_id, scheduled_at=at, outcome=outcome, finished_at=at)
+
+    async def scenario() -> tuple[dict[str, Any], dict[str, Any], int]:
+        async with KubeClient(load_configuration(str(cluster.kubeconfig))) as kube:
+            written: dict[str, Any] = {}
+            for index, run_id in enumerate(ids[:4]):
+                failed = index == 1  # a dead-lettered run, listed in deadRuns
+                body = writes.record_body(
+                    record(run_id, index, RunState.FAILED if failed else RunState.SUCCEEDED),
+                    successful=20,
+                    failed=20,
+                    dead_listed=0 if failed else None,
+                )
+                manager = writes.run_manager(run_id)
+                written = await kube.apply_job_status(jobs.namespace, "batched", uid, body,
+                                                      field_manager=manager)  # fmt: skip
+            # Two trims made from this object: one removes run 0, which shifts the
+            # records after it; the other, made before that, finds run 2 moved.
+            stale = writes.trim_patch(written, [ids[2]])
+            await kube.patch_job_status(jobs.namespace, "batched",
+                                        writes.trim_patch(written, [ids[0]]),
+                                        field_manager=writes.TRIM_MANAGER)  # fmt: skip
+            refused = 0
+            try:
+                await kube.patch_job_status(jobs.namespace, "batched", stale,
+                                            field_manager=writes.TRIM_MANAGER)  # fmt: skip
+            except KubeApiError as exc:
+                refused = exc.status
+            unchanged = await kube.get_job(jobs.namespace, "batched")
+            fresh = await kube.apply_job_status(
+                jobs.namespace, "batched", uid,
+                writes.record_body(record(ids[4], 9), successful=20, failed=20),
+                field_manager=writes.run_manager(ids[4]),
+            )  # fmt: skip
+            trimmed = await kube.patch_job_status(jobs.namespace, "batched",
+                                                  writes.trim_patch(fresh, [ids[1], ids[3]]),
+                                                  field_manager=writes.TRIM_MANAGER)  # fmt: skip
+            return unchanged, trimmed, refused
+
+    unchanged, trimmed, refused = asyncio.run(scenario())
+    assert refused == 422
+    assert [r["id"] for r in unchanged["status"]["runs"]] == ids[1:4]  # the refused one: none
+    status = ScheduledJobStatus.model_validate(trimmed["status"])
+    assert [r.id for r in status.runs] == [ids[2], ids[4]]
+    assert status.last_run is not None
+    assert status.last_run.id == ids[4]
+    assert [d.id for d in status.dead_runs] == [ids[1]]  # listed until requeued or purged
+    metadata = trimmed["metadata"]
+    assert writes.owned_fields(metadata, writes.run_manager(ids[1])) == {"deadRuns"}
+    managers = {m["manager"] for m in metadata["managedFields"]}
+    assert writes.run_manager(ids[3]) not in managers  # it owned only its record
+    assert writes.run_manager(ids[0]) not in managers
+    assert writes.TRIM_MANAGER not in managers
 
 
 def test_the_operator_indexes_what_kopf_lists_and_watches_as_it_arrives(

@@ -28,8 +28,9 @@ from tests.support import (
     task_package,
     whole_seconds_from_now,
 )
+from tickwork.core.runs import manual_run_id
 from tickwork.kube.client import KubeClient, load_configuration
-from tickwork.kube.status import OPERATOR_MANAGER, run_manager
+from tickwork.kube.status import OPERATOR_MANAGER, TRIM_MANAGER, run_manager
 from tickwork.queue.messages import RunLocation, RunMessage
 from tickwork_dev.devcluster.cluster import Cluster
 from tickwork_dev.devcluster.components import TickworkProcess, console_script, wait_for
@@ -536,3 +537,34 @@ def test_stuck_synchronous_tasks_do_not_starve_name_lookups(
     last = finished(jobs, "lookup", timeout=20)["lastRun"]
     assert isinstance(last, dict)
     assert last["outcome"] == "Succeeded", last
+
+
+def test_records_past_the_history_limit_leave_four_at_a_time(
+    start_worker: Start, jobs: Jobs, probe: QueueProbe
+) -> None:
+    """A history of 1: the worker lets records pile up past the limit until 4 are over,
+    then removes them in one patch; the removed runs' managers leave managedFields.
+    (Without batching each run would trim: 1 record after every run.)"""
+    start_worker()
+    job = jobs.create("trimmed", {"schedule": "0 0 1 1 *", "history": {"successfulRuns": 1},
+                                  "task": {"echo": {"message": "hi"}}})  # fmt: skip
+    uid = job["metadata"]["uid"]
+    seen: list[list[str]] = []
+    ids = [manual_run_id(uid, f"t{index}") for index in range(6)]
+    for run_id in ids:
+        now = dt.datetime.now(dt.UTC).isoformat()
+        probe.enqueue(RunMessage(run_id=run_id, namespace=jobs.namespace, name="trimmed",
+                                 uid=uid, triggered_at=now))  # fmt: skip
+
+        def done(run_id: str = run_id) -> bool:  # recorded, trimmed if due, acknowledged
+            return probe.locate(run_id) is RunLocation.DONE
+
+        wait_for(done, timeout=30, what=f"run {run_id}")
+        assert (jobs.status("trimmed").get("lastRun") or {}).get("id") == run_id
+        seen.append([r["id"] for r in jobs.status("trimmed")["runs"]])
+    assert [len(runs) for runs in seen] == [1, 2, 3, 4, 1, 2], seen
+    assert seen[4] == [ids[4]]  # the newest stays, the four before it went at once
+    managers = {m["manager"] for m in jobs.get("trimmed")["metadata"]["managedFields"]}
+    assert not {run_manager(run_id) for run_id in ids[:4]} & managers
+    assert {run_manager(ids[4]), run_manager(ids[5])} <= managers
+    assert TRIM_MANAGER not in managers

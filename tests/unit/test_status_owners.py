@@ -25,16 +25,20 @@ from tickwork.core.runs import DeadLetterRequest, dead_letter_request
 from tickwork.core.states import JobPhase, RunState
 from tickwork.kube.status import (
     CONDITION_READY,
+    RUNS_LIMIT,
+    TRIM_BATCH,
     active_body,
+    holds_legacy_share,
     operator_body,
     owned_fields,
     record_body,
     run_manager,
     to_drop,
+    trim_due,
+    trim_patch,
     updated,
     with_condition,
     withdrawal_body,
-    withdrawals,
 )
 
 pytestmark = pytest.mark.unit
@@ -157,13 +161,52 @@ def test_the_api_docs_name_every_status_field_and_its_writer() -> None:
 
 
 def test_the_first_trim_after_an_upgrade_lets_the_old_workers_manager_go() -> None:
-    status = ScheduledJobStatus(runs=[_record("old", 1), _record("new", 2)])
     legacy = {"managedFields": [_managed("tickwork-worker", "runs", "lastRun"),
                                 _managed(run_manager("new"), "runs", "lastRun")]}  # fmt: skip
-    applies = withdrawals(legacy, status, _record("new", 2), successful=1, failed=1)
-    assert applies == [(run_manager("old"), None), ("tickwork-worker", None)]
-    current = {"managedFields": [_managed(run_manager("new"), "runs", "lastRun")]}
-    assert withdrawals(current, status, _record("new", 2), successful=5, failed=5) == []
+    assert holds_legacy_share(legacy)
+    assert not holds_legacy_share({"managedFields": [_managed(run_manager("new"), "runs")]})
+
+
+def test_records_past_the_limits_leave_in_batches_or_near_the_schema_bound() -> None:
+    drop = [f"old{index}" for index in range(TRIM_BATCH)]
+    assert trim_due(drop, held=10)
+    assert not trim_due(drop[:-1], held=10)  # a few over: left for a later run
+    assert trim_due(drop[:1], held=RUNS_LIMIT - TRIM_BATCH + 1)  # near maxItems: now
+    assert not trim_due([], held=RUNS_LIMIT)  # nothing over the limits: nothing to do
+
+
+def test_a_trim_patch_tests_each_removed_records_id_at_its_index_from_the_end() -> None:
+    written = {
+        "metadata": {"uid": "u-1"},
+        "status": {"runs": [{"id": "a"}, {"id": "b"}, {"id": "c"}, {"id": "d"}]},
+    }
+    assert trim_patch(written, ["c", "a", "gone"]) == [
+        {"op": "test", "path": "/metadata/uid", "value": "u-1"},
+        {"op": "test", "path": "/status/runs/2/id", "value": "c"},
+        {"op": "remove", "path": "/status/runs/2"},
+        {"op": "test", "path": "/status/runs/0/id", "value": "a"},
+        {"op": "remove", "path": "/status/runs/0"},
+    ]  # fmt: skip
+    assert trim_patch(written, ["gone"]) == []
+    assert trim_patch({"status": {}}, ["a"]) == []
+
+
+def test_a_trim_patch_removes_exactly_what_to_drop_names() -> None:
+    history = [_record(f"s{index}", index) for index in range(6)]
+    record = _record("s6", 6)
+    written = {"metadata": {"uid": "u"},
+               "status": {"runs": [r.to_wire() for r in [*history, record]]}}  # fmt: skip
+    drop = to_drop(history, record, successful=2, failed=1)
+    runs = list(written["status"]["runs"])
+    for operation in trim_patch(written, drop):  # applied as the API server would
+        if operation["path"] == "/metadata/uid":
+            continue
+        index = int(operation["path"].split("/")[3])  # /status/runs/<index>[/id]
+        if operation["op"] == "remove":
+            del runs[index]
+        else:
+            assert runs[index]["id"] == operation["value"]
+    assert [r["id"] for r in runs] == ["s5", "s6"]
 
 
 def test_a_failed_run_lists_itself_as_dead_until_the_list_is_full() -> None:
@@ -185,9 +228,10 @@ def test_a_dead_run_stays_listed_through_trims_and_leaves_when_it_starts_again()
     trimmed = withdrawal_body(metadata, status, "old")
     assert trimmed == {"deadRuns": [dead.to_wire()]}  # the history trim keeps it listed
     assert withdrawal_body(metadata, status, "old", keep_dead=False) is None  # requeued, purged
-    mine = withdrawals(metadata, status, _record("new", 2, RunState.FAILED), successful=1,
-                       failed=1)  # fmt: skip
-    assert mine == [(run_manager("old"), {"deadRuns": [dead.to_wire()]})]
+    # A trim removes records only (see trim_patch): the entry in deadRuns stays.
+    written = {"metadata": {"uid": "u"}, "status": status.to_wire()}
+    assert all(op["path"].startswith(("/status/runs/", "/metadata/uid"))
+               for op in trim_patch(written, ["old"]))  # fmt: skip
 
 
 @pytest.mark.parametrize(

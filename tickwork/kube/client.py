@@ -26,6 +26,7 @@ __all__ = ["Connection", "KubeApiError", "KubeClient", "load_configuration"]
 
 APPLY_PATCH = "application/apply-patch+yaml"
 MERGE_PATCH = "application/merge-patch+json"
+JSON_PATCH = "application/json-patch+json"
 #: Lists answered with each object's metadata only (as client-go's metadata informers ask).
 _METADATA_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
 #: Statuses that mean "not now" rather than "no": no answer, timeout, throttled.
@@ -264,6 +265,19 @@ class KubeClient:
             body=body,
             params={"fieldManager": field_manager, "force": "true" if force else "false"},
             content_type=APPLY_PATCH,
+        )
+
+    async def patch_job_status(
+        self, namespace: str, name: str, operations: list[dict[str, Any]], *, field_manager: str
+    ) -> dict[str, Any]:
+        """A JSON patch (RFC 6902) of the job's status subresource: all its operations
+        or none (a failed ``test`` refuses the whole patch, 422)."""
+        return await self.request(
+            "PATCH",
+            f"{self._job_path(namespace, name)}/status",
+            body=operations,
+            params={"fieldManager": field_manager},
+            content_type=JSON_PATCH,
         )
 
     async def delete_job(self, namespace: str, name: str, uid: str) -> None:

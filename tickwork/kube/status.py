@@ -19,11 +19,11 @@ With server-side apply an apply states *all* of a manager's intent: a field it
 owned and leaves out is removed. A run's own manager therefore moves it from
 ``activeRuns`` to ``runs`` in one apply (its record, without its active entry),
 and runs of one job that overlap never touch each other's entries:
-``activeRuns`` and ``runs`` are list-maps keyed by ``id``. A record falls out
-of the history when a newer run's worker applies, *as the old run's manager*,
-nothing (or only the ``lastRun``/``lastSuccessfulTime`` that manager may still
-own, and its ``deadRuns`` entry) — which also removes that manager from
-``managedFields``. A dead run's entry leaves when the run is requeued (its first
+``activeRuns`` and ``runs`` are list-maps keyed by ``id``. Records fall out of
+the history in batches, by the one write that is not an apply: a JSON patch
+(:func:`trim_patch`) that removes them, each ``test``-ed at its index; a
+removal takes the field from every manager, so a run's manager that owned only
+its record leaves ``managedFields``. A dead run's entry leaves when the run is requeued (its first
 apply as it starts again names only ``activeRuns``) or purged (the operator applies
 as that run's manager without it).
 
@@ -43,6 +43,7 @@ from pydantic import BaseModel
 
 from tickwork.api.models import (
     DEAD_RUNS_LISTED,
+    RUNS_LIMIT,
     ActiveRun,
     Condition,
     ConditionStatus,
@@ -62,6 +63,15 @@ RUN_MANAGER_PREFIX = "tickwork-run-"
 #: still owns after an upgrade (old records, the old lastRun) is let go by the
 #: first run that trims the history.
 LEGACY_WORKER_MANAGER = "tickwork-worker"
+#: The manager of the JSON patches that trim histories. It owns nothing after
+#: one (a removal gives up every manager's ownership of what it removed), so it
+#: never stays in ``managedFields``.
+TRIM_MANAGER = "tickwork-history"
+#: Records past a history limit leave in batches: once this many are over (or
+#: ``status.runs`` nears its schema bound), one patch removes them all, instead
+#: of a write per record as each falls out. Until then a history shows up to
+#: ``TRIM_BATCH - 1`` records more than its limits.
+TRIM_BATCH = 4
 
 CONDITION_READY = "Ready"
 CONDITION_SUSPENDED = "Suspended"
@@ -329,18 +339,33 @@ def cap_record(record: RunRecord, limit: int) -> RunRecord:
                                      "error": cap_optional(record.error, limit)})  # fmt: skip
 
 
-def withdrawals(
-    metadata: dict[str, Any], status: ScheduledJobStatus, record: RunRecord, *,
-    successful: int, failed: int,
-) -> list[tuple[str, dict[str, Any] | None]]:  # fmt: skip
-    """(field manager, body) of each apply that trims the history now that ``record``
-    is in it (see :func:`to_drop`, :func:`withdrawal_body`), and that lets go of what
-    the workers' single manager of older versions still owns."""
-    applies = [
-        (run_manager(run_id), withdrawal_body(metadata, status, run_id))
-        for run_id in to_drop(status.runs, record, successful=successful, failed=failed)
-    ]
-    managers = {entry.get("manager") for entry in metadata.get("managedFields") or []}
-    if LEGACY_WORKER_MANAGER in managers:
-        applies.append((LEGACY_WORKER_MANAGER, None))
-    return applies
+def trim_due(drop: list[str], held: int) -> bool:
+    """Is it time to let the records ``drop`` go? Once :data:`TRIM_BATCH` of them are
+    past the limits, or ``status.runs`` (``held`` records) nears its schema bound."""
+    return len(drop) >= TRIM_BATCH or (bool(drop) and held > RUNS_LIMIT - TRIM_BATCH)
+
+
+def trim_patch(written: dict[str, Any], drop: list[str]) -> list[dict[str, Any]]:
+    """The JSON patch that removes the records ``drop`` from the history of
+    ``written`` (the object as the API server last returned it): a ``test`` of the
+    object's uid and of each record's ``id`` at its index, so that a job replaced or
+    a history changed meanwhile refuses the whole patch (422); the removals from the
+    last index down. Empty when none of them is there."""
+    runs = (written.get("status") or {}).get("runs") or []
+    gone = set(drop)
+    found = [(index, entry["id"]) for index, entry in enumerate(runs)
+             if isinstance(entry, dict) and entry.get("id") in gone]  # fmt: skip
+    if not found:
+        return []
+    uid = (written.get("metadata") or {}).get("uid")
+    operations: list[dict[str, Any]] = [{"op": "test", "path": "/metadata/uid", "value": uid}]
+    for index, run_id in reversed(found):
+        operations += [{"op": "test", "path": f"/status/runs/{index}/id", "value": run_id},
+                       {"op": "remove", "path": f"/status/runs/{index}"}]  # fmt: skip
+    return operations
+
+
+def holds_legacy_share(metadata: dict[str, Any]) -> bool:
+    """Does the workers' single manager of older versions still own fields here?"""
+    return any(entry.get("manager") == LEGACY_WORKER_MANAGER
+               for entry in metadata.get("managedFields") or [])  # fmt: skip

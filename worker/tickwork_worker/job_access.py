@@ -24,11 +24,16 @@ from tickwork.core.states import RunState
 from tickwork.kube.cache import JobCache
 from tickwork.kube.client import KubeApiError, KubeClient
 from tickwork.kube.status import (
+    LEGACY_WORKER_MANAGER,
+    TRIM_MANAGER,
     active_body,
+    holds_legacy_share,
     record_body,
     run_manager,
+    to_drop,
+    trim_due,
+    trim_patch,
     withdrawal_body,
-    withdrawals,
 )
 from tickwork.queue.messages import Claim
 from tickwork_worker.decisions import Outcome, scheduled_at
@@ -38,6 +43,8 @@ from tickwork_worker.metrics import WorkerMetrics
 logger = logging.getLogger(__name__)
 
 _STATUS_ATTEMPTS = 6
+#: A JSON patch whose ``test`` failed (or an object the schema refused).
+_INVALID = 422
 #: How long a run's record is retried while the API server is away; past this it
 #: is dead-lettered with its outcome (an outage this long wants a person anyway).
 _RECORD_PATIENCE_SECONDS = 600.0
@@ -163,7 +170,7 @@ class JobAccess:
         One apply as the run's manager adds its record (and takes ``lastRun``) and
         removes its ``activeRuns`` entry; another run of the job that ends at the same
         moment adds its own, untouched. Records past the job's history limits then
-        leave, each withdrawn by its own run's manager (see :meth:`trim`).
+        leave, in batches (see :meth:`trim`).
         """
         record = RunRecord(
             id=claim.run_id,
@@ -193,38 +200,42 @@ class JobAccess:
     async def trim(
         self, claim: Claim, written: dict[str, Any], record: RunRecord, job: ScheduledJob
     ) -> None:
-        """Let records past the history limits go, as seen in the object just written.
-        Each goes by an apply of its own run's manager that no longer names it (and
-        keeps what else that manager still owns), so a record another run added
-        meanwhile is never touched; two runs trimming at once drop the same IDs.
-        A failure is left for the next run of the job to trim."""
+        """Let records past the history limits go, as seen in the object just written,
+        in batches (:func:`~tickwork.kube.status.trim_due`): one JSON patch removes
+        them all, each ``test``-ed by its ``id`` at its index, so a history another
+        run changed meanwhile refuses it and nothing another run added is touched.
+        A refused or failed trim is left for the job's next run."""
         try:
             status = ScheduledJobStatus.model_validate(written.get("status") or {})
         except ValueError:
             return
         limits = job.spec.history
-        metadata = written.get("metadata") or {}
         message = claim.message
-        for manager, first in withdrawals(metadata, status, record,
-                                          successful=limits.successful_runs,
-                                          failed=limits.failed_runs):  # fmt: skip
-            body = first
-            for attempt in range(2):
-                try:
-                    await self.kube.apply_job_status(
-                        message.namespace, message.name, message.uid, body,
-                        field_manager=manager, force=False,
-                    )  # fmt: skip
-                    break
-                except KubeApiError as exc:
-                    if exc.conflict and attempt == 0 and body is not None:
-                        body = None  # another run took lastRun meanwhile: give up the rest
-                        continue
-                    if not exc.not_found:
-                        logger.warning("history of %s/%s not trimmed: %s",
-                                       message.namespace, message.name, exc,
-                                       extra={"run_id": claim.run_id})  # fmt: skip
-                    return
+        drop = to_drop(status.runs, record, successful=limits.successful_runs,
+                       failed=limits.failed_runs)  # fmt: skip
+        patch = trim_patch(written, drop) if trim_due(drop, len(status.runs)) else []
+        try:
+            if patch:
+                since = self.jobs.mark() if self.jobs is not None else 0
+                result = await self.kube.patch_job_status(
+                    message.namespace, message.name, patch, field_manager=TRIM_MANAGER
+                )
+                if self.jobs is not None:
+                    self.jobs.observe(result, since=since)
+            if holds_legacy_share(written.get("metadata") or {}):
+                await self.kube.apply_job_status(
+                    message.namespace, message.name, message.uid, None,
+                    field_manager=LEGACY_WORKER_MANAGER, force=False,
+                )  # fmt: skip
+        except KubeApiError as exc:
+            if exc.status == _INVALID and patch:
+                logger.debug("history of %s/%s changed meanwhile; the next run trims it",
+                             message.namespace, message.name,
+                             extra={"run_id": claim.run_id})  # fmt: skip
+            elif not exc.not_found:
+                logger.warning("history of %s/%s not trimmed: %s",
+                               message.namespace, message.name, exc,
+                               extra={"run_id": claim.run_id})  # fmt: skip
 
     async def write(
         self,
