@@ -40,21 +40,27 @@ def commands_release(pods_cluster: Cluster, test_images: ClusterImages) -> Itera
     release.uninstall()
 
 
+def _run_command(release: Release, name: str, script: str) -> str:
+    """Run ``sh -c script`` as a one-shot command job ``name``; its run's result."""
+    cluster, namespace = release.cluster, release.namespace
+    job = {"apiVersion": "tickwork.dev/v1alpha1", "kind": "ScheduledJob",
+           "metadata": {"name": name},
+           "spec": {"runAt": seconds_from_now(0), "retry": {"maxAttempts": 1},
+                    "task": {"command": {"args": ["sh", "-c", script]}}}}  # fmt: skip
+    apply_jobs(cluster, namespace, [job])
+    wait_outcomes(cluster, namespace, {name}, "Succeeded", timeout=120)
+    status = json.loads(cluster.kubectl("-n", namespace, "get", "scheduledjob", name,
+                                        "-o", "json").stdout)["status"]  # fmt: skip
+    return str(status["lastRun"]["result"])
+
+
 def test_a_command_gets_neither_the_redis_password_nor_the_api_token(
     commands_release: Release,
 ) -> None:
     cluster, namespace = commands_release.cluster, commands_release.namespace
     script = (f"id -u; ls {PASSWORD} {TOKEN} 2>&1; env | grep -c TICKWORK_REDIS; "
               "echo done")  # fmt: skip
-    job = {"apiVersion": "tickwork.dev/v1alpha1", "kind": "ScheduledJob",
-           "metadata": {"name": "peek"},
-           "spec": {"runAt": seconds_from_now(0), "retry": {"maxAttempts": 1},
-                    "task": {"command": {"args": ["sh", "-c", script]}}}}  # fmt: skip
-    apply_jobs(cluster, namespace, [job])
-    wait_outcomes(cluster, namespace, {"peek"}, "Succeeded", timeout=120)
-    status = json.loads(cluster.kubectl("-n", namespace, "get", "scheduledjob", "peek",
-                                        "-o", "json").stdout)["status"]  # fmt: skip
-    output = status["lastRun"]["result"]
+    output = _run_command(commands_release, "peek", script)
     lines = output.removeprefix("exit 0: ").splitlines()
     assert lines[0] == "10002", output  # the runner's user, not the worker's (10001)
     assert f"ls: cannot access '{PASSWORD}': No such file or directory" in output
@@ -83,16 +89,8 @@ def test_an_orphan_a_command_leaves_is_reaped(commands_release: Release) -> None
     """A command's own child that outlives it is re-parented to the container's PID 1,
     tini, which reaps it when it exits (a Python PID 1 would leave it a zombie)."""
     cluster, namespace = commands_release.cluster, commands_release.namespace
-    script = "(sleep 2 & echo $!); echo done"
-    job = {"apiVersion": "tickwork.dev/v1alpha1", "kind": "ScheduledJob",
-           "metadata": {"name": "orphan"},
-           "spec": {"runAt": seconds_from_now(0), "retry": {"maxAttempts": 1},
-                    "task": {"command": {"args": ["sh", "-c", script]}}}}  # fmt: skip
-    apply_jobs(cluster, namespace, [job])
-    wait_outcomes(cluster, namespace, {"orphan"}, "Succeeded", timeout=120)
-    status = json.loads(cluster.kubectl("-n", namespace, "get", "scheduledjob", "orphan",
-                                        "-o", "json").stdout)["status"]  # fmt: skip
-    output = status["lastRun"]["result"].removeprefix("exit 0: ").split()
+    result = _run_command(commands_release, "orphan", "(sleep 2 & echo $!); echo done")
+    output = result.removeprefix("exit 0: ").split()
     assert output[-1] == "done", output
     orphan = int(output[0])
     [worker] = [p["metadata"]["name"] for p in commands_release.pods("worker")]
@@ -103,8 +101,12 @@ def test_an_orphan_a_command_leaves_is_reaped(commands_release: Release) -> None
 
     # It sleeps 2 s, then exits: reaped, its /proc entry goes; a zombie's stays ("Z").
     seen: list[str] = []
+
+    def reaped() -> bool:
+        seen.append(state())
+        return seen[-1] == "gone"
+
     try:
-        wait_for(lambda: seen.append(state()) or seen[-1] == "gone", timeout=30, interval=0.5,
-                 what=f"the orphan {orphan} to be reaped")  # fmt: skip
+        wait_for(reaped, timeout=30, interval=0.5, what=f"the orphan {orphan} to be reaped")
     except AssertionError as exc:
         raise AssertionError(f"{exc}; its states: {sorted(set(seen))}") from None
