@@ -48,8 +48,11 @@ RUN groupadd --gid 10001 tickwork \
 # for, so a Python PID 1 ignores a SIGTERM that comes before its handlers exist (a Pod
 # deleted while it starts then waits out its grace period), and nothing reaps the
 # orphans a command task leaves. Debian's package; the local base already has it.
+# Pinned to bookworm's version (PYTHON_IMAGE is a bookworm image).
+ARG TINI_VERSION=0.19.0-1+b3
 RUN command -v tini >/dev/null \
- || { apt-get update && apt-get install --yes --no-install-recommends tini \
+ || { apt-get update \
+      && apt-get install --yes --no-install-recommends "tini=${TINI_VERSION}" \
       && rm -rf /var/lib/apt/lists/*; }
 COPY --from=build /wheels /wheels
 # Install only from the wheels built above (no index), then drop them and pip:
