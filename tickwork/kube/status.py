@@ -23,9 +23,9 @@ and runs of one job that overlap never touch each other's entries:
 the history in batches, by the one write that is not an apply: a JSON patch
 (:func:`trim_patch`) that removes them, each ``test``-ed at its index; a
 removal takes the field from every manager, so a run's manager that owned only
-its record leaves ``managedFields``. A dead run's entry leaves when the run is requeued (its first
-apply as it starts again names only ``activeRuns``) or purged (the operator applies
-as that run's manager without it).
+its record leaves ``managedFields``. A dead run's entry leaves when the run is
+requeued (its first apply as it starts again names only ``activeRuns``) or
+purged (the operator applies as that run's manager without it).
 
 The bodies are the API models (:mod:`tickwork.api.models`) dumped in their wire
 form; :class:`~tickwork.kube.client.KubeClient` sends them.
@@ -61,7 +61,7 @@ OPERATOR_MANAGER = "tickwork-operator"
 RUN_MANAGER_PREFIX = "tickwork-run-"
 #: The one field manager of every worker before each run had its own: what it
 #: still owns after an upgrade (old records, the old lastRun) is let go by the
-#: first run that trims the history.
+#: first run of the job that ends after it.
 LEGACY_WORKER_MANAGER = "tickwork-worker"
 #: The manager of the JSON patches that trim histories. It owns nothing after
 #: one (a removal gives up every manager's ownership of what it removed), so it

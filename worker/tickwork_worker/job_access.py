@@ -214,28 +214,36 @@ class JobAccess:
         drop = to_drop(status.runs, record, successful=limits.successful_runs,
                        failed=limits.failed_runs)  # fmt: skip
         patch = trim_patch(written, drop) if trim_due(drop, len(status.runs)) else []
-        try:
-            if patch:
-                since = self.jobs.mark() if self.jobs is not None else 0
+        if patch:
+            since = self.jobs.mark() if self.jobs is not None else 0
+            try:
                 result = await self.kube.patch_job_status(
                     message.namespace, message.name, patch, field_manager=TRIM_MANAGER
                 )
-                if self.jobs is not None:
-                    self.jobs.observe(result, since=since)
-            if holds_legacy_share(written.get("metadata") or {}):
+            except KubeApiError as exc:
+                if exc.status == _INVALID:
+                    logger.debug("history of %s/%s changed meanwhile; the next run trims it",
+                                 message.namespace, message.name,
+                                 extra={"run_id": claim.run_id})  # fmt: skip
+                else:
+                    self._not_trimmed(claim, exc)
+                return
+            if self.jobs is not None:
+                self.jobs.observe(result, since=since)
+        if holds_legacy_share(written.get("metadata") or {}):
+            try:
                 await self.kube.apply_job_status(
                     message.namespace, message.name, message.uid, None,
                     field_manager=LEGACY_WORKER_MANAGER, force=False,
                 )  # fmt: skip
-        except KubeApiError as exc:
-            if exc.status == _INVALID and patch:
-                logger.debug("history of %s/%s changed meanwhile; the next run trims it",
-                             message.namespace, message.name,
-                             extra={"run_id": claim.run_id})  # fmt: skip
-            elif not exc.not_found:
-                logger.warning("history of %s/%s not trimmed: %s",
-                               message.namespace, message.name, exc,
-                               extra={"run_id": claim.run_id})  # fmt: skip
+            except KubeApiError as exc:
+                self._not_trimmed(claim, exc)
+
+    @staticmethod
+    def _not_trimmed(claim: Claim, exc: KubeApiError) -> None:
+        if not exc.not_found:
+            logger.warning("history of %s/%s not trimmed: %s", claim.message.namespace,
+                           claim.message.name, exc, extra={"run_id": claim.run_id})  # fmt: skip
 
     async def write(
         self,
