@@ -1,6 +1,6 @@
 """The leader's status writes and Events: reports of what it published (sent in the
 background, after the workers have claimed the runs), and the owed writes of new
-or edited jobs (in what is left of each tick).
+or edited jobs (in the background too, beside the ticks).
 
 The operator writes only its own share of status (field manager
 ``tickwork-operator``, :class:`~tickwork.api.models.OperatorStatus`): no worker
@@ -46,7 +46,7 @@ REPORT_CONCURRENCY = 16
 #: first status writes was best at 32 of 16 / 32 / 64 (209 / 221 / 193 per second at
 #: 100,000 jobs; benchmarks/watcher.py, ``status_write_ceiling``).
 OWED_CONCURRENCY = 32
-#: Owed writes taken per round: a round waits only for the slowest of its last writes.
+#: Owed jobs taken per pass over ``WatchState.dirty``.
 OWED_BATCH = 8 * OWED_CONCURRENCY
 #: How long each round of reports waits for the workers to claim what is queued.
 #: While a backlog lasts, reports trickle out one round per hold, and a job's
@@ -125,6 +125,7 @@ class Reporter:
         self._task: asyncio.Task[None] | None = None
         self._writing: set[JobKey] = set()
         """Jobs whose status write is on its way."""
+        self._owed_task: asyncio.Task[None] | None = None
         self._none_owed_at: int | None = None
         """``WatchState.owed_version`` when a pass over ``dirty`` last found every job
         in it waiting for a report or a write on its way (None: not since)."""
@@ -145,16 +146,18 @@ class Reporter:
 
     def stop(self) -> None:
         """Drop what is owed: a new leader reports from its own view."""
-        if self._task is not None:
-            self._task.cancel()
-            self._task = None
+        for task in (self._task, self._owed_task):
+            if task is not None:
+                task.cancel()
+        self._task = self._owed_task = None
         self._reports.clear()
         self._none_owed_at = None  # jobs dirty behind a dropped report are owed now
 
     async def idle(self) -> None:
-        """Wait until the reports sent in the background are out."""
-        if self._task is not None:
-            await self._task
+        """Wait until the reports and owed writes sent in the background are out."""
+        for task in (self._task, self._owed_task):
+            if task is not None:
+                await task
 
     async def _report_all(self) -> None:
         """Send owed reports, a round at a time, each round once the workers have
@@ -219,42 +222,93 @@ class Reporter:
             await self.events.post(job_ref(entry), type_=type_, reason=reason, message=message)
         return True
 
-    async def write_owed(self, deadline: float) -> None:
-        """Work off owed status writes until ``deadline`` (monotonic): ten thousand jobs
-        applied at once must not hold back the next tick's due runs.
+    def write_owed(self) -> asyncio.Task[None] | None:
+        """Write what status owes (new or edited jobs) in the background, until none is
+        owed (:meth:`_write_owed`): the writer, or None if none may be owed. Called every
+        tick; one writer runs at a time."""
+        if self._owed_task is not None and not self._owed_task.done():
+            return self._owed_task
+        if self._none_owed_at == self.state.owed_version:
+            return None  # the last pass found none owed, and none may have become owed since
+        self._owed_task = asyncio.create_task(self._write_owed(), name="owed status writes")
+        return self._owed_task
 
-        Up to ``OWED_CONCURRENCY`` writes are in flight, a new one starting as each
-        ends, in rounds of ``OWED_BATCH`` (only a round's last writes wait for its
-        slowest), until the deadline: writes not started by then stay owed.
+    async def _write_owed(self) -> None:
+        """Keep ``OWED_CONCURRENCY`` owed writes in flight, a new one starting as each
+        ends, until none is owed or a list comes in (:meth:`WatchState.listing`; the
+        next tick after it starts again). The writes run beside the ticks, never in
+        them: a tick that waited for them would hold up the due runs behind it, and
+        ticks that stopped them at their end left the API server idle at each
+        boundary (0.65-0.78 of its rate of first statuses, ``benchmarks/watcher.py``).
 
         While runs fall due, thousands of jobs can be dirty with a report on its way,
         and every watch event wakes a tick: a pass over ``dirty`` is made only if a job
         may have become owed since the last pass that found none (13.6 % of the
         operator's CPU at 5,000 runs a minute went to passes that found none)."""
-        while self.clock.monotonic() < deadline:
-            if self._none_owed_at == self.state.owed_version:
-                break
-            version = self.state.owed_version
-            # A job with a report still to go gets its status written by that report.
-            owed = (key for key in self.state.dirty
-                    if key not in self._reports and key not in self._writing)  # fmt: skip
-            keys = list(itertools.islice(owed, OWED_BATCH))
-            if not keys:
-                self._none_owed_at = version
-                break
-            await bounded([self._write_one_owed(key, deadline) for key in keys],
-                          OWED_CONCURRENCY)  # fmt: skip
-        self.metrics.status_writes_pending.set(len(self.state.dirty))
+        room = asyncio.Semaphore(OWED_CONCURRENCY)
+        writes: dict[asyncio.Task[None], JobKey] = {}
 
-    async def _write_one_owed(self, key: JobKey, deadline: float) -> None:
-        if self.clock.monotonic() >= deadline or key not in self.state.dirty:
-            return  # the tick's budget is spent (still owed), or written meanwhile
+        def ended(task: asyncio.Task[None]) -> None:
+            writes.pop(task, None)
+            room.release()
+
+        try:
+            while not self.state.listing(self.clock.monotonic()):
+                keys = self._owed_keys(started=set(writes.values()))
+                if not keys:
+                    if not writes:
+                        break
+                    await asyncio.wait(list(writes), return_when=asyncio.FIRST_COMPLETED)
+                    continue
+                for key in keys:
+                    await room.acquire()
+                    if self.state.listing(self.clock.monotonic()):
+                        room.release()
+                        break
+                    task = asyncio.create_task(self._write_one_owed(key))
+                    writes[task] = key
+                    task.add_done_callback(ended)
+                self.metrics.status_writes_pending.set(len(self.state.dirty))
+            if writes:
+                await asyncio.wait(list(writes))
+        finally:
+            on_their_way = list(writes)
+            for task in on_their_way:
+                task.cancel()  # stopped (the lease lost): each is owed again
+            if on_their_way:
+                await asyncio.wait(on_their_way)
+            self.metrics.status_writes_pending.set(len(self.state.dirty))
+
+    def _owed_keys(self, *, started: set[JobKey]) -> list[JobKey]:
+        """The next jobs owed a write; none if the last pass found none and none may
+        have become owed since. A job with a report still to go gets its status
+        written by that report; one being written is owed again if it changed
+        meanwhile."""
+        version = self.state.owed_version
+        if self._none_owed_at == version:
+            return []
+        owed = (key for key in self.state.dirty
+                if key not in self._reports and key not in self._writing
+                and key not in started)  # fmt: skip
+        keys = list(itertools.islice(owed, OWED_BATCH))
+        if not keys:
+            self._none_owed_at = version
+        return keys
+
+    async def _write_one_owed(self, key: JobKey) -> None:
+        if key not in self.state.dirty:
+            return  # written meanwhile (by a report)
         entry = self.state.jobs.get(key)
         self.state.status_written(key)
         if entry is None:
             return
         newly_invalid = entry.spec is None and entry.written.phase is not JobPhase.INVALID
-        if await self.write(entry) and newly_invalid:
+        try:
+            written = await self.write(entry)
+        except Exception:
+            logger.exception("the status write of %s/%s failed", *key)
+            return
+        if written and newly_invalid:
             await self.events.post(
                 job_ref(entry), type_=WARNING, reason="InvalidSpec",
                 message=f"{entry.invalid_reason}; fix the spec and apply it again",

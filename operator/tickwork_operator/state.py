@@ -80,7 +80,7 @@ class WatchState:
     dirty: dict[JobKey, None] = field(default_factory=dict)  # ordered set
     owed_version: int = 0
     """Raised whenever a job may have become owed a status write that no earlier pass
-    over ``dirty`` saw as owed (see ``Reporter.write_owed``): a job newly dirty, or
+    over ``dirty`` saw as owed (see ``Reporter._owed_keys``): a job newly dirty, or
     one owed again after a write."""
     triggers: dict[JobKey, Trigger] = field(default_factory=dict)
     dead_letter_asks: dict[tuple[JobKey, str], DeadLetterRequest] = field(default_factory=dict)

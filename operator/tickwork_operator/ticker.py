@@ -6,7 +6,7 @@ them to the :class:`~tickwork_operator.publisher.Publisher` (due runs, run-now
 triggers, withdrawals), the :class:`~tickwork_operator.reconciler.Reconciler`
 (lost runs, the queue's timers and depth, TTL deletions) and the
 :class:`~tickwork_operator.reporter.Reporter` (status and Events, in the
-background and in what is left of the tick). Work per tick is proportional to
+background, beside the ticks). Work per tick is proportional to
 what is due, dirty or active — never to the number of ScheduledJobs. Time comes
 from an injected :class:`~tickwork_operator.clock.Clock`.
 """
@@ -34,11 +34,6 @@ from tickwork_operator.state import IndexKey, WatchState
 
 logger = logging.getLogger(__name__)
 
-#: Owed status writes (new or edited jobs) use what is left of each tick, stopping
-#: this long before the next one, so a backlog never delays publishing due runs;
-#: at least the minimum is spent on them, so they are never starved either.
-STATUS_BACKLOG_MARGIN = 0.1
-STATUS_BACKLOG_MIN_SECONDS = 0.05
 #: Due entries published at once (each is a Redis call).
 CONCURRENCY = 64
 #: Publishing offset after each tick boundary: cron runs fall on whole
@@ -165,15 +160,11 @@ class Ticker:
         self.reporter.start()
         self.metrics.index_size.set(len(self.state.jobs))
         self.metrics.reports_pending.set(self.reporter.pending)
-        # Last: owed status writes fill the rest of this tick, never the next one;
-        # none while a list comes in (WatchState.listing says why).
-        if self.state.listing(self.clock.monotonic()):
-            self.metrics.status_writes_pending.set(len(self.state.dirty))
-            return
-        wall = self.clock.wall()
-        boundary = (wall // self.tick_seconds + 1) * self.tick_seconds
-        budget = max(STATUS_BACKLOG_MIN_SECONDS, boundary - wall - STATUS_BACKLOG_MARGIN)
-        await self.reporter.write_owed(self.clock.monotonic() + budget)
+        # Owed status writes go on in the background, beside the ticks (a tick never
+        # waits for them); none while a list comes in (WatchState.listing says why).
+        self.metrics.status_writes_pending.set(len(self.state.dirty))
+        if not self.state.listing(self.clock.monotonic()):
+            self.reporter.write_owed()
 
     async def reconcile(self) -> int:
         return await self.reconciler.reconcile()

@@ -1,6 +1,7 @@
-"""Owed status writes (first status of new jobs) fill what is left of a tick: a window
-of writes in flight, refilled as each ends, and none started past the tick's budget.
-The API server is a gate that holds each write until the test lets it through."""
+"""Owed status writes (first status of new jobs) go on in the background, beside the
+ticks: a window of writes in flight, refilled as each ends, across tick boundaries;
+none started while a list comes in; a tick never waits for them. The API server is
+a gate that holds each write until the test lets it through."""
 
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ from tickwork.queue.memory import MemoryRunQueue
 from tickwork_operator.clock import Clock
 from tickwork_operator.metrics import OperatorMetrics
 from tickwork_operator.reporter import OWED_CONCURRENCY, Reporter
-from tickwork_operator.state import WatchState
+from tickwork_operator.state import LIST_QUIET_SECONDS, WatchState
+from tickwork_operator.ticker import Ticker
 
 pytestmark = [pytest.mark.unit, pytest.mark.asyncio]
 
@@ -87,7 +89,8 @@ async def test_a_write_that_ends_makes_room_for_the_next_at_once() -> None:
     clock = [T0.timestamp()]
     reporter, state, gate = reporter_with(OWED_CONCURRENCY + 5, clock)
     assert len(state.dirty) == OWED_CONCURRENCY + 5  # every new job owes its first status
-    writing = asyncio.create_task(reporter.write_owed(clock[0] + 1.0))
+    writing = reporter.write_owed()
+    assert writing is not None
     await gate.until(OWED_CONCURRENCY)
     await asyncio.sleep(0)  # nothing more starts while the window is full
     assert gate.in_flight == OWED_CONCURRENCY
@@ -105,25 +108,52 @@ async def test_a_write_that_ends_makes_room_for_the_next_at_once() -> None:
     assert not state.dirty
 
 
-async def test_no_write_starts_past_the_budget_and_the_rest_stay_owed() -> None:
+async def test_no_write_starts_while_a_list_comes_in_and_the_rest_stay_owed() -> None:
     clock = [T0.timestamp()]
     reporter, state, gate = reporter_with(OWED_CONCURRENCY * 3, clock)
-    writing = asyncio.create_task(reporter.write_owed(clock[0] + 0.5))
+    writing = reporter.write_owed()
+    assert writing is not None
     await gate.until(OWED_CONCURRENCY)
-    clock[0] += 0.6  # the tick's budget is spent while the first writes are on their way
+    state.listed_at = clock[0]  # a relist begins while the first writes are on their way
     gate.release(OWED_CONCURRENCY)
-    await writing  # returns once the writes on their way have ended
+    await writing  # ends once the writes on their way have ended
     assert len(gate.written) == OWED_CONCURRENCY
     assert not gate.waiting
     assert len(state.dirty) == OWED_CONCURRENCY * 2
     assert not set(gate.written) & {name for _, name in state.dirty}
-    # The next tick goes on with what is still owed.
-    writing = asyncio.create_task(reporter.write_owed(clock[0] + 1.0))
-    while not writing.done():
-        gate.release(len(gate.waiting))
-        await asyncio.sleep(0)
+    # Once the list is over, the writer goes on with what is still owed.
+    clock[0] += LIST_QUIET_SECONDS
+    await written_out(reporter, gate)
     assert len(gate.written) == OWED_CONCURRENCY * 3
     assert not state.dirty
+
+
+async def test_a_tick_publishes_due_runs_while_owed_writes_are_on_their_way() -> None:
+    """Ten thousand jobs applied at once owe their first statuses: the ticks go on
+    publishing what falls due, never waiting for those writes (a tick that awaited
+    them would never end here: the gate holds every write, the clock stands still)."""
+    clock = [T0.timestamp()]
+    _, state, gate = reporter_with(OWED_CONCURRENCY * 3, clock)
+    queue = MemoryRunQueue(clock=lambda: clock[0])
+    ticker = Ticker(
+        state=state, queue=queue, kube=gate, events=gate,  # type: ignore[arg-type]
+        metrics=OperatorMetrics(), tick_seconds=1.0, reconcile_seconds=3600,
+        clock=Clock(wall=lambda: clock[0], monotonic=lambda: clock[0]), report_hold_seconds=0,
+    )  # fmt: skip
+    await asyncio.wait_for(ticker.tick(), 5)
+    await gate.until(OWED_CONCURRENCY)  # the first statuses, on their way in the background
+    state.observe({
+        "metadata": {"namespace": "ns", "name": "due", "uid": "uid-due", "generation": 1,
+                     "creationTimestamp": T0.isoformat(), "resourceVersion": "8"},
+        "spec": {"runAt": (T0 + dt.timedelta(seconds=1)).isoformat(),
+                 "task": {"echo": {"message": "x"}}},
+    }, now=T0)  # fmt: skip
+    clock[0] += 1
+    await asyncio.wait_for(ticker.tick(), 5)
+    assert (await queue.depth()).ready == 1  # published, with every owed write still held
+    await gate.until(OWED_CONCURRENCY + 1)  # and the run's report, behind it
+    assert gate.written == []
+    ticker.reporter.stop()
 
 
 class CountingDirty(dict[Any, None]):
@@ -146,12 +176,14 @@ def observed(state: WatchState, i: int, *, generation: int = 1,
     }, now=T0)  # fmt: skip
 
 
-async def written_out(reporter: Reporter, gate: Gate, deadline: float) -> None:
-    writing = asyncio.create_task(reporter.write_owed(deadline))
-    while not writing.done():
+async def written_out(reporter: Reporter, gate: Gate) -> None:
+    """What a tick starts: the owed writes, let through until none is owed."""
+    writing = reporter.write_owed()
+    while writing is not None and not writing.done():
         gate.release(len(gate.waiting))
         await asyncio.sleep(0)
-    await writing
+    if writing is not None:
+        await writing
 
 
 async def test_jobs_waiting_for_their_reports_are_not_passed_over_on_every_tick() -> None:
@@ -163,22 +195,22 @@ async def test_jobs_waiting_for_their_reports_are_not_passed_over_on_every_tick(
     state.dirty = CountingDirty(state.dirty)
     for entry in state.jobs.values():
         reporter.owe(entry)  # runs published: their reports will write the status
-    await written_out(reporter, gate, clock[0] + 1.0)
+    await written_out(reporter, gate)
     assert gate.written == []
     assert state.dirty.passes == 1
     # Events of jobs already dirty (a worker's status write) wake more ticks.
     for i in range(10):
         observed(state, i)
-    await written_out(reporter, gate, clock[0] + 1.0)
-    await written_out(reporter, gate, clock[0] + 1.0)
+    await written_out(reporter, gate)
+    await written_out(reporter, gate)
     assert state.dirty.passes == 1
     assert gate.written == []
     # A new job is owed its first status: the next tick finds it.
     observed(state, 50)
-    await written_out(reporter, gate, clock[0] + 1.0)
+    await written_out(reporter, gate)
     assert gate.written == ["j0050"]
     assert state.dirty.passes == 3  # the pass that found it, and one that found none
-    await written_out(reporter, gate, clock[0] + 1.0)
+    await written_out(reporter, gate)
     assert state.dirty.passes == 3
 
 
@@ -187,7 +219,7 @@ async def test_a_job_whose_report_wrote_an_older_share_is_written_next_tick() ->
     reporter, state, gate = reporter_with(3, clock)
     for entry in state.jobs.values():
         reporter.owe(entry)
-    await written_out(reporter, gate, clock[0] + 1.0)  # none owed: every job has a report
+    await written_out(reporter, gate)  # none owed: every job has a report
     reporter.start()
     await gate.until(3)  # the reports' writes are on their way
     # Meanwhile the spec of j0001 changes: its wanted share is newer than the one
@@ -197,7 +229,7 @@ async def test_a_job_whose_report_wrote_an_older_share_is_written_next_tick() ->
     await reporter.idle()
     assert sorted(gate.written) == ["j0000", "j0001", "j0002"]
     assert list(state.dirty) == [("ns", "j0001")]
-    await written_out(reporter, gate, clock[0] + 1.0)
+    await written_out(reporter, gate)
     assert gate.written[3:] == ["j0001"]
     assert not state.dirty
 
@@ -209,10 +241,10 @@ async def test_jobs_behind_dropped_reports_are_owed_again() -> None:
     reporter, state, gate = reporter_with(4, clock)
     for entry in state.jobs.values():
         reporter.owe(entry)
-    await written_out(reporter, gate, clock[0] + 1.0)
+    await written_out(reporter, gate)
     assert gate.written == []
     reporter.stop()
-    await written_out(reporter, gate, clock[0] + 1.0)
+    await written_out(reporter, gate)
     assert sorted(gate.written) == ["j0000", "j0001", "j0002", "j0003"]
     assert not state.dirty
 
@@ -220,7 +252,8 @@ async def test_jobs_behind_dropped_reports_are_owed_again() -> None:
 async def test_a_write_cancelled_on_its_way_is_owed_again() -> None:
     clock = [T0.timestamp()]
     reporter, state, gate = reporter_with(3, clock)
-    writing = asyncio.create_task(reporter.write_owed(clock[0] + 1.0))
+    writing = reporter.write_owed()
+    assert writing is not None
     await gate.until(3)
     assert not state.dirty  # taken as being written
     writing.cancel()  # the operator stops, or loses its lease
@@ -228,5 +261,5 @@ async def test_a_write_cancelled_on_its_way_is_owed_again() -> None:
         await writing
     assert gate.written == []
     assert sorted(name for _, name in state.dirty) == ["j0000", "j0001", "j0002"]
-    await written_out(reporter, gate, clock[0] + 1.0)
+    await written_out(reporter, gate)
     assert sorted(gate.written) == ["j0000", "j0001", "j0002"]
