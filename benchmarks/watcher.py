@@ -25,6 +25,12 @@ and a file called operator.py would shadow the standard library's operator.)
   first status of N new jobs is 1.3 x N / the best rate (``status_backfill_over_floor``
   <= 1.3).
 
+* ``--compare-with DIR``: only the first statuses, of another checkout's operator
+  (``before``) and this one's (``after``) by turns (before, after, after, before,
+  ...; ``--rounds`` starts each), each against the largest ``--sizes`` fresh jobs in
+  a namespace of its own, then the ceiling: medians, each over the floor, and
+  after / before (``watcher_first_statuses.json``).
+
 Prints JSON lines, writes benchmarks/results/watcher.json and a plot. Compare
 ratios within one run: the machine is shared and noisy.
 """
@@ -69,7 +75,8 @@ ECHO = {"echo": {"message": "tick"}}
 
 
 def start_operator(workdir: Path, cluster: Cluster, redis: RedisServer, namespace: str,
-                   label: str) -> TickworkProcess:  # fmt: skip
+                   label: str, *, tree: Path | None = None) -> TickworkProcess:  # fmt: skip
+    """An operator process for ``namespace``; ``tree``: another checkout's code."""
     env = {
         "KUBECONFIG": str(cluster.kubeconfig),
         "TICKWORK_REDIS_URL": redis.url,
@@ -77,6 +84,8 @@ def start_operator(workdir: Path, cluster: Cluster, redis: RedisServer, namespac
         "TICKWORK_OPERATOR_NAMESPACES": namespace,
         "TICKWORK_OPERATOR_LOG_LEVEL": "WARNING",
     }
+    if tree is not None:
+        env["PYTHONPATH"] = ":".join(str(tree / p) for p in ("", "operator", "worker", "dev"))
     operator = TickworkProcess(
         command="tickwork-operator", env=env, log_path=workdir / f"operator-{label}.log"
     ).start()
@@ -162,18 +171,25 @@ def status_write_ceiling(cluster: Cluster, status: dict[str, Any], count: int,
     ``count`` fresh jobs per level of concurrency, from one client over one connection
     as the operator's. The ceiling is the best level's rate."""
     rates: dict[str, float] = {}
+    apiserver_ms: dict[str, float] = {}
+    apiserver = _apiserver_pid(cluster)
     for concurrency in concurrencies:
         namespace = f"ceiling-{concurrency}"
         cluster.kubectl("create", "namespace", namespace)
         created = create_jobs(cluster, namespace, [job_manifest(f"c-{i:05d}", {
             "schedule": "0 0 1 1 *", "task": ECHO}) for i in range(count)])  # fmt: skip
+        cpu = cpu_seconds(apiserver)
         seconds = asyncio.run(_apply_statuses(cluster.kubeconfig, namespace, created, status,
                                               concurrency))  # fmt: skip
         rates[str(concurrency)] = round(count / seconds, 1)
+        apiserver_ms[str(concurrency)] = round(1000 * (cpu_seconds(apiserver) - cpu) / count, 2)
         print(json.dumps({"status_writes": count, "concurrency": concurrency,
-                          "per_second": rates[str(concurrency)]}), flush=True)  # fmt: skip
+                          "per_second": rates[str(concurrency)],
+                          "apiserver_ms_per_write": apiserver_ms[str(concurrency)]}),
+              flush=True)  # fmt: skip
         cluster.kubectl("delete", "namespace", namespace, "--wait=false")
     return {"writes": count, "per_second_by_concurrency": rates,
+            "apiserver_ms_per_write_by_concurrency": apiserver_ms,
             "ceiling_per_second": max(rates.values())}  # fmt: skip
 
 
@@ -189,6 +205,7 @@ def tick_and_memory(workdir: Path, cluster: Cluster, redis: RedisServer, sizes: 
     """One row per size; at the largest, also the lag of a burst due beside every job."""
     namespace = "scale"
     cluster.kubectl("create", "namespace", namespace)
+    apiserver = _apiserver_pid(cluster)
     rows: list[dict[str, Any]] = []
     created = 0
     rng = random.Random(7)
@@ -208,10 +225,12 @@ def tick_and_memory(workdir: Path, cluster: Cluster, redis: RedisServer, sizes: 
             _wait_indexed(operator, size)
             warm_seconds = time.monotonic() - launched
             indexed_cpu = cpu_seconds(operator.pid)
+            apiserver_cpu = cpu_seconds(apiserver)
             # New jobs are owed their first status (phase, nextRunAt); measure after that.
             _wait_for_metric(operator, "tickwork_status_writes_pending", 0.0)
             backfill_seconds = time.monotonic() - launched
             written_cpu = cpu_seconds(operator.pid)
+            apiserver_cpu = cpu_seconds(apiserver) - apiserver_cpu
             # Pages the operator listed: one list is ceil(size / 500); more is a relist.
             pages = requests_so_far(cluster, ("LIST",), resource="scheduledjobs") - pages_before
             before = _ticks(operator)
@@ -232,6 +251,11 @@ def tick_and_memory(workdir: Path, cluster: Cluster, redis: RedisServer, sizes: 
             "tick_mean_ms": round(1000 * (after[0] - before[0]) / ticks, 3) if ticks else None,
             "index_cpu_seconds": round(indexed_cpu, 1),
             "status_backfill_cpu_seconds": round(written_cpu, 1),
+            # Once every job is indexed, per first status: the API server's CPU (the
+            # ceiling's is in status_write_ceiling) and the operator's (writes and the
+            # watch events they cause).
+            "apiserver_ms_per_first_status": _per_job(apiserver_cpu, size),
+            "operator_ms_per_first_status": _per_job(written_cpu - indexed_cpu, size),
             "list_pages": int(pages),
             "rss_mib": round(rss / 2**20, 1),
             "peak_rss_mib": round(peak / 2**20, 1),
@@ -251,6 +275,16 @@ def tick_and_memory(workdir: Path, cluster: Cluster, redis: RedisServer, sizes: 
         if row["tick_mean_ms"] and base["tick_mean_ms"]:
             row["tick_ratio_vs_empty"] = round(row["tick_mean_ms"] / base["tick_mean_ms"], 2)
     return rows
+
+
+def _apiserver_pid(cluster: Cluster) -> int:
+    if cluster.plane is None:
+        raise RuntimeError("the watcher benchmark runs on a local control plane")
+    return cluster.plane.pids()["kube-apiserver"]
+
+
+def _per_job(seconds: float, size: int) -> float | None:
+    return round(1000 * seconds / size, 2) if size else None
 
 
 def _wait_indexed(operator: TickworkProcess, size: int) -> None:
@@ -274,7 +308,53 @@ def _ticks(operator: TickworkProcess) -> tuple[float, float]:
     return total, count
 
 
+def first_statuses(workdir: Path, cluster: Cluster, redis: RedisServer, size: int, *,
+                   trees: dict[str, Path], rounds: int) -> dict[str, Any]:  # fmt: skip
+    """``size`` new jobs owe their first status: operator processes of two trees start
+    against ``size`` fresh jobs each (a namespace per start), by turns (before, after,
+    after, before, ...), ``rounds`` times each. Per start: seconds to every job indexed,
+    to every first status, and the writing between (jobs per second)."""
+    order = [("before", "after") if i % 2 == 0 else ("after", "before") for i in range(rounds)]
+    starts: list[dict[str, Any]] = []
+    rng = random.Random(11)
+    for i, label in enumerate(label for pair in order for label in pair):
+        namespace = f"first-{i}"
+        cluster.kubectl("create", "namespace", namespace)
+        items = [job_manifest(f"s-{k:06d}", {
+            "schedule": f"{rng.randrange(60)} {rng.randrange(24)} 1 1 *", "task": ECHO})
+            for k in range(size)]  # fmt: skip
+        for start in range(0, size, 5000):
+            create_jobs(cluster, namespace, items[start : start + 5000])
+        launched = time.monotonic()
+        operator = start_operator(workdir, cluster, redis, namespace, namespace,
+                                  tree=trees[label])  # fmt: skip
+        try:
+            _wait_indexed(operator, size)
+            indexed = time.monotonic() - launched
+            _wait_for_metric(operator, "tickwork_status_writes_pending", 0.0)
+            written = time.monotonic() - launched
+            cpu = cpu_seconds(operator.pid)
+        finally:
+            operator.stop()
+        row = {"tree": label, "index_warm_seconds": round(indexed, 1),
+               "status_backfill_seconds": round(written, 1),
+               "writes_per_second": round(size / (written - indexed), 1),
+               "operator_cpu_seconds": round(cpu, 1)}  # fmt: skip
+        print(json.dumps(row), flush=True)
+        starts.append(row)
+    keys = ("index_warm_seconds", "status_backfill_seconds", "writes_per_second",
+            "operator_cpu_seconds")  # fmt: skip
+    medians = {label: {key: round(statistics.median(r[key] for r in starts if r["tree"] == label),
+                                  1) for key in keys}
+               for label in ("before", "after")}  # fmt: skip
+    return {"jobs": size, "rounds": rounds, "trees": {k: str(v) for k, v in trees.items()},
+            "starts": starts, "median": medians}  # fmt: skip
+
+
 def plot(report: dict[str, Any], path: Path) -> None:
+    if "first_statuses" in report:
+        plot_first_statuses(report, path)
+        return
     import matplotlib as mpl  # noqa: PLC0415 - optional
 
     mpl.use("Agg")
@@ -297,6 +377,28 @@ def plot(report: dict[str, Any], path: Path) -> None:
     save_figure(figure, path)
 
 
+def plot_first_statuses(report: dict[str, Any], path: Path) -> None:
+    from tickwork_dev.devcluster.measure import pyplot  # noqa: PLC0415
+
+    found = report["first_statuses"]
+    figure, axis = pyplot().subplots(figsize=(7.5, 4))
+    starts = found["starts"]
+    colors = {"before": "tab:gray", "after": "tab:blue"}
+    for i, row in enumerate(starts):
+        axis.bar(i, row["index_warm_seconds"], color=colors[row["tree"]], alpha=0.5)
+        axis.bar(i, row["status_backfill_seconds"] - row["index_warm_seconds"],
+                 bottom=row["index_warm_seconds"], color=colors[row["tree"]])  # fmt: skip
+    floor = found["floor_seconds"]
+    axis.axhline(floor, color="black", linestyle="--", label=f"floor {floor:.0f} s")
+    axis.axhline(1.3 * floor, color="tab:red", linestyle=":", label="target 1.3 x floor")
+    axis.set_xticks(range(len(starts)), [r["tree"] for r in starts])
+    axis.set_ylabel("seconds from start (pale: to every job indexed)")
+    axis.set_title(f"First status of {found['jobs']:,} new jobs, by turns")
+    axis.legend()
+    axis.grid(visible=True, axis="y", alpha=0.3)
+    save_figure(figure, path)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = benchmark_parser(__doc__, "watcher")
     parser.add_argument("--burst", type=int, default=1000)
@@ -309,10 +411,16 @@ def main(argv: list[str] | None = None) -> int:
         help="status writes per level when measuring the API server's ceiling",
     )
     parser.add_argument("--ceiling-concurrency", type=int, nargs="+", default=[16, 32, 64])
+    parser.add_argument("--compare-with", type=Path,
+                        help="another tree ('before'): only the first statuses of the "
+                        "largest --sizes, by turns with this tree's, --rounds each")  # fmt: skip
+    parser.add_argument("--rounds", type=int, default=2)
     args = parser.parse_args(argv)
     report: dict[str, Any] = {"benchmark": "watcher", "python": platform.python_version()}
     with tempfile.TemporaryDirectory(prefix="operator-bench-") as tmp:
         workdir = Path(tmp)
+        if args.compare_with:
+            return compare(args, workdir, report)
         with plane_with_crd(workdir) as (cluster, redis):
             report["publish_lag"] = publish_lag(workdir, cluster, redis, args.burst)
             print(json.dumps(report["publish_lag"]), flush=True)
@@ -333,6 +441,36 @@ def main(argv: list[str] | None = None) -> int:
     plot(report, args.plot)
     lags = [report["publish_lag"], *(r["burst_lag"] for r in report["scale"] if "burst_lag" in r)]
     return 0 if all(lag["lag_p99_seconds"] <= 1.0 for lag in lags) else 1
+
+
+def compare(args: Any, workdir: Path, report: dict[str, Any]) -> int:
+    """``--compare-with``: the first statuses of two trees by turns, then the ceiling."""
+    here = Path(__file__).resolve().parent.parent
+    trees = {"before": args.compare_with.resolve(), "after": here}
+    with plane_with_crd(workdir) as (cluster, redis):
+        found = first_statuses(workdir, cluster, redis, max(args.sizes), trees=trees,
+                               rounds=args.rounds)  # fmt: skip
+        status = _operator_status(cluster, "first-0", "s-000000")
+        ceiling = status_write_ceiling(cluster, status, args.ceiling_writes,
+                                       args.ceiling_concurrency)  # fmt: skip
+    floor = found["jobs"] / ceiling["ceiling_per_second"]
+    found["floor_seconds"] = round(floor, 1)
+    for label in ("before", "after"):
+        median = found["median"][label]
+        median["over_floor"] = round(median["status_backfill_seconds"] / floor, 2)
+        median["writing_over_ceiling"] = round(
+            median["writes_per_second"] / ceiling["ceiling_per_second"], 2
+        )
+    seconds = {k: v["status_backfill_seconds"] for k, v in found["median"].items()}
+    found["after_over_before"] = round(seconds["after"] / seconds["before"], 2)
+    report["first_statuses"] = found
+    report["status_write_ceiling"] = ceiling
+    print(json.dumps({"median": found["median"], "floor_seconds": found["floor_seconds"],
+                      "after_over_before": found["after_over_before"]}), flush=True)  # fmt: skip
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(report, indent=2) + "\n")
+    plot(report, args.plot)
+    return 0
 
 
 if __name__ == "__main__":

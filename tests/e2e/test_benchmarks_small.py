@@ -43,6 +43,23 @@ def test_the_watcher_benchmark_publishes_the_whole_burst(tmp_path: Path) -> None
     assert (empty["jobs"], scaled["jobs"]) == (0, 200)
     assert scaled["ticks"] > 0
     assert scaled["rss_mib"] > 0
+    assert scaled["apiserver_ms_per_first_status"] > 0
+    assert scaled["status_backfill_over_floor"] > 0
+
+
+def test_the_watcher_benchmark_compares_two_trees_first_statuses_by_turns(
+    tmp_path: Path,
+) -> None:
+    report = bench("watcher.py", tmp_path, "--sizes", "100", "--compare-with", str(ROOT),
+                   "--rounds", "1", "--ceiling-writes", "100",
+                   "--ceiling-concurrency", "16")  # fmt: skip
+    found = report["first_statuses"]
+    assert [start["tree"] for start in found["starts"]] == ["before", "after"]
+    for start in found["starts"]:
+        assert 0 < start["index_warm_seconds"] < start["status_backfill_seconds"]
+    assert found["floor_seconds"] > 0
+    assert found["median"]["after"]["over_floor"] > 0
+    assert report["status_write_ceiling"]["apiserver_ms_per_write_by_concurrency"]["16"] > 0
 
 
 def test_the_worker_benchmark_runs_everything_with_at_most_two_status_writes(
