@@ -239,7 +239,7 @@ class Reporter:
         next tick after it starts again). The writes run beside the ticks, never in
         them: a tick that waited for them would hold up the due runs behind it, and
         ticks that stopped them at their end left the API server idle at each
-        boundary (0.65-0.78 of its rate of first statuses, ``benchmarks/watcher.py``).
+        boundary (0.60-0.78 of its rate of first statuses, ``benchmarks/watcher.py``).
 
         While runs fall due, thousands of jobs can be dirty with a report on its way,
         and every watch event wakes a tick: a pass over ``dirty`` is made only if a job
