@@ -12,7 +12,7 @@ DEMO_ARGS ?=
 .DEFAULT_GOAL := help
 .PHONY: help install test test-unit test-integration lint typecheck check \
 	controlplane controlplane-down controlplane-bin image e2e-pods demo bench bench-watcher \
-	bench-worker bench-memory bench-worker-memory bench-status-writes bench-clients bench-autoscaling drills bench-cronjob bench-cpu crd manifests chart-docs generate clean
+	bench-worker bench-memory bench-worker-memory bench-status-writes bench-run-writes bench-clients bench-autoscaling drills bench-cronjob bench-cpu crd manifests chart-docs generate clean
 
 # `make controlplane NODE=1` adds a node (kubelet, containerd, pod network, DNS; needs root).
 NODE ?=
@@ -74,6 +74,9 @@ bench-watcher: install controlplane-bin ## the operator: burst publish lag, tick
 
 bench-status-writes: install controlplane-bin ## API server CPU per status write, by how the CRD's CEL rules run
 	$(BIN)/python benchmarks/status_writes.py
+
+bench-run-writes: install controlplane-bin ## API server CPU per run's status writes, by how they are sent
+	$(BIN)/python benchmarks/run_writes.py
 
 bench-memory: install controlplane-bin ## operator RSS and its owners per phase of a cold start; a worker's job cache
 	$(BIN)/python benchmarks/operator_memory.py --jobs 20000

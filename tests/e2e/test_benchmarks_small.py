@@ -75,6 +75,28 @@ def test_the_worker_benchmark_runs_everything_with_at_most_two_status_writes(
         assert row["status_writes_per_run"] <= 2, row
 
 
+def test_the_run_writes_benchmark_sends_each_variants_writes_as_described(
+    tmp_path: Path,
+) -> None:
+    # 6 runs before the rounds and 4 in them: each history of 3 is trimmed once in the
+    # rounds (at its 4th record past the limit), by a write of its own unless the
+    # record's JSON patch trims it.
+    report = bench("run_writes.py", tmp_path, "--jobs", "4", "--rounds", "4")
+    assert report["writes_per_run"] == {"shipped": 2.25, "no_rules": 2.25, "one_writer": 2.0,
+                                        "records_only": 1.25}  # fmt: skip
+    held = report["a_job_after_the_rounds"]
+    for variant, job in held.items():
+        assert job["last_run"] == job["expected_last_run"], variant
+    # Today: each record under its own run's manager, up to 3 records past the limit.
+    assert (held["shipped"]["records"], held["shipped"]["run_managers"]) == (6, 6)
+    # One writer: the history at its limit and no manager per run.
+    assert (held["one_writer"]["records"], held["one_writer"]["run_managers"]) == (3, 0)
+    assert held["one_writer"]["bytes"] < held["shipped"]["bytes"]
+    assert held["records_only"]["next_run_at"] is None
+    assert held["shipped"]["next_run_at"] == held["no_rules"]["next_run_at"] is not None
+    assert all(ms > 0 for ms in report["apiserver_ms_per_run"].values())
+
+
 def test_the_run_queue_benchmark_loses_and_repeats_nothing(tmp_path: Path) -> None:
     report = bench("runqueue.py", tmp_path, "--runs", "300",
                    "--systems", "tickwork", "tickwork-fair", "dramatiq")  # fmt: skip
