@@ -37,16 +37,12 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import json
-import platform
 import statistics
 import sys
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-import yaml
 
 from tickwork.api import models
 from tickwork.api.models import RunRecord, ScheduledJobStatus
@@ -64,13 +60,12 @@ from tickwork.kube.status import (
     trim_patch,
 )
 from tickwork_dev.devcluster.cluster import Cluster
-from tickwork_dev.devcluster.controlplane import ControlPlane
 from tickwork_dev.devcluster.measure import (
-    CRDS,
-    benchmark_parser,
+    HTTP_JOB_SPEC,
     cpu_seconds,
+    crd_copy,
     save_figure,
-    save_report,
+    writes_benchmark,
 )
 
 VARIANTS = ("shipped", "no_rules", "one_writer", "records_only")
@@ -82,18 +77,8 @@ WARMUP_RUNS = 6
 #: The one field manager of the ``one_writer`` records.
 ONE_WRITER = "tickwork-records"
 JSON_PATCH = "application/json-patch+json"
-SPEC = {
-    "schedule": "* * * * *",
-    "timeZone": "Europe/Berlin",
-    "task": {"http": {
-        "url": "https://reports.example.com/nightly?team=a",
-        "method": "POST",
-        "headers": [{"name": "X-Team", "value": "a"}, {"name": "X-Kind", "value": "nightly"}],
-        "bodyTemplate": '{"run": "{{ runId }}", "at": "{{ scheduledTime }}"}',
-    }},
-    "history": {"successfulRuns": KEEP, "failedRuns": KEEP},
-    "retry": {"maxAttempts": 3},
-}  # fmt: skip
+SPEC = {**HTTP_JOB_SPEC, "schedule": "* * * * *",
+        "history": {"successfulRuns": KEEP, "failedRuns": KEEP}}  # fmt: skip
 BASE = dt.datetime(2027, 1, 1, tzinfo=dt.UTC)
 
 
@@ -103,24 +88,7 @@ def group(variant: str) -> str:
 
 def variant_crd(variant: str) -> dict[str, Any]:
     """The shipped CRD under the variant's group; without CEL rules for ``no_rules``."""
-    crd: dict[str, Any] = yaml.safe_load(
-        (CRDS / f"{models.PLURAL}.{models.GROUP}.yaml").read_text()
-    )
-    crd["metadata"]["name"] = f"{models.PLURAL}.{group(variant)}"
-    crd["spec"]["group"] = group(variant)
-    crd["spec"]["names"].pop("shortNames", None)
-    crd["spec"]["names"].pop("categories", None)
-    if variant == "no_rules":
-        crd = _ruleless(crd)
-    return crd
-
-
-def _ruleless(node: Any) -> Any:
-    if isinstance(node, dict):
-        return {k: _ruleless(v) for k, v in node.items() if k != "x-kubernetes-validations"}
-    if isinstance(node, list):
-        return [_ruleless(item) for item in node]
-    return node
+    return crd_copy(group(variant), rules=variant != "no_rules")
 
 
 def _path(variant: str, name: str = "") -> str:
@@ -345,25 +313,9 @@ def plot(result: dict[str, Any], path: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = benchmark_parser(__doc__, "run_writes")
-    parser.add_argument("--jobs", type=int, default=300, help="jobs per variant")
-    parser.add_argument("--rounds", type=int, default=12, help="a multiple of 4")
-    parser.add_argument("--concurrency", type=int, default=16)
-    args = parser.parse_args(argv)
-    if args.rounds % TRIM_BATCH:
-        parser.error(f"--rounds must be a multiple of {TRIM_BATCH} (whole trim cycles)")
-    report: dict[str, Any] = {"benchmark": "run_writes", "python": platform.python_version()}
-    with (
-        tempfile.TemporaryDirectory(prefix="run-writes-") as tmp,
-        ControlPlane(workdir=Path(tmp) / "controlplane") as plane,
-    ):
-        cluster = Cluster(kubeconfig=plane.kubeconfig, plane=plane)
-        apiserver = plane.pids()["kube-apiserver"]
-        report.update(measure(cluster, apiserver, args.jobs, args.rounds, args.concurrency))
-    print(json.dumps(report), flush=True)
-    save_report(report, args.out)
-    plot(report, args.plot)
-    return 0
+    # Whole trim cycles: a history is trimmed once in every TRIM_BATCH runs.
+    return writes_benchmark(__doc__, "run_writes", argv, measure=measure, plot=plot,
+                            jobs=300, rounds=12, rounds_multiple_of=TRIM_BATCH)  # fmt: skip
 
 
 if __name__ == "__main__":

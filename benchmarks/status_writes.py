@@ -36,28 +36,23 @@ import asyncio
 import copy
 import datetime as dt
 import json
-import platform
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
-
-import yaml
 
 from tickwork.api import models
 from tickwork.kube.client import APPLY_PATCH, KubeClient, load_configuration
 from tickwork.kube.status import OPERATOR_MANAGER
 from tickwork_dev.devcluster.cluster import Cluster, kubectl_binary
-from tickwork_dev.devcluster.controlplane import ControlPlane
 from tickwork_dev.devcluster.measure import (
-    CRDS,
-    benchmark_parser,
+    HTTP_JOB_SPEC,
     cpu_seconds,
+    crd_copy,
     save_figure,
-    save_report,
+    writes_benchmark,
 )
 
 VARIANTS = ("shipped", "oldself_guard", "no_rules", "shipped_watched")
@@ -65,17 +60,7 @@ VARIANTS = ("shipped", "oldself_guard", "no_rules", "shipped_watched")
 UNCHANGED = "oldSelf.hasValue() && oldSelf.value() == self"
 COSTLY = ("matches(", "findAll(", "url(")
 NAMESPACE = "writes"
-SPEC = {
-    "schedule": "*/5 * * * *",
-    "timeZone": "Europe/Berlin",
-    "task": {"http": {
-        "url": "https://reports.example.com/nightly?team=a",
-        "method": "POST",
-        "headers": [{"name": "X-Team", "value": "a"}, {"name": "X-Kind", "value": "nightly"}],
-        "bodyTemplate": '{"run": "{{ runId }}", "at": "{{ scheduledTime }}"}',
-    }},
-    "retry": {"maxAttempts": 3},
-}  # fmt: skip
+SPEC = HTTP_JOB_SPEC
 
 
 def _guarded(node: Any) -> Any:
@@ -93,26 +78,12 @@ def _guarded(node: Any) -> Any:
     return node
 
 
-def _ruleless(node: Any) -> Any:
-    if isinstance(node, dict):
-        return {k: _ruleless(v) for k, v in node.items() if k != "x-kubernetes-validations"}
-    if isinstance(node, list):
-        return [_ruleless(item) for item in node]
-    return node
-
-
 def variant_crd(variant: str) -> dict[str, Any]:
     """The shipped CRD, under the group ``<variant>.bench.tickwork.dev``."""
-    crd = yaml.safe_load((CRDS / f"{models.PLURAL}.{models.GROUP}.yaml").read_text())
-    group = f"{variant.replace('_', '-')}.bench.{models.GROUP}"
-    crd["metadata"]["name"] = f"{models.PLURAL}.{group}"
-    crd["spec"]["group"] = group
-    crd["spec"]["names"].pop("shortNames", None)
-    crd["spec"]["names"].pop("categories", None)
+    crd = crd_copy(f"{variant.replace('_', '-')}.bench.{models.GROUP}",
+                   rules=variant != "no_rules")  # fmt: skip
     if variant == "oldself_guard":
         crd = _guarded(crd)
-    elif variant == "no_rules":
-        crd = _ruleless(crd)
     return copy.deepcopy(crd)
 
 
@@ -231,23 +202,8 @@ def plot(result: dict[str, Any], path: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = benchmark_parser(__doc__, "status_writes")
-    parser.add_argument("--jobs", type=int, default=500, help="jobs per CRD copy")
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--concurrency", type=int, default=16)
-    args = parser.parse_args(argv)
-    report: dict[str, Any] = {"benchmark": "status_writes", "python": platform.python_version()}
-    with (
-        tempfile.TemporaryDirectory(prefix="status-writes-") as tmp,
-        ControlPlane(workdir=Path(tmp) / "controlplane") as plane,
-    ):
-        cluster = Cluster(kubeconfig=plane.kubeconfig, plane=plane)
-        apiserver = plane.pids()["kube-apiserver"]
-        report.update(measure(cluster, apiserver, args.jobs, args.rounds, args.concurrency))
-    print(json.dumps(report), flush=True)
-    save_report(report, args.out)
-    plot(report, args.plot)
-    return 0
+    return writes_benchmark(__doc__, "status_writes", argv, measure=measure, plot=plot,
+                            jobs=500, rounds=5)  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -9,10 +9,14 @@ import contextlib
 import json
 import math
 import os
+import platform
 import re
-from collections.abc import Iterator
+import tempfile
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
+
+import yaml
 
 from tickwork.api import models
 from tickwork.kube.client import KubeClient, load_configuration
@@ -24,6 +28,20 @@ _ROOT = Path(__file__).resolve().parents[3]
 #: Where benchmarks write their JSON and plots (in the repository checkout).
 RESULTS = _ROOT / "benchmarks" / "results"
 CRDS = _ROOT / "manifests" / "crds"
+
+#: A realistic job's spec for benchmarks of status writes: a cron schedule in a zone and
+#: an HTTP task with a URL, headers and a body template (what the CEL rules check).
+HTTP_JOB_SPEC: dict[str, Any] = {
+    "schedule": "*/5 * * * *",
+    "timeZone": "Europe/Berlin",
+    "task": {"http": {
+        "url": "https://reports.example.com/nightly?team=a",
+        "method": "POST",
+        "headers": [{"name": "X-Team", "value": "a"}, {"name": "X-Kind", "value": "nightly"}],
+        "bodyTemplate": '{"run": "{{ runId }}", "at": "{{ scheduledTime }}"}',
+    }},
+    "retry": {"maxAttempts": 3},
+}  # fmt: skip
 
 #: Verbs that change something (APPLY is server-side apply).
 WRITE_VERBS = ("POST", "PUT", "PATCH", "APPLY", "DELETE")
@@ -119,6 +137,80 @@ def benchmark_parser(doc: str | None, name: str) -> argparse.ArgumentParser:
     parser.add_argument("--out", type=Path, default=RESULTS / f"{name}.json")
     parser.add_argument("--plot", type=Path, default=RESULTS / f"{name}.png")
     return parser
+
+
+def crd_copy(group: str, *, rules: bool = True) -> dict[str, Any]:
+    """The shipped ScheduledJob CRD under the API group ``group``, to stand beside the
+    real one on one control plane (no short names, no categories); without its CEL
+    rules if ``rules`` is False."""
+    crd: dict[str, Any] = yaml.safe_load(
+        (CRDS / f"{models.PLURAL}.{models.GROUP}.yaml").read_text()
+    )
+    crd["metadata"]["name"] = f"{models.PLURAL}.{group}"
+    crd["spec"]["group"] = group
+    crd["spec"]["names"].pop("shortNames", None)
+    crd["spec"]["names"].pop("categories", None)
+    if not rules:
+        crd = without_cel_rules(crd)
+    return crd
+
+
+def without_cel_rules(node: Any) -> Any:
+    """``node`` (a schema, or a part of one) with every ``x-kubernetes-validations`` left out."""
+    if isinstance(node, dict):
+        return {k: without_cel_rules(v) for k, v in node.items()
+                if k != "x-kubernetes-validations"}  # fmt: skip
+    if isinstance(node, list):
+        return [without_cel_rules(item) for item in node]
+    return node
+
+
+def on_a_control_plane(
+    name: str, out: Path, measure: Callable[[Cluster, int], dict[str, Any]]
+) -> dict[str, Any]:
+    """Start a control plane of its own, ``measure(cluster, API server's pid)`` on it,
+    and save what it found (with the benchmark's name and Python's version) to ``out``."""
+    report: dict[str, Any] = {"benchmark": name, "python": platform.python_version()}
+    with (
+        tempfile.TemporaryDirectory(prefix=f"{name.replace('_', '-')}-") as tmp,
+        ControlPlane(workdir=Path(tmp) / "controlplane") as plane,
+    ):
+        cluster = Cluster(kubeconfig=plane.kubeconfig, plane=plane)
+        report.update(measure(cluster, plane.pids()["kube-apiserver"]))
+    save_report(report, out)
+    return report
+
+
+def writes_benchmark(
+    doc: str | None,
+    name: str,
+    argv: list[str] | None,
+    *,
+    measure: Callable[[Cluster, int, int, int, int], dict[str, Any]],
+    plot: Callable[[dict[str, Any], Path], None],
+    jobs: int,
+    rounds: int,
+    rounds_multiple_of: int = 1,
+) -> int:
+    """The ``main`` of a benchmark of status writes: ``--jobs``, ``--rounds`` (a multiple
+    of ``rounds_multiple_of``) and ``--concurrency``, then ``measure(cluster, API
+    server's pid, jobs, rounds, concurrency)`` on a control plane of its own, printed,
+    saved and drawn."""
+    parser = benchmark_parser(doc, name)
+    parser.add_argument("--jobs", type=int, default=jobs, help="jobs per variant")
+    parser.add_argument("--rounds", type=int, default=rounds)
+    parser.add_argument("--concurrency", type=int, default=16)
+    args = parser.parse_args(argv)
+    if args.rounds % rounds_multiple_of:
+        parser.error(f"--rounds must be a multiple of {rounds_multiple_of}")
+    report = on_a_control_plane(
+        name, args.out,
+        lambda cluster, apiserver: measure(cluster, apiserver, args.jobs, args.rounds,
+                                           args.concurrency),
+    )  # fmt: skip
+    print(json.dumps(report), flush=True)  # noqa: T201 - a benchmark prints its result
+    plot(report, args.plot)
+    return 0
 
 
 def save_figure(figure: Any, path: Path) -> None:
