@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from typing import Any
 
 from tickwork.api.models import ScheduledJobStatus
 from tickwork.core.errors import QueueUnavailableError
@@ -101,5 +102,6 @@ class DeadLetterDesk:
         self, entry: JobEntry, ask: DeadLetterRequest, type_: str, reason: str, message: str
     ) -> None:
         field = "last_requeue_token" if ask.verb == "requeue" else "last_purge_token"
-        entry.wanted = updated(entry.wanted, **{field: ask.token})
+        token: dict[str, Any] = {field: ask.token}
+        entry.wanted = updated(entry.wanted, **token)
         self.reporter.owe(entry).events.append((type_, reason, message))

@@ -22,8 +22,9 @@ LAG_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 30
 
 
 class _JobsByPhase(Collector):
-    """``tickwork_jobs{phase}``, counted when Prometheus scrapes (one pass over the
-    index, not work on every event); every phase is exported, 0 when no job is in it."""
+    """``tickwork_jobs{phase}``, read when Prometheus scrapes from the counts the watch
+    keeps (``WatchState.phases``: no pass over every job while the event loop waits);
+    every phase is exported, 0 when no job is in it."""
 
     def __init__(self, count: Callable[[], Mapping[JobPhase, int]]) -> None:
         self._count = count

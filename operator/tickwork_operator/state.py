@@ -39,6 +39,7 @@ from tickwork.kube.status import (
     CONDITION_PAUSED,
     CONDITION_READY,
     CONDITION_SUSPENDED,
+    compact,
     operator_body,
     updated,
     with_condition,
@@ -103,6 +104,12 @@ class WatchState:
     waiting: dict[JobKey, None] = field(default_factory=dict)  # ordered set
     """Jobs with runs in ``status.bufferedRuns`` or cancels to act on: what the leader
     looks at every tick (O(jobs waiting), not O(jobs))."""
+    phase_counts: collections.Counter[JobPhase] = field(default_factory=collections.Counter)
+    """How many of ``jobs`` show each phase in the operator's share as written or
+    observed (``written.phase``): kept as entries come, change and go, so that a
+    scrape of ``tickwork_jobs{phase}`` reads it instead of passing over every job
+    (0.15 s at 100,000, with the event loop held). Change ``jobs[key]`` and an
+    entry's ``written`` only through :meth:`_hold` and :meth:`_set_written`."""
 
     # -- what the leader acts on (the publisher, reporter and reconciler) ----------
 
@@ -153,11 +160,11 @@ class WatchState:
         """``share`` of ``entry`` was written. The watch may have brought a newer
         version of the job while the write was on its way, and with it a newer wanted
         share: then the job stays owed (clearing it would lose that change)."""
-        entry.written = share
+        self._set_written(entry, share)
         latest = self.jobs.get(entry.key)
         if latest is None or latest.uid != entry.uid:
             return
-        latest.written = share
+        self._set_written(latest, share)
         if _differs(latest.wanted, share):
             self.owe_status(entry.key)
         else:
@@ -207,9 +214,8 @@ class WatchState:
             spec, schedule, invalid = previous.spec, previous.schedule, previous.invalid_reason
         else:
             spec, schedule, invalid = parse(body, created_at(body, now))
-        observed, written = shared_status(
-            status_of(body), previous=(previous.wanted, previous.written) if previous else ()
-        )
+        held = (previous.wanted, previous.written) if previous else ()
+        observed, written = shared_status(status_of(body, previous=held), previous=held)
         entry = JobEntry(
             namespace=key[0],
             name=key[1],
@@ -243,7 +249,7 @@ class WatchState:
             entry.published_run_id = None  # it finished
         self.track_active(entry)
         spec_changed = previous is None or previous.generation != generation
-        self.jobs[key] = entry
+        self._hold(entry)
         resumed = entry.follow_failures()
         self._plan(entry, previous, spec_changed=spec_changed or resumed, now=now)
         self._track_trigger(entry)
@@ -262,16 +268,34 @@ class WatchState:
         return self.listed_at is not None and now - self.listed_at < LIST_QUIET_SECONDS
 
     def phases(self) -> collections.Counter[JobPhase]:
-        """How many jobs' status shows each phase (jobs without one yet are left out)."""
-        return collections.Counter(
-            phase for entry in self.jobs.values() if (phase := entry.written.phase) is not None
-        )
+        """How many jobs' status shows each phase (jobs without one yet are left out);
+        O(phases), not O(jobs)."""
+        return +self.phase_counts  # a copy, without the phases counted down to 0
+
+    def _hold(self, entry: JobEntry) -> None:
+        """``entry`` takes the place of its key's entry in ``jobs``."""
+        previous = self.jobs.get(entry.key)
+        if previous is not None:
+            self._count(previous.written.phase, -1)
+        self.jobs[entry.key] = entry
+        self._count(entry.written.phase, 1)
+
+    def _set_written(self, entry: JobEntry, share: OperatorStatus) -> None:
+        if self.jobs.get(entry.key) is entry:
+            self._count(entry.written.phase, -1)
+            self._count(share.phase, 1)
+        entry.written = share
+
+    def _count(self, phase: JobPhase | None, change: int) -> None:
+        if phase is not None:
+            self.phase_counts[phase] += change
 
     def forget(self, namespace: str, name: str) -> None:
         """The object was deleted: drop it everywhere, so it is never published."""
         key = (namespace, name)
         entry = self.jobs.pop(key, None)
         if entry is not None:
+            self._count(entry.written.phase, -1)
             self._withdraw(entry)
         self.dirty.pop(key, None)
         self.active.pop(key, None)
@@ -356,8 +380,9 @@ class WatchState:
         shown = entry.pending if entry.spec and not entry.suspended else None
         next_run_at = shown.scheduled_at if shown else None
         finished = entry.finished_run_ids()
+        # Each step below leaves a new share as it is; the last one is compacted.
         wanted = updated(
-            base, observed_generation=entry.generation,
+            base, lean=False, observed_generation=entry.generation,
             cancel_requests=[r for r in base.cancel_requests if r.id not in finished],
             phase=phase, next_run_at=next_run_at,
             next_runs=entry.next_runs(next_run_at),
@@ -377,31 +402,33 @@ class WatchState:
         )  # fmt: skip
         wanted = with_condition(
             wanted, CONDITION_READY, status=ready.ready, reason=ready.reason,
-            message=ready.message, now=now,
+            message=ready.message, now=now, lean=False,
         )  # fmt: skip
         if entry.spec is not None and entry.suspended:
             wanted = with_condition(
                 wanted, CONDITION_SUSPENDED, status=True, reason="Suspended",
-                message="spec.suspend is true: no run is published", now=now,
+                message="spec.suspend is true: no run is published", now=now, lean=False,
             )  # fmt: skip
         elif entry.spec is not None and any(
             c.type == CONDITION_SUSPENDED for c in wanted.conditions
         ):
             wanted = with_condition(
                 wanted, CONDITION_SUSPENDED, status=False, reason="Resumed",
-                message="runs are published again, from the resume on", now=now,
+                message="runs are published again, from the resume on", now=now, lean=False,
             )  # fmt: skip
         if paused is not None:
             wanted = with_condition(
                 wanted, CONDITION_PAUSED, status=True, reason="ConsecutiveFailures",
-                message=paused, now=now,
+                message=paused, now=now, lean=False,
             )  # fmt: skip
         elif any(c.type == CONDITION_PAUSED for c in wanted.conditions):
             wanted = with_condition(
                 wanted, CONDITION_PAUSED, status=False, reason="Resumed",
                 message=f"resumed ({RESUME_ANNOTATION} or a new spec): runs are published "
-                "again, from the resume on", now=now,
+                "again, from the resume on", now=now, lean=False,
             )  # fmt: skip
+        if wanted is not base:
+            wanted = compact(wanted)
         entry.wanted = wanted
         if _differs(wanted, entry.written):
             if entry.key not in self.dirty:

@@ -284,3 +284,75 @@ def test_a_watch_event_leaves_the_job_holding_the_strings_it_held() -> None:
     assert key[1] is later.name
     assert later.pending is not None
     assert later.pending.uid is later.uid
+
+
+def test_jobs_on_one_schedule_work_out_their_next_runs_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The five runs of status.nextRuns follow from the schedule and the next run
+    alone: a job indexed after another on the same schedule, waiting for the same run,
+    takes the runs the first worked out (the same tuple) and works out none of them;
+    a job on another schedule works out its own."""
+    from tickwork.core.schedule import CronSchedule  # noqa: PLC0415
+    from tickwork_operator import entry as entries  # noqa: PLC0415
+
+    monkeypatch.setattr(entries, "_UPCOMING", {})
+    worked_out: list[dt.datetime] = []
+    next_run_after = CronSchedule.next_run_after
+
+    def counted(self: CronSchedule, moment: dt.datetime) -> dt.datetime | None:
+        worked_out.append(moment)
+        return next_run_after(self, moment)
+
+    monkeypatch.setattr(CronSchedule, "next_run_after", counted)
+    state = WatchState(index=BucketIndex(start=T0.timestamp(), width=1.0))
+
+    def index(name: str, schedule: str) -> tuple[tuple[dt.datetime, ...], int]:
+        job = body({}, {"schedule": schedule})
+        job["metadata"]["name"] = name
+        job["metadata"]["uid"] = f"{UID[:-2]}{len(state.jobs):02d}"
+        before = len(worked_out)
+        entry = state.observe(job, now=T0)
+        assert entry.wanted.next_runs == list(entry.upcoming_runs)
+        return entry.upcoming_runs, len(worked_out) - before
+
+    first, by_first = index("a", "17 5 * * *")
+    second, by_second = index("b", "17 5 * * *")
+    other, by_other = index("c", "18 5 * * *")
+    assert len(first) == len(other) == 5
+    assert second is first
+    assert by_second == by_first - 4  # its pending run only
+    assert by_other == by_first
+    assert other[0] == first[0] + dt.timedelta(minutes=1)
+
+
+def test_the_share_a_watch_event_brings_back_unchanged_is_the_one_held(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Most events leave the operator's share as it was (the echo of its own write, a
+    worker's write): the share read from it is the one the job holds, and is not
+    compacted again; a share that changed is new. Jobs without status yet hold one
+    pair of empty shares."""
+    from tickwork.kube.status import compact, operator_body  # noqa: PLC0415
+    from tickwork_operator import entry as entries  # noqa: PLC0415
+
+    state = WatchState(index=BucketIndex(start=T0.timestamp(), width=1.0))
+    new = state.observe(body({}), now=T0)
+    other = body({})
+    other["metadata"] |= {"name": "other", "uid": OTHER}
+    assert state.observe(other, now=T0).observed.share is new.observed.share
+    compacted: list[object] = []
+    monkeypatch.setattr(entries, "compact", lambda model: compacted.append(model) or compact(model))
+    held = (new.written, new.wanted)
+    echo = json.loads(json.dumps({"status": operator_body(new.wanted)}))
+    share, _ = entries.status_of(echo, previous=held)
+    assert share is new.wanted
+    assert [type(model).__name__ for model in compacted] == ["RunStatusOutline"]
+    changed = json.loads(json.dumps({"status": {**echo["status"], "missedRuns": 2}}))
+    share, _ = entries.status_of(changed, previous=held)
+    assert share is not new.wanted
+    assert share.missed_runs == 2
+    assert [type(model).__name__ for model in compacted][1:] == [
+        "OperatorStatus",
+        "RunStatusOutline",
+    ]

@@ -199,18 +199,29 @@ def _shared_instant(moment: dt.datetime) -> dt.datetime:
     return run_instant(to_minute(moment))
 
 
-def updated(share: OperatorStatus, **changes: Any) -> OperatorStatus:
+def updated(share: OperatorStatus, *, lean: bool = True, **changes: Any) -> OperatorStatus:
     """``share`` with ``changes``, validated (instants kept in UTC, bounds checked);
-    ``share`` itself when nothing changes (most watch events change nothing of it)."""
+    ``share`` itself when nothing changes (most watch events change nothing of it).
+    With ``lean`` false a new share is not compacted (:func:`compact`): for a share
+    changed again at once, compacted only when all changes are made."""
     if all(getattr(share, name) == value for name, value in changes.items()):
         return share
-    return compact(OperatorStatus.model_validate({**share.model_dump(), **changes}))
+    changed = OperatorStatus.model_validate({**share.model_dump(), **changes})
+    return compact(changed) if lean else changed
 
 
 def with_condition(
-    share: OperatorStatus, type_: str, *, status: bool, reason: str, message: str, now: dt.datetime
+    share: OperatorStatus,
+    type_: str,
+    *,
+    status: bool,
+    reason: str,
+    message: str,
+    now: dt.datetime,
+    lean: bool = True,
 ) -> OperatorStatus:
-    """Replace the condition of ``type_``; its transition time moves only if status flips."""
+    """Replace the condition of ``type_``; its transition time moves only if status flips.
+    ``lean`` as in :func:`updated`."""
     wanted = ConditionStatus.TRUE if status else ConditionStatus.FALSE
     previous = next((c for c in share.conditions if c.type == type_), None)
     text = cap_optional(message, 2048) or ""
@@ -225,7 +236,9 @@ def with_condition(
         last_transition_time=since, observed_generation=share.observed_generation,
     )  # fmt: skip
     kept = [c for c in share.conditions if c.type != type_]
-    return updated(share, conditions=[*(c.model_dump() for c in kept), condition.model_dump()])
+    return updated(
+        share, lean=lean, conditions=[*(c.model_dump() for c in kept), condition.model_dump()]
+    )
 
 
 def operator_body(share: OperatorStatus) -> dict[str, Any]:
