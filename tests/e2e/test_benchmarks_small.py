@@ -57,9 +57,14 @@ def test_the_watcher_benchmark_compares_two_trees_first_statuses_by_turns(
     assert [start["tree"] for start in found["starts"]] == ["before", "after"]
     for start in found["starts"]:
         assert 0 < start["index_warm_seconds"] < start["status_backfill_seconds"]
-    assert found["floor_seconds"] > 0
+        assert start["ceiling_after"]["ceiling_per_second"] > 0  # measured after each start
+        assert start["over_floor"] >= start["over_floor_of_its_own_ceiling"] - 0.01
+    ceiling = report["status_write_ceiling"]
+    assert ceiling["ceiling_per_second"] == max(ceiling["of_every_start"])  # the strictest
+    assert len(ceiling["of_every_start"]) == 2
+    assert found["floor_seconds"] == pytest.approx(100 / ceiling["ceiling_per_second"], abs=0.1)
     assert found["median"]["after"]["over_floor"] > 0
-    assert report["status_write_ceiling"]["apiserver_ms_per_write_by_concurrency"]["16"] > 0
+    assert ceiling["apiserver_ms_per_write_by_concurrency"]["16"] > 0
 
 
 def test_the_worker_benchmark_runs_everything_with_at_most_two_status_writes(
