@@ -399,8 +399,13 @@ def plot_first_statuses(report: dict[str, Any], path: Path) -> None:
         axis.bar(i, row["index_warm_seconds"], color=colors[row["tree"]], alpha=0.5)
         axis.bar(i, row["status_backfill_seconds"] - row["index_warm_seconds"],
                  bottom=row["index_warm_seconds"], color=colors[row["tree"]])  # fmt: skip
+    own = [(i, found["jobs"] / row["ceiling_after"]["ceiling_per_second"])
+           for i, row in enumerate(starts) if "ceiling_after" in row]  # fmt: skip
+    if own:
+        axis.scatter([i for i, _ in own], [f for _, f in own], marker="_", s=900,
+                     color="tab:orange", label="floor of the ceiling after that start")  # fmt: skip
     floor = found["floor_seconds"]
-    axis.axhline(floor, color="black", linestyle="--", label=f"floor {floor:.0f} s")
+    axis.axhline(floor, color="black", linestyle="--", label=f"floor {floor:.0f} s (best ceiling)")
     axis.axhline(1.3 * floor, color="tab:red", linestyle=":", label="target 1.3 x floor")
     axis.set_xticks(range(len(starts)), [r["tree"] for r in starts])
     axis.set_ylabel("seconds from start (pale: to every job indexed)")
