@@ -406,7 +406,8 @@ def status_of(
     The share has every field set, as the operator holds the shares it writes: what it
     sends is the share's fields (``operator_body``). A share equal to one of
     ``previous`` is that one (most watch events leave it as it was: the echo of the
-    operator's own write, a worker's write), and is not compacted again."""
+    operator's own write, a worker's write), and is not compacted again. Models are
+    immutable, so sharing changes nothing but memory."""
     raw = body.get("status")
     if not raw:
         return _no_status()  # a new job: one pair for all of them
@@ -431,14 +432,12 @@ def _no_status() -> tuple[OperatorStatus, RunStatusOutline]:
 
 
 def shared_status(
-    observed: tuple[OperatorStatus, RunStatusOutline], *, previous: tuple[OperatorStatus, ...] = ()
+    observed: tuple[OperatorStatus, RunStatusOutline],
 ) -> tuple[Observed, OperatorStatus]:
     """What the operator keeps of ``observed`` (:class:`Observed`), and the operator's
-    share of it, held once: the share is one of ``previous`` when equal (a watch event
-    of a write the operator made, or of a worker's write, leaves the share as the
-    operator wanted it). Models are immutable, so sharing changes nothing but memory."""
+    share of it (held once: :func:`status_of` gave the share the job already held when
+    equal). Models are immutable, so sharing changes nothing but memory."""
     share, runs = observed
-    share = next((known for known in previous if _same(known, share)), share)
     history = tuple(as_finished(r) for r in runs.runs)
     kept = Observed(
         share=share,

@@ -215,7 +215,7 @@ class WatchState:
         else:
             spec, schedule, invalid = parse(body, created_at(body, now))
         held = (previous.wanted, previous.written) if previous else ()
-        observed, written = shared_status(status_of(body, previous=held), previous=held)
+        observed, written = shared_status(status_of(body, previous=held))
         entry = JobEntry(
             namespace=key[0],
             name=key[1],
