@@ -247,6 +247,26 @@ def test_the_hpa_scales_the_workers_with_the_backlog_and_back_without_losing_a_r
     assert all(s.replicas > MIN_WORKERS for s in crowded), burst.summary()
 
 
+def _backlog_served(cluster: Cluster, namespace: str) -> list[dict[str, object]] | None:
+    """The External metric as the HPA of ``namespace`` reads it; None when refused."""
+    path = (f"/apis/external.metrics.k8s.io/v1beta1/namespaces/{namespace}/"
+            "tickwork_queue_backlog?labelSelector=queue%3Ddefault")  # fmt: skip
+    found = cluster.kubectl("get", "--raw", path, check=False)
+    if found.returncode != 0:
+        return None
+    return list(json.loads(found.stdout).get("items") or [])
+
+
+def test_the_backlog_metric_reaches_the_releases_own_namespace_only(release: Release) -> None:
+    """Another namespace's HPA (another release with the same queue name, or a tenant)
+    must neither scale on this release's backlog nor read it."""
+    cluster = release.cluster
+    wait_for(lambda: bool(_backlog_served(cluster, release.namespace)), timeout=60,
+             what="the backlog served to the release's namespace")  # fmt: skip
+    for other in (CRON_NAMESPACE, "default"):
+        assert not _backlog_served(cluster, other), other
+
+
 CONNECT = """
 import socket, sys
 try:

@@ -28,6 +28,7 @@ def test_the_pods_demo_shows_the_workers_absorb_a_burst(
         for namespace in (demo.EXAMPLES, demo.BURST):
             pods_cluster.kubectl("delete", "namespace", namespace, "--wait=false")
     out = capsys.readouterr().out
+    print(out)  # noqa: T201 - shown with a failure: what the demo printed
     workers = [int(n) for n in re.findall(r"workers: (\d+) \(", out)]
     assert workers[0] == demo.MIN_WORKERS
     assert max(workers) > demo.MIN_WORKERS

@@ -29,6 +29,7 @@ BURST = "burst"
 REFRESH_SECONDS = 3.0
 MIN_WORKERS, MAX_WORKERS = 1, 6
 TARGET_BACKLOG = 8  # runs per worker the autoscaler aims at (the chart's default)
+REST_LOOKS = 2  # looks a refresh apart on which the workers must be at rest
 
 
 def _say(text: str) -> None:
@@ -70,6 +71,12 @@ def _workers(release: Release) -> tuple[int, int]:
     return int(status.get("replicas") or 0), int(status.get("readyReplicas") or 0)
 
 
+def _wanted_workers(release: Release) -> int:
+    """The replicas the Deployment is asked for now (the autoscaler's last decision;
+    its status follows a moment later)."""
+    return int((release.deployment("worker").get("spec") or {}).get("replicas") or 0)
+
+
 def _quantity(text: str) -> float:
     """A Kubernetes quantity as the HPA reports metric values ("0", "8", "2500m")."""
     return float(text[:-1]) / 1000 if text.endswith("m") else float(text)
@@ -89,14 +96,56 @@ def _examples_busy(cluster: Cluster) -> str | None:
     return None
 
 
-def _backlog_seen(release: Release) -> float | None:
-    """The backlog per worker that the autoscaler last saw, None before its first look."""
+def _autoscaler(release: Release) -> tuple[float | None, int]:
+    """The backlog per worker that the autoscaler last saw (None before its first
+    look) and the replicas it last decided on."""
     found = release.cluster.kubectl("-n", release.namespace, "get", "hpa",
                                     f"{release.fullname}-worker", "-o", "json")  # fmt: skip
-    for metric in (json.loads(found.stdout).get("status") or {}).get("currentMetrics") or []:
+    status = json.loads(found.stdout).get("status") or {}
+    desired = int(status.get("desiredReplicas") or 0)
+    for metric in status.get("currentMetrics") or []:
         current = (metric.get("external") or {}).get("current") or {}
         if "averageValue" in current:
-            return _quantity(str(current["averageValue"]))
+            return _quantity(str(current["averageValue"])), desired
+    return None, desired
+
+
+def _backlog_served(release: Release) -> float | None:
+    """The backlog as the metrics API serves it now: what the autoscaler's next look
+    will see (None while there is none)."""
+    path = (f"/apis/external.metrics.k8s.io/v1beta1/namespaces/{release.namespace}/"
+            "tickwork_queue_backlog?labelSelector=queue%3Ddefault")  # fmt: skip
+    found = release.cluster.kubectl("get", "--raw", path, check=False)
+    if found.returncode != 0:
+        return None
+    items = json.loads(found.stdout).get("items") or []
+    return max((_quantity(str(item["value"])) for item in items), default=None)
+
+
+def _rest_or_why(release: Release, *, per_worker: int) -> str | None:
+    """None when the workers are at rest before the burst, else what keeps them busy.
+
+    At rest: every backfill of the examples published and none of their runs queued
+    or running; the autoscaler's last decision the minimum, on a backlog it saw at or
+    under one worker's share, and the backlog served now (what its next look sees) no
+    more than that; the Deployment asked for the minimum and that many ready. Being at
+    the minimum is not enough: the workers can step down while a backfill is still
+    being published and rise again, and the autoscaler's metric lags the queue by a
+    scrape."""
+    busy = _examples_busy(release.cluster)
+    if busy is not None:
+        return busy
+    seen, desired = _autoscaler(release)
+    if seen is None:
+        return "the autoscaler has not seen the queue yet"
+    if seen > per_worker or desired != MIN_WORKERS:
+        return f"the autoscaler sees a backlog of {seen:g} per worker and wants {desired}"
+    served = _backlog_served(release)
+    if served is None or served > per_worker:
+        return f"the queue's backlog is {'not served' if served is None else f'{served:g}'}"
+    wanted, (replicas, ready) = _wanted_workers(release), _workers(release)
+    if (wanted, replicas, ready) != (MIN_WORKERS,) * 3:
+        return f"{wanted} workers wanted, {replicas} there, {ready} ready"
     return None
 
 
@@ -104,28 +153,21 @@ def _at_rest(release: Release, *, per_worker: int, timeout: float = 420) -> None
     """Wait until the examples' own work is done and the workers are back at the
     autoscaler's minimum, all ready, before the burst: the demo shows them rise from
     there. (catch-up.yaml's backfill queues 168 runs; the workers scale for those first.)
-
-    Being at the minimum is not enough: the workers can step down while the backfill is
-    still being published and rise again. So: every backfill published, no example run
-    queued or running, and the autoscaler itself seeing a backlog that asks for no more
-    than the minimum (its metric lags the queue by a scrape)."""
+    Rest must hold on REST_LOOKS looks a refresh apart: the autoscaler decides every few
+    seconds, and one look can fall between its decision and the Deployment's."""
     deadline = time.monotonic() + timeout
+    steady = 0
     while True:
-        busy = _examples_busy(release.cluster)
-        seen = _backlog_seen(release)
-        replicas, ready = _workers(release)
-        if busy is None and seen is not None and seen <= per_worker and (
-            replicas, ready) == (MIN_WORKERS, MIN_WORKERS):  # fmt: skip
-            _say(f"The examples are idle and the workers at rest: {replicas}.")
+        why = _rest_or_why(release, per_worker=per_worker)
+        steady = steady + 1 if why is None else 0
+        if steady == REST_LOOKS:
+            _say(f"The examples are idle and the workers at rest: {MIN_WORKERS}.")
             return
-        why = busy or ("the autoscaler has not seen the queue yet" if seen is None
-                       else f"the autoscaler sees a backlog of {seen:g} per worker")  # fmt: skip
-        if time.monotonic() > deadline:
+        if why is not None and time.monotonic() > deadline:
             raise RuntimeError(f"the workers did not come to rest at {MIN_WORKERS} in "
-                               f"{timeout:.0f} s: {why}; workers {replicas} "
-                               f"({ready} ready)")  # fmt: skip
-        _say(f"waiting for the examples' runs and the workers to settle: {why}; "
-             f"workers {replicas} ({ready} ready) ...")  # fmt: skip
+                               f"{timeout:.0f} s: {why}")  # fmt: skip
+        _say(f"waiting for the examples' runs and the workers to settle: "
+             f"{why or 'at rest, looking once more'} ...")  # fmt: skip
         time.sleep(REFRESH_SECONDS)  # a refresh interval for a human watching
 
 
@@ -180,10 +222,13 @@ def _watch(cluster: Cluster, release: Release, args: argparse.Namespace) -> int:
         while True:
             table = cluster.kubectl("get", "scheduledjobs", "-n", EXAMPLES, check=False).stdout
             replicas, ready = _workers(release)
+            seen, desired = _autoscaler(release)
             phases = _phases(cluster)
             burst = ", ".join(f"{count} {phase}" for phase, count in sorted(phases.items()))
+            looked = "-" if seen is None else f"{seen:g}"
             _say(f"--- {dt.datetime.now().astimezone():%H:%M:%S}  workers: {replicas} "
-                 f"({ready} ready)  burst: {burst}\n{table}")  # fmt: skip
+                 f"({ready} ready; the autoscaler sees {looked} per worker, wants "
+                 f"{desired})  burst: {burst}\n{table}")  # fmt: skip
             scaled_up = scaled_up or replicas > MIN_WORKERS
             drained = phases.get("Succeeded", 0) == args.burst
             if args.until_scaled and scaled_up and drained and replicas == MIN_WORKERS:
