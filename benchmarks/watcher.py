@@ -30,7 +30,15 @@ and a file called operator.py would shadow the standard library's operator.)
   ...; ``--rounds`` starts each), each against the largest ``--sizes`` fresh jobs in
   a namespace of its own, the ceiling measured after every start: medians, each
   over the floor of the best ceiling (the strictest), each start also over its own
-  ceiling, and after / before (``watcher_first_statuses.json``).
+  ceiling, and after / before (``watcher_first_statuses.json``). With
+  ``--same-jobs-ceiling``, also the sustained ceiling: after every start, one client
+  writes the operator's share once more to that start's own jobs (every one of them,
+  the levels of concurrency taking a share each), in the state the start left the API
+  server in; each start over the floor of its own jobs, and the medians over the
+  best such floor of the run. A rewrite reads a larger object than a first write, so
+  the burst after every start also writes its fresh jobs twice, and the ratio of the
+  two rates (``first_over_rewrite``) gives each start over its own jobs' floor as
+  first writes too.
 
 Prints JSON lines, writes benchmarks/results/watcher.json and a plot. Compare
 ratios within one run: the machine is shared and noisy.
@@ -151,30 +159,43 @@ def burst_lag(cluster: Cluster, redis: RedisServer, operator: TickworkProcess, n
 
 
 async def _apply_statuses(kubeconfig: Path, namespace: str, jobs: list[dict[str, Any]],
-                          status: dict[str, Any], concurrency: int) -> float:  # fmt: skip
+                          status: dict[str, Any], concurrency: int,
+                          ) -> tuple[float, int]:  # fmt: skip
+    """Seconds to apply ``status`` to every job, and how many came back with it applied
+    (its ``nextRunAt``)."""
     limit = asyncio.Semaphore(concurrency)
     async with KubeClient(load_configuration(str(kubeconfig))) as kube:
 
-        async def one(job: dict[str, Any]) -> None:
+        async def one(job: dict[str, Any]) -> bool:
             metadata = job["metadata"]
             async with limit:
-                await kube.apply_job_status(namespace, metadata["name"], metadata["uid"],
-                                            status, field_manager=OPERATOR_MANAGER)  # fmt: skip
+                found = await kube.apply_job_status(
+                    namespace, metadata["name"], metadata["uid"], status,
+                    field_manager=OPERATOR_MANAGER)  # fmt: skip
+            return bool((found.get("status") or {}).get("nextRunAt") == status.get("nextRunAt"))
 
         started = time.monotonic()
-        await asyncio.gather(*(one(job) for job in jobs))
-        return time.monotonic() - started
+        applied = await asyncio.gather(*(one(job) for job in jobs))
+        return time.monotonic() - started, sum(applied)
+
+
+#: A nextRunAt no job of the benchmarks has: applied again, the share changes every job.
+_REWRITTEN_NEXT_RUN = "2099-01-01T00:00:00Z"
 
 
 def status_write_ceiling(cluster: Cluster, status: dict[str, Any], count: int,
                          concurrencies: list[int], *,
-                         label: str = "") -> dict[str, Any]:  # fmt: skip
+                         label: str = "", rewrite: bool = False) -> dict[str, Any]:  # fmt: skip
     """The API server's rate of first status writes, with no operator in the way: the
     operator's share of status (as it wrote it) applied by server-side apply to
     ``count`` fresh jobs per level of concurrency, from one client over one connection
     as the operator's. The ceiling is the best level's rate. ``label`` names the
-    measurement's namespaces (each is deleted after it)."""
+    measurement's namespaces (each is deleted after it). With ``rewrite``, the same
+    jobs are written once more right after (as :func:`same_jobs_ceiling` does) and
+    ``first_over_rewrite`` is the median of the first writes' rate over the rewrites'
+    at each level: what turns a rate of rewrites into one of first writes."""
     rates: dict[str, float] = {}
+    again: dict[str, float] = {}
     apiserver_ms: dict[str, float] = {}
     apiserver = _apiserver_pid(cluster)
     for concurrency in concurrencies:
@@ -183,16 +204,62 @@ def status_write_ceiling(cluster: Cluster, status: dict[str, Any], count: int,
         created = create_jobs(cluster, namespace, [job_manifest(f"c-{i:05d}", {
             "schedule": "0 0 1 1 *", "task": ECHO}) for i in range(count)])  # fmt: skip
         cpu = cpu_seconds(apiserver)
-        seconds = asyncio.run(_apply_statuses(cluster.kubeconfig, namespace, created, status,
-                                              concurrency))  # fmt: skip
+        seconds, _ = asyncio.run(_apply_statuses(cluster.kubeconfig, namespace, created, status,
+                                                 concurrency))  # fmt: skip
         rates[str(concurrency)] = round(count / seconds, 1)
         apiserver_ms[str(concurrency)] = round(1000 * (cpu_seconds(apiserver) - cpu) / count, 2)
         print(json.dumps({"status_writes": count, "concurrency": concurrency,
                           "per_second": rates[str(concurrency)],
                           "apiserver_ms_per_write": apiserver_ms[str(concurrency)]}),
               flush=True)  # fmt: skip
+        if rewrite:
+            body = {**status, "nextRunAt": _REWRITTEN_NEXT_RUN}
+            seconds, _ = asyncio.run(_apply_statuses(cluster.kubeconfig, namespace, created,
+                                                     body, concurrency))  # fmt: skip
+            again[str(concurrency)] = round(count / seconds, 1)
         cluster.kubectl("delete", "namespace", namespace, "--wait=false")
-    return {"writes": count, "per_second_by_concurrency": rates,
+    found: dict[str, Any] = {"writes": count, "per_second_by_concurrency": rates,
+                             "apiserver_ms_per_write_by_concurrency": apiserver_ms,
+                             "ceiling_per_second": max(rates.values())}  # fmt: skip
+    if again:
+        found["rewrite_per_second_by_concurrency"] = again
+        found["first_over_rewrite"] = round(statistics.median(
+            rates[level] / again[level] for level in again), 3)  # fmt: skip
+    return found
+
+
+def same_jobs_ceiling(cluster: Cluster, namespace: str, jobs: list[dict[str, Any]],
+                      status: dict[str, Any], concurrencies: list[int],
+                      ) -> dict[str, Any]:  # fmt: skip
+    """The API server's sustained rate of status writes to the very jobs a start has just
+    written, in the state that start left it in (every job of the run in etcd and the
+    watch cache, the collector's and compaction's share of so many writes): the
+    operator's share applied once more to each of ``jobs``, changed (``nextRunAt``) so
+    that no apply is a no-op, by one client under the operator's field manager. The
+    jobs are split among the levels of concurrency; the ceiling is the best level's
+    rate. (A burst of ``--ceiling-writes`` to fresh jobs measures a moment; this is
+    the whole volume once more.)"""
+    body = {**status, "nextRunAt": _REWRITTEN_NEXT_RUN}
+    share = -(-len(jobs) // len(concurrencies))
+    rates: dict[str, float] = {}
+    apiserver_ms: dict[str, float] = {}
+    apiserver = _apiserver_pid(cluster)
+    changed = 0
+    for level, concurrency in enumerate(concurrencies):
+        part = jobs[level * share : (level + 1) * share]
+        if not part:
+            continue
+        cpu = cpu_seconds(apiserver)
+        seconds, applied = asyncio.run(_apply_statuses(cluster.kubeconfig, namespace, part, body,
+                                                       concurrency))  # fmt: skip
+        changed += applied
+        rates[str(concurrency)] = round(len(part) / seconds, 1)
+        apiserver_ms[str(concurrency)] = round(1000 * (cpu_seconds(apiserver) - cpu) / len(part), 2)
+        print(json.dumps({"same_jobs_writes": len(part), "concurrency": concurrency,
+                          "per_second": rates[str(concurrency)],
+                          "apiserver_ms_per_write": apiserver_ms[str(concurrency)]}),
+              flush=True)  # fmt: skip
+    return {"writes": len(jobs), "changed": changed, "per_second_by_concurrency": rates,
             "apiserver_ms_per_write_by_concurrency": apiserver_ms,
             "ceiling_per_second": max(rates.values())}  # fmt: skip
 
@@ -315,6 +382,7 @@ def _ticks(operator: TickworkProcess) -> tuple[float, float]:
 def first_statuses(workdir: Path, cluster: Cluster, redis: RedisServer, size: int, *,
                    trees: dict[str, Path], rounds: int,
                    ceiling: Callable[[int], dict[str, Any]] | None = None,
+                   again: Callable[[str, list[dict[str, Any]]], dict[str, Any]] | None = None,
                    ) -> dict[str, Any]:  # fmt: skip
     """``size`` new jobs owe their first status: operator processes of two trees start
     against ``size`` fresh jobs each (a namespace per start), by turns (before, after,
@@ -322,7 +390,8 @@ def first_statuses(workdir: Path, cluster: Cluster, redis: RedisServer, size: in
     to every first status, and the writing between (jobs per second); with
     ``ceiling``, the API server's ceiling measured right after it (``ceiling(i)``: the
     API server's rate wanders by up to 2x within an hour, so one measurement at the
-    end can flatter or wrong every start)."""
+    end can flatter or wrong every start); with ``again``, the API server's sustained
+    rate over the same jobs once the operator stopped (``again(namespace, jobs)``)."""
     order = [("before", "after") if i % 2 == 0 else ("after", "before") for i in range(rounds)]
     starts: list[dict[str, Any]] = []
     rng = random.Random(11)
@@ -332,8 +401,11 @@ def first_statuses(workdir: Path, cluster: Cluster, redis: RedisServer, size: in
         items = [job_manifest(f"s-{k:06d}", {
             "schedule": f"{rng.randrange(60)} {rng.randrange(24)} 1 1 *", "task": ECHO})
             for k in range(size)]  # fmt: skip
+        created: list[dict[str, Any]] = []
         for start in range(0, size, 5000):
-            create_jobs(cluster, namespace, items[start : start + 5000])
+            page = create_jobs(cluster, namespace, items[start : start + 5000])
+            created += [{"metadata": {key: job["metadata"][key] for key in ("name", "uid")}}
+                        for job in page]  # fmt: skip
         launched = time.monotonic()
         operator = start_operator(workdir, cluster, redis, namespace, namespace,
                                   tree=trees[label])  # fmt: skip
@@ -352,6 +424,8 @@ def first_statuses(workdir: Path, cluster: Cluster, redis: RedisServer, size: in
         print(json.dumps(row), flush=True)
         if ceiling is not None:
             row["ceiling_after"] = ceiling(i)
+        if again is not None:
+            row["same_jobs_ceiling"] = again(namespace, created)
         starts.append(row)
     keys = ("index_warm_seconds", "status_backfill_seconds", "writes_per_second",
             "operator_cpu_seconds")  # fmt: skip
@@ -404,6 +478,11 @@ def plot_first_statuses(report: dict[str, Any], path: Path) -> None:
     if own:
         axis.scatter([i for i, _ in own], [f for _, f in own], marker="_", s=900,
                      color="tab:orange", label="floor of the ceiling after that start")  # fmt: skip
+    again = [(i, found["jobs"] / row["same_jobs_ceiling"]["ceiling_per_second"])
+             for i, row in enumerate(starts) if "same_jobs_ceiling" in row]  # fmt: skip
+    if again:
+        axis.scatter([i for i, _ in again], [f for _, f in again], marker="_", s=900,
+                     color="tab:green", label="floor of its own jobs written again")  # fmt: skip
     floor = found["floor_seconds"]
     axis.axhline(floor, color="black", linestyle="--", label=f"floor {floor:.0f} s (best ceiling)")
     axis.axhline(1.3 * floor, color="tab:red", linestyle=":", label="target 1.3 x floor")
@@ -431,6 +510,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="another tree ('before'): only the first statuses of the "
                         "largest --sizes, by turns with this tree's, --rounds each")  # fmt: skip
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--same-jobs-ceiling", action="store_true",
+                        help="with --compare-with: after every start, write the same jobs' "
+                        "statuses once more with one client (the sustained ceiling)")  # fmt: skip
     args = parser.parse_args(argv)
     report: dict[str, Any] = {"benchmark": "watcher", "python": platform.python_version()}
     with tempfile.TemporaryDirectory(prefix="operator-bench-") as tmp:
@@ -459,19 +541,57 @@ def main(argv: list[str] | None = None) -> int:
     return 0 if all(lag["lag_p99_seconds"] <= 1.0 for lag in lags) else 1
 
 
+def _over_same_jobs(found: dict[str, Any]) -> None:
+    """Each start over the floor of its own jobs written once more (the sustained
+    ceiling), and the medians over the floor of the best such ceiling of the run."""
+    jobs = found["jobs"]
+    best = max(row["same_jobs_ceiling"]["ceiling_per_second"] for row in found["starts"])
+    floor = jobs / best
+    for row in found["starts"]:
+        rate = row["same_jobs_ceiling"]["ceiling_per_second"]
+        row["over_floor_of_the_same_jobs"] = round(row["status_backfill_seconds"] * rate / jobs, 2)
+        # A rewrite reads a larger object than a first write: the burst after the start
+        # measured both; their ratio turns the rewrites' rate into first writes'.
+        factor = row["ceiling_after"]["first_over_rewrite"]
+        row["over_floor_of_the_same_jobs_as_first_writes"] = round(
+            row["status_backfill_seconds"] * rate * factor / jobs, 2)  # fmt: skip
+    found["same_jobs_floor_seconds"] = round(floor, 1)
+    found["same_jobs_ceiling_of_every_start"] = [
+        row["same_jobs_ceiling"]["ceiling_per_second"] for row in found["starts"]
+    ]
+    for label in ("before", "after"):
+        median = found["median"][label]
+        median["over_same_jobs_floor"] = round(median["status_backfill_seconds"] / floor, 2)
+        for key in ("over_floor_of_the_same_jobs",
+                    "over_floor_of_the_same_jobs_as_first_writes"):  # fmt: skip
+            median[key] = round(statistics.median(
+                row[key] for row in found["starts"] if row["tree"] == label), 2)  # fmt: skip
+
+
 def compare(args: Any, workdir: Path, report: dict[str, Any]) -> int:
     """``--compare-with``: the first statuses of two trees by turns, then the ceiling."""
     here = Path(__file__).resolve().parent.parent
     trees = {"before": args.compare_with.resolve(), "after": here}
     with plane_with_crd(workdir) as (cluster, redis):
+        sample: list[dict[str, Any]] = []  # as the first start wrote it, before any rewrite
+
+        def written() -> dict[str, Any]:
+            if not sample:
+                sample.append(_operator_status(cluster, "first-0", "s-000000"))
+            return sample[0]
 
         def measured(i: int) -> dict[str, Any]:
-            status = _operator_status(cluster, "first-0", "s-000000")
-            return status_write_ceiling(cluster, status, args.ceiling_writes,
-                                        args.ceiling_concurrency, label=f"-{i}")  # fmt: skip
+            return status_write_ceiling(cluster, written(), args.ceiling_writes,
+                                        args.ceiling_concurrency, label=f"-{i}",
+                                        rewrite=args.same_jobs_ceiling)  # fmt: skip
+
+        def again(namespace: str, jobs: list[dict[str, Any]]) -> dict[str, Any]:
+            return same_jobs_ceiling(cluster, namespace, jobs, written(),
+                                     args.ceiling_concurrency)  # fmt: skip
 
         found = first_statuses(workdir, cluster, redis, max(args.sizes), trees=trees,
-                               rounds=args.rounds, ceiling=measured)  # fmt: skip
+                               rounds=args.rounds, ceiling=measured,
+                               again=again if args.same_jobs_ceiling else None)  # fmt: skip
     # The floor from the best ceiling of the run (the strictest): after every start.
     ceiling = max((row["ceiling_after"] for row in found["starts"]),
                   key=lambda c: c["ceiling_per_second"])  # fmt: skip
@@ -490,6 +610,8 @@ def compare(args: Any, workdir: Path, report: dict[str, Any]) -> int:
         median["writing_over_ceiling"] = round(
             median["writes_per_second"] / ceiling["ceiling_per_second"], 2
         )
+    if args.same_jobs_ceiling:
+        _over_same_jobs(found)
     seconds = {k: v["status_backfill_seconds"] for k, v in found["median"].items()}
     found["after_over_before"] = round(seconds["after"] / seconds["before"], 2)
     report["first_statuses"] = found

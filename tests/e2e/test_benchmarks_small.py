@@ -52,7 +52,7 @@ def test_the_watcher_benchmark_compares_two_trees_first_statuses_by_turns(
 ) -> None:
     report = bench("watcher.py", tmp_path, "--sizes", "100", "--compare-with", str(ROOT),
                    "--rounds", "1", "--ceiling-writes", "100",
-                   "--ceiling-concurrency", "16")  # fmt: skip
+                   "--ceiling-concurrency", "16", "32", "--same-jobs-ceiling")  # fmt: skip
     found = report["first_statuses"]
     assert [start["tree"] for start in found["starts"]] == ["before", "after"]
     for start in found["starts"]:
@@ -65,6 +65,23 @@ def test_the_watcher_benchmark_compares_two_trees_first_statuses_by_turns(
     assert found["floor_seconds"] == pytest.approx(100 / ceiling["ceiling_per_second"], abs=0.1)
     assert found["median"]["after"]["over_floor"] > 0
     assert ceiling["apiserver_ms_per_write_by_concurrency"]["16"] > 0
+    # The sustained ceiling: every job of each start written once more, each a change.
+    for start in found["starts"]:
+        again = start["same_jobs_ceiling"]
+        assert again["writes"] == again["changed"] == 100
+        assert set(again["per_second_by_concurrency"]) == {"16", "32"}
+        assert start["over_floor_of_the_same_jobs"] == pytest.approx(
+            start["status_backfill_seconds"] * again["ceiling_per_second"] / 100, abs=0.01
+        )
+        # The burst after the start also wrote its jobs twice: first writes over rewrites.
+        burst = start["ceiling_after"]
+        assert set(burst["rewrite_per_second_by_concurrency"]) == {"16", "32"}
+        assert start["over_floor_of_the_same_jobs_as_first_writes"] == pytest.approx(
+            start["over_floor_of_the_same_jobs"] * burst["first_over_rewrite"], abs=0.02
+        )
+    best = max(found["same_jobs_ceiling_of_every_start"])
+    assert found["same_jobs_floor_seconds"] == pytest.approx(100 / best, abs=0.1)
+    assert found["median"]["after"]["over_same_jobs_floor"] > 0
 
 
 def test_the_worker_benchmark_runs_everything_with_at_most_two_status_writes(
