@@ -29,6 +29,7 @@ from tests.pods.support import (
     wait_outcomes,
 )
 from tests.support import row
+from tickwork_dev.devcluster.addons import served_backlog
 from tickwork_dev.devcluster.cluster import Cluster
 from tickwork_dev.devcluster.components import wait_for
 from tickwork_dev.devcluster.hostnet import NODE_ADDRESS
@@ -247,24 +248,14 @@ def test_the_hpa_scales_the_workers_with_the_backlog_and_back_without_losing_a_r
     assert all(s.replicas > MIN_WORKERS for s in crowded), burst.summary()
 
 
-def _backlog_served(cluster: Cluster, namespace: str) -> list[dict[str, object]] | None:
-    """The External metric as the HPA of ``namespace`` reads it; None when refused."""
-    path = (f"/apis/external.metrics.k8s.io/v1beta1/namespaces/{namespace}/"
-            "tickwork_queue_backlog?labelSelector=queue%3Ddefault")  # fmt: skip
-    found = cluster.kubectl("get", "--raw", path, check=False)
-    if found.returncode != 0:
-        return None
-    return list(json.loads(found.stdout).get("items") or [])
-
-
 def test_the_backlog_metric_reaches_the_releases_own_namespace_only(release: Release) -> None:
     """Another namespace's HPA (another release with the same queue name, or a tenant)
     must neither scale on this release's backlog nor read it."""
     cluster = release.cluster
-    wait_for(lambda: bool(_backlog_served(cluster, release.namespace)), timeout=60,
+    wait_for(lambda: bool(served_backlog(cluster, release.namespace)), timeout=60,
              what="the backlog served to the release's namespace")  # fmt: skip
     for other in (CRON_NAMESPACE, "default"):
-        assert not _backlog_served(cluster, other), other
+        assert not served_backlog(cluster, other), other
 
 
 CONNECT = """

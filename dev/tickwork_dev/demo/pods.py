@@ -113,12 +113,7 @@ def _autoscaler(release: Release) -> tuple[float | None, int]:
 def _backlog_served(release: Release) -> float | None:
     """The backlog as the metrics API serves it now: what the autoscaler's next look
     will see (None while there is none)."""
-    path = (f"/apis/external.metrics.k8s.io/v1beta1/namespaces/{release.namespace}/"
-            "tickwork_queue_backlog?labelSelector=queue%3Ddefault")  # fmt: skip
-    found = release.cluster.kubectl("get", "--raw", path, check=False)
-    if found.returncode != 0:
-        return None
-    items = json.loads(found.stdout).get("items") or []
+    items = addons.served_backlog(release.cluster, release.namespace) or []
     return max((_quantity(str(item["value"])) for item in items), default=None)
 
 

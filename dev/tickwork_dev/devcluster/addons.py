@@ -14,6 +14,7 @@ other cluster the public images of the same versions are used.
 
 from __future__ import annotations
 
+import json
 import re
 import string
 import tempfile
@@ -150,6 +151,19 @@ def install_monitoring(cluster: Cluster, *, prometheus: str, adapter: str) -> No
     _rollout(cluster, MONITORING_NAMESPACE, "prometheus", "prometheus-adapter")
     cluster.kubectl("wait", "--for=condition=Available", "--timeout=120s",
                     "apiservice/v1beta1.external.metrics.k8s.io", timeout=150)  # fmt: skip
+
+
+def served_backlog(
+    cluster: Cluster, namespace: str, queue: str = "default"
+) -> list[dict[str, object]] | None:
+    """``tickwork_queue_backlog`` as the External metrics API serves it to an HPA in
+    ``namespace`` (its items; None when the API refuses)."""
+    path = (f"/apis/external.metrics.k8s.io/v1beta1/namespaces/{namespace}/"
+            f"tickwork_queue_backlog?labelSelector=queue%3D{queue}")  # fmt: skip
+    found = cluster.kubectl("get", "--raw", path, check=False)
+    if found.returncode != 0:
+        return None
+    return list(json.loads(found.stdout).get("items") or [])
 
 
 def install_keda(cluster: Cluster, *, operator: str, adapter: str) -> None:
