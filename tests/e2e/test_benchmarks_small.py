@@ -56,7 +56,9 @@ def test_the_watcher_benchmark_compares_two_trees_first_statuses_by_turns(
     found = report["first_statuses"]
     assert [start["tree"] for start in found["starts"]] == ["before", "after"]
     for start in found["starts"]:
-        assert 0 < start["index_warm_seconds"] < start["status_backfill_seconds"]
+        # Measured one after the other; at 100 jobs the writes may end with the index
+        # (both rounded to 0.1 s), so they can be equal but never out of order.
+        assert 0 < start["index_warm_seconds"] <= start["status_backfill_seconds"]
         assert start["ceiling_after"]["ceiling_per_second"] > 0  # measured after each start
         assert start["over_floor"] >= start["over_floor_of_its_own_ceiling"] - 0.01
     ceiling = report["status_write_ceiling"]
