@@ -78,6 +78,7 @@ def test_the_watcher_benchmark_compares_two_trees_first_statuses_by_turns(
         # The burst after the start also wrote its jobs twice: first writes over rewrites.
         burst = start["ceiling_after"]
         assert set(burst["rewrite_per_second_by_concurrency"]) == {"16", "32"}
+        assert burst["rewrites_changed"] == 2 * 100  # each level's 100 jobs, each changed
         assert start["over_floor_of_the_same_jobs_as_first_writes"] == pytest.approx(
             start["over_floor_of_the_same_jobs"] * burst["first_over_rewrite"], abs=0.02
         )
