@@ -71,11 +71,16 @@ def test_a_namespace_gets_a_second_operator_only_when_the_installer_says(plane: 
     assert disjoint.returncode == 0, disjoint.stderr
     again = _helm(plane, "upgrade", "two", *_watching("team-c"))
     assert again.returncode == 0, again.stderr
+    # Renamed, its operator is a new Deployment; the old one is still its own (Helm's
+    # annotations say so) while the upgrade is rendered.
+    renamed = _helm(plane, "upgrade", "two", *_watching("team-c"), "--set", "fullnameOverride=two")
+    assert renamed.returncode == 0, renamed.stderr
+    assert _operators(plane) == {"tw-one/one-tickwork-operator", "tw-two/two-operator"}
 
     # An upgrade that widens into another release's namespace is refused like an install.
     widened = _helm(plane, "upgrade", "one", "--set", "watchNamespaces={team-a,team-c}")
     assert widened.returncode != 0
-    assert "tw-two/two-tickwork-operator (watching team-c) in team-c" in widened.stderr
+    assert "tw-two/two-operator (watching team-c) in team-c" in widened.stderr
 
     # Every namespace overlaps every release: both are named.
     everywhere = _helm(plane, "install", "three", *_watching())
@@ -84,8 +89,8 @@ def test_a_namespace_gets_a_second_operator_only_when_the_installer_says(plane: 
     assert "tw-one/one-tickwork-operator (watching team-a, team-b) in team-a, team-b" in (
         everywhere.stderr
     )
-    assert "tw-two/two-tickwork-operator (watching team-c) in team-c" in everywhere.stderr
-    assert _operators(plane) == {"tw-one/one-tickwork-operator", "tw-two/two-tickwork-operator"}
+    assert "tw-two/two-operator (watching team-c) in team-c" in everywhere.stderr
+    assert _operators(plane) == {"tw-one/one-tickwork-operator", "tw-two/two-operator"}
 
     # The installer may still decide otherwise, and a later release sees that one too.
     allowed = _helm(plane, "install", "three", *_watching(), "--set",
