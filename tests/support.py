@@ -15,10 +15,12 @@ import subprocess
 import threading
 import time
 import urllib.parse
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+import pytest
 from kubernetes import client as k8s
 
 from tickwork.api import models
@@ -27,6 +29,7 @@ from tickwork.queue.connection import create_client
 from tickwork.queue.messages import Depth, RunLocation, RunMessage
 from tickwork_dev.devcluster.cluster import Cluster
 from tickwork_dev.devcluster.components import TickworkProcess, wait_for
+from tickwork_dev.devcluster.controlplane import ControlPlane
 
 ECHO = {"echo": {"message": "hi"}}
 
@@ -133,6 +136,18 @@ def lead(operator: TickworkProcess, timeout: float = 30) -> None:
         timeout=timeout,
         what=f"{operator.env['TICKWORK_OPERATOR_IDENTITY']} to lead",
     )
+
+
+@contextlib.contextmanager
+def own_control_plane(cluster: Cluster, workdir: Path, why: str) -> Iterator[Cluster]:
+    """A local control plane beside the session's, for a test that needs one nothing
+    else wrote to; skipped (saying ``why``) when the suite runs against an existing
+    cluster, which it cannot start from nothing."""
+    if not cluster.is_local:
+        pytest.skip(why)
+    plane = ControlPlane(workdir=workdir)
+    with plane:
+        yield Cluster(kubeconfig=plane.kubeconfig, plane=plane)
 
 
 def whole_seconds_from_now(seconds: int) -> dt.datetime:

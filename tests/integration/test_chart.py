@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.support import own_control_plane
 from tickwork_dev.devcluster import build, chartdocs, manifests
 from tickwork_dev.devcluster.cluster import Cluster
-from tickwork_dev.devcluster.controlplane import ControlPlane
 
 CHART = manifests.CHART
 SCENARIOS = sorted((CHART / "ci").glob("*.yaml"))
@@ -313,11 +313,11 @@ def test_every_scenario_is_accepted_by_the_api_server(
 @pytest.fixture(scope="module")
 def fresh_cluster(tmp_path_factory: pytest.TempPathFactory, cluster: Cluster) -> Iterator[Cluster]:
     """A control plane of its own, so the chart can install its CRD from scratch."""
-    if not cluster.is_local:
-        pytest.skip("needs a control plane the test can start from nothing")
-    plane = ControlPlane(workdir=tmp_path_factory.mktemp("chart-controlplane"))
-    with plane:
-        yield Cluster(kubeconfig=plane.kubeconfig, plane=plane)
+    workdir = tmp_path_factory.mktemp("chart-controlplane")
+    with own_control_plane(
+        cluster, workdir, "needs a control plane the test can start from nothing"
+    ) as plane:
+        yield plane
 
 
 def _assert_the_password_is_a_file(deployment: dict[str, Any]) -> None:

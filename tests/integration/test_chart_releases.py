@@ -10,9 +10,9 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.support import own_control_plane
 from tickwork_dev.devcluster import manifests
 from tickwork_dev.devcluster.cluster import Cluster
-from tickwork_dev.devcluster.controlplane import ControlPlane
 
 CHART = manifests.CHART
 pytestmark = pytest.mark.timeout(300)
@@ -22,11 +22,9 @@ Answer = subprocess.CompletedProcess[str]
 @pytest.fixture(scope="module")
 def plane(tmp_path_factory: pytest.TempPathFactory, cluster: Cluster) -> Iterator[Cluster]:
     """A control plane of its own: the check reads every operator in the cluster."""
-    if not cluster.is_local:
-        pytest.skip("needs a control plane that holds no other Tickwork operator")
-    control_plane = ControlPlane(workdir=tmp_path_factory.mktemp("releases-controlplane"))
-    with control_plane:
-        here = Cluster(kubeconfig=control_plane.kubeconfig, plane=control_plane)
+    workdir = tmp_path_factory.mktemp("releases-controlplane")
+    why = "needs a control plane that holds no other Tickwork operator"
+    with own_control_plane(cluster, workdir, why) as here:
         for namespace in ("team-a", "team-b", "team-c"):
             here.kubectl("create", "namespace", namespace)
         yield here
