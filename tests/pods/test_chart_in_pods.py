@@ -2,11 +2,12 @@
 journeys users go through, with the operator, the workers and Redis in Pods.
 
 One release serves the whole module, in the order a user meets it: install,
-a first job, a cron job (created first, checked last, so its three minutes
-overlap the rest), leader hand-over, workers deleted during a burst, the
-autoscaler absorbing a burst, NetworkPolicy, an upgrade while runs are in
-flight, and uninstall. Executions are counted at the recorder Pod (the far
-end of each HTTP task), never inferred from Tickwork's own status.
+a second release for the same namespaces refused, a first job, a cron job
+(created first, checked last, so its three minutes overlap the rest), leader
+hand-over, workers deleted during a burst, the autoscaler absorbing a burst,
+NetworkPolicy, an upgrade while runs are in flight, and uninstall. Executions
+are counted at the recorder Pod (the far end of each HTTP task), never
+inferred from Tickwork's own status.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from tests.support import row
 from tickwork_dev.devcluster.addons import served_backlog
 from tickwork_dev.devcluster.cluster import Cluster
 from tickwork_dev.devcluster.components import wait_for
+from tickwork_dev.devcluster.errors import StartError
 from tickwork_dev.devcluster.hostnet import NODE_ADDRESS
 from tickwork_dev.devcluster.recorder import EGRESS_VALUES as RECORDER_EGRESS
 from tickwork_dev.devcluster.recorder import Recorder
@@ -128,6 +130,26 @@ def test_the_release_runs_every_component_in_pods(release: Release, cron_job: st
     claim = release.cluster.kubectl("-n", release.namespace, "get", "pvc",
                                     f"data-{release.fullname}-redis-0", "-o", "json")  # fmt: skip
     assert json.loads(claim.stdout)["status"]["phase"] == "Bound"
+
+
+def test_a_second_release_for_the_same_namespaces_is_refused(release: Release) -> None:
+    """Two operators that watch one namespace would each run its jobs: `helm install`
+    of a second cluster-wide release refuses before it creates anything, naming the
+    operator that runs in Pods here."""
+    values = merge(release.values, {"crds": {"install": False},
+                                    "redis": {"persistence": {"enabled": False}}})  # fmt: skip
+    second = Release(release.cluster, f"{NAMESPACE}-second", values=values)
+    try:
+        with pytest.raises(StartError) as refused:
+            second.install(timeout="1m")
+        running = f"{release.namespace}/{release.deployment('operator')['metadata']['name']}"
+        assert f"{running} (watching every namespace) in every namespace" in str(refused.value)
+        made = release.cluster.kubectl("get", "deployments", "-n", second.namespace, "-o",
+                                       "name", check=False)  # fmt: skip
+        assert not made.stdout.strip()
+    finally:
+        release.cluster.kubectl("delete", "namespace", second.namespace, "--ignore-not-found",
+                                "--wait=false")  # fmt: skip
 
 
 def test_an_upgrade_that_changes_no_pod_restarts_none(release: Release) -> None:
