@@ -111,7 +111,7 @@ def test_the_run_writes_benchmark_sends_each_variants_writes_as_described(
     # record's JSON patch trims it.
     report = bench("run_writes.py", tmp_path, "--jobs", "4", "--rounds", "4")
     assert report["writes_per_run"] == {"shipped": 2.25, "no_rules": 2.25, "one_writer": 2.0,
-                                        "records_only": 1.25}  # fmt: skip
+                                        "records_only": 1.25, "outcome_only": 1.0}  # fmt: skip
     held = report["a_job_after_the_rounds"]
     for variant, job in held.items():
         assert job["last_run"] == job["expected_last_run"], variant
@@ -121,6 +121,11 @@ def test_the_run_writes_benchmark_sends_each_variants_writes_as_described(
     assert (held["one_writer"]["records"], held["one_writer"]["run_managers"]) == (3, 0)
     assert held["one_writer"]["bytes"] < held["shipped"]["bytes"]
     assert held["records_only"]["next_run_at"] is None
+    # The least a run writes: its outcome, no history, no report; one manager beside
+    # the creator's.
+    assert (held["outcome_only"]["records"], held["outcome_only"]["managers"]) == (0, 2)
+    assert held["outcome_only"]["next_run_at"] is None
+    assert held["outcome_only"]["bytes"] < held["one_writer"]["bytes"]
     assert held["shipped"]["next_run_at"] == held["no_rules"]["next_run_at"] is not None
     assert all(ms > 0 for ms in report["apiserver_ms_per_run"].values())
 
