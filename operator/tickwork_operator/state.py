@@ -79,10 +79,11 @@ class WatchState:
     index: BucketIndex[IndexKey]
     jobs: dict[JobKey, JobEntry] = field(default_factory=dict)
     dirty: dict[JobKey, None] = field(default_factory=dict)  # ordered set
-    owed_version: int = 0
-    """Raised whenever a job may have become owed a status write that no earlier pass
-    over ``dirty`` saw as owed (see ``Reporter._owed_keys``): a job newly dirty, or
-    one owed again after a write."""
+    owed_news: dict[JobKey, None] = field(default_factory=dict)  # ordered set
+    """Jobs that may have become owed a status write since the reporter last looked
+    at them (``Reporter._owed_keys``): a job newly dirty, or one owed again after a
+    write. Every job enters ``dirty`` through here, so the reporter finds what is owed
+    among these, never by a pass over ``dirty``."""
     triggers: dict[JobKey, Trigger] = field(default_factory=dict)
     dead_letter_asks: dict[tuple[JobKey, str], DeadLetterRequest] = field(default_factory=dict)
     """Requeue or purge requests (by job and verb) not acted on yet."""
@@ -151,7 +152,7 @@ class WatchState:
     def owe_status(self, key: JobKey) -> None:
         """The operator's share of ``key``'s status must be written (again)."""
         self.dirty[key] = None
-        self.owed_version += 1
+        self.owed_news[key] = None
 
     def status_written(self, key: JobKey) -> None:
         self.dirty.pop(key, None)
@@ -433,7 +434,7 @@ class WatchState:
         if _differs(wanted, entry.written):
             if entry.key not in self.dirty:
                 # Already dirty: whatever was making it wait (a report on its way, a
-                # write in flight) still does, and raises the version when it ends.
+                # write in flight) still does, and owes it again (its news) when it ends.
                 self.owe_status(entry.key)
         else:
             self.dirty.pop(entry.key, None)

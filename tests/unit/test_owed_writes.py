@@ -157,13 +157,18 @@ async def test_a_tick_publishes_due_runs_while_owed_writes_are_on_their_way() ->
 
 
 class CountingDirty(dict[Any, None]):
-    """``WatchState.dirty`` that counts the passes made over it."""
+    """``WatchState.dirty`` that counts the passes made over it and the jobs looked up."""
 
     passes = 0
+    looks = 0
 
     def __iter__(self) -> Any:
         self.passes += 1
         return super().__iter__()
+
+    def __contains__(self, key: object) -> bool:
+        self.looks += 1
+        return super().__contains__(key)
 
 
 def observed(state: WatchState, i: int, *, generation: int = 1,
@@ -186,32 +191,33 @@ async def written_out(reporter: Reporter, gate: Gate) -> None:
         await writing
 
 
-async def test_jobs_waiting_for_their_reports_are_not_passed_over_on_every_tick() -> None:
+async def test_jobs_waiting_for_their_reports_are_not_looked_at_on_every_tick() -> None:
     """Thousands of jobs are dirty with a report on its way while runs fall due, and
-    every watch event wakes a tick: a pass over them that found none owed is not made
-    again until a job may have become owed."""
+    every watch event wakes a tick: a tick looks only at the jobs that may have become
+    owed since the last look, never over every dirty job."""
     clock = [T0.timestamp()]
-    reporter, state, gate = reporter_with(50, clock)
+    reporter, state, gate = reporter_with(2000, clock)
     state.dirty = CountingDirty(state.dirty)
     for entry in state.jobs.values():
         reporter.owe(entry)  # runs published: their reports will write the status
-    await written_out(reporter, gate)
+    await written_out(reporter, gate)  # each new job looked at once: a report is owed
     assert gate.written == []
-    assert state.dirty.passes == 1
     # Events of jobs already dirty (a worker's status write) wake more ticks.
     for i in range(10):
         observed(state, i)
+    state.dirty.looks = 0
     await written_out(reporter, gate)
     await written_out(reporter, gate)
-    assert state.dirty.passes == 1
     assert gate.written == []
-    # A new job is owed its first status: the next tick finds it.
-    observed(state, 50)
+    assert state.dirty.looks == 0
+    # A new job is owed its first status: the next tick finds it, looking at it alone.
+    observed(state, 2000)
+    state.dirty.looks = 0
     await written_out(reporter, gate)
-    assert gate.written == ["j0050"]
-    assert state.dirty.passes == 3  # the pass that found it, and one that found none
-    await written_out(reporter, gate)
-    assert state.dirty.passes == 3
+    assert gate.written == ["j2000"]
+    assert state.dirty.looks <= 3  # found; still owed as its write starts; not after it
+    assert state.dirty.passes == 0
+    assert list(state.dirty) == [key for key in state.jobs if key != ("ns", "j2000")]
 
 
 async def test_a_job_whose_report_wrote_an_older_share_is_written_next_tick() -> None:
@@ -263,3 +269,26 @@ async def test_a_write_cancelled_on_its_way_is_owed_again() -> None:
     assert sorted(name for _, name in state.dirty) == ["j0000", "j0001", "j0002"]
     await written_out(reporter, gate)
     assert sorted(gate.written) == ["j0000", "j0001", "j0002"]
+
+
+async def test_a_job_replaced_while_its_report_is_written_gets_its_first_status() -> None:
+    """The report of the old job is on its way when the watch brings a new job of the
+    same name (its deletion unseen, as after a relist): the new one is still owed its
+    first status once the old one's write ends, though it was dirty all along."""
+    clock = [T0.timestamp()]
+    reporter, state, gate = reporter_with(1, clock)
+    reporter.owe(state.jobs["ns", "j0000"])
+    await written_out(reporter, gate)  # none owed: the job has a report
+    reporter.start()
+    await gate.until(1)
+    state.observe({
+        "metadata": {"namespace": "ns", "name": "j0000", "uid": "uid-new", "generation": 1,
+                     "creationTimestamp": T0.isoformat(), "resourceVersion": "20"},
+        "spec": {"schedule": "0 0 1 7 *", "task": {"echo": {"message": "x"}}},
+    }, now=T0)  # fmt: skip
+    gate.release(1)
+    await reporter.idle()
+    assert list(state.dirty) == [("ns", "j0000")]
+    await written_out(reporter, gate)
+    assert gate.written == ["j0000", "j0000"]
+    assert not state.dirty
