@@ -112,11 +112,17 @@ class Collector:
     def stop(self) -> None:
         self._stop.set()
 
+    def _seen(self) -> list[tuple[float, float]]:
+        # The watch threads add runs while the window is read: a copy made in one C
+        # call (the GIL held throughout), not a Python loop over the live dict, which
+        # raised "dictionary changed size during iteration" at N = 3,000.
+        return list(self.runs.values())
+
     def scheduled(self, first: float, last: float) -> list[float]:
-        return [scheduled for scheduled, _ in self.runs.values() if first <= scheduled < last]
+        return [scheduled for scheduled, _ in self._seen() if first <= scheduled < last]
 
     def lags(self, first: float, last: float) -> list[float]:
-        return [seen - scheduled for scheduled, seen in self.runs.values()
+        return [seen - scheduled for scheduled, seen in self._seen()
                 if first <= scheduled < last]  # fmt: skip
 
 
