@@ -65,6 +65,7 @@ from tickwork_dev.devcluster.measure import (
     create_jobs,
     percentile,
     save_figure,
+    storage_updates_so_far,
     writes_so_far,
 )
 from tickwork_dev.devcluster.redis import RedisServer
@@ -159,17 +160,22 @@ def measure_window(cluster: Cluster, collector: Collector, minutes: int,
     wait_for(lambda: time.time() >= first - 2, timeout=60 * warmup + 140, interval=0.5,
              what="the window")  # fmt: skip
     before = writes_so_far(cluster)
+    job_writes_before = writes_so_far(cluster, resource="scheduledjobs")
+    tries_before = storage_updates_so_far(cluster, "scheduledjobs")
     cpu_before = _cpu(pids or {})
     wait_for(lambda: time.time() >= last - 2, timeout=60 * minutes + 60, interval=0.5,
              what="the end of the window")  # fmt: skip
     cpu = {name: used - cpu_before[name] for name, used in _cpu(pids or {}).items()}
     after = writes_so_far(cluster)
+    job_writes = writes_so_far(cluster, resource="scheduledjobs") - job_writes_before
+    tries = storage_updates_so_far(cluster, "scheduledjobs") - tries_before
     # Runs of the window's last minute may still be starting: give them a minute.
     wait_for(lambda: time.time() >= last + 60, timeout=120, interval=0.5, what="stragglers")
     observed_until = time.time()
     lags = collector.lags(first, last)
     scheduled = collector.scheduled(first, last)
-    return {"lags": lags, "writes": after - before, "window": (first, last),
+    return {"lags": lags, "writes": after - before, "job_writes": job_writes,
+            "job_write_tries": tries, "window": (first, last),
             "observed_until": observed_until, "scheduled": scheduled,
             "minutes": minutes, "cpu_seconds": cpu}  # fmt: skip
 
@@ -326,8 +332,21 @@ def summarize(window: dict[str, Any], n: int, minutes: int) -> dict[str, Any]:
         "lag_p99_lower_bound_seconds": round(percentile(bounded, 0.99), 3),
         "api_writes": int(window["writes"]),
         "api_writes_per_run": round(window["writes"] / runs, 2) if runs else None,
+        **_tries(window),
         "lag_percentiles_are_lower_bounds": runs < n * minutes,
         **_cpu_per_run(window.get("cpu_seconds") or {}, n * minutes),
+    }
+
+
+def _tries(window: dict[str, Any]) -> dict[str, Any]:
+    """How often a ScheduledJob write was done twice by the API server (begun from a
+    stale copy in its watch cache): etcd updates per write of a ScheduledJob."""
+    writes, tries = window.get("job_writes"), window.get("job_write_tries")
+    if not writes or tries is None:
+        return {}
+    return {
+        "scheduledjob_writes": int(writes),
+        "storage_tries_per_scheduledjob_write": round(tries / writes, 3),
     }
 
 

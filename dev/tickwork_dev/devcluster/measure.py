@@ -46,6 +46,7 @@ HTTP_JOB_SPEC: dict[str, Any] = {
 #: Verbs that change something (APPLY is server-side apply).
 WRITE_VERBS = ("POST", "PUT", "PATCH", "APPLY", "DELETE")
 _REQUESTS = re.compile(r"^apiserver_request_total\{(?P<labels>[^}]*)\} (?P<value>\S+)$")
+_STORAGE = re.compile(r"^etcd_request_duration_seconds_count\{(?P<labels>[^}]*)\} (?P<value>\S+)$")
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -79,6 +80,28 @@ def requests_so_far(cluster: Cluster, verbs: tuple[str, ...], *,
         if resource is not None and f'resource="{resource}"' not in labels:
             continue
         total += float(match.group("value"))
+    return total
+
+
+def storage_updates_so_far(cluster: Cluster, resource: str, *, group: str | None = None) -> float:
+    """Updates the API server has sent etcd for objects of ``resource`` (a plural, e.g.
+    ``scheduledjobs``, in any group or in ``group``) since it started
+    (``etcd_request_duration_seconds``): one per try of a write, so that beside
+    :func:`writes_so_far` on the same resource it shows the writes tried twice.
+    A write is tried again when it began from a copy in the watch cache older than what
+    etcd holds (a write that follows another to the same object before the watch cache
+    has seen it): the patch, the admission and the validation are done over again."""
+    text = cluster.kubectl("get", "--raw", "/metrics", timeout=120).stdout
+    total = 0.0
+    for line in text.splitlines():
+        match = _STORAGE.match(line)
+        if match is None:
+            continue
+        labels = match.group("labels")
+        if 'operation="update"' not in labels or f'resource="{resource}"' not in labels:
+            continue
+        if group is None or f'group="{group}"' in labels:
+            total += float(match.group("value"))
     return total
 
 
