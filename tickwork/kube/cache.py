@@ -16,8 +16,12 @@ copy cannot vouch for the job:
   than the job's metadata read at the claim (the worker's check that no suspend,
   edit or delete has reached the API server meanwhile; see the runner).
 
-resourceVersions are compared only for equality, as the API conventions require;
-order comes from the watch, which brings every change of a job in order. A copy
+resourceVersions are compared only for equality, as the API conventions long
+required; order comes from the watch, which brings every change of a job in order.
+(One thing compares them for order, as Kubernetes 1.35 allows for objects of one
+resource, KEP-5504: :meth:`JobCache.until_watched`, which tells a write that follows
+the worker's own when the API server's watch cache holds it; with versions that are not
+integers it does not wait.) A copy
 read from the API server, or answered to the worker's own status write, shows
 the job at some moment after the request was sent. If neither the watch (for
 that job) nor a list brought anything since the request was sent, the cached
@@ -84,6 +88,14 @@ def _packed_uid(uid: str) -> bytes | str:
     except ValueError:
         return uid
     return packed.bytes if str(packed) == uid else uid
+
+
+def _comparable(version: str) -> int | None:
+    """A resourceVersion as the integer KEP-5504 compares (a positive integer without
+    leading zeros), else None."""
+    if version.isdigit() and version[0] != "0":
+        return int(version)
+    return None
 
 
 def _packed_version(version: str) -> int | str:
@@ -261,6 +273,11 @@ class JobCache:
         """Counts what the list and the watch brought (see :meth:`mark`)."""
         self._listed = 0
         """:meth:`mark` when a list last completed."""
+        self._reached: dict[str | None, int] = {}
+        """Per scope, the highest resourceVersion its watch has brought (an event or a
+        bookmark): the API server's watch cache holds everything up to it."""
+        self._waiting: dict[str | None, list[tuple[int, asyncio.Future[bool]]]] = {}
+        """Per scope, :meth:`until_watched` calls waiting for a resourceVersion."""
 
     def mark(self) -> int:
         """Note this before asking the API server for a job or writing one; pass it to
@@ -286,6 +303,51 @@ class JobCache:
         if cached is None or cached.uid != uid or cached.generation < (generation or 0):
             return None
         return _decode(cached.body)
+
+    async def until_watched(self, namespace: str, version: str, *, seconds: float) -> bool:
+        """Wait until the watch of ``namespace`` has brought ``version`` (of a job the
+        worker just wrote) or something after it; False, at once, if the copy is not
+        following that namespace or the version is not an integer, and False if the
+        watch breaks or ``seconds`` pass first.
+
+        Why: the API server begins a write from the object in its watch cache, and
+        when that is older than etcd's (a write that follows another to the same
+        object within the watch cache's lag) it does the patch, the admission, the
+        validation and the CEL rules twice (docs/performance.md, twentieth round).
+        The watch this copy follows is served from that cache, so once it has
+        brought ``version`` the cache holds it, and the next write is done once."""
+        scope = None if self._scopes == [None] else namespace
+        wanted = _comparable(version)
+        if scope not in self._live or wanted is None:
+            return False
+        if self._reached.get(scope, 0) >= wanted:
+            return True
+        future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        waiting = self._waiting.setdefault(scope, [])
+        waiting.append((wanted, future))
+        try:
+            return await asyncio.wait_for(future, seconds)
+        except TimeoutError:
+            return False
+        finally:
+            with contextlib.suppress(ValueError):
+                waiting.remove((wanted, future))
+
+    def _reach(self, scope: str | None, version: str) -> None:
+        """The watch of ``scope`` brought ``version``: wake who waited for it."""
+        reached = _comparable(version)
+        if reached is None or reached <= self._reached.get(scope, 0):
+            return
+        self._reached[scope] = reached
+        for wanted, future in self._waiting.get(scope, ()):
+            if wanted <= reached and not future.done():
+                future.set_result(True)
+
+    def _release(self, scope: str | None) -> None:
+        """The watch of ``scope`` stopped or starts over: nobody waits for it."""
+        for _, future in self._waiting.get(scope, ()):
+            if not future.done():
+                future.set_result(False)
 
     def observe(self, obj: dict[str, Any], *, since: int) -> None:
         """Take in a copy read from the API server or answered to a write, sent when
@@ -338,6 +400,8 @@ class JobCache:
             await asyncio.gather(*(self._follow(scope) for scope in self._scopes))
         finally:
             self._live.clear()
+            for scope in self._scopes:
+                self._release(scope)
 
     async def _follow(self, scope: str | None) -> None:
         failures = 0
@@ -351,10 +415,12 @@ class JobCache:
                 version = await self._watch(scope, version)
             except _ExpiredError:
                 self._live.discard(scope)
+                self._release(scope)
                 version = ""  # too old to resume: list again
             except Exception as exc:  # noqa: BLE001 - the API server away, or a bug: supervise
                 # Events may have been missed: vouch for nothing until listed again.
                 self._live.discard(scope)
+                self._release(scope)
                 version = ""
                 delay = _RETRY_SECONDS[min(failures, len(_RETRY_SECONDS) - 1)]
                 failures += 1
@@ -407,6 +473,7 @@ class JobCache:
                 self._deleted(obj)
             elif kind in ("ADDED", "MODIFIED"):
                 self._watched(obj)
+            self._reach(scope, version)  # bookmarks too
         return version
 
 

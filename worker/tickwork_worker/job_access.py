@@ -51,6 +51,10 @@ _RECORD_PATIENCE_SECONDS = 600.0
 #: Status writes in flight at once per worker. Reads of jobs whose runs are
 #: starting are not limited, so at the top of a busy minute they go first.
 _STATUS_WRITES_IN_FLIGHT = 16
+#: How long a trim waits for the watch to bring the record it follows: the watch lags
+#: the API server by milliseconds, by seconds only on a saturated one; past this the
+#: trim is sent anyway (and done twice by the API server, no worse than without).
+_WATCH_CATCH_UP_SECONDS = 2.0
 
 
 class RunningMarker:
@@ -204,7 +208,9 @@ class JobAccess:
         in batches (:func:`~tickwork.kube.status.trim_due`): one JSON patch removes
         them all, each ``test``-ed by its ``id`` at its index, so a history another
         run changed meanwhile refuses it and nothing another run added is touched.
-        A refused or failed trim is left for the job's next run."""
+        A refused or failed trim is left for the job's next run. With the watched copy
+        on, the patch waits (briefly) until the watch has brought the object just
+        written, so that the API server does it once."""
         try:
             status = ScheduledJobStatus.model_validate(written.get("status") or {})
         except ValueError:
@@ -214,6 +220,12 @@ class JobAccess:
         drop = to_drop(status.runs, record, successful=limits.successful_runs,
                        failed=limits.failed_runs)  # fmt: skip
         patch = trim_patch(written, drop) if trim_due(drop, len(status.runs)) else []
+        if patch and self.jobs is not None:
+            # Sent at once, the patch would find the record not yet in the API server's
+            # watch cache and be done twice there (JobCache.until_watched).
+            version = str((written.get("metadata") or {}).get("resourceVersion") or "")
+            await self.jobs.until_watched(message.namespace, version,
+                                          seconds=_WATCH_CATCH_UP_SECONDS)  # fmt: skip
         if patch:
             since = self.jobs.mark() if self.jobs is not None else 0
             try:
