@@ -128,6 +128,9 @@ def test_the_run_writes_benchmark_sends_each_variants_writes_as_described(
     assert held["outcome_only"]["bytes"] < held["one_writer"]["bytes"]
     assert held["shipped"]["next_run_at"] == held["no_rules"]["next_run_at"] is not None
     assert all(ms > 0 for ms in report["apiserver_ms_per_run"].values())
+    # Every write reached etcd, counted in its own variant's API group.
+    assert set(report["storage_tries_per_write"]) == set(report["writes_per_run"])
+    assert all(tries >= 1 for tries in report["storage_tries_per_write"].values()), report
 
 
 def test_the_run_queue_benchmark_loses_and_repeats_nothing(tmp_path: Path) -> None:
