@@ -125,26 +125,21 @@ async def test_a_wait_ends_when_the_watch_brings_the_version_and_not_before() ->
 
 
 @pytest.mark.asyncio
-async def test_a_bookmark_past_the_version_ends_the_wait() -> None:
-    kube = FedWatch()
-    cache = await following(kube)
-    waiting = asyncio.create_task(cache.until_watched(NS, "12", seconds=60))
-    await kube.events.put(bookmark("30"))
-    await settle()
-    assert waiting.done()
-    assert waiting.result() is True
-
-
-@pytest.mark.asyncio
-async def test_a_broken_watch_ends_the_wait_and_says_so() -> None:
+@pytest.mark.parametrize(
+    ("event", "watched"), [(bookmark("30"), True), (RuntimeError("connection reset"), False)]
+)
+async def test_a_bookmark_past_the_version_or_a_broken_watch_ends_the_wait(
+    event: dict[str, Any] | Exception, watched: bool
+) -> None:  # fmt: skip
     kube = FedWatch()
     cache = await following(kube)
     waiting = asyncio.create_task(cache.until_watched(NS, "12", seconds=60))
     await settle()
-    await kube.events.put(RuntimeError("connection reset"))
+    assert not waiting.done()
+    await kube.events.put(event)
     await settle()
     assert waiting.done()
-    assert waiting.result() is False
+    assert waiting.result() is watched
 
 
 @pytest.mark.asyncio

@@ -68,18 +68,23 @@ def requests_so_far(cluster: Cluster, verbs: tuple[str, ...], *,
                     resource: str | None = None) -> float:  # fmt: skip
     """Requests with one of ``verbs`` (``LIST``: each page counts) the API server has
     served since it started, optionally only those on one resource."""
+
+    def wanted(labels: str) -> bool:
+        return any(f'verb="{verb}"' in labels for verb in verbs) and (
+            resource is None or f'resource="{resource}"' in labels
+        )
+
+    return _counted(cluster, _REQUESTS, wanted)
+
+
+def _counted(cluster: Cluster, metric: re.Pattern[str], wanted: Callable[[str], bool]) -> float:
+    """The sum of the API server's counter ``metric`` over the label sets ``wanted``."""
     text = cluster.kubectl("get", "--raw", "/metrics", timeout=120).stdout
     total = 0.0
     for line in text.splitlines():
-        match = _REQUESTS.match(line)
-        if match is None:
-            continue
-        labels = match.group("labels")
-        if not any(f'verb="{verb}"' in labels for verb in verbs):
-            continue
-        if resource is not None and f'resource="{resource}"' not in labels:
-            continue
-        total += float(match.group("value"))
+        match = metric.match(line)
+        if match is not None and wanted(match.group("labels")):
+            total += float(match.group("value"))
     return total
 
 
@@ -91,18 +96,12 @@ def storage_updates_so_far(cluster: Cluster, resource: str, *, group: str | None
     A write is tried again when it began from a copy in the watch cache older than what
     etcd holds (a write that follows another to the same object before the watch cache
     has seen it): the patch, the admission and the validation are done over again."""
-    text = cluster.kubectl("get", "--raw", "/metrics", timeout=120).stdout
-    total = 0.0
-    for line in text.splitlines():
-        match = _STORAGE.match(line)
-        if match is None:
-            continue
-        labels = match.group("labels")
-        if 'operation="update"' not in labels or f'resource="{resource}"' not in labels:
-            continue
-        if group is None or f'group="{group}"' in labels:
-            total += float(match.group("value"))
-    return total
+
+    def wanted(labels: str) -> bool:
+        return ('operation="update"' in labels and f'resource="{resource}"' in labels
+                and (group is None or f'group="{group}"' in labels))  # fmt: skip
+
+    return _counted(cluster, _STORAGE, wanted)
 
 
 def rss_bytes(pid: int) -> int:
