@@ -20,16 +20,15 @@ resourceVersions are compared only for equality, as the API conventions long
 required; order comes from the watch, which brings every change of a job in order.
 (One thing compares them for order, as Kubernetes 1.35 allows for objects of one
 resource, KEP-5504: :meth:`JobCache.until_watched`, which tells a write that follows
-the worker's own when the API server's watch cache holds it; with versions that are not
-integers it does not wait.) A copy
-read from the API server, or answered to the worker's own status write, shows
-the job at some moment after the request was sent. If neither the watch (for
-that job) nor a list brought anything since the request was sent, the cached
-copy is from before it, so the answer is as new or newer: it is taken in, and
-the watch's events of the job are skipped until they reach its resourceVersion.
-Otherwise the answer may be older than the copy and is dropped (the watch brings
-it in order). The caller notes :meth:`JobCache.mark` before sending. The
-worker's next run of a job therefore builds on its own last write.
+the worker's own when the API server's watch cache holds it; with versions that are
+not integers it does not wait.) A copy read from the API server, or answered to the
+worker's own status write, shows the job at some moment after the request was sent.
+If neither the watch (for that job) nor a list brought anything since the request
+was sent, the cached copy is from before it, so the answer is as new or newer: it is
+taken in, and the watch's events of the job are skipped until they reach its
+resourceVersion. Otherwise the answer may be older than the copy and is dropped (the
+watch brings it in order). The caller notes :meth:`JobCache.mark` before sending.
+The worker's next run of a job therefore builds on its own last write.
 
 Objects are kept as what a run reads of them (:func:`for_a_run`: metadata without
 ``managedFields``, the spec, and of status only the phase, which runs ended and
@@ -100,8 +99,9 @@ def _comparable(version: str) -> int | None:
 
 def _packed_version(version: str) -> int | str:
     """A resourceVersion as an int when it is one written canonically (etcd's are),
-    else as it is: opaque either way, compared for equality only."""
-    return int(version) if version.isdigit() and str(int(version)) == version else version
+    else as it is: compared for equality only here."""
+    number = _comparable(version)
+    return version if number is None else number
 
 
 @dataclass(frozen=True, slots=True)

@@ -220,13 +220,13 @@ class JobAccess:
         drop = to_drop(status.runs, record, successful=limits.successful_runs,
                        failed=limits.failed_runs)  # fmt: skip
         patch = trim_patch(written, drop) if trim_due(drop, len(status.runs)) else []
-        if patch and self.jobs is not None:
-            # Sent at once, the patch would find the record not yet in the API server's
-            # watch cache and be done twice there (JobCache.until_watched).
-            version = str((written.get("metadata") or {}).get("resourceVersion") or "")
-            await self.jobs.until_watched(message.namespace, version,
-                                          seconds=_WATCH_CATCH_UP_SECONDS)  # fmt: skip
         if patch:
+            if self.jobs is not None:
+                # Sent at once, the patch would find the record not yet in the API
+                # server's watch cache and be done twice there (JobCache.until_watched).
+                version = str((written.get("metadata") or {}).get("resourceVersion") or "")
+                await self.jobs.until_watched(message.namespace, version,
+                                              seconds=_WATCH_CATCH_UP_SECONDS)  # fmt: skip
             since = self.jobs.mark() if self.jobs is not None else 0
             try:
                 result = await self.kube.patch_job_status(
