@@ -40,7 +40,9 @@ import json
 import math
 import platform
 import re
+import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
@@ -54,7 +56,7 @@ from kubernetes import config as k8s_config
 from kubernetes import watch as k8s_watch
 
 from tickwork.api import models
-from tickwork_dev.devcluster.cluster import Cluster
+from tickwork_dev.devcluster.cluster import Cluster, kubectl_binary
 from tickwork_dev.devcluster.components import TickworkProcess, wait_for
 from tickwork_dev.devcluster.controlplane import ControlPlane
 from tickwork_dev.devcluster.measure import (
@@ -64,6 +66,7 @@ from tickwork_dev.devcluster.measure import (
     cpu_seconds,
     create_jobs,
     percentile,
+    requests_so_far,
     save_figure,
     storage_updates_so_far,
     writes_so_far,
@@ -150,31 +153,99 @@ def _cpu(pids: dict[str, int]) -> dict[str, float]:
     return {name: cpu_seconds(pid) for name, pid in pids.items()}
 
 
+def profile_apiserver(cluster: Cluster, seconds: int, path: Path) -> threading.Thread:
+    """Take the API server's Go CPU profile of the next ``seconds`` into ``path``
+    (``go tool pprof``), in a thread."""
+
+    def take() -> None:
+        argv = [kubectl_binary(), f"--kubeconfig={cluster.kubeconfig}", "get", "--raw",
+                f"/debug/pprof/profile?seconds={seconds}"]  # fmt: skip
+        result = subprocess.run(argv, capture_output=True, timeout=seconds + 120, check=True)
+        path.write_bytes(result.stdout)
+
+    thread = threading.Thread(target=take, daemon=True)
+    thread.start()
+    return thread
+
+
+#: Where the API server's CPU goes, by the cumulative share of one function each (a
+#: profile's ``go tool pprof -top -cum``); the parts overlap (a write's apply, say, is
+#: inside the write).
+PROFILE_PARTS = {
+    "status_writes": "handlers.(*patcher).patchResource.func3",
+    "status_writes.server_side_apply": "handlers.(*applyPatcher).applyPatchToCurrentObject",
+    "status_writes.validation": "customresource.statusStrategy.ValidateUpdate",
+    "status_writes.validation.schema": "validation.(*RatchetingSchemaValidator).ValidateUpdate",
+    "status_writes.validation.cel": "schema/cel.(*Validator).Validate",
+    "status_writes.managed_fields_read": "unstructured.(*Unstructured).GetManagedFields",
+    "watch_cache_decoding": "etcd3.(*watchChan).serialProcessEvents",
+    "watches_served": "handlers.(*WatchServer).HandleHTTP",
+    "reads": "handlers.handleList",
+    "authentication": "union.(*unionAuthRequestHandler).AuthenticateRequest",
+    "gc_background": "runtime.gcBgMarkWorker",
+    "allocation": "runtime.mallocgc",
+}
+
+
+def profile_parts(path: Path) -> dict[str, float] | None:
+    """:data:`PROFILE_PARTS` of the profile at ``path``, in % of its samples (None
+    without a Go toolchain to read it)."""
+    go = shutil.which("go")
+    if go is None or not path.exists():
+        return None
+    argv = [go, "tool", "pprof", "-top", "-cum", "-nodecount=100000", str(path)]
+    top = subprocess.run(argv, capture_output=True, text=True, timeout=300, check=True).stdout
+    return parts_of(top)
+
+
+def parts_of(top: str) -> dict[str, float]:
+    """:data:`PROFILE_PARTS` in a ``pprof -top -cum`` listing: each part's function's
+    cumulative %, the first line that names it (a function may appear once per
+    inlined or generic copy)."""
+    found: dict[str, float] = {}
+    for line in top.splitlines():
+        fields = line.split(maxsplit=5)
+        if len(fields) < 6 or not fields[4].endswith("%"):
+            continue
+        function = fields[5].split(" (")[0]
+        for part, name in PROFILE_PARTS.items():
+            if part not in found and function.endswith(name):
+                found[part] = float(fields[4].rstrip("%"))
+    return found
+
+
 def measure_window(cluster: Cluster, collector: Collector, minutes: int,
                    pids: dict[str, int] | None = None, *,
-                   warmup: int = 1) -> dict[str, Any]:  # fmt: skip
+                   warmup: int = 1, profile: Path | None = None) -> dict[str, Any]:  # fmt: skip
     """Skip ``warmup`` minutes, then measure ``minutes`` whole minutes (and the CPU
-    time the processes ``pids`` names used in them)."""
+    time the processes ``pids`` names used in them; with ``profile``, the API
+    server's CPU profile of the first of them)."""
     first = next_minute(time.time()) + 60 * warmup
     last = first + 60 * minutes
     wait_for(lambda: time.time() >= first - 2, timeout=60 * warmup + 140, interval=0.5,
              what="the window")  # fmt: skip
     before = writes_so_far(cluster)
     job_writes_before = writes_so_far(cluster, resource="scheduledjobs")
+    job_reads_before = requests_so_far(cluster, ("GET",), resource="scheduledjobs")
     tries_before = storage_updates_so_far(cluster, "scheduledjobs")
     cpu_before = _cpu(pids or {})
+    profiling = profile_apiserver(cluster, 60, profile) if profile is not None else None
     wait_for(lambda: time.time() >= last - 2, timeout=60 * minutes + 60, interval=0.5,
              what="the end of the window")  # fmt: skip
     cpu = {name: used - cpu_before[name] for name, used in _cpu(pids or {}).items()}
     after = writes_so_far(cluster)
     job_writes = writes_so_far(cluster, resource="scheduledjobs") - job_writes_before
+    job_reads = requests_so_far(cluster, ("GET",), resource="scheduledjobs") - job_reads_before
     tries = storage_updates_so_far(cluster, "scheduledjobs") - tries_before
+    if profiling is not None:
+        profiling.join()
     # Runs of the window's last minute may still be starting: give them a minute.
     wait_for(lambda: time.time() >= last + 60, timeout=120, interval=0.5, what="stragglers")
     observed_until = time.time()
     lags = collector.lags(first, last)
     scheduled = collector.scheduled(first, last)
     return {"lags": lags, "writes": after - before, "job_writes": job_writes,
+            "job_reads": job_reads,
             "job_write_tries": tries, "window": (first, last),
             "observed_until": observed_until, "scheduled": scheduled,
             "minutes": minutes, "cpu_seconds": cpu}  # fmt: skip
@@ -213,8 +284,8 @@ def skipped_by_cronjobs(
 
 
 def run_tickwork(workdir: Path, plane: ControlPlane, api: k8s.ApiClient, n: int,
-                 minutes: int, *, job_cache: bool = True,
-                 warmup: int = 1) -> dict[str, Any]:  # fmt: skip
+                 minutes: int, *, job_cache: bool = True, warmup: int = 1,
+                 profile: Path | None = None) -> dict[str, Any]:  # fmt: skip
     cluster = Cluster(kubeconfig=plane.kubeconfig, plane=plane)
     namespace = f"tickwork-{n}"
     cluster.kubectl("create", "namespace", namespace)
@@ -258,7 +329,9 @@ def run_tickwork(workdir: Path, plane: ControlPlane, api: k8s.ApiClient, n: int,
             pids = {**plane.pids(), "redis-server": redis.pid,
                     **{f"tickwork-{c.command.removeprefix('tickwork-')}-{i}": c.pid
                        for i, c in enumerate(components)}}  # fmt: skip
-            window = measure_window(cluster, collector, minutes, pids, warmup=warmup)
+            window = measure_window(
+                cluster, collector, minutes, pids, warmup=warmup, profile=profile
+            )
         finally:
             collector.stop()
             for component in components:
@@ -333,6 +406,11 @@ def summarize(window: dict[str, Any], n: int, minutes: int) -> dict[str, Any]:
         "api_writes": int(window["writes"]),
         "api_writes_per_run": round(window["writes"] / runs, 2) if runs else None,
         **_tries(window),
+        **(
+            {"scheduledjob_reads_per_run": round(window["job_reads"] / runs, 2)}
+            if runs and "job_reads" in window
+            else {}
+        ),
         "lag_percentiles_are_lower_bounds": runs < n * minutes,
         **_cpu_per_run(window.get("cpu_seconds") or {}, n * minutes),
     }
@@ -468,6 +546,11 @@ def _plotted(summary: dict[str, Any], key: str) -> float:
     return float(value)
 
 
+def _profile_path(args: Any, n: int) -> Path | None:
+    base: Path | None = args.profile_apiserver
+    return None if base is None else base.with_name(f"{base.stem}_{n}{base.suffix}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = benchmark_parser(__doc__, "cronjob")
     parser.set_defaults(plot=RESULTS / "cronjob_lag.png")
@@ -490,6 +573,13 @@ def main(argv: list[str] | None = None) -> int:
         help="minutes of Tickwork's runs before the measured ones (4 or more: every "
         "job's history of 3 is full, so each run also trims it, as in steady state)",
     )
+    parser.add_argument(
+        "--profile-apiserver",
+        type=Path,
+        default=None,
+        help="also write the API server's Go CPU profile of the first measured minute "
+        "here (one file per N, suffixed; read with `go tool pprof`)",
+    )
     args = parser.parse_args(argv)
     report: dict[str, Any] = {"benchmark": "cronjob", "python": platform.python_version(),
                               "minutes_measured": args.minutes,
@@ -504,8 +594,12 @@ def main(argv: list[str] | None = None) -> int:
                 cluster.wait_established("scheduledjobs.tickwork.dev")
                 tickwork = summarize(run_tickwork(workdir, plane, api, n, args.minutes,
                                                 job_cache=not args.no_worker_cache,
-                                                warmup=args.warmup_minutes),
+                                                warmup=args.warmup_minutes,
+                                                profile=_profile_path(args, n)),
                                    n, args.minutes)  # fmt: skip
+                profile = _profile_path(args, n)
+                if profile is not None:
+                    tickwork["apiserver_profile_percent"] = profile_parts(profile)
                 if args.tickwork_only:
                     row = {"n": n, "tickwork": tickwork}
                 else:

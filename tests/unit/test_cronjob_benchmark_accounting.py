@@ -90,3 +90,20 @@ def test_cpu_per_run_counts_every_process_on_a_run_path_but_no_bystander(
         "redis-server": 0.5, "tickwork-operator": 3.0, "tickwork-workers": 4.5,
     }  # fmt: skip
     assert summary["cpu_ms_per_run_total"] == 19.0
+
+
+def test_profile_parts_take_each_functions_cumulative_share(bench: ModuleType) -> None:
+    top = """File: kube-apiserver
+Showing nodes accounting for 37.64s, 57.65% of 65.29s total
+      flat  flat%   sum%        cum   cum%
+         0     0%     0%     33.15s 50.77%  x/handlers.(*patcher).patchResource.func3
+     0.01s  0.1%   0.1%      9.16s 14.03%  x/customresource.statusStrategy.ValidateUpdate
+     0.01s  0.1%   0.1%      1.00s  1.53%  x/handlers.handleList (inline)
+     0.01s  0.1%   0.1%      0.10s  0.15%  x/handlers.handleList
+"""
+    parts = bench.parts_of(top)
+    assert parts == {"status_writes": 50.77, "status_writes.validation": 14.03, "reads": 1.53}
+
+
+def test_profile_parts_are_none_without_a_profile(bench: ModuleType, tmp_path: Path) -> None:
+    assert bench.profile_parts(tmp_path / "absent.pprof") is None
