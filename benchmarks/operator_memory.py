@@ -292,8 +292,11 @@ def _yearly_jobs(rng: random.Random, count: int) -> list[dict[str, Any]]:
 
 
 def _operator_env(cluster: Any, redis: Any, namespace: str, name: str) -> dict[str, str]:
-    """An operator of ``namespace`` with a queue and a Lease of its own (``name``)."""
+    """An operator of ``namespace`` with a queue and a Lease of its own (``name``): each
+    start is a release of its own over the same jobs, so none claims the namespace (or
+    each would wait out the last one's claim before writing a status)."""
     return {
+        "TICKWORK_OPERATOR_NAMESPACE_CLAIMS": "false",
         "KUBECONFIG": str(cluster.kubeconfig),
         "TICKWORK_REDIS_URL": redis.url,
         "TICKWORK_REDIS_QUEUE": name,

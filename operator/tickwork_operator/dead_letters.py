@@ -23,6 +23,7 @@ from tickwork.kube.client import KubeApiError, KubeClient
 from tickwork.kube.events import NORMAL, WARNING, EventRecorder
 from tickwork.kube.status import run_manager, updated, withdrawal_body
 from tickwork.queue.protocol import RunQueue
+from tickwork_operator.claims import NamespaceClaims
 from tickwork_operator.reporter import Reporter
 from tickwork_operator.state import JobEntry, WatchState
 
@@ -39,6 +40,7 @@ class DeadLetterDesk:
         events: EventRecorder,
         reporter: Reporter,
         holds_lease: Callable[[], bool],
+        claims: NamespaceClaims | None = None,
     ) -> None:
         self.state = state
         self.queue = queue
@@ -46,6 +48,7 @@ class DeadLetterDesk:
         self.events = events
         self.reporter = reporter
         self.holds_lease = holds_lease
+        self.claims = claims
 
     async def act(self) -> None:
         """Every request the watch brought since the last tick."""
@@ -53,7 +56,9 @@ class DeadLetterDesk:
             entry = self.state.jobs.get(key)
             if entry is None:
                 continue
-            if not self.holds_lease():
+            if not self.holds_lease() or (
+                self.claims is not None and not self.claims.holds(entry.namespace)
+            ):
                 self.state.retry_dead_letter_ask(key, ask)
                 continue
             try:

@@ -132,6 +132,31 @@ class LeaderElector:
         self._renewed(started)
         return True
 
+    async def campaign(self) -> bool:
+        """One round, bounded in time, errors logged: whether we lead afterwards."""
+        try:
+            # A round that hangs (an API server that stopped answering) must not
+            # outlast the lease: give up on it well before.
+            leading = await asyncio.wait_for(
+                self.try_acquire_or_renew(), timeout=self._duration / 2
+            )
+        except (KubeApiError, TimeoutError) as exc:
+            reason = str(exc) or "no answer in time"
+            logger.warning("lease %s/%s: %s", self._namespace, self._name, reason)
+            leading = self.leading  # keep leading until the lease would expire
+        self._set_leading(leading=leading and self._renewed_recently())
+        return self._leading
+
+    def give_up(self) -> None:
+        """Stop counting as the holder, leaving the Lease as it is (to expire, or to be
+        renewed by the next replica of the same identity)."""
+        self._set_leading(leading=False)
+
+    @property
+    def holder(self) -> str | None:
+        """Who held the Lease when it was last read (None: free, or never read)."""
+        return self._observed[0] if self._observed else None
+
     def _renewed(self, started: float) -> None:
         self._last_renewed = started
         self._observed = None
@@ -140,17 +165,7 @@ class LeaderElector:
         """Campaign and renew until ``stop`` is set; then release the Lease if we hold it."""
         try:
             while not stop.is_set():
-                try:
-                    # A round that hangs (an API server that stopped answering) must
-                    # not outlast the lease: give up on it well before.
-                    leading = await asyncio.wait_for(
-                        self.try_acquire_or_renew(), timeout=self._duration / 2
-                    )
-                except (KubeApiError, TimeoutError) as exc:
-                    reason = str(exc) or "no answer in time"
-                    logger.warning("lease %s/%s: %s", self._namespace, self._name, reason)
-                    leading = self.leading  # keep leading until the lease would expire
-                self._set_leading(leading=leading and self._renewed_recently())
+                await self.campaign()
                 interval = self._renew if self._leading else min(self._renew, self._duration / 2)
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stop.wait(), timeout=interval)

@@ -24,6 +24,7 @@ from tickwork.memory import trim_periodically
 from tickwork.queue import RedisSettings, open_queue
 from tickwork.queue.connection import create_client, wait_until_ready
 from tickwork.queue.protocol import RunQueue
+from tickwork_operator.claims import NamespaceClaims
 from tickwork_operator.handlers import (
     LeanMemories,
     ListedJobs,
@@ -65,6 +66,28 @@ async def _redis_queue(redis: RedisSettings) -> RunQueue:
     return open_queue(redis)
 
 
+def _claims(
+    settings: OperatorSettings, kube: KubeClient, state: WatchState, metrics: OperatorMetrics
+) -> NamespaceClaims | None:
+    if not settings.namespace_claims:
+        return None
+    return NamespaceClaims(
+        kube, identity=settings.release, namespaces=settings.namespaces, state=state,
+        metrics=metrics, duration_seconds=settings.claim_duration_seconds,
+        renew_seconds=settings.claim_renew_seconds,
+    )  # fmt: skip
+
+
+def _leadership(
+    metrics: OperatorMetrics,
+    claims: NamespaceClaims | None,
+    leading: bool,  # noqa: FBT001
+) -> None:
+    metrics.leader.set(1 if leading else 0)
+    if claims is not None:
+        claims.leadership_changed(leading)
+
+
 async def run_operator(settings: OperatorSettings, *, queue: RunQueue | None = None) -> None:
     """Run until SIGTERM/SIGINT: watch, elect, tick; release the Lease on the way out."""
     if settings.kubeconfig:
@@ -77,6 +100,7 @@ async def run_operator(settings: OperatorSettings, *, queue: RunQueue | None = N
     state = WatchState(index=BucketIndex(start=time.time(), width=settings.bucket_seconds))
     metrics.count_jobs(state.phases)
     events = EventRecorder(kube, component="tickwork-operator", instance=settings.identity)
+    claims = _claims(settings, kube, state, metrics)
     elector = LeaderElector(
         kube,
         namespace=settings.lease_namespace,
@@ -84,14 +108,14 @@ async def run_operator(settings: OperatorSettings, *, queue: RunQueue | None = N
         identity=settings.identity,
         duration_seconds=settings.lease_duration_seconds,
         renew_seconds=settings.lease_renew_seconds,
-        on_change=lambda leading: metrics.leader.set(1 if leading else 0),
+        on_change=functools.partial(_leadership, metrics, claims),
     )
     ticker = Ticker(
         state=state, queue=queue, kube=kube, events=events, metrics=metrics,
         tick_seconds=settings.tick_seconds, reconcile_seconds=settings.reconcile_seconds,
         queue_name=redis.queue if redis else "memory",
         holds_lease=lambda: elector.leading,
-        catchup_runs_per_second=settings.catchup_runs_per_second,
+        catchup_runs_per_second=settings.catchup_runs_per_second, claims=claims,
     )  # fmt: skip
     stop = asyncio.Event()
     kopf_ready = asyncio.Event()
@@ -114,12 +138,18 @@ async def run_operator(settings: OperatorSettings, *, queue: RunQueue | None = N
         host=settings.http_host, port=settings.http_port, registry=metrics.registry,
         liveness=liveness, readiness=readiness,
     )  # fmt: skip
+    # The ticker runs once the leader has also done a round of its namespaces' claims.
+    ticking = elector.leading_event if claims is None else claims.ready
     background = [
         asyncio.create_task(elector.run(stop), name="leader election"),
-        asyncio.create_task(ticker.run(elector.leading_event, stop), name="ticker"),
+        asyncio.create_task(ticker.run(ticking, stop), name="ticker"),
         # A cold start's list leaves the allocator at its peak: give the pages back.
         asyncio.create_task(trim_periodically(stop), name="heap trim"),
     ]
+    if claims is not None:
+        background.append(
+            asyncio.create_task(claims.run(elector.leading_event, stop), name="namespace claims")
+        )
     logger.info(
         "tickwork-operator %s watching %s, queue %s",
         settings.identity, ", ".join(settings.namespaces) or "all namespaces",

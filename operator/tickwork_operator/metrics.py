@@ -89,6 +89,14 @@ class OperatorMetrics:
             ["trigger"],
             registry=r,
         )
+        self.runs_held_back = Counter(
+            "tickwork_runs_held_back_total",
+            "Looks at a due run that published nothing for want of its namespace's claim: "
+            "claimed_elsewhere (another Tickwork release holds it and publishes the run), "
+            "not_claimed (being taken, or its renewal overdue). Counted at each look.",
+            ["reason"],
+            registry=r,
+        )
         self.runs_skipped = Counter(
             "tickwork_runs_skipped_total",
             "Runs not published, by reason (forbid, missed).",
@@ -132,6 +140,14 @@ class OperatorMetrics:
         )
         self.leader = Gauge(
             "tickwork_operator_leader", "1 while this replica holds the Lease.", registry=r
+        )
+        self.namespace_claims = Gauge(
+            "tickwork_namespace_claims",
+            "Namespaces the leader schedules (state=held: their tickwork-scheduler Lease "
+            "is this release's) and those it leaves to another Tickwork release that "
+            "claimed them first (state=elsewhere: alert on > 0).",
+            ["state"],
+            registry=r,
         )
         self.api_errors = Counter(
             "tickwork_api_errors_total",

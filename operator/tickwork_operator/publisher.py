@@ -47,6 +47,7 @@ from tickwork.kube.events import NORMAL, WARNING, EventRecorder
 from tickwork.kube.status import updated
 from tickwork.queue.messages import EnqueueOutcome, RunMessage
 from tickwork.queue.protocol import RunQueue
+from tickwork_operator.claims import NamespaceClaims
 from tickwork_operator.clock import Clock
 from tickwork_operator.metrics import OperatorMetrics
 from tickwork_operator.pacing import Pace
@@ -74,6 +75,7 @@ class Publisher:
         clock: Clock,
         holds_lease: Callable[[], bool],
         pace: Pace,
+        claims: NamespaceClaims | None = None,
     ) -> None:
         self.state = state
         self.pace = pace
@@ -83,6 +85,17 @@ class Publisher:
         self.reporter = reporter
         self.clock = clock
         self.holds_lease = holds_lease
+        self.claims = claims
+
+    def may_act(self, namespace: str) -> bool:
+        """Is the leader Lease ours, and the claim on ``namespace`` (if claims are
+        held at all)? Checked before each publish, like the Lease alone before."""
+        return self.holds_lease() and (self.claims is None or self.claims.holds(namespace))
+
+    def _retry_in(self, namespace: str) -> float:
+        if self.claims is None or not self.holds_lease():
+            return RETRY_DELAY
+        return self.claims.retry_in(namespace)
 
     # -- due runs -----------------------------------------------------------------
 
@@ -91,9 +104,13 @@ class Publisher:
         if entry.pending is None or entry.spec is None or entry.suspended or entry.paused:
             return
         pending = entry.pending
-        if not self.holds_lease():
-            # The Lease may be someone else's by now: publish nothing, keep the entry
-            # (a leader again, or the new leader from its own index, publishes it).
+        if not self.may_act(entry.namespace):
+            # The Lease (or the namespace's claim) may be someone else's by now: publish
+            # nothing, keep the entry (a leader again, or the new leader from its own
+            # index, publishes it; or this one, once it holds the namespace).
+            if self.claims is not None and self.holds_lease():
+                why = self.claims.why_not(entry.namespace)
+                self.metrics.runs_held_back.labels(reason=why).inc()
             self.reindex(entry, pending, retry=True)
             return
         with self.state.acting_on(entry, now=self.clock.now):
@@ -137,7 +154,7 @@ class Publisher:
         if pending is None:
             self.state.index.remove(key)
         elif retry:
-            self.state.index.put(key, self.clock.wall() + RETRY_DELAY)
+            self.state.index.put(key, self.clock.wall() + self._retry_in(entry.namespace))
         else:
             self.state.index.put(key, pending.due_at.timestamp())
 
@@ -308,6 +325,8 @@ class Publisher:
         for entry in self.state.waiting_jobs():
             if not self.holds_lease():
                 return
+            if not self.may_act(entry.namespace):
+                continue  # another release schedules the namespace
             with self.state.acting_on(entry, now=self.clock.now):
                 try:
                     await self._act_on_waiting(entry)
@@ -393,6 +412,8 @@ class Publisher:
                 continue  # a suspended or paused job's backfill waits for the resume
             if not self.holds_lease():
                 return
+            if not self.may_act(entry.namespace):
+                continue  # another release schedules the namespace
             try:
                 with self.state.acting_on(entry, now=self.clock.now):
                     going = await self._backfill(entry)
@@ -484,7 +505,7 @@ class Publisher:
         key = trigger_key(token)
         if key is None or same_trigger(token, entry.wanted.last_trigger_token):
             return
-        if not self.holds_lease():
+        if not self.may_act(entry.namespace):
             self.state.retry_trigger(entry.key, trigger)
             return
         if entry.spec is None or entry.suspended or entry.paused:

@@ -13,6 +13,7 @@ from tickwork.core.errors import QueueUnavailableError
 from tickwork.kube.client import KubeApiError, KubeClient
 from tickwork.queue.messages import EnqueueOutcome, RunLocation, RunMessage
 from tickwork.queue.protocol import RunQueue
+from tickwork_operator.claims import NamespaceClaims
 from tickwork_operator.clock import Clock
 from tickwork_operator.metrics import OperatorMetrics
 from tickwork_operator.state import JobEntry, WatchState
@@ -34,6 +35,7 @@ class Reconciler:
         clock: Clock,
         holds_lease: Callable[[], bool],
         queue_name: str,
+        claims: NamespaceClaims | None = None,
     ) -> None:
         self.state = state
         self.queue = queue
@@ -42,6 +44,11 @@ class Reconciler:
         self.clock = clock
         self.holds_lease = holds_lease
         self.queue_name = queue_name
+        self.claims = claims
+
+    def _elsewhere(self, namespace: str) -> bool:
+        """Is ``namespace`` not (provably) this release's to act on?"""
+        return self.claims is not None and not self.claims.holds(namespace)
 
     async def reconcile(self) -> int:
         """Re-publish runs that status shows active but the queue has lost."""
@@ -51,7 +58,7 @@ class Reconciler:
         unheard: list[str] = []
         for entry in self.state.active_jobs():
             run_id = entry.active_run_id()
-            if run_id is None:
+            if run_id is None or self._elsewhere(entry.namespace):
                 continue
             try:
                 location = await self.queue.locate(run_id)
@@ -117,6 +124,10 @@ class Reconciler:
         self.metrics.redis_up.clear()
 
     async def delete_finished(self, entry: JobEntry) -> None:
+        if not self.holds_lease() or self._elsewhere(entry.namespace):
+            self.state.index.put(("ttl", entry.namespace, entry.name),
+                                 self.clock.wall() + TTL_RETRY_SECONDS)  # fmt: skip
+            return
         try:
             await self.kube.delete_job(entry.namespace, entry.name, entry.uid)
             logger.info("deleted finished one-shot job %s/%s (ttl)", entry.namespace, entry.name)

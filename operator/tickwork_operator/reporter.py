@@ -33,6 +33,7 @@ from tickwork.kube.status import (
     run_manager,
 )
 from tickwork.queue.protocol import RunQueue
+from tickwork_operator.claims import NamespaceClaims
 from tickwork_operator.clock import Clock
 from tickwork_operator.metrics import OperatorMetrics
 from tickwork_operator.state import JobEntry, JobKey, WatchState
@@ -114,6 +115,7 @@ class Reporter:
         metrics: OperatorMetrics,
         clock: Clock,
         hold_seconds: float = REPORT_HOLD_SECONDS,
+        claims: NamespaceClaims | None = None,
     ) -> None:
         self.state = state
         self.queue = queue
@@ -122,6 +124,7 @@ class Reporter:
         self.metrics = metrics
         self.clock = clock
         self.hold_seconds = hold_seconds
+        self.claims = claims
         self._reports: dict[JobKey, Report] = {}
         self._task: asyncio.Task[None] | None = None
         self._writing: set[JobKey] = set()
@@ -138,6 +141,14 @@ class Reporter:
     def owe(self, entry: JobEntry) -> Report:
         """Owe ``entry`` a status report (merged with one still owed)."""
         return self._reports.setdefault(entry.key, Report())
+
+    def _elsewhere(self, namespace: str) -> bool:
+        """Is ``namespace`` not (provably) this release's to write status in?"""
+        return self.claims is not None and not self.claims.holds(namespace)
+
+    def claimed(self, namespace: str) -> None:
+        """The claim on ``namespace`` was taken: what its jobs are owed is written now."""
+        self._candidates.extend(key for key in self.state.dirty if key[0] == namespace)
 
     def start(self) -> None:
         """Send what is owed, in the background."""
@@ -195,6 +206,11 @@ class Reporter:
         """Send the operator's share: every field of it, none of anyone else's, so it
         is applied unconditionally (forced: after an upgrade it takes over ``phase``
         from the workers of older versions)."""
+        if self._elsewhere(entry.namespace):
+            # Another release schedules the namespace (or the claim lapsed): its status
+            # is that one's to write. Still owed, written once the claim is ours.
+            self.state.owe_status(entry.key)
+            return False
         if entry.key in self._writing:
             # One write per job at a time: two on their way may reach the API server
             # in one order and answer in the other, and the older share would stay
@@ -299,7 +315,8 @@ class Reporter:
         while self._candidates and len(keys) < OWED_BATCH:
             key = self._candidates.popleft()
             if (key in self.state.dirty and key not in self._reports
-                    and key not in self._writing and key not in started):  # fmt: skip
+                    and key not in self._writing and key not in started
+                    and not self._elsewhere(key[0])):  # fmt: skip
                 keys[key] = None
         return list(keys)
 

@@ -57,6 +57,23 @@ class OperatorSettings(BaseSettings):
     lease_duration_seconds: float = Field(default=10.0, ge=2)
     lease_renew_seconds: float = Field(default=2.0, gt=0)
     identity: str = Field(default_factory=_default_identity)
+    namespace_claims: bool = Field(
+        default=True,
+        description="Hold a tickwork-scheduler Lease in each namespace scheduled, and leave "
+        "a namespace another Tickwork release holds alone (no run twice across releases).",
+    )
+    claim_duration_seconds: float = Field(
+        default=60.0, ge=2,
+        description="How long a namespace's claim outlives its release's last renewal: "
+        "another release takes the namespace over after this.",
+    )  # fmt: skip
+    claim_renew_seconds: float = Field(default=15.0, gt=0)
+
+    @property
+    def release(self) -> str:
+        """The release's identity in its claims: its leader Lease (one per release)."""
+        return f"{self.lease_namespace}/{self.lease_name}"
+
     http_host: str = "0.0.0.0"  # noqa: S104 - a pod serves its probes and metrics on all interfaces
     http_port: int = Field(default=8080, ge=0, le=65535, description="/metrics, /healthz, /readyz")
     log_format: str = Field(default="text", pattern="^(text|json)$")

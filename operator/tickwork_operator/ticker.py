@@ -23,6 +23,7 @@ from typing import Any
 from tickwork.kube.client import KubeClient
 from tickwork.kube.events import EventRecorder
 from tickwork.queue.protocol import RunQueue
+from tickwork_operator.claims import NamespaceClaims
 from tickwork_operator.clock import SYSTEM, Clock
 from tickwork_operator.dead_letters import DeadLetterDesk
 from tickwork_operator.metrics import OperatorMetrics
@@ -57,9 +58,11 @@ class Ticker:
         clock: Clock = SYSTEM,
         report_hold_seconds: float = REPORT_HOLD_SECONDS,
         catchup_runs_per_second: float = 10.0,
+        claims: NamespaceClaims | None = None,
     ) -> None:
         """``holds_lease``: whether the Lease is provably still ours (renewed within its
-        duration), checked before every publish, not only when leadership changes."""
+        duration), checked before every publish, not only when leadership changes;
+        ``claims``, the same for each namespace (None: every namespace is ours)."""
         self.state = state
         self.metrics = metrics
         self.tick_seconds = tick_seconds
@@ -67,20 +70,23 @@ class Ticker:
         self.clock = clock
         self.reporter = Reporter(state=state, queue=queue, kube=kube, events=events,
                                  metrics=metrics, clock=clock,
-                                 hold_seconds=report_hold_seconds)  # fmt: skip
+                                 hold_seconds=report_hold_seconds, claims=claims)  # fmt: skip
         self.publisher = Publisher(state=state, queue=queue, events=events, metrics=metrics,
                                    reporter=self.reporter, clock=clock,
-                                   holds_lease=holds_lease,
+                                   holds_lease=holds_lease, claims=claims,
                                    pace=Pace(per_second=catchup_runs_per_second,
                                              burst=int(catchup_runs_per_second),
                                              now=clock.monotonic()))  # fmt: skip
         self.dead_letters = DeadLetterDesk(state=state, queue=queue, kube=kube, events=events,
                                            reporter=self.reporter,
-                                           holds_lease=holds_lease)  # fmt: skip
+                                           holds_lease=holds_lease,
+                                           claims=claims)  # fmt: skip
         self.reconciler = Reconciler(state=state, queue=queue, kube=kube, metrics=metrics,
                                      clock=clock, holds_lease=holds_lease,
-                                     queue_name=queue_name)  # fmt: skip
+                                     queue_name=queue_name, claims=claims)  # fmt: skip
         self.wakeup = asyncio.Event()
+        if claims is not None:
+            claims.on_claimed = self._claimed
         self._last_reconcile: float | None = None
         self._maintained_in: float | None = None
         """The tick period (wall time // ``tick_seconds``) the queue was last maintained in."""
@@ -109,6 +115,12 @@ class Ticker:
             self.metrics.tick_seconds.observe(time.perf_counter() - started)
             await self._sleep_until_next_tick(stop)
         self.reporter.stop()
+
+    def _claimed(self, namespace: str) -> None:
+        """A namespace's claim was taken: its owed status goes out, its due runs next
+        tick (they were put back a second or five ahead)."""
+        self.reporter.claimed(namespace)
+        self.wakeup.set()
 
     def stuck(self, *, leading: bool, now: float, limit: float) -> str | None:
         """Why the loop looks stuck, or None: a leader must finish a tick now and then;

@@ -84,7 +84,8 @@ def test_every_alert_fires_and_stays_quiet_as_the_recorded_series_expect(
 ) -> None:
     assert alerts(groups) == ["TickworkNoLeader", "TickworkMissedRuns", "TickworkRunsFailing",
                               "TickworkRedisDown", "TickworkRedisMemoryNearLimit",
-                              "TickworkDeadLetterGrowing", "TickworkJobsPaused"]  # fmt: skip
+                              "TickworkDeadLetterGrowing", "TickworkJobsPaused",
+                              "TickworkNamespaceClaimedElsewhere"]  # fmt: skip
     result = run_cases(promtool, groups, tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
 

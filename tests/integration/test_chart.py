@@ -283,6 +283,26 @@ def test_workers_get_secrets_only_when_the_installer_allows_it(helm: str) -> Non
         "team-a": [["get"]], "team-b": [["get"]]}  # fmt: skip
 
 
+def test_the_operator_may_claim_only_the_namespaces_it_schedules(helm: str) -> None:
+    def lease_rules(*extra: str) -> dict[str, list[tuple[list[str], list[str] | None]]]:
+        """The operator's rules on Leases outside its leader Role, by namespace."""
+        found: dict[str, list[tuple[list[str], list[str] | None]]] = {}
+        for obj in _objects(render(helm, "tickwork", *extra)):
+            if obj["kind"] in ("Role", "ClusterRole") and obj["metadata"]["name"].endswith(
+                "-operator"
+            ):
+                where = obj["metadata"].get("namespace", "*")
+                found[where] = [(r["verbs"], r.get("resourceNames")) for r in obj["rules"]
+                                if "leases" in r["resources"]]  # fmt: skip
+        return found
+
+    claim = [(["create"], None), (["get", "update"], ["tickwork-scheduler"])]
+    assert lease_rules() == {"*": claim}
+    assert lease_rules("--set", "watchNamespaces={team-a,team-b}") == {
+        "team-a": claim, "team-b": claim}  # fmt: skip
+    assert lease_rules("--set", "namespaceClaims=false") == {"*": []}
+
+
 @pytest.mark.parametrize("values", SCENARIOS, ids=[p.stem for p in SCENARIOS])
 def test_every_scenario_is_accepted_by_the_api_server(
     helm: str, cluster: Cluster, namespace: str, third_party_crds: None, values: Path
@@ -373,12 +393,20 @@ def test_helm_install_creates_everything_with_least_privilege(
                      ("create", "events", "-n", "any"),
                      ("create", "leases.coordination.k8s.io", "-n", "tickwork"),
                      ("update", "leases.coordination.k8s.io/tw-tickwork-operator",
-                      "-n", "tickwork")):  # fmt: skip
+                      "-n", "tickwork"),
+                     # The claim on each namespace it schedules (cluster-wide: any).
+                     ("create", "leases.coordination.k8s.io", "-n", "any"),
+                     ("update", "leases.coordination.k8s.io/tickwork-scheduler", "-n", "any"),
+                     ("get", "leases.coordination.k8s.io/tickwork-scheduler",
+                      "-n", "any")):  # fmt: skip
         assert _can_i(cluster, operator, *question), f"operator may not {question}"
     for question in (("get", "secrets", "-n", "tickwork"), ("list", "pods", everywhere),
                      ("create", "deployments.apps", "-n", "tickwork"),
                      ("update", "leases.coordination.k8s.io/other", "-n", "tickwork"),
-                     ("create", "leases.coordination.k8s.io", "-n", "default"),
+                     ("update", "leases.coordination.k8s.io/kube-scheduler",
+                      "-n", "kube-system"),
+                     ("get", "leases.coordination.k8s.io/other", "-n", "any"),
+                     ("list", "leases.coordination.k8s.io", everywhere),
                      ("patch", "scheduledjobs.tickwork.dev", "-n", "any"),
                      ("get", "configmaps", "-n", "tickwork")):  # fmt: skip
         assert not _can_i(cluster, operator, *question), f"operator may {question}"

@@ -483,3 +483,60 @@ def test_the_operator_indexes_what_kopf_lists_and_watches_as_it_arrives(
     assert modified is not None
     assert modified >= 41  # the 40 first statuses, the suspend, ...
     assert operator.metric("tickwork_operator_kopf_events_total") == 0
+
+
+def test_a_second_release_leaves_a_claimed_namespace_alone_until_its_claim_expires(
+    start_operator: Callable[..., TickworkProcess],
+    jobs: Jobs,
+    probe: QueueProbe,
+    redis_url: str,
+    namespace: str,
+) -> None:
+    """Two releases over one namespace (each its own leader Lease and queue: what `helm
+    template` or the plain manifests beside a release make): the first to claim the
+    namespace schedules it; the other publishes nothing there, and takes it over, losing
+    no run, once the first is gone for the claim's duration."""
+    claims = {"TICKWORK_OPERATOR_CLAIM_DURATION_SECONDS": "4",
+              "TICKWORK_OPERATOR_CLAIM_RENEW_SECONDS": "1"}  # fmt: skip
+    one = start_operator("one-0", TICKWORK_OPERATOR_LEASE_NAME="one", **claims)
+    lead(one)
+    wait_for(lambda: one.metric("tickwork_namespace_claims", 'state="held"') == 1.0,
+             timeout=30, what="release one's claim")  # fmt: skip
+    two = start_operator("two-0", TICKWORK_OPERATOR_LEASE_NAME="two",
+                         TICKWORK_REDIS_QUEUE=f"{namespace}-two", **claims)  # fmt: skip
+    lead(two)  # its own release's leader
+    other = QueueProbe(redis_url, queue=f"{namespace}-two")
+    wait_for(lambda: two.metric("tickwork_namespace_claims", 'state="elsewhere"') == 1.0,
+             timeout=30, what="release two to find the namespace claimed")  # fmt: skip
+    assert two.metric("tickwork_namespace_claims", 'state="held"') == 0.0
+    assert "another Tickwork release, one/one" not in two.log()  # named by namespace/lease
+    assert f"another Tickwork release, {namespace}/one, schedules it" in two.log()
+
+    first_at = whole_seconds_from_now(2)
+    first = jobs.create("first", {"runAt": rfc3339(first_at), "task": ECHO})
+    first_run = scheduled_run_id(first["metadata"]["uid"], first_at)
+    wait_for(lambda: probe.locate(first_run) is not None, timeout=30, what="the first run")
+    # Release two saw the run fall due and held it back: release one published it.
+    wait_for(lambda: (two.metric("tickwork_runs_held_back_total",
+                                 'reason="claimed_elsewhere"') or 0) >= 1,
+             timeout=30, what="release two to hold the run back")  # fmt: skip
+    assert two.metric("tickwork_runs_published_total", 'trigger="schedule"') is None
+    assert other.depth().ready == 0
+    wait_for(lambda: jobs.status("first").get("lastScheduleTime") is not None, timeout=30,
+             what="release one's report")  # fmt: skip
+
+    # Release one is gone: its claim expires and release two schedules the namespace,
+    # the runs that fell due meanwhile too.
+    second_at = whole_seconds_from_now(2)
+    second = jobs.create("second", {"runAt": rfc3339(second_at), "task": ECHO})
+    second_run = scheduled_run_id(second["metadata"]["uid"], second_at)
+    one.kill()
+    wait_for(lambda: two.metric("tickwork_namespace_claims", 'state="held"') == 1.0,
+             timeout=30, what="release two to take the namespace over")  # fmt: skip
+    assert two.metric("tickwork_namespace_claims", 'state="elsewhere"') == 0.0
+    wait_for(lambda: other.locate(second_run) is not None, timeout=30, what="the second run")
+    # The first run sat in release one's queue and no worker of it ran: status still
+    # shows it queued, so release two publishes it again (none lost with a release).
+    wait_for(lambda: other.locate(first_run) is not None, timeout=30, what="the first again")
+    assert sorted(m.run_id for m in other.drain()) == sorted([first_run, second_run])
+    assert [m.run_id for m in probe.drain()] == [first_run]

@@ -115,7 +115,7 @@ def test_every_panel_asks_for_metrics_tickwork_exports() -> None:
 
 def test_every_alert_asks_for_metrics_tickwork_exports_or_documented_others() -> None:
     queries = alert_queries()
-    assert len(queries) == 7
+    assert len(queries) == 8
     for alert, expr in queries.items():
         names = metric_names(expr)
         assert names & TICKWORK, f"{alert} names no Tickwork metric"

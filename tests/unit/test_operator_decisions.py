@@ -112,10 +112,30 @@ class FlakyQueue(MemoryRunQueue):
         return await super().enqueue(message)
 
 
+class Claims:
+    """The namespaces' claims (operator/tickwork_operator/claims.py), held or not by hand."""
+
+    def __init__(self) -> None:
+        self.held = False
+        self.on_claimed: Callable[[str], None] = lambda _namespace: None
+
+    def holds(self, namespace: str) -> bool:
+        assert namespace == "ns"
+        return self.held
+
+    def retry_in(self, namespace: str) -> float:
+        del namespace
+        return 5.0
+
+    def why_not(self, namespace: str) -> str:
+        del namespace
+        return "claimed_elsewhere"
+
+
 class Leader:
     """One operator replica, leading unless told otherwise, with a hand-moved clock."""
 
-    def __init__(self, start: dt.datetime = T0) -> None:
+    def __init__(self, start: dt.datetime = T0, *, claims: Claims | None = None) -> None:
         self.t = start.timestamp()
         self.leading = True
         self.queue = FlakyQueue(clock=lambda: self.t)
@@ -126,6 +146,7 @@ class Leader:
             events=self.sink, metrics=OperatorMetrics(),  # type: ignore[arg-type]
             tick_seconds=1.0, reconcile_seconds=3600, holds_lease=lambda: self.leading,
             clock=Clock(wall=lambda: self.t, monotonic=lambda: self.t), report_hold_seconds=0,
+            claims=claims,  # type: ignore[arg-type]
         )  # fmt: skip
 
     def observe(
@@ -855,3 +876,27 @@ async def test_a_settled_run_is_let_go_once_its_record_reaches_status() -> None:
     assert entry.settled_run_ids == frozenset()
     assert run_id in entry.finished_run_ids()
     assert entry.active_run_id() is None
+
+
+async def test_a_namespace_another_release_holds_gets_no_run_and_no_status_until_claimed() -> None:
+    """The leader of a release that does not hold the namespace's claim publishes none of
+    its runs and writes none of its status (the other release does), looks again every
+    few seconds, and does both at once when the claim becomes its own."""
+    claims = Claims()
+    leader = Leader(claims=claims)
+    held_back = leader.ticker.metrics.runs_held_back.labels(reason="claimed_elsewhere")
+    leader.observe(EVERY_MINUTE)  # a new job: it owes its first status
+    await leader.tick_at(minute(1, 0.005))
+    assert await leader.queued() == []
+    assert leader.sink.writes == 0
+    assert leader.state.dirty  # still owed, to be written once the namespace is ours
+    assert held_back._value.get() == 1
+    await leader.tick_at(minute(1, 1.005))  # not looked at again on every tick
+    assert held_back._value.get() == 1
+
+    claims.held = True
+    claims.on_claimed("ns")
+    await leader.tick_at(minute(1, 5.01))
+    assert await leader.queued() == [scheduled_run_id(UID, minute(1))]
+    assert leader.sink.status["queuedRun"]["id"] == scheduled_run_id(UID, minute(1))
+    assert not leader.state.dirty
