@@ -68,7 +68,8 @@ class LeaderElector:
                 self.leading_event.set()
             else:
                 self.leading_event.clear()
-            logger.info("leadership %s by %s", "acquired" if leading else "lost", self.identity)
+            logger.info("lease %s/%s %s by %s", self._namespace, self._name,
+                        "acquired" if leading else "lost", self.identity)  # fmt: skip
             self._on_change(leading)
 
     def _spec(self, now: dt.datetime, *, acquire: bool, holder: str | None) -> dict[str, Any]:
