@@ -29,6 +29,7 @@ import logging
 from collections.abc import Callable, Collection
 
 from tickwork.kube.client import KubeClient
+from tickwork_operator.clock import wait_any
 from tickwork_operator.leader import LeaderElector
 from tickwork_operator.metrics import OperatorMetrics
 from tickwork_operator.state import WatchState
@@ -114,7 +115,7 @@ class NamespaceClaims:
                     claim.give_up()
                 self._elsewhere.clear()  # a standby reports no claims: the leader does
                 self._count()
-                await _wait_any(leading, stop)
+                await wait_any(leading, stop)
                 continue
             self._wanted.clear()
             self._leadership.clear()
@@ -123,7 +124,7 @@ class NamespaceClaims:
                 self.ready.set()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(
-                    _wait_any(stop, self._wanted, self._leadership), timeout=self.renew
+                    wait_any(stop, self._wanted, self._leadership), timeout=self.renew
                 )
 
     async def round(self) -> None:
@@ -172,12 +173,3 @@ class NamespaceClaims:
         held = sum(1 for claim in self._claims.values() if claim.leading)
         self.metrics.namespace_claims.labels(state="held").set(held)
         self.metrics.namespace_claims.labels(state="elsewhere").set(len(self._elsewhere))
-
-
-async def _wait_any(*events: asyncio.Event) -> None:
-    waiters = [asyncio.create_task(event.wait()) for event in events]
-    try:
-        await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for waiter in waiters:
-            waiter.cancel()

@@ -6,6 +6,7 @@ are unit-tested in milliseconds (tests/unit/test_operator_decisions.py).
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import time
 from collections.abc import Callable
@@ -24,3 +25,13 @@ class Clock:
 
 
 SYSTEM = Clock()
+
+
+async def wait_any(*events: asyncio.Event) -> None:
+    """Wait until one of ``events`` is set."""
+    waiters = [asyncio.create_task(event.wait()) for event in events]
+    try:
+        await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for waiter in waiters:
+            waiter.cancel()

@@ -24,7 +24,7 @@ from tickwork.kube.client import KubeClient
 from tickwork.kube.events import EventRecorder
 from tickwork.queue.protocol import RunQueue
 from tickwork_operator.claims import NamespaceClaims
-from tickwork_operator.clock import SYSTEM, Clock
+from tickwork_operator.clock import SYSTEM, Clock, wait_any
 from tickwork_operator.dead_letters import DeadLetterDesk
 from tickwork_operator.metrics import OperatorMetrics
 from tickwork_operator.pacing import Pace
@@ -102,7 +102,7 @@ class Ticker:
             if not leading.is_set():
                 self.reporter.stop()  # the new leader reports from its own view
                 self.reconciler.forget_queue()
-                await _wait_any(leading, stop)
+                await wait_any(leading, stop)
                 self.last_round = time.monotonic()
                 self._last_reconcile = None  # a new leader reconciles at once
                 self._maintained_in = None
@@ -135,7 +135,7 @@ class Ticker:
         target = (now // self.tick_seconds + 1) * self.tick_seconds + _TICK_OFFSET
         self.wakeup.clear()
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(_wait_any(self.wakeup, stop), timeout=max(0.0, target - now))
+            await asyncio.wait_for(wait_any(self.wakeup, stop), timeout=max(0.0, target - now))
 
     async def tick(self) -> None:
         work: list[Coroutine[Any, Any, Any]] = []
@@ -193,12 +193,3 @@ class Ticker:
         except Exception:
             self.state.index.put(key, self.clock.wall() + RETRY_DELAY)
             raise
-
-
-async def _wait_any(*events: asyncio.Event) -> None:
-    waiters = [asyncio.create_task(event.wait()) for event in events]
-    try:
-        await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for waiter in waiters:
-            waiter.cancel()
