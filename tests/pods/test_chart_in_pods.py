@@ -188,6 +188,19 @@ def test_the_job_example_succeeds_and_kubectl_get_shows_it(release: Release) -> 
     assert (shown["active"], shown["last"], shown["nextRun"]) == ("", "Succeeded", "")
     assert shown["runAt"] == example["spec"]["runAt"]
     assert shown["lastRun"] != ""
+    # The release scheduled the namespace under its claim, in its own name.
+    assert _claim_holder(release, namespace) == _release_identity(release)
+
+
+def _claim_holder(release: Release, namespace: str) -> str:
+    """Who holds the ``tickwork-scheduler`` Lease of ``namespace`` (one release per namespace)."""
+    return release.cluster.kubectl("-n", namespace, "get", "lease", "tickwork-scheduler", "-o",
+                                   "jsonpath={.spec.holderIdentity}").stdout  # fmt: skip
+
+
+def _release_identity(release: Release) -> str:
+    """A release's name in its claims: its leader Lease, ``namespace/name``."""
+    return f"{release.namespace}/{release.deployment('operator')['metadata']['name']}"
 
 
 def _one_shots(recorder: Recorder, prefix: str, count: int, *, first_due: int, spread: int,
@@ -233,6 +246,8 @@ def test_deleting_the_leading_operator_hands_over_within_15_s_and_loses_no_run(
     names = {str(job["metadata"]["name"]) for job in jobs}
     wait_outcomes(cluster, namespace, names, "Succeeded", timeout=180)
     _assert_each_ran_once(recorder, release, names)
+    # The claim on the namespace stays the release's across the handover.
+    assert _claim_holder(release, namespace) == _release_identity(release)
     wait_for(lambda: len(release.pods("operator")) == 2, timeout=120,
              what="the Deployment replacing the deleted operator")  # fmt: skip
 
