@@ -900,3 +900,24 @@ async def test_a_namespace_another_release_holds_gets_no_run_and_no_status_until
     assert await leader.queued() == [scheduled_run_id(UID, minute(1))]
     assert leader.sink.status["queuedRun"]["id"] == scheduled_run_id(UID, minute(1))
     assert not leader.state.dirty
+
+
+async def test_an_owed_status_goes_out_once_the_namespace_is_claimed() -> None:
+    """A new job owes its first status; nothing of it falls due for a year. Not written
+    while another release holds the namespace, and not looked at again on every tick;
+    written once the claim becomes this release's."""
+    claims = Claims()
+    leader = Leader(claims=claims)
+    leader.observe({"schedule": "0 0 1 1 *"})
+    await leader.tick_at(T0 + dt.timedelta(seconds=1))
+    await leader.tick_at(T0 + dt.timedelta(seconds=2))
+    assert leader.sink.writes == 0
+    assert leader.state.dirty
+    claims.held = True
+    await leader.tick_at(T0 + dt.timedelta(seconds=3))
+    assert leader.sink.writes == 0  # held now, but nobody said so: the job is not looked at
+    claims.on_claimed("ns")
+    await leader.tick_at(T0 + dt.timedelta(seconds=4))
+    assert leader.sink.writes == 1
+    assert leader.sink.status["phase"] == "Scheduled"
+    assert not leader.state.dirty
