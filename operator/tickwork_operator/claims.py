@@ -46,6 +46,12 @@ RETRY_UNCLAIMED_SECONDS = 1.0
 RETRY_ELSEWHERE_SECONDS = 5.0
 
 
+def schedules(claims: NamespaceClaims | None, namespace: str) -> bool:
+    """May this release act in ``namespace``: its claim held, or no claims kept at all?
+    (The leader Lease is checked beside it.)"""
+    return claims is None or claims.holds(namespace)
+
+
 class NamespaceClaims:
     def __init__(
         self,

@@ -23,7 +23,7 @@ from tickwork.kube.client import KubeApiError, KubeClient
 from tickwork.kube.events import NORMAL, WARNING, EventRecorder
 from tickwork.kube.status import run_manager, updated, withdrawal_body
 from tickwork.queue.protocol import RunQueue
-from tickwork_operator.claims import NamespaceClaims
+from tickwork_operator.claims import NamespaceClaims, schedules
 from tickwork_operator.reporter import Reporter
 from tickwork_operator.state import JobEntry, WatchState
 
@@ -56,9 +56,7 @@ class DeadLetterDesk:
             entry = self.state.jobs.get(key)
             if entry is None:
                 continue
-            if not self.holds_lease() or (
-                self.claims is not None and not self.claims.holds(entry.namespace)
-            ):
+            if not self.holds_lease() or not schedules(self.claims, entry.namespace):
                 self.state.retry_dead_letter_ask(key, ask)
                 continue
             try:

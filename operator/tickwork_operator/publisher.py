@@ -47,7 +47,7 @@ from tickwork.kube.events import NORMAL, WARNING, EventRecorder
 from tickwork.kube.status import updated
 from tickwork.queue.messages import EnqueueOutcome, RunMessage
 from tickwork.queue.protocol import RunQueue
-from tickwork_operator.claims import NamespaceClaims
+from tickwork_operator.claims import NamespaceClaims, schedules
 from tickwork_operator.clock import Clock
 from tickwork_operator.metrics import OperatorMetrics
 from tickwork_operator.pacing import Pace
@@ -90,7 +90,7 @@ class Publisher:
     def may_act(self, namespace: str) -> bool:
         """Is the leader Lease ours, and the claim on ``namespace`` (if claims are
         held at all)? Checked before each publish, like the Lease alone before."""
-        return self.holds_lease() and (self.claims is None or self.claims.holds(namespace))
+        return self.holds_lease() and schedules(self.claims, namespace)
 
     def _retry_in(self, namespace: str) -> float:
         if self.claims is None or not self.holds_lease():

@@ -13,7 +13,7 @@ from tickwork.core.errors import QueueUnavailableError
 from tickwork.kube.client import KubeApiError, KubeClient
 from tickwork.queue.messages import EnqueueOutcome, RunLocation, RunMessage
 from tickwork.queue.protocol import RunQueue
-from tickwork_operator.claims import NamespaceClaims
+from tickwork_operator.claims import NamespaceClaims, schedules
 from tickwork_operator.clock import Clock
 from tickwork_operator.metrics import OperatorMetrics
 from tickwork_operator.state import JobEntry, WatchState
@@ -46,10 +46,6 @@ class Reconciler:
         self.queue_name = queue_name
         self.claims = claims
 
-    def _elsewhere(self, namespace: str) -> bool:
-        """Is ``namespace`` not (provably) this release's to act on?"""
-        return self.claims is not None and not self.claims.holds(namespace)
-
     async def reconcile(self) -> int:
         """Re-publish runs that status shows active but the queue has lost."""
         if not self.holds_lease():
@@ -58,7 +54,7 @@ class Reconciler:
         unheard: list[str] = []
         for entry in self.state.active_jobs():
             run_id = entry.active_run_id()
-            if run_id is None or self._elsewhere(entry.namespace):
+            if run_id is None or not schedules(self.claims, entry.namespace):
                 continue
             try:
                 location = await self.queue.locate(run_id)
@@ -124,7 +120,7 @@ class Reconciler:
         self.metrics.redis_up.clear()
 
     async def delete_finished(self, entry: JobEntry) -> None:
-        if not self.holds_lease() or self._elsewhere(entry.namespace):
+        if not self.holds_lease() or not schedules(self.claims, entry.namespace):
             self.state.index.put(("ttl", entry.namespace, entry.name),
                                  self.clock.wall() + TTL_RETRY_SECONDS)  # fmt: skip
             return

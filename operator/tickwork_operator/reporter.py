@@ -33,7 +33,7 @@ from tickwork.kube.status import (
     run_manager,
 )
 from tickwork.queue.protocol import RunQueue
-from tickwork_operator.claims import NamespaceClaims
+from tickwork_operator.claims import NamespaceClaims, schedules
 from tickwork_operator.clock import Clock
 from tickwork_operator.metrics import OperatorMetrics
 from tickwork_operator.state import JobEntry, JobKey, WatchState
@@ -142,10 +142,6 @@ class Reporter:
         """Owe ``entry`` a status report (merged with one still owed)."""
         return self._reports.setdefault(entry.key, Report())
 
-    def _elsewhere(self, namespace: str) -> bool:
-        """Is ``namespace`` not (provably) this release's to write status in?"""
-        return self.claims is not None and not self.claims.holds(namespace)
-
     def claimed(self, namespace: str) -> None:
         """The claim on ``namespace`` was taken: what its jobs are owed is written now."""
         self._candidates.extend(key for key in self.state.dirty if key[0] == namespace)
@@ -206,7 +202,7 @@ class Reporter:
         """Send the operator's share: every field of it, none of anyone else's, so it
         is applied unconditionally (forced: after an upgrade it takes over ``phase``
         from the workers of older versions)."""
-        if self._elsewhere(entry.namespace):
+        if not schedules(self.claims, entry.namespace):
             # Another release schedules the namespace (or the claim lapsed): its status
             # is that one's to write. Still owed, written once the claim is ours.
             self.state.owe_status(entry.key)
@@ -316,7 +312,7 @@ class Reporter:
             key = self._candidates.popleft()
             if (key in self.state.dirty and key not in self._reports
                     and key not in self._writing and key not in started
-                    and not self._elsewhere(key[0])):  # fmt: skip
+                    and schedules(self.claims, key[0])):  # fmt: skip
                 keys[key] = None
         return list(keys)
 
