@@ -28,7 +28,7 @@ from tickwork.api.models import (
 )
 from tickwork.core.failures import FinishedRun, Streak, follow, restart
 from tickwork.core.planning import JobFacts, PendingRun, upcoming
-from tickwork.core.runs import belongs_to, same_trigger, trigger_key
+from tickwork.core.runs import belongs_to, parse_run_id, same_trigger, trigger_key
 from tickwork.core.schedule import Schedule
 from tickwork.core.states import JobPhase, RunState
 from tickwork.kube.status import compact, shared_instants
@@ -222,6 +222,34 @@ class JobEntry:
         return [i for i in self.cancel_asks
                 if i in buffered or (i in running and i not in requested)]  # fmt: skip
 
+    def recorded_schedule(self) -> dt.datetime | None:
+        """The latest instant of a scheduled run of this job that status shows, queued
+        (``queuedRun``), running or ended, or that this replica published: where a job
+        whose status keeps no schedule (``scheduleInStatus`` off: no ``nextRunAt`` nor
+        ``lastScheduleTime``) picks up after a restart or a leader change. Manual and
+        backfilled runs do not count; run IDs name their instant."""
+        ids = [a.id for a in self.observed.active_runs]
+        ids += [r.run_id for r in self.observed.runs]
+        if self.observed.last_run is not None:
+            ids.append(self.observed.last_run.run.run_id)
+        for queued in (self.observed.queued_run, self.wanted.queued_run):
+            if queued is not None and not queued.manual:
+                ids.append(queued.id)
+        if self.published_run_id is not None:
+            ids.append(self.published_run_id)
+        latest: dt.datetime | None = None
+        for run_id in ids:
+            try:
+                parts = parse_run_id(run_id)
+            except ValueError:
+                continue
+            moment = parts.scheduled_at
+            if parts.uid != self.uid or moment is None or parts.backfill is not None:
+                continue
+            if latest is None or moment > latest:
+                latest = moment
+        return latest
+
     def active_run_id(self) -> str | None:
         """The run that is queued, running or waiting for a retry, if any.
 
@@ -298,6 +326,18 @@ class JobEntry:
         assert self.spec is not None  # noqa: S101 - only valid jobs are planned
         assert self.schedule is not None  # noqa: S101
         status = self.observed
+        next_run_at, last_schedule_time = self.written.next_run_at, self.last_schedule_time()
+        if next_run_at is None and not self.spec.one_shot:
+            # No nextRunAt in status (scheduleInStatus off, or none written yet): the run
+            # after the latest one status shows (a run's, or a decision written, such as a
+            # skip) is next, as nextRunAt would have said.
+            recorded = self.recorded_schedule()
+            if recorded is not None and (
+                last_schedule_time is None or recorded > last_schedule_time
+            ):
+                last_schedule_time = recorded
+            if last_schedule_time is not None:
+                next_run_at = self.schedule.next_run_after(last_schedule_time)
         return JobFacts(
             uid=self.uid,
             schedule=self.schedule,
@@ -307,8 +347,8 @@ class JobEntry:
             starting_deadline_seconds=self.spec.starting_deadline_seconds,
             catchup=self.spec.catchup_rule,
             jitter_seconds=self.spec.jitter_seconds,
-            next_run_at=self.written.next_run_at,
-            last_schedule_time=self.last_schedule_time(),
+            next_run_at=next_run_at,
+            last_schedule_time=last_schedule_time,
             status_is_current=status.observed_generation == self.generation,
             active_run_id=self.active_run_id(),
             buffered=len(self.wanted.buffered_runs),

@@ -97,7 +97,8 @@ async def run_operator(settings: OperatorSettings, *, queue: RunQueue | None = N
         queue = await _redis_queue(redis) if redis is not None else open_queue(None)
     kube = KubeClient(load_configuration(settings.kubeconfig))
     metrics = OperatorMetrics()
-    state = WatchState(index=BucketIndex(start=time.time(), width=settings.bucket_seconds))
+    state = WatchState(index=BucketIndex(start=time.time(), width=settings.bucket_seconds),
+                       schedule_in_status=settings.schedule_in_status)  # fmt: skip
     metrics.count_jobs(state.phases)
     events = EventRecorder(kube, component="tickwork-operator", instance=settings.identity)
     claims = _claims(settings, kube, state, metrics)

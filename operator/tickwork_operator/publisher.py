@@ -19,6 +19,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 from collections.abc import Callable
+from typing import Any
 
 from tickwork.api.models import (
     CANCEL_REQUESTS_LIMIT,
@@ -169,6 +170,9 @@ class Publisher:
         # is written first, naming its run (queuedRun): a run that status names and
         # the queue lacks is published by the reconciler.
         durable = _decided_by_the_clock(entry, decision)
+        # Without the schedule in status (scheduleInStatus off), a run on time is
+        # published with no status write of the operator's: its worker's record says it.
+        reported = durable or self.state.keeps_schedule(entry)
         if durable:
             before = entry.wanted
             entry.wanted = updated(self._decided(entry, decision), queued_run=queued)
@@ -177,7 +181,7 @@ class Publisher:
                 return False
             entry.published_run_id = queued.id
             self.state.track_active(entry)
-        outcome = await self._publish(entry, queued, trigger="schedule")
+        outcome = await self._publish(entry, queued, trigger="schedule", reported=reported)
         if outcome is None and not durable:
             return False
         if outcome is EnqueueOutcome.ENQUEUED:
@@ -186,6 +190,8 @@ class Publisher:
         if not durable:
             entry.wanted = self._decided(entry, decision)
         self._note_missed(decision)
+        if not reported:
+            return True
         report = self.reporter.owe(entry)
         if decision.missed:
             which = "the oldest run caught up" if decision.following and (
@@ -197,10 +203,11 @@ class Publisher:
         return True
 
     async def _publish(
-        self, entry: JobEntry, queued: QueuedRun, *, trigger: str
+        self, entry: JobEntry, queued: QueuedRun, *, trigger: str, reported: bool = True
     ) -> EnqueueOutcome | None:
         """The one way a run is published, scheduled or manual: enqueue it, note it
-        active, and want status to name it (``queuedRun``). None if Redis is away."""
+        active, and want status to name it (``queuedRun``; not ``reported``: name none,
+        as the run's record will). None if Redis is away."""
         moment = queued.scheduled_at.isoformat()
         message = RunMessage(
             run_id=queued.id, namespace=entry.namespace, name=entry.name, uid=entry.uid,
@@ -224,21 +231,35 @@ class Publisher:
                                "trigger": trigger})  # fmt: skip
         entry.published_run_id = queued.id
         self.state.track_active(entry)
-        entry.wanted = updated(entry.wanted, queued_run=queued)
+        entry.wanted = updated(entry.wanted, queued_run=queued if reported else None)
         return outcome
 
-    @staticmethod
-    def _decided(entry: JobEntry, decision: Decision) -> OperatorStatus:
+    def _decided(self, entry: JobEntry, decision: Decision) -> OperatorStatus:
         """The operator's share once ``decision``'s run is published: its time, the
-        next, and the runs it counts missed."""
+        next, and the runs it counts missed (without the schedule in status, the
+        time only if the decision is written: see :func:`_decided_by_the_clock`)."""
+        if not self.state.keeps_schedule(entry):
+            if not _decided_by_the_clock(entry, decision):
+                # Nothing of the operator's to write; a time an earlier decision wrote
+                # (a catch-up, a skip) is stale now and leaves status.
+                return updated(entry.wanted, last_schedule_time=None)
+            return _with_missed(
+                updated(entry.wanted, last_schedule_time=decision.scheduled_at), decision
+            )
         following = decision.following.scheduled_at if decision.following else None
         wanted = updated(
             entry.wanted,
             last_schedule_time=decision.scheduled_at,
-            next_run_at=following,
-            next_runs=entry.next_runs(following),
+            **self._next(entry, following),
         )
         return _with_missed(wanted, decision)
+
+    def _next(self, entry: JobEntry, following: dt.datetime | None) -> dict[str, Any]:
+        """``nextRunAt`` and ``nextRuns`` when ``following`` is next (none without the
+        schedule in status)."""
+        if not self.state.keeps_schedule(entry):
+            return {"next_run_at": None, "next_runs": None}
+        return {"next_run_at": following, "next_runs": entry.next_runs(following)}
 
     def _note_missed(self, decision: Decision) -> None:
         if decision.missed:
@@ -252,8 +273,7 @@ class Publisher:
             self.metrics.runs_skipped.labels(reason="forbid").inc()
             wanted = updated(
                 wanted,
-                next_run_at=following,
-                next_runs=entry.next_runs(following),
+                **self._next(entry, following),
                 last_schedule_time=decision.scheduled_at,
                 missed_runs=(wanted.missed_runs or 0) + 1 + decision.missed,
                 last_missed_time=decision.scheduled_at,
@@ -263,8 +283,7 @@ class Publisher:
             self._note_missed(decision)
             wanted = updated(
                 wanted,
-                next_run_at=following,
-                next_runs=entry.next_runs(following),
+                **self._next(entry, following),
                 missed_runs=(wanted.missed_runs or 0) + decision.missed,
                 last_missed_time=decision.latest_missed,
                 last_schedule_time=decision.latest_missed,
@@ -286,8 +305,7 @@ class Publisher:
             buffered_runs=[*(b for b in entry.wanted.buffered_runs if b.id != waiting.id),
                            waiting],
             last_schedule_time=decision.scheduled_at,
-            next_run_at=following,
-            next_runs=entry.next_runs(following),
+            **self._next(entry, following),
         )  # fmt: skip
         entry.wanted = _with_missed(wanted, decision)
         self._note_missed(decision)

@@ -5,11 +5,13 @@ report its depth, and delete finished one-shot jobs whose TTL ran out.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Callable
 
 from tickwork.api.models import ActiveRun, QueuedRun
 from tickwork.core.errors import QueueUnavailableError
+from tickwork.core.runs import parse_run_id
 from tickwork.kube.client import KubeApiError, KubeClient
 from tickwork.queue.messages import EnqueueOutcome, RunLocation, RunMessage
 from tickwork.queue.protocol import RunQueue
@@ -148,6 +150,12 @@ def _lost(entry: JobEntry, run_id: str) -> RunMessage:
     attempt = current.attempt if current is not None else 1
     moment = source.scheduled_at.isoformat() if source is not None else None
     manual = source is not None and source.manual
+    if source is None:
+        # Status does not name it (no queuedRun without the schedule in status): a
+        # scheduled run's ID names its instant.
+        with contextlib.suppress(ValueError):
+            named = parse_run_id(run_id).scheduled_at
+            moment = named.isoformat() if named is not None else None
     return RunMessage(
         run_id=run_id, namespace=entry.namespace, name=entry.name, uid=entry.uid,
         attempt=attempt, scheduled_at=None if manual else moment,

@@ -96,6 +96,8 @@ class WatchState:
     listed_at: float | None = None
     """When (the ticker's monotonic clock) a list last brought an object: kopf's first
     list, or a relist after the watch failed. See :meth:`listing`."""
+    schedule_in_status: bool = True
+    """Write recurring jobs' schedule to status (``OperatorSettings.schedule_in_status``)."""
     backfilling: dict[JobKey, None] = field(default_factory=dict)  # ordered set
     """Jobs with a backfill not complete yet: what the leader publishes backfilled
     runs for, each tick (O(backfilling), not O(jobs))."""
@@ -359,9 +361,22 @@ class WatchState:
             self.index.put(run_key, entry.pending.due_at.timestamp())
         self.refresh_wanted(entry, now=now)
 
+    def keeps_schedule(self, entry: JobEntry) -> bool:
+        """Is ``entry``'s schedule (nextRunAt, nextRuns, lastScheduleTime, queuedRun)
+        kept in status, written as each run is published? Always for a one-shot job (it
+        has one run); for a recurring one unless ``schedule_in_status`` is off."""
+        return self.schedule_in_status or entry.spec is None or entry.spec.one_shot
+
     def _leader_moved_on(self, entry: JobEntry) -> bool:
         """Did the status show that the leader already published our pending run?"""
         last = entry.written.last_schedule_time
+        if not self.keeps_schedule(entry) and entry.pending is not None:
+            # No schedule in status: the runs the leader published show in their
+            # records (a standby follows these; the leader's own are older than its
+            # pending run).
+            recorded = entry.recorded_schedule()
+            if recorded is not None and (last is None or recorded > last):
+                last = recorded
         return (
             entry.pending is not None
             and last is not None
@@ -379,6 +394,8 @@ class WatchState:
             active=entry.active_run_id() is not None, paused=entry.paused,
         )  # fmt: skip
         shown = entry.pending if entry.spec and not entry.suspended else None
+        if not self.keeps_schedule(entry):
+            shown = None  # status keeps no schedule (nor an old nextRunAt, nextRuns)
         next_run_at = shown.scheduled_at if shown else None
         finished = entry.finished_run_ids()
         # Each step below leaves a new share as it is; the last one is compacted.

@@ -540,3 +540,54 @@ def test_a_second_release_leaves_a_claimed_namespace_alone_until_its_claim_expir
     wait_for(lambda: other.locate(first_run) is not None, timeout=30, what="the first again")
     assert sorted(m.run_id for m in other.drain()) == sorted([first_run, second_run])
     assert [m.run_id for m in probe.drain()] == [first_run]
+
+
+@pytest.mark.timeout(300)
+def test_without_the_schedule_in_status_a_run_is_one_write_and_a_new_leader_goes_on(
+    start_operator: Callable[..., TickworkProcess],
+    start_worker: Callable[..., TickworkProcess],
+    jobs: Jobs,
+) -> None:
+    """scheduleInStatus off: the operator publishes each run of a recurring job without
+    a status write of its own (status never shows nextRunAt, lastScheduleTime or
+    queuedRun; the worker's record is the run's one write). A standby started after the
+    first run picks up after it, follows the runs' records, and, leading once the first
+    operator is gone, goes on with the next run: none missed, none twice."""
+    lean = {"TICKWORK_OPERATOR_SCHEDULE_IN_STATUS": "false"}
+    a = start_operator("op-a", **lean)
+    lead(a)
+    start_worker()
+    spec = {"schedule": "@every 10s", "concurrencyPolicy": "Allow",
+            "history": {"successfulRuns": 0, "failedRuns": 0}, "task": ECHO}  # fmt: skip
+    uid = jobs.create("lean", spec)["metadata"]["uid"]
+    recorded: list[str] = []
+    schedule_shown: set[str] = set()
+
+    def runs_recorded(count: int) -> Callable[[], bool]:
+        def enough() -> bool:
+            status = jobs.status("lean")
+            schedule_shown.update(
+                set(status) & {"nextRunAt", "nextRuns", "lastScheduleTime", "queuedRun"}
+            )
+            last = (status.get("lastRun") or {}).get("id")
+            if last and last not in recorded:
+                recorded.append(last)
+            return len(recorded) >= count
+
+        return enough
+
+    wait_for(runs_recorded(1), timeout=60, interval=0.2, what="the first run's record")
+    b = start_operator("op-b", **lean)  # a standby: it finds the first run's record
+    wait_for(runs_recorded(3), timeout=60, interval=0.2, what="three runs' records")
+    assert a.stop() == 0, a.log()  # the Lease is released: b leads at once
+    lead(b)
+    wait_for(runs_recorded(5), timeout=60, interval=0.2, what="two more runs, b leading")
+    assert (b.metric("tickwork_runs_published_total", 'trigger="schedule"') or 0) >= 1
+    assert schedule_shown == set()
+    # One run every 10 s, none left out, across the change of leader.
+    first = dt.datetime.strptime(recorded[0].split(".")[1], "%Y%m%dT%H%M%SZ").replace(tzinfo=dt.UTC)
+    assert recorded == [scheduled_run_id(uid, first + dt.timedelta(seconds=10 * i))
+                        for i in range(len(recorded))]  # fmt: skip
+    status = jobs.status("lean")
+    assert "missedRuns" not in status, status
+    assert not [e for e in jobs.events("lean") if e[1] == "MissedRuns"]

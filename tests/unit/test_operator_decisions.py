@@ -135,12 +135,16 @@ class Claims:
 class Leader:
     """One operator replica, leading unless told otherwise, with a hand-moved clock."""
 
-    def __init__(self, start: dt.datetime = T0, *, claims: Claims | None = None) -> None:
+    def __init__(
+        self, start: dt.datetime = T0, *, claims: Claims | None = None,
+        schedule_in_status: bool = True,
+    ) -> None:  # fmt: skip
         self.t = start.timestamp()
         self.leading = True
         self.queue = FlakyQueue(clock=lambda: self.t)
         self.sink = Sink()
-        self.state = WatchState(index=BucketIndex(start=self.t, width=1.0))
+        self.state = WatchState(index=BucketIndex(start=self.t, width=1.0),
+                                schedule_in_status=schedule_in_status)  # fmt: skip
         self.ticker = Ticker(
             state=self.state, queue=self.queue, kube=self.sink,  # type: ignore[arg-type]
             events=self.sink, metrics=OperatorMetrics(),  # type: ignore[arg-type]
@@ -495,6 +499,142 @@ def finished(run_at: dt.datetime, outcome: str, error: str | None = None) -> dic
               "outcome": outcome, **({"error": error} if error else {})}  # fmt: skip
     return {"observedGeneration": 1, "lastScheduleTime": run_at.isoformat(), "lastRun": record,
             "nextRunAt": minute(1).isoformat(), "phase": "Scheduled"}  # fmt: skip
+
+
+SCHEDULE_FIELDS = ("nextRunAt", "nextRuns", "lastScheduleTime", "queuedRun")
+
+
+def ended(run_at: dt.datetime, status: dict[str, Any] | None = None) -> dict[str, Any]:
+    """``status`` (as written so far) with the worker's record of the run of ``run_at``."""
+    record = {
+        "id": scheduled_run_id(UID, run_at),
+        "scheduledAt": run_at.isoformat(),
+        "outcome": "Succeeded",
+        "finishedAt": (run_at + dt.timedelta(seconds=1)).isoformat(),
+    }
+    return {**(status or {"observedGeneration": 1, "phase": "Scheduled"}), "lastRun": record}
+
+
+async def test_without_the_schedule_in_status_a_run_on_time_costs_no_operator_write() -> None:
+    """scheduleInStatus off: the operator writes a recurring job's status once (its
+    first), and then nothing per run; each run is its worker's one write."""
+    leader = Leader(schedule_in_status=False)
+    leader.observe(EVERY_MINUTE)
+    await leader.tick_at(T0 + dt.timedelta(seconds=1))
+    assert leader.sink.writes == 1  # the first status: phase, conditions
+    assert leader.sink.status["phase"] == "Scheduled"
+    for m in (1, 2, 3):
+        await leader.tick_at(minute(m, 0.005))
+        assert scheduled_run_id(UID, minute(m)) in await leader.queued()
+        leader.observe(EVERY_MINUTE, status=ended(minute(m), leader.sink.status))
+        await leader.tick_at(minute(m, 2))
+    assert leader.sink.writes == 1
+    assert not set(SCHEDULE_FIELDS) & set(leader.sink.status)
+    # The same runs with the schedule in status: a write per run.
+    keeping = Leader()
+    keeping.observe(EVERY_MINUTE)
+    for m in (1, 2, 3):
+        await keeping.tick_at(minute(m, 0.005))
+    assert keeping.sink.writes == 3  # the first status went out with the first run's
+    assert keeping.sink.status["nextRunAt"] == minute(4).isoformat().replace("+00:00", "Z")
+
+
+async def test_without_the_schedule_in_status_a_restart_goes_on_after_the_last_run() -> None:
+    """A new leader (a restart) finds no nextRunAt: the run after the last one status
+    shows is next, not the first after the job's creation (which would count every
+    run since as missed)."""
+    leader = Leader(minute(5, 40), schedule_in_status=False)
+    leader.observe(EVERY_MINUTE, status=ended(minute(5)))
+    await leader.tick_at(minute(6, 0.005))
+    assert await leader.queued() == [scheduled_run_id(UID, minute(6))]
+    assert "MissedRuns" not in leader.sink.reasons()
+    assert "missedRuns" not in leader.sink.status
+    # A run published and not yet ended (queued, or running) is published again, as
+    # the same run: the queue keeps it once.
+    again = Leader(minute(6, 40), schedule_in_status=False)
+    again.observe(EVERY_MINUTE, status=ended(minute(5)))
+    await again.queue.enqueue(RunMessage(
+        run_id=scheduled_run_id(UID, minute(6)), namespace="ns", name="j", uid=UID,
+        scheduled_at=minute(6).isoformat()))  # fmt: skip
+    await again.tick_at(minute(6, 41))
+    assert await again.queued() == [scheduled_run_id(UID, minute(6))]
+    assert "MissedRuns" not in again.sink.reasons()
+
+
+async def test_without_the_schedule_in_status_a_standby_follows_the_runs_records() -> None:
+    """A standby indexes the jobs as the leader does, from the watch alone: without
+    nextRunAt and lastScheduleTime in status, it moves each job's next run on as the
+    records of the leader's runs arrive, so that taking over counts nothing missed."""
+    standby = Leader(minute(0, 40), schedule_in_status=False)
+    standby.observe(EVERY_MINUTE, status=ended(minute(0)))
+    for m in (1, 2, 3):  # the leader's runs, as their records arrive (a standby never ticks)
+        standby.t = minute(m, 2).timestamp()
+        standby.observe(EVERY_MINUTE, status=ended(minute(m)))
+    # The leader is gone; this replica leads now.
+    await standby.tick_at(minute(4, 0.005))
+    assert await standby.queued() == [scheduled_run_id(UID, minute(4))]
+    assert "MissedRuns" not in standby.sink.reasons()
+
+
+async def test_without_the_schedule_in_status_a_catch_up_is_still_written_first() -> None:
+    """A decision the clock would change (runs counted missed) names its run in status
+    before it is published, as with the schedule in status; the next run on time
+    takes that name out again (a stale queuedRun would look active)."""
+    leader = Leader(schedule_in_status=False)
+    before = {"observedGeneration": 1, "lastScheduleTime": "2026-12-01T08:55:00Z",
+              "nextRunAt": "2026-12-01T08:56:00Z", "phase": "Scheduled"}  # fmt: skip
+    leader.sink.echo = lambda status: leader.observe(EVERY_MINUTE, status=status)
+    leader.observe(EVERY_MINUTE, status=before)
+    await leader.tick_at(minute(0, 30.01))
+    assert await leader.queued() == [scheduled_run_id(UID, minute(0))]
+    status = leader.sink.status
+    assert status["missedRuns"] == 4
+    assert status["queuedRun"]["id"] == scheduled_run_id(UID, minute(0))
+    assert "nextRunAt" not in status
+    leader.observe(EVERY_MINUTE, status=ended(minute(0), status))
+    await leader.tick_at(minute(1, 0.005))
+    leader.observe(EVERY_MINUTE, status=ended(minute(1), leader.sink.status))
+    await leader.tick_at(minute(1, 2))
+    assert scheduled_run_id(UID, minute(1)) in await leader.queued()
+    assert not set(SCHEDULE_FIELDS) & set(leader.sink.status)
+    assert leader.sink.status["missedRuns"] == 4
+    writes = leader.sink.writes
+    leader.observe(EVERY_MINUTE, status=ended(minute(2), leader.sink.status))
+    await leader.tick_at(minute(2, 2))
+    assert leader.sink.writes == writes  # and then none per run
+
+
+async def test_without_the_schedule_in_status_a_restart_does_not_decide_a_skip_again() -> None:
+    """A skip is written (it counts a run missed): a new leader goes on after it, not
+    after the run that made it skip, and counts each skipped run once."""
+    leader = Leader(schedule_in_status=False)
+    await worker_took(leader, minute(0))
+    spec = {**EVERY_MINUTE, "concurrencyPolicy": "Forbid"}
+    leader.observe(spec, status=running(minute(0)))
+    await leader.tick_at(minute(1, 0.005))
+    assert leader.sink.status["missedRuns"] == 1
+    assert leader.sink.status["lastScheduleTime"] == "2026-12-01T09:01:00Z"
+    restarted = Leader(minute(1, 30), schedule_in_status=False)
+    restarted.queue = leader.queue
+    restarted.ticker.publisher.queue = restarted.ticker.reconciler.queue = leader.queue
+    restarted.observe(spec, status={**leader.sink.status, **running(minute(0))})
+    await restarted.tick_at(minute(2, 0.005))  # the run of 09:00 still runs: 09:02 skipped
+    assert restarted.sink.status["missedRuns"] == 2
+    assert "MissedRuns" not in restarted.sink.reasons()
+
+
+async def test_without_the_schedule_in_status_a_lost_run_is_published_again_at_its_time() -> None:
+    """Status names no queued run: the leader's own note of it does, and its ID says
+    when it was scheduled."""
+    leader = Leader(schedule_in_status=False)
+    leader.observe(EVERY_MINUTE)
+    await leader.tick_at(minute(1, 0.005))
+    leader.queue = FlakyQueue(clock=lambda: leader.t)  # Redis lost everything
+    leader.ticker.reconciler.queue = leader.queue
+    assert await leader.ticker.reconciler.reconcile() == 1
+    [message] = await messages(leader)
+    assert message.run_id == scheduled_run_id(UID, minute(1))
+    assert message.scheduled_at == minute(1).isoformat()
 
 
 async def test_ready_goes_false_while_the_last_run_failed_and_back_when_one_succeeds() -> None:
