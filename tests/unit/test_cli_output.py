@@ -173,3 +173,16 @@ def test_pending_runs_are_active_queued_and_buffered_but_not_finished() -> None:
     assert pending_runs(status) == ["u.a", "u.q", "u.b"]
     assert pending_runs({**status, "queuedRun": {"id": "u.done"}}) == ["u.a", "u.b"]
     assert pending_runs({}) == []
+
+
+def test_get_works_the_next_runs_out_when_status_keeps_no_schedule() -> None:
+    """The operator's scheduleInStatus off: no nextRunAt in status; the table shows the
+    next runs of the spec (02:00 in Berlin is 01:00 UTC), and none while suspended."""
+    spec = {**JOB["spec"], "task": {"echo": {"message": "hi"}}}
+    status = {k: v for k, v in JOB["status"].items() if k not in ("nextRunAt", "nextRuns")}
+    job = {**JOB, "spec": spec, "status": status}
+    row = render_jobs([job], output="wide", all_namespaces=False, now=NOW).splitlines()[1]
+    assert row.split("   ")[-1].strip() == "in 15h, in 1d, in 2d"
+    assert render.next_runs(job, NOW)[0] == "2026-12-02T01:00:00Z"
+    suspended = {**job, "spec": {**spec, "suspend": True}}
+    assert render.next_runs(suspended, NOW) == []

@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from tickwork.api.models import DEAD_RUNS_LISTED
+from tickwork.api.models import DEAD_RUNS_LISTED, ScheduledJobSpec
 
 #: Output formats: what `-o` accepts, as kubectl spells them.
 FORMATS = ("table", "wide", "json", "yaml", "name")
@@ -81,6 +81,30 @@ def _ready(status: dict[str, Any]) -> tuple[str, str]:
     return "", ""
 
 
+def next_runs(job: dict[str, Any], now: dt.datetime) -> list[str]:
+    """``status.nextRuns`` of a job, or (a recurring job whose status keeps no schedule:
+    the operator's ``scheduleInStatus`` off) the runs its spec asks for after ``now``,
+    worked out here; none for a suspended, one-shot or invalid job."""
+    status, spec = job.get("status") or {}, job.get("spec") or {}
+    if status.get("nextRunAt"):
+        return list(status.get("nextRuns") or [status["nextRunAt"]])
+    if not spec.get("schedule") or spec.get("suspend") or status.get("phase") != "Scheduled":
+        return []
+    try:
+        parsed = ScheduledJobSpec.model_validate(spec)
+        created = dt.datetime.fromisoformat(job["metadata"]["creationTimestamp"])
+        schedule = parsed.schedule_of(created)
+    except (ValueError, KeyError, TypeError):
+        return []
+    runs: list[str] = []
+    moment: dt.datetime | None = now
+    while len(runs) < NEXT_RUNS_SHOWN and moment is not None:
+        moment = schedule.next_run_after(moment)
+        if moment is not None:
+            runs.append(moment.astimezone(dt.UTC).isoformat().replace("+00:00", "Z"))
+    return runs
+
+
 def render_jobs(
     jobs: list[dict[str, Any]], *, output: str, all_namespaces: bool, now: dt.datetime
 ) -> str:
@@ -106,6 +130,7 @@ def render_jobs(
         meta, spec, status = job["metadata"], job.get("spec") or {}, job.get("status") or {}
         last = status.get("lastRun") or {}
         ready, reason = _ready(status)
+        upcoming = next_runs(job, now)
         row = [
             meta["name"],
             spec.get("schedule") or f"at {spec.get('runAt', '?')}",
@@ -115,11 +140,10 @@ def render_jobs(
             ",".join(run.get("state", "") for run in status.get("activeRuns") or []),
             last.get("outcome", ""),
             ago(last.get("scheduledAt"), now),
-            ago(status.get("nextRunAt"), now),
+            ago(upcoming[0] if upcoming else None, now),
             ago(meta.get("creationTimestamp"), now),
         ]
         if wide:
-            upcoming = status.get("nextRuns") or []
             row += [spec.get("timeZone", "UTC"), reason, str(status.get("missedRuns", 0)),
                     last.get("id", ""),
                     ", ".join(ago(at, now) for at in upcoming[:NEXT_RUNS_SHOWN]) or "-",
