@@ -303,6 +303,23 @@ def test_the_operator_may_claim_only_the_namespaces_it_schedules(helm: str) -> N
     assert lease_rules("--set", "namespaceClaims=false") == {"*": []}
 
 
+def test_the_schedule_in_status_is_the_installers_choice(helm: str) -> None:
+    def operator_env(*extra: str) -> dict[str, str | None]:
+        [deployment] = [o for o in _objects(render(helm, "tickwork", *extra))
+                        if o["kind"] == "Deployment"
+                        and o["metadata"]["name"].endswith("-operator")]  # fmt: skip
+        return {e["name"]: e.get("value") for e in
+                deployment["spec"]["template"]["spec"]["containers"][0]["env"]}  # fmt: skip
+
+    assert operator_env()["TICKWORK_OPERATOR_SCHEDULE_IN_STATUS"] == "true"
+    off = operator_env("--set", "operator.scheduleInStatus=false")
+    assert off["TICKWORK_OPERATOR_SCHEDULE_IN_STATUS"] == "false"
+    wrong = run(helm, "template", "tw", str(CHART), "--set-string",
+                "operator.scheduleInStatus=no")  # fmt: skip
+    assert wrong.returncode != 0
+    assert "scheduleInStatus" in wrong.stderr
+
+
 @pytest.mark.parametrize("values", SCENARIOS, ids=[p.stem for p in SCENARIOS])
 def test_every_scenario_is_accepted_by_the_api_server(
     helm: str, cluster: Cluster, namespace: str, third_party_crds: None, values: Path
