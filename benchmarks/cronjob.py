@@ -2,7 +2,8 @@
 
     python benchmarks/cronjob.py [--sizes 100 1000 5000] [--minutes 3] [--plot FILE]
                                  [--tickwork-only] [--no-worker-cache]
-                                 [--warmup-minutes W]
+                                 [--warmup-minutes W] [--history N]
+                                 [--no-schedule-in-status]
 
 For each N, N recurring schedules fire every minute, first as Tickwork
 ScheduledJobs (operator + workers as processes), then as CronJobs (the real
@@ -27,6 +28,9 @@ kube-controller-manager, default settings). Measured in the same run:
   Tickwork, is reported apart. ``--tickwork-only`` measures this side alone;
   ``--warmup-minutes 4`` lets every job's run history fill first, so that the
   measured runs also pay for trimming it, as they do in steady state.
+  ``--history 0`` gives the jobs no run history (``spec.history``), and
+  ``--no-schedule-in-status`` runs the operator with ``scheduleInStatus`` off:
+  together, one status write per run (the worker's record of it).
 
 Prints JSON, writes benchmarks/results/cronjob.json and a plot of p99 lag
 against N. Compare ratios within one run: the machine is shared and noisy.
@@ -285,14 +289,17 @@ def skipped_by_cronjobs(
 
 def run_tickwork(workdir: Path, plane: ControlPlane, api: k8s.ApiClient, n: int,
                  minutes: int, *, job_cache: bool = True, warmup: int = 1,
-                 profile: Path | None = None) -> dict[str, Any]:  # fmt: skip
+                 profile: Path | None = None, history: int | None = None,
+                 schedule_in_status: bool = True) -> dict[str, Any]:  # fmt: skip
     cluster = Cluster(kubeconfig=plane.kubeconfig, plane=plane)
     namespace = f"tickwork-{n}"
     cluster.kubectl("create", "namespace", namespace)
     items = [{"apiVersion": models.API_VERSION, "kind": models.KIND,
               "metadata": {"name": f"sj-{i:05d}", "namespace": namespace},
               "spec": {"schedule": "* * * * *", "concurrencyPolicy": "Allow",
-                       "task": {"echo": {"message": "tick"}}}} for i in range(n)]  # fmt: skip
+                       "task": {"echo": {"message": "tick"}},
+                       **({"history": {"successfulRuns": history, "failedRuns": history}}
+                          if history is not None else {})}} for i in range(n)]  # fmt: skip
     collector = Collector()
 
     def handle(obj: dict[str, Any], seen: float) -> None:
@@ -313,7 +320,8 @@ def run_tickwork(workdir: Path, plane: ControlPlane, api: k8s.ApiClient, n: int,
                "TICKWORK_OPERATOR_LOG_LEVEL": "WARNING",
                "TICKWORK_WORKER_LOG_LEVEL": "WARNING", "TICKWORK_WORKER_CONCURRENCY": "128",
                "TICKWORK_OPERATOR_RECONCILE_SECONDS": "60",
-               "TICKWORK_WORKER_JOB_CACHE": str(job_cache).lower()}  # fmt: skip
+               "TICKWORK_WORKER_JOB_CACHE": str(job_cache).lower(),
+               "TICKWORK_OPERATOR_SCHEDULE_IN_STATUS": str(schedule_in_status).lower()}  # fmt: skip
         components = [
             TickworkProcess(command="tickwork-operator", env=env,
                             log_path=workdir / f"operator-{n}.log"),
@@ -531,7 +539,10 @@ def plot_cpu(report: dict[str, Any], path: Path) -> None:
     axis.axhline(10, color="black", linestyle="--", linewidth=1, label="target: 10 ms")
     axis.set_ylabel("CPU ms per scheduled run")
     cache = "on" if report.get("worker_job_cache", True) else "off"
-    axis.set_title(f"Tickwork's CPU per run, by process (workers' job cache {cache})",
+    lean = "" if report.get("schedule_in_status", True) else "; no schedule in status"
+    if report.get("history") is not None:
+        lean += f"; run history {report['history']}"
+    axis.set_title(f"Tickwork's CPU per run, by process\n(workers' job cache {cache}{lean})",
                    fontsize=10)  # fmt: skip
     axis.legend(fontsize=8)
     axis.grid(visible=True, axis="y", alpha=0.3)
@@ -574,6 +585,17 @@ def main(argv: list[str] | None = None) -> int:
         "job's history of 3 is full, so each run also trims it, as in steady state)",
     )
     parser.add_argument(
+        "--history",
+        type=int,
+        default=None,
+        help="the jobs' run history (spec.history, both limits); unset: the default (3)",
+    )
+    parser.add_argument(
+        "--no-schedule-in-status",
+        action="store_true",
+        help="the operator with scheduleInStatus off (no per-run write of its own)",
+    )
+    parser.add_argument(
         "--profile-apiserver",
         type=Path,
         default=None,
@@ -585,6 +607,8 @@ def main(argv: list[str] | None = None) -> int:
                               "minutes_measured": args.minutes,
                               "warmup_minutes": args.warmup_minutes,
                               "worker_job_cache": not args.no_worker_cache,
+                              "history": args.history,
+                              "schedule_in_status": not args.no_schedule_in_status,
                               "results": []}  # fmt: skip
     for n in args.sizes:
         with tempfile.TemporaryDirectory(prefix=f"cronjob-bench-{n}-") as tmp:
@@ -595,6 +619,8 @@ def main(argv: list[str] | None = None) -> int:
                 tickwork = summarize(run_tickwork(workdir, plane, api, n, args.minutes,
                                                 job_cache=not args.no_worker_cache,
                                                 warmup=args.warmup_minutes,
+                                                history=args.history,
+                                                schedule_in_status=not args.no_schedule_in_status,
                                                 profile=_profile_path(args, n)),
                                    n, args.minutes)  # fmt: skip
                 profile = _profile_path(args, n)
