@@ -604,6 +604,32 @@ async def test_without_the_schedule_in_status_a_catch_up_is_still_written_first(
     assert leader.sink.writes == writes  # and then none per run
 
 
+async def test_turning_the_schedule_in_status_off_takes_the_fields_out_of_status() -> None:
+    """A job whose status an operator with the setting on wrote: nextRunAt and nextRuns
+    leave at once (one write), lastScheduleTime and queuedRun with the next run, which
+    is the one nextRunAt named."""
+    keeping = Leader()
+    keeping.observe(EVERY_MINUTE)
+    await keeping.tick_at(minute(1, 0.005))
+    written = ended(minute(1), keeping.sink.status)
+    assert set(SCHEDULE_FIELDS) <= set(written)
+    leader = Leader(minute(1, 30), schedule_in_status=False)
+    # The echo of each write: the operator's share, beside the worker's record.
+    leader.sink.echo = lambda status: leader.observe(
+        EVERY_MINUTE, status={**status, "lastRun": written["lastRun"]}
+    )
+    leader.observe(EVERY_MINUTE, status=written)
+    await leader.tick_at(minute(1, 31))
+    assert leader.sink.writes == 1
+    assert set(leader.sink.status) & set(SCHEDULE_FIELDS) == {"lastScheduleTime", "queuedRun"}
+    await leader.tick_at(minute(2, 0.005))
+    assert await leader.queued() == [scheduled_run_id(UID, minute(2))]
+    leader.observe(EVERY_MINUTE, status=ended(minute(2), leader.sink.status))
+    await leader.tick_at(minute(2, 2))
+    assert leader.sink.writes == 2
+    assert not set(leader.sink.status) & set(SCHEDULE_FIELDS)
+
+
 async def test_without_the_schedule_in_status_a_restart_does_not_decide_a_skip_again() -> None:
     """A skip is written (it counts a run missed): a new leader goes on after it, not
     after the run that made it skip, and counts each skipped run once."""
