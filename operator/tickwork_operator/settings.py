@@ -74,7 +74,7 @@ class OperatorSettings(BaseSettings):
         "lastScheduleTime and queuedRun, written once per run published. Off, the operator "
         "writes a recurring job's status only when something else changes (its spec, phase, "
         "conditions, missed runs, requests): one status write per run (the worker's record) "
-        "instead of two, a quarter of the API server's CPU per run with no run history "
+        "instead of two, under a third of the API server's CPU per run with no run history "
         "(docs/performance.md). One-shot jobs keep theirs.",
     )  # fmt: skip
 
