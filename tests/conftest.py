@@ -27,7 +27,7 @@ from tickwork_dev.devcluster.redis import RedisServer
 _TESTS = Path(__file__).parent
 _CRDS = _TESTS.parent / "manifests" / "crds"
 _MARK_BY_FOLDER = {"unit": "unit", "integration": "integration", "faults": "integration",
-                   "e2e": "e2e", "pods": "pods"}  # fmt: skip
+                   "attacks": "integration", "e2e": "e2e", "pods": "pods"}  # fmt: skip
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -4,6 +4,7 @@ namespace's ScheduledJobs through the real API, and time helpers."""
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import datetime as dt
 import json
@@ -81,6 +82,15 @@ class QueueProbe:
     def cancel(self, run_id: str) -> bool:
         withdrawn: bool = self._run("cancel", run_id)
         return withdrawn
+
+
+def create_secret(
+    api_client: k8s.ApiClient, namespace: str, name: str, data: dict[str, str]
+) -> None:
+    encoded = {k: base64.b64encode(v.encode()).decode() for k, v in data.items()}
+    k8s.CoreV1Api(api_client).create_namespaced_secret(
+        namespace, k8s.V1Secret(metadata=k8s.V1ObjectMeta(name=name), data=encoded)
+    )
 
 
 class Jobs:
@@ -236,6 +246,8 @@ class Endpoint(BaseHTTPRequestHandler):
             time.sleep(delay)  # a slow endpoint, on the server's own thread
         payload = self.server.body or f"status {status}".encode()
         self.send_response(status)
+        for header, value in self.server.headers.items():
+            self.send_header(header, value)
         self.send_header("Content-Length", str(len(payload)))
         self.end_headers()
         self.wfile.write(payload)
@@ -253,6 +265,8 @@ class ScriptedServer(ThreadingHTTPServer):
         self.script: list[tuple[int, float]] = []
         self.body: bytes | None = None
         """Answer with this instead of ``status <code>``."""
+        self.headers: dict[str, str] = {}
+        """More headers of every answer (a ``Content-Encoding`` of the body, say)."""
 
     @property
     def url(self) -> str:

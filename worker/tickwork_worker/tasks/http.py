@@ -16,8 +16,9 @@ come from Secrets of the job's namespace (``valueFrom``, ``bodyFrom``).
 Connections go only where the worker's egress policy allows (see ``egress``): a
 refused address fails the run at once with "address not allowed". The answer is
 streamed and only its first bytes are read, for the preview in status;
-``Accept-Encoding: identity`` is asked for unless the job sets it, so nothing is
-decompressed.
+``Accept-Encoding: identity`` is asked for unless the job sets it, and whatever
+``Content-Encoding`` a server sends anyway is decoded with a bound or not at all
+(:mod:`tickwork_worker.tasks.replies`).
 """
 
 from __future__ import annotations
@@ -38,9 +39,9 @@ from tickwork_worker.tasks.base import (
     TaskResult,
 )
 from tickwork_worker.tasks.egress import EgressRefusedError
+from tickwork_worker.tasks.replies import UndecodableError, codings, decoded_prefix, printable
 
 _RETRYABLE_4XX = frozenset({408, 429})
-_BODY_PREVIEW = 512
 
 
 class HttpTask:
@@ -139,10 +140,12 @@ def _without(exc: Exception, url: str) -> str:
 
 
 async def _preview(response: httpx.Response) -> str:
-    """The first characters of the answer, reading no more than that from the wire."""
-    taken = bytearray()
-    async for chunk in response.aiter_bytes():
-        taken += chunk
-        if len(taken) >= _BODY_PREVIEW:
-            break
-    return taken[:_BODY_PREVIEW].decode(response.encoding or "utf-8", errors="replace")
+    """The first characters of the answer, decoded with a bound (see replies)."""
+    steps = codings(response.headers.get("Content-Encoding"))
+    if isinstance(steps, str):
+        return f"[answer not decoded: {steps}]"
+    try:
+        prefix = await decoded_prefix(response.aiter_raw(), steps)
+    except UndecodableError as exc:
+        return f"[answer not decoded: it is not valid {exc}]"
+    return printable(prefix.decode(response.encoding or "utf-8", errors="replace"))
