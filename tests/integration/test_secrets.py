@@ -9,7 +9,6 @@ worker ServiceAccount, with exactly the Roles the chart renders for it.
 
 from __future__ import annotations
 
-import base64
 import json
 import secrets as token
 import subprocess
@@ -21,7 +20,15 @@ import pytest
 import yaml
 from kubernetes import client as k8s
 
-from tests.support import Jobs, QueueProbe, ScriptedServer, apply_as, finished, tenant_account
+from tests.support import (
+    Jobs,
+    QueueProbe,
+    ScriptedServer,
+    apply_as,
+    create_secret,
+    finished,
+    tenant_account,
+)
 from tests.support import service_account_kubeconfig as account_kubeconfig
 from tickwork_dev.devcluster import manifests
 from tickwork_dev.devcluster.cluster import Cluster
@@ -32,13 +39,6 @@ Start = Callable[..., TickworkProcess]
 TOKEN_A = "a-token-" + token.token_hex(8)
 TOKEN_B = "b-token-" + token.token_hex(8)
 PAYLOAD = '{"report": "nightly", "key": "payload-' + token.token_hex(4) + '"}'
-
-
-def _secret(api_client: k8s.ApiClient, namespace: str, name: str, data: dict[str, str]) -> None:
-    encoded = {k: base64.b64encode(v.encode()).decode() for k, v in data.items()}
-    k8s.CoreV1Api(api_client).create_namespaced_secret(
-        namespace, k8s.V1Secret(metadata=k8s.V1ObjectMeta(name=name), data=encoded)
-    )
 
 
 def _chart_worker(
@@ -78,9 +78,9 @@ def test_a_job_reads_secrets_of_its_own_namespace_and_of_no_other(
     endpoint: ScriptedServer,
     tmp_path: Path,
 ) -> None:
-    _secret(api_client, namespace, "api", {"token": TOKEN_A, "payload": PAYLOAD})
-    _secret(api_client, other_namespace, "api", {"token": TOKEN_B})
-    _secret(api_client, other_namespace, "db", {"password": TOKEN_B})
+    create_secret(api_client, namespace, "api", {"token": TOKEN_A, "payload": PAYLOAD})
+    create_secret(api_client, other_namespace, "api", {"token": TOKEN_B})
+    create_secret(api_client, other_namespace, "db", {"password": TOKEN_B})
     kubeconfig = _chart_worker(cluster, api_client, namespace, tmp_path,
                                "--set", "worker.secrets.enabled=true")  # fmt: skip
     worker = start_worker(KUBECONFIG=str(kubeconfig), TICKWORK_WORKER_NAMESPACES=namespace)
@@ -150,7 +150,7 @@ def test_without_the_chart_value_a_secret_reference_fails_and_says_how_to_allow_
     endpoint: ScriptedServer,
     tmp_path: Path,
 ) -> None:
-    _secret(api_client, namespace, "api", {"token": TOKEN_A})
+    create_secret(api_client, namespace, "api", {"token": TOKEN_A})
     kubeconfig = _chart_worker(cluster, api_client, namespace, tmp_path)  # the default
     start_worker(KUBECONFIG=str(kubeconfig), TICKWORK_WORKER_NAMESPACES=namespace)
     reference = {"secretKeyRef": {"name": "api", "key": "token"}}

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import html
+import json
+import urllib.parse
 from typing import Any
 
 import pytest
@@ -56,3 +59,63 @@ def test_values_read_are_redacted_from_any_text_and_read_once_per_attempt() -> N
     )
     assert values.redact("about a b c") == "about a b c"  # too short to look for
     assert values.redact(None) is None
+
+
+TOKEN = "s3cr3t-t0ken/with+odd&chars'\"é"
+
+
+def _read(value: str) -> SecretValues:
+    values = SecretValues(_Kube({"token": value}), "team-a")  # type: ignore[arg-type]
+    asyncio.run(values.read(SecretKeyRef(name="api", key="token")))
+    return values
+
+
+@pytest.mark.parametrize(
+    "shown",
+    [
+        TOKEN,
+        repr(TOKEN),  # a library's message
+        repr(TOKEN.encode()),  # httpx/h11: Illegal header value b'...'
+        repr((TOKEN + "\n").encode()),  # the file's newline kept, then escaped
+        json.dumps(TOKEN),
+        json.dumps(TOKEN, ensure_ascii=False),
+        urllib.parse.quote(TOKEN, safe=""),
+        urllib.parse.quote(TOKEN, safe="").lower(),
+        urllib.parse.quote_plus(TOKEN),
+        html.escape(TOKEN),
+    ],
+)
+def test_a_value_is_redacted_in_every_form_a_library_prints_it(shown: str) -> None:
+    for value in (TOKEN, TOKEN + "\n", f"  {TOKEN}\r\n"):  # --from-file keeps the newline
+        text = _read(value).redact(f"failed: {shown} (attempt 1)")
+        assert text is not None
+        assert "s3cr3t" not in text
+        assert "t0ken" not in text
+        assert REDACTED in text
+
+
+def test_each_line_of_a_value_over_several_lines_is_redacted() -> None:
+    key = (
+        "-----BEGIN KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC\nBKcwggSjAgEAAoIBAQC7\n"
+        "-----END KEY-----\n"
+    )
+    values = _read(key)
+    text = values.redact(
+        "line 2 was MIIEvQIBADANBgkqhkiG9w0BAQEFAASC and line 3 BKcwggSjAgEAAoIBAQC7"
+    )
+    assert text == f"line 2 was {REDACTED} and line 3 {REDACTED}"
+
+
+@pytest.mark.parametrize(
+    ("text", "edges", "shown"),
+    [
+        ("answer: abc s3cr3t-t0", {"end": True}, f"answer: abc {REDACTED}"),
+        ("0ken/with+odd&chars'\"é and more", {"start": True}, f"{REDACTED} and more"),
+        ("answer: s3cr3", {"end": True}, "answer: s3cr3"),  # 5 characters tell little
+        ("answer: abc s3cr3t-t0", {"start": True}, "answer: abc s3cr3t-t0"),  # not cut there
+    ],
+)
+def test_a_piece_of_a_value_at_a_cut_is_taken_out(
+    text: str, edges: dict[str, bool], shown: str
+) -> None:
+    assert _read(TOKEN).redact_edges(text, **edges) == shown

@@ -18,6 +18,10 @@ class SecretSource(Protocol):
         """The value of a key of a Secret in the job's namespace."""
         ...
 
+    def redact_edges(self, text: str, *, start: bool = False, end: bool = False) -> str:
+        """``text`` without a piece of a value read that a cut left at its edges."""
+        ...
+
 
 @dataclass
 class Stop:
@@ -58,6 +62,14 @@ class RunContext:
         return RunValues(run_id=self.run_id, scheduled_time=self.scheduled_time,
                          attempt=self.attempt, job=self.name, namespace=self.namespace,
                          params=self.params)  # fmt: skip
+
+    def cut(self, text: str, *, start: bool = False, end: bool = False) -> str:
+        """``text``, cut by the task at its ``start`` or ``end`` from something longer,
+        without a piece of a Secret value left at the cut (whole values are taken out
+        of every outcome later, wherever they are)."""
+        if self.secrets is None:
+            return text
+        return self.secrets.redact_edges(text, start=start, end=end)
 
     async def value(self, value: str, source: ValueSource | None) -> str:
         """A value given in the spec, or read from where ``source`` says."""

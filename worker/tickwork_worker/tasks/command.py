@@ -76,7 +76,7 @@ class CommandTask:
             code, output = await self._remote(task.args, env, run.stop)
         else:
             code, output = await _local(task.args, env, run.stop)
-        tail = output.strip()[-1000:]
+        tail = run.cut(output.strip()[-1000:], start=True)
         summary = f"exit {code}" + (f": {tail}" if tail else "")
         if code == 0:
             return TaskResult(summary=summary)

@@ -174,6 +174,7 @@ class ContainerTask:
                 "activeDeadlineSeconds)"
             )
         code, tail = await self._container_end(run.namespace, job)
+        tail = run.cut(tail, start=True, end=True)  # tailLines, then limitBytes
         if not redactable and tail:
             tail = "(log not kept: the worker may not read the Secrets it could contain)"
         what = f"exit {code}" if code is not None else f"Job {end.reason or 'ended'}"

@@ -53,7 +53,8 @@ class HttpTask:
     async def execute(self, spec: ScheduledJobSpec, run: RunContext) -> TaskResult:
         task = spec.task.http
         assert task is not None  # noqa: S101 - dispatched by kind
-        headers = {h.name: await run.value(h.value, h.value_from) for h in task.headers}
+        headers = {h.name: header_value(h.name, await run.value(h.value, h.value_from))
+                   for h in task.headers}  # fmt: skip
         if task.body_template is not None:
             body = render_template(task.body_template, run.values())
             _default(headers, "Content-Type", "application/json")
@@ -74,11 +75,16 @@ class HttpTask:
                 follow_redirects=False,
             ) as response:
                 code = response.status_code
-                preview = await _preview(response)
+                preview = run.cut(await _preview(response), end=True)
         except EgressRefusedError as exc:
             raise PermanentTaskError(f"{where}: {exc}") from None
         except httpx.TimeoutException as exc:
             raise RetryableTaskError(f"{where}: timed out ({_without(exc, task.url)})") from None
+        except httpx.LocalProtocolError as exc:
+            # The request itself could not be written: its message quotes the request.
+            raise PermanentTaskError(
+                f"{where}: the request cannot be sent as given ({type(exc).__name__})"
+            ) from None
         except httpx.HTTPError as exc:
             raise RetryableTaskError(
                 f"{where}: {type(exc).__name__}: {_without(exc, task.url)}"
@@ -109,6 +115,17 @@ def run_headers(run: RunContext) -> dict[str, str]:
     if run.params:
         headers["Tickwork-Params"] = encode_params(run.params)  # JSON, ASCII: any value fits
     return headers
+
+
+def header_value(name: str, value: str) -> str:
+    """``value`` as a header carries it: without surrounding whitespace, which HTTP
+    does not count as part of a field value (a Secret made from a file ends in a
+    newline). A line break or NUL inside is refused, naming the header only."""
+    value = value.strip(" \t\r\n")
+    if any(c in value for c in "\r\n\0"):
+        raise PermanentTaskError(f"the value of header {name!r} holds a line break or a NUL "
+                                 "character, which HTTP header values cannot")  # fmt: skip
+    return value
 
 
 def _default(headers: dict[str, str], name: str, value: str) -> None:

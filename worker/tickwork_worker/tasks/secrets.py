@@ -7,12 +7,23 @@ Secret serves the next attempt) and kept for that attempt only. Every value read
 remembered so that :meth:`SecretValues.redact` can take it out of any text headed for
 status, Events, logs or the dead-letter queue — a target that echoes a token back
 in its answer does not get it written into status.
+
+A value leaves in no form: redaction looks for it with and without surrounding
+whitespace (``kubectl create secret --from-file`` keeps the file's last newline),
+line by line, and as libraries and servers print it — Python's ``repr`` of the
+text and of its bytes, JSON and HTML escaping, percent-encoding.
+Where a task cut a text (the first bytes of an answer, the last of an output), a
+piece of a value at the cut is taken out too (:meth:`SecretValues.redact_edges`).
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import html
+import json
+import re
+import urllib.parse
 
 from tickwork.api.models import SecretKeyRef
 from tickwork.core.errors import PermanentTaskError
@@ -24,6 +35,24 @@ _FORBIDDEN = 403
 _SHORTEST_REDACTED = 4
 """Shorter values are not searched for in texts (they would mangle them, and a secret
 that short protects nothing)."""
+_SHORTEST_PIECE = 6
+"""A piece of a value at a cut is taken out from this length on (shorter pieces are
+too likely to be ordinary text, and tell little of the value)."""
+_PERCENT = re.compile(r"%[0-9A-F]{2}")
+
+
+def forms(value: str) -> frozenset[str]:
+    """Every form in which ``value`` may show up in a text, long enough to look for."""
+    bases = {value, value.strip(), *(line.strip() for line in value.splitlines())}
+    found: set[str] = set()
+    for base in bases:
+        quoted = urllib.parse.quote(base, safe="")
+        found |= {base, repr(base)[1:-1], str(base.encode())[2:-1],
+                  json.dumps(base)[1:-1], json.dumps(base, ensure_ascii=False)[1:-1],
+                  html.escape(base), quoted, urllib.parse.quote(base),
+                  urllib.parse.quote_plus(base),
+                  _PERCENT.sub(lambda m: m.group().lower(), quoted)}  # fmt: skip
+    return frozenset(form for form in found if len(form) >= _SHORTEST_REDACTED)
 
 
 class SecretValues:
@@ -33,7 +62,7 @@ class SecretValues:
         self._kube = kube
         self.namespace = namespace
         self._secrets: dict[str, dict[str, str]] = {}
-        self._values: set[str] = set()
+        self._forms: set[str] = set()
 
     async def read(self, ref: SecretKeyRef) -> str:
         """The value of ``ref``; a task error that names the Secret, never its content."""
@@ -43,7 +72,7 @@ class SecretValues:
         if ref.key not in data:
             raise PermanentTaskError(f"Secret {self.namespace}/{ref.name} has no key {ref.key!r}")
         value = data[ref.key]
-        self._values.add(value)
+        self._forms |= forms(value)
         return value
 
     async def _fetch(self, name: str) -> dict[str, str]:
@@ -71,10 +100,25 @@ class SecretValues:
         return out
 
     def redact(self, text: str | None) -> str | None:
-        """``text`` with every value read in this attempt replaced by [redacted]."""
+        """``text`` with every value read in this attempt, in any of its forms,
+        replaced by [redacted]."""
         if not text:
             return text
-        for value in sorted(self._values, key=len, reverse=True):
-            if len(value) >= _SHORTEST_REDACTED:
-                text = text.replace(value, REDACTED)
+        for form in sorted(self._forms, key=len, reverse=True):
+            text = text.replace(form, REDACTED)
+        return text
+
+    def redact_edges(self, text: str, *, start: bool = False, end: bool = False) -> str:
+        """``text``, cut from something longer at its ``start`` or ``end``, without a
+        piece of a value that the cut left there (the values themselves go later, in
+        :meth:`redact`)."""
+        for form in sorted(self._forms, key=len, reverse=True):
+            shortest = min(_SHORTEST_PIECE, len(form))
+            sizes = range(min(len(form), len(text)), shortest - 1, -1)
+            if end:
+                size = next((n for n in sizes if text.endswith(form[:n])), 0)
+                text = text[:-size] + REDACTED if size else text
+            if start:
+                size = next((n for n in sizes if text.startswith(form[-n:])), 0)
+                text = REDACTED + text[size:] if size else text
         return text
