@@ -55,3 +55,26 @@ def test_the_installer_allows_ranges_and_host_patterns_and_denies_more() -> None
 def test_an_entry_that_is_neither_a_cidr_nor_a_host_pattern_is_an_error(entry: str) -> None:
     with pytest.raises(ValueError, match="neither a CIDR nor a host pattern"):
         EgressPolicy.build(allow=[entry])
+
+
+@pytest.mark.parametrize(
+    ("address", "refusal"),
+    [
+        ("10.1.0.10", None),  # what the pattern is for: a private address
+        ("127.0.0.1", "127.0.0.1 is in 127.0.0.0/8"),
+        ("169.254.169.254", "169.254.169.254 is in 169.254.0.0/16"),  # cloud metadata
+        ("fd00:ec2::254", "fd00:ec2::254 is in fd00:ec2::254/128"),
+        ("::ffff:127.0.0.1", "127.0.0.1 is in 127.0.0.0/8"),
+        ("10.9.0.1", "10.9.0.1 is in 10.9.0.0/16"),  # the installer denied it
+    ],
+)
+def test_an_allowed_host_pattern_opens_private_ranges_but_not_loopback_metadata_or_denials(
+    address: str, refusal: str | None
+) -> None:
+    # A tenant may make a name in the pattern resolve anywhere (an ExternalName
+    # Service in their namespace): the pattern alone must not open the metadata address.
+    policy = EgressPolicy.build(allow=["*.svc.cluster.local"], deny=["10.9.0.0/16"])
+    host = "evil.tenant.svc.cluster.local"
+    assert policy.refusal(host, ipaddress.ip_address(address)) == refusal
+    # An allowed CIDR is the installer naming the addresses themselves: it opens them.
+    assert not refused(EgressPolicy.build(allow=["169.254.169.254/32"]), host, "169.254.169.254")

@@ -12,7 +12,14 @@ The installer widens or narrows this with ``allow`` and ``deny`` lists of CIDRs
 and host patterns (``*.svc.cluster.local``, ``hooks.example.com``). A destination
 is refused when its address is in a denied range (the defaults plus ``deny``) or
 its host matches a denied pattern, unless the address is in an allowed range or
-the host matches an allowed pattern.
+the host matches an allowed pattern. An allowed *host pattern* opens the private
+ranges only: a name in it that resolves to loopback, link-local (cloud metadata)
+or a range the installer denied is still refused, since a tenant may control
+what a name resolves to (an ExternalName Service in their namespace, say). Only
+an allowed CIDR opens those.
+
+A refusal names the host and, for a name, not the addresses it resolved to: a
+tenant learns nothing of the cluster's internal addresses from an error.
 """
 
 from __future__ import annotations
@@ -40,6 +47,13 @@ DEFAULT_DENY: tuple[str, ...] = (
     "fc00::/7", "fe80::/10", "ff00::/8",
 )  # fmt: skip
 
+
+#: Refused even for a host an allowed pattern matches (only an allowed CIDR opens them).
+BELOW_PATTERNS: tuple[str, ...] = (
+    "0.0.0.0/8", "127.0.0.0/8", "169.254.0.0/16", "224.0.0.0/4", "240.0.0.0/4",
+    "::/128", "::1/128", "64:ff9b::/96", "64:ff9b:1::/48", "fd00:ec2::254/128",
+    "fe80::/10", "ff00::/8",
+)  # fmt: skip
 
 _HOST_PATTERN = re.compile(r"[A-Za-z0-9*?._-]+")
 _LOOKS_NUMERIC = re.compile(r"[0-9.]+")
@@ -72,6 +86,8 @@ class EgressPolicy:
     deny_hosts: tuple[str, ...]
     allow_networks: tuple[Network, ...]
     allow_hosts: tuple[str, ...]
+    pattern_floor: tuple[Network, ...] = ()
+    """Refused even where an allowed host pattern matches (see BELOW_PATTERNS)."""
 
     @classmethod
     def build(cls, *, allow: Iterable[str] = (), deny: Iterable[str] = ()) -> EgressPolicy:
@@ -79,7 +95,8 @@ class EgressPolicy:
         patterns). Raises ValueError for an entry that is neither."""
         deny_networks, deny_hosts = _split([*DEFAULT_DENY, *deny])
         allow_networks, allow_hosts = _split(allow)
-        return cls(deny_networks, deny_hosts, allow_networks, allow_hosts)
+        floor, _ = _split([*BELOW_PATTERNS, *deny])
+        return cls(deny_networks, deny_hosts, allow_networks, allow_hosts, floor)
 
     def refusal(self, host: str, address: Address) -> str | None:
         """Why ``host`` at ``address`` may not be reached, or None if it may."""
@@ -89,7 +106,9 @@ class EgressPolicy:
         if any(address in net for net in self.allow_networks if net.version == address.version):
             return None
         if any(fnmatch.fnmatchcase(name, pattern) for pattern in self.allow_hosts):
-            return None
+            below = next((net for net in self.pattern_floor
+                          if net.version == address.version and address in net), None)  # fmt: skip
+            return None if below is None else f"{address} is in {below}"
         for net in self.deny_networks:
             if net.version == address.version and address in net:
                 return f"{address} is in {net}"
@@ -124,10 +143,10 @@ class GuardedBackend(httpcore.AsyncNetworkBackend):
         addresses = list(dict.fromkeys(ipaddress.ip_address(info[4][0]) for info in infos))
         allowed = [a for a in addresses if self._policy.refusal(host, a) is None]
         if not allowed:
-            reasons = "; ".join(filter(None, (self._policy.refusal(host, a) for a in addresses)))
             raise EgressRefusedError(
-                f"address not allowed: {host} ({reasons}); the installer can allow it "
-                "(chart value worker.egress.allow, or for one namespace worker.tenants)"
+                f"address not allowed: {_why(host, addresses, self._policy)}; the installer "
+                "can allow it (chart value worker.egress.allow, or for one namespace "
+                "worker.tenants)"
             )
         failure: Exception | None = None
         for address in allowed:  # the checked address itself: no second lookup
@@ -151,6 +170,24 @@ class GuardedBackend(httpcore.AsyncNetworkBackend):
 
     async def sleep(self, seconds: float) -> None:
         await self._inner.sleep(seconds)
+
+
+def _why(host: str, addresses: list[Address], policy: EgressPolicy) -> str:
+    """Why ``host`` is refused, naming no address that a name resolved to."""
+    reasons = list(dict.fromkeys(filter(None, (policy.refusal(host, a) for a in addresses))))
+    if not _is_address(host):
+        reasons = [reason for reason in reasons if reason.startswith(f"{host} matches ")]
+    if reasons:
+        return f"{host} ({'; '.join(reasons)})"
+    return f"{host} (it resolves only to addresses that are not public, or that are denied)"
+
+
+def _is_address(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        return False
+    return True
 
 
 def guarded_client(policy: EgressPolicy) -> httpx.AsyncClient:
