@@ -18,7 +18,7 @@ from tickwork_worker.decisions import scheduled_at
 from tickwork_worker.tasks.base import RunContext
 from tickwork_worker.tasks.command import run_environment
 from tickwork_worker.tasks.http import run_headers
-from tickwork_worker.tasks.python import PythonTask, run_keywords
+from tickwork_worker.tasks.python import RESULT_CHARS, PythonTask, result_text, run_keywords
 
 pytestmark = pytest.mark.unit
 
@@ -128,3 +128,27 @@ def test_python_tasks_receive_what_they_ask_for_and_the_specs_kwargs_win() -> No
     assert _call(anything, MANUAL, args=["a"], kwargs={"k": "v"}) == (
         "('a',) ['attempt', 'k', 'params', 'run_id', 'scheduled_time']"
     )
+
+
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [
+        (None, ""),
+        ("done", "done"),
+        (42, "42"),
+        ({"rows": 3}, "{'rows': 3}"),
+        (b"ok\xff", "ok\ufffd"),
+        ("x" * (RESULT_CHARS + 10), "x" * RESULT_CHARS),
+        (list(range(1_000_000)), None),  # abbreviated, never turned into text whole
+    ],
+)
+def test_a_python_tasks_return_value_becomes_a_bounded_text(
+    value: object, text: str | None
+) -> None:
+    shown = result_text(value)
+    assert len(shown) <= RESULT_CHARS
+    if text is not None:
+        assert shown == text
+    else:
+        assert shown.startswith("[0, 1, 2")
+        assert shown.endswith("...]")

@@ -31,12 +31,14 @@ import asyncio
 import functools
 import importlib.metadata
 import inspect
+import reprlib
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from tickwork.api.models import PythonTask as PythonTaskSpec
 from tickwork.api.models import ScheduledJobSpec
+from tickwork.core.text import TEXT_LIMIT
 from tickwork_worker.tasks.base import (
     PermanentTaskError,
     RetryableTaskError,
@@ -117,8 +119,32 @@ class PythonTask:
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # noqa: BLE001 - a task's failure is data here
-            raise RetryableTaskError(f"{type(exc).__name__}: {exc}") from None
-        return TaskResult(summary="" if value is None else str(value))
+            raise RetryableTaskError(f"{type(exc).__name__}: {str(exc)[:RESULT_CHARS]}") from None
+        return TaskResult(summary=result_text(value))
+
+
+RESULT_CHARS = 4 * TEXT_LIMIT
+"""The most of a return value or an exception's message turned into text: status
+keeps TEXT_LIMIT, and a value of any size costs no more than this to pass on."""
+_SHORT_REPR = reprlib.Repr()
+for _name in ("maxdict", "maxlist", "maxtuple", "maxset", "maxfrozenset", "maxdeque", "maxarray"):
+    setattr(_SHORT_REPR, _name, 50)
+_SHORT_REPR.maxlevel = 3
+_SHORT_REPR.maxstring = _SHORT_REPR.maxlong = _SHORT_REPR.maxother = RESULT_CHARS
+
+
+def result_text(value: object) -> str:
+    """A task's return value as status shows it, at most RESULT_CHARS long, made
+    without turning a large container into text whole."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value[:RESULT_CHARS]
+    if isinstance(value, bytes | bytearray):
+        return bytes(value[:RESULT_CHARS]).decode(errors="replace")
+    if isinstance(value, list | tuple | dict | set | frozenset):
+        return _SHORT_REPR.repr(value)[:RESULT_CHARS]
+    return str(value)[:RESULT_CHARS]
 
 
 def run_keywords(function: Callable[..., Any]) -> frozenset[str]:
