@@ -270,17 +270,26 @@ def test_workers_get_secrets_only_when_the_installer_allows_it(helm: str) -> Non
         found: dict[str, list[list[str]]] = {}
         for obj in _objects(render(helm, "tickwork", *extra)):
             if obj["kind"] in ("Role", "ClusterRole") and obj["metadata"]["name"].endswith(
-                "-worker"
+                ("-worker", "-worker-secrets")
             ):
                 where = obj["metadata"].get("namespace", "*")
                 found[where] = [r["verbs"] for r in obj["rules"] if "secrets" in r["resources"]]
         return found
 
     assert secret_rules() == {"*": []}
-    assert secret_rules("--set", "worker.secrets.enabled=true") == {"*": [["get"]]}
     assert secret_rules("--set", "worker.secrets.enabled=true",
                         "--set", "watchNamespaces={team-a,team-b}") == {
         "team-a": [["get"]], "team-b": [["get"]]}  # fmt: skip
+    # Every namespace watched: Secrets only where the installer names them, never all.
+    assert secret_rules("--set", "worker.secrets.enabled=true",
+                        "--set", "worker.secrets.namespaces={team-a}") == {
+        "*": [], "team-a": [["get"]]}  # fmt: skip
+    refused = subprocess.run(
+        [helm, "template", "tickwork", str(CHART), "--set", "worker.secrets.enabled=true"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert refused.returncode != 0
+    assert "would let the workers read every Secret of the cluster" in refused.stderr
 
 
 def test_the_operator_may_claim_only_the_namespaces_it_schedules(helm: str) -> None:

@@ -86,7 +86,9 @@ class SecretValues:
             if exc.status == _FORBIDDEN:
                 raise PermanentTaskError(
                     f"the worker may not read {where}: Secrets by reference need the Helm "
-                    "value worker.secrets.enabled=true (RBAC: get secrets)"
+                    "value worker.secrets.enabled=true and the namespace among "
+                    "watchNamespaces (or, with every namespace watched, among "
+                    "worker.secrets.namespaces)"
                 ) from None
             raise RetryableTaskError(f"cannot read {where}: {exc.reason}") from None
         out: dict[str, str] = {}
