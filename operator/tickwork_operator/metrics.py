@@ -79,7 +79,7 @@ class OperatorMetrics:
         )
         self.queue_backlog = Gauge(
             "tickwork_queue_backlog",
-            "Ready plus in-flight runs: what the worker autoscaler scales on.",
+            "Ready, parked and in-flight runs: what the worker autoscaler scales on.",
             ["queue"],
             registry=r,
         )

@@ -84,30 +84,28 @@ def test_the_worker_lists_and_watches_jobs_only_for_its_job_cache(helm: str) -> 
     assert worker_view("--set", "worker.jobCache.enabled=false") == (["get"], "false")
 
 
-def test_a_tenant_gets_a_quarter_of_the_worker_slots_unless_the_installer_says(
-    helm: str,
-) -> None:
-    def limits(*extra: str) -> tuple[str, str]:
+def test_a_tenant_gets_half_the_live_slots_unless_the_installer_says(helm: str) -> None:
+    def limits(*extra: str) -> tuple[str, str, str]:
         [deployment] = [o for o in _objects(render(helm, "tickwork", *extra))
                         if o["kind"] == "Deployment"
                         and o["metadata"]["name"].endswith("-worker")]  # fmt: skip
         env = {e["name"]: e.get("value") for e in
                deployment["spec"]["template"]["spec"]["containers"][0]["env"]}  # fmt: skip
-        return (env["TICKWORK_WORKER_MAX_RUNS_PER_NAMESPACE"],
+        return (env["TICKWORK_WORKER_SHARE_PER_NAMESPACE"],
+                env["TICKWORK_WORKER_MAX_RUNS_PER_NAMESPACE"],
                 env["TICKWORK_WORKER_RUNS_PER_MINUTE_PER_NAMESPACE"])  # fmt: skip
 
-    assert limits() == ("40", "0")  # 8 slots x 20 workers at most, a quarter
-    assert limits("--set", "autoscaling.enabled=false", "--set", "worker.replicas=3",
-                  "--set", "worker.concurrency=6") == ("4", "0")  # fmt: skip
-    assert limits("--set", "autoscaling.enabled=false", "--set", "worker.replicas=1",
-                  "--set", "worker.concurrency=2") == ("1", "0")  # fmt: skip
-    assert limits(
-        "--set",
-        "worker.fairShare.maxRunsPerNamespace=0",
-        "--set",
-        "worker.fairShare.runsPerMinutePerNamespace=120",
-    ) == ("0", "120")
-    assert limits("--set", "worker.fairShare.maxRunsPerNamespace=7") == ("7", "0")
+    # A share of the slots that exist, never a number sized for workers that may not.
+    assert limits() == ("0.5", "0", "0")
+    assert limits("--set", "worker.fairShare.sharePerNamespace=0.25",
+                  "--set", "worker.fairShare.maxRunsPerNamespace=7",
+                  "--set", "worker.fairShare.runsPerMinutePerNamespace=120") == (
+        "0.25", "7", "120")  # fmt: skip
+    refused = subprocess.run(
+        [helm, "template", "tickwork", str(CHART), "--set", "worker.fairShare.sharePerNamespace=2"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert refused.returncode != 0
 
 
 def test_the_workers_egress_policy_follows_their_egress_rules(helm: str) -> None:

@@ -62,7 +62,7 @@ def test_a_tenant_at_its_limit_leaves_the_other_slots_to_other_tenants(
     wait_for(lambda: _starts(hold_a) == 2 and probe.depth().parked == 3, timeout=30,
              what="two of team A's runs executing and three parked")  # fmt: skip
     depth = probe.depth()
-    assert (depth.ready, depth.in_flight, depth.backlog) == (0, 2, 2)  # parked: no scaling
+    assert (depth.ready, depth.in_flight, depth.backlog) == (0, 2, 5)  # parked runs count
 
     # Two slots are free: team B's run starts while team A's runs still hold theirs.
     publish(team_b, probe, "quick", _held(hold_b.url))
@@ -79,3 +79,30 @@ def test_a_tenant_at_its_limit_leaves_the_other_slots_to_other_tenants(
     assert _most_at_once(hold_a) == 2
     depth = probe.depth()
     assert (depth.parked, depth.ready, depth.in_flight) == (0, 0, 0)
+
+
+def test_a_tenant_holds_its_share_of_the_slots_that_exist_and_more_as_workers_join(
+    start_worker: Start, jobs: Jobs, team_b: Jobs, probe: QueueProbe,
+    holds: tuple[HoldingServer, HoldingServer],
+) -> None:  # fmt: skip
+    hold_a, hold_b = holds
+    share = {"TICKWORK_WORKER_CONCURRENCY": "8", "TICKWORK_WORKER_SHARE_PER_NAMESPACE": "0.5"}
+    start_worker("worker-a", **share)  # the chart's defaults: 8 slots, half for one tenant
+    for n in range(12):
+        publish(jobs, probe, f"long-{n}", _held(hold_a.url))
+    wait_for(lambda: _starts(hold_a) == 4 and probe.depth().parked == 8, timeout=30,
+             what="half of the one worker's 8 slots taken by team A")  # fmt: skip
+    assert probe.depth().backlog == 12  # what the autoscaler sees: more workers would help
+
+    publish(team_b, probe, "quick", _held(hold_b.url))
+    wait_for(lambda: _starts(hold_b) == 1, timeout=30, what="team B's run to start")
+
+    # A second worker joins (as the autoscaler adds one): 16 slots, 8 for team A.
+    start_worker("worker-b", **share)
+    wait_for(lambda: _starts(hold_a) == 8, timeout=30, what="team A's share to grow")
+    assert probe.depth().parked == 4
+    hold_a.released.set()
+    hold_b.released.set()
+    for n in range(12):
+        assert finished(jobs, f"long-{n}")["lastRun"]["outcome"] == "Succeeded"  # type: ignore[index]
+    assert _most_at_once(hold_a) == 8

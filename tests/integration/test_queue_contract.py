@@ -261,7 +261,7 @@ async def test_a_namespace_at_its_limit_waits_while_others_run(queue: RunQueue) 
         run_of("team-a", 0).run_id, run_of("team-a", 1).run_id, run_of("team-b", 0).run_id,
     ]  # fmt: skip
     depth = await queue.depth()
-    assert (depth.ready, depth.parked, depth.in_flight, depth.backlog) == (0, 3, 3, 3)
+    assert (depth.ready, depth.parked, depth.in_flight, depth.backlog) == (0, 3, 3, 6)
     # Parked runs wait in the queue: not claimable, not lost, not enqueued twice.
     assert await queue.claim(consumer="w2", lease_seconds=30, count=10, fair_share=fair) == []
     assert await queue.enqueue(run_of("team-a", 2)) is EnqueueOutcome.ALREADY_QUEUED
@@ -271,6 +271,14 @@ async def test_a_namespace_at_its_limit_waits_while_others_run(queue: RunQueue) 
     [next_one] = await queue.claim(consumer="w2", lease_seconds=30, count=10, fair_share=fair)
     assert next_one.message.run_id == run_of("team-a", 2).run_id
     assert (await queue.depth()).parked == 2
+
+
+async def _parked_everywhere(queue: RunQueue) -> int:
+    """Parked runs as depth counts them; on Redis, the one key an autoscaler reads too."""
+    parked = (await queue.depth()).parked
+    if isinstance(queue, RedisRunQueue):
+        assert await queue._client.zcard(queue.keys.parked_runs) == parked
+    return parked
 
 
 async def test_every_way_out_of_flight_frees_the_namespaces_slot(queue: RunQueue) -> None:
@@ -288,7 +296,7 @@ async def test_every_way_out_of_flight_frees_the_namespaces_slot(queue: RunQueue
 
     first = await one()
     assert first.run_id == a[0]
-    assert (await queue.depth()).parked == 5
+    assert await _parked_everywhere(queue) == 5
     assert await queue.ack(first)
     assert await queue.retry(second := await one(), delay_seconds=3600, attempt=2)
     assert second.run_id == a[1]
@@ -306,6 +314,7 @@ async def test_every_way_out_of_flight_frees_the_namespaces_slot(queue: RunQueue
     assert (fifth := await one()).run_id == a[4]
     assert await queue.ack(fifth)
     assert (await one()).run_id == a[5]
+    assert await _parked_everywhere(queue) == 0
     depth = await queue.depth()
     places = (depth.parked, depth.ready, depth.in_flight, depth.delayed, depth.dead)
     assert places == (0, 0, 1, 1, 1)
@@ -322,14 +331,49 @@ async def test_rebalance_returns_parked_runs_when_a_limit_is_raised_or_lifted(
     assert await queue.rebalance(tight) == 0  # no room: nothing moves
     raised = FairShare(max_in_flight=1, namespaces={"team-a": (3, None)})
     assert await queue.rebalance(raised) == 2  # room for two more
+    assert await _parked_everywhere(queue) == 3
     claims = await queue.claim(consumer="w", lease_seconds=30, count=10, fair_share=raised)
     assert [c.run_id for c in claims] == [run_of("team-a", n).run_id for n in (1, 2)]
     assert await queue.rebalance(None) == 3  # fair share turned off: every run returns
+    assert await _parked_everywhere(queue) == 0
     depth = await queue.depth()
     assert (depth.parked, depth.ready, depth.in_flight) == (0, 3, 3)
     claims = await queue.claim(consumer="w", lease_seconds=30, count=10)
     assert len(claims) == 3
     assert await queue.ack(held)
+
+
+async def test_consumers_note_their_slots_and_are_forgotten_when_gone_or_silent(
+    queue: RunQueue,
+) -> None:
+    assert await queue.register_consumer("w1", 8, ttl_seconds=30) == 8
+    assert await queue.register_consumer("w2", 4, ttl_seconds=30) == 12
+    assert await queue.register_consumer("w1", 8, ttl_seconds=30) == 12  # again: once
+    assert await queue.register_consumer("w2", 0, ttl_seconds=30) == 8  # going
+    assert await queue.register_consumer("w3", 2, ttl_seconds=-1) == 10  # time ran out…
+    assert await queue.register_consumer("w1", 8, ttl_seconds=30) == 8  # …so it is gone
+
+
+async def test_a_share_of_the_live_slots_limits_a_namespace_as_they_come_and_go(
+    queue: RunQueue,
+) -> None:
+    share = FairShare(share=0.5)
+    for n in range(6):
+        await queue.enqueue(run_of("team-a", n))
+    one_worker = share.under(await queue.register_consumer("w1", 4, ttl_seconds=30))
+    claims = await queue.claim(consumer="w1", lease_seconds=30, count=4, fair_share=one_worker)
+    assert len(claims) == 2  # half of 4 slots
+    two_workers = share.under(await queue.register_consumer("w2", 4, ttl_seconds=30))
+    assert await queue.rebalance(two_workers) == 2  # half of 8: room for two more
+    more = await queue.claim(consumer="w2", lease_seconds=30, count=4, fair_share=two_workers)
+    assert len(more) == 2
+    assert (await queue.depth()).parked == 2
+    # A worker goes: the share shrinks for new claims, nothing running is touched.
+    back_to_one = share.under(await queue.register_consumer("w2", 0, ttl_seconds=30))
+    assert await queue.ack(claims[0])
+    assert await queue.claim(consumer="w1", lease_seconds=30, count=4,
+                             fair_share=back_to_one) == []  # fmt: skip
+    assert (await queue.depth()).in_flight == 3
 
 
 async def _make_due(queue: RunQueue, run_id: str) -> None:

@@ -27,10 +27,15 @@ Fair shares (only written when a consumer claims with a :class:`FairShare`)::
     tickwork:{default}:parked       HASH  namespace -> its runs parked
     tickwork:{default}:parked:<ns>  LIST  run IDs of namespace <ns> that were claimable while
                                           it was at its limit; LPUSH to park, RPOP to return
+    tickwork:{default}:parked_runs  ZSET  every parked run ID -> when it was parked (one key
+                                          whose size an autoscaler such as KEDA can read)
     tickwork:{default}:pace         HASH  namespace -> theoretical arrival time of its next
                                           run (GCRA), for runs-per-minute limits
     tickwork:{default}:paced        SET   run IDs delayed by their namespace's rate, which
                                           hold a reserved start (not counted again)
+    tickwork:{default}:consumers    ZSET  consumer -> until when it counts as alive
+    tickwork:{default}:consumer_slots HASH consumer -> its slots (a share of them is a
+                                          namespace's limit)
 
 Every run leaving the in-flight set (ack, retry, bury, release, reap) frees its
 namespace's slot and returns that namespace's oldest parked run to the claim end
@@ -126,15 +131,28 @@ class QueueKeys:
         return self._key("paced")
 
     @property
+    def parked_runs(self) -> str:
+        return self._key("parked_runs")
+
+    @property
+    def consumers(self) -> str:
+        return self._key("consumers")
+
+    @property
+    def consumer_slots(self) -> str:
+        return self._key("consumer_slots")
+
+    @property
     def slots(self) -> list[str]:
         """The keys every script that frees an in-flight run's slot takes last."""
-        return [self.owners, self.shares, self.parked, self.ready, self.notify]
+        return [self.owners, self.shares, self.parked, self.ready, self.notify, self.parked_runs]
 
     def all(self) -> list[str]:
         return [
             self.messages, self.ready, self.inflight, self.leases, self.delayed,
             self.dead, self.dead_errors, self.done, self.cancelled, self.notify, self.server,
             self.owners, self.shares, self.parked, self.pace, self.paced,
+            self.parked_runs, self.consumers, self.consumer_slots,
         ]  # fmt: skip
 
 
@@ -152,7 +170,8 @@ local function decrement(hash, field)
 end
 -- A run leaves the in-flight set: if it was counted for its namespace's fair share,
 -- free the slot and return that namespace's oldest parked run to the claim end of
--- ready. s: the index in KEYS of owners (then shares, parked, ready, notify).
+-- ready. s: the index in KEYS of owners (then shares, parked, ready, notify,
+-- parked_runs).
 local function free_slot(s, id)
   local ns = redis.call('HGET', KEYS[s], id)
   if not ns then return end
@@ -161,6 +180,7 @@ local function free_slot(s, id)
   local back = redis.call('RPOP', KEYS[s + 2] .. ':' .. ns)
   if back then
     decrement(KEYS[s + 2], ns)
+    redis.call('ZREM', KEYS[s + 5], back)
     redis.call('RPUSH', KEYS[s + 3], back)
     notify(KEYS[s + 4], 1)
   end
@@ -207,7 +227,7 @@ CLAIM = (
     _PRELUDE
     + """
 -- KEYS: ready inflight leases messages cancelled done notify
---       owners shares parked delayed pace paced
+--       owners shares parked delayed pace paced parked_runs
 -- ARGV: count lease_seconds token_prefix fair_share ('' or JSON: d = default in-flight
 --       limit per namespace, n = {namespace: limit}, r = default runs per minute,
 --       rn = {namespace: runs per minute}; 0 = no limit)
@@ -239,6 +259,7 @@ while taken < wanted and set_aside < 1000 do
       if limit > 0 and tonumber(redis.call('HGET', KEYS[9], ns) or '0') >= limit then
         redis.call('LPUSH', KEYS[10] .. ':' .. ns, id)
         redis.call('HINCRBY', KEYS[10], ns, 1)
+        redis.call('ZADD', KEYS[14], t, id)
         set_aside = set_aside + 1
         message = nil
       else
@@ -293,7 +314,7 @@ return 1
 ACK = (
     _PRELUDE
     + """
--- KEYS: inflight leases messages done, then owners shares parked ready notify
+-- KEYS: inflight leases messages done, then owners shares parked ready notify parked_runs
 -- ARGV: dedup_seconds dedup_max, then (run_id, token) per run; 1 per run if its lease
 -- was held. A batch is what the runs of one worker finished in the same moment.
 -- The run IDs remembered for dedup are bounded by age and by count (the oldest go).
@@ -322,7 +343,7 @@ return out
 RETRY = (
     _PRELUDE
     + """
--- KEYS: inflight leases messages delayed, then owners shares parked ready notify
+-- KEYS: inflight leases messages delayed, then owners shares parked ready notify parked_runs
 -- ARGV: run_id token delay_seconds attempt
 local id = ARGV[1]
 if redis.call('HGET', KEYS[2], id) ~= ARGV[2] then return 0 end
@@ -340,7 +361,8 @@ return 1
 BURY = (
     _PRELUDE
     + """
--- KEYS: inflight leases dead dead_errors messages, then owners shares parked ready notify
+-- KEYS: inflight leases dead dead_errors messages,
+--       then owners shares parked ready notify parked_runs
 -- ARGV: run_id token error dead_max dead_retention_seconds
 -- The dead-letter queue keeps at most dead_max runs, none older than the retention:
 -- the oldest go (their message and error with them), a bounded number per call.
@@ -373,7 +395,7 @@ return 1
 RELEASE = (
     _PRELUDE
     + """
--- KEYS: inflight leases ready notify, then owners shares parked ready notify
+-- KEYS: inflight leases ready notify, then owners shares parked ready notify parked_runs
 -- ARGV: run_id token
 local id = ARGV[1]
 if redis.call('HGET', KEYS[2], id) ~= ARGV[2] then return 0 end
@@ -389,7 +411,8 @@ return 1
 REAP = (
     _PRELUDE
     + """
--- KEYS: inflight leases messages ready notify server, then owners shares parked ready notify
+-- KEYS: inflight leases messages ready notify server,
+--       then owners shares parked ready notify parked_runs
 -- ARGV: limit grace_seconds
 -- A restarted Redis reloads leases as they were when last written to disk: renewals
 -- of the last moments may be lost with it, so deadlines look older than they are.
@@ -436,10 +459,36 @@ return #ids
 """
 )
 
+REGISTER = (
+    _PRELUDE
+    + """
+-- KEYS: consumers consumer_slots
+-- ARGV: consumer slots ttl_seconds
+-- Forgets consumers whose time ran out, notes this one alive with its slots (or gone,
+-- with 0), and returns the slots of every consumer alive.
+local t = now()
+local gone = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', t)
+for _, consumer in ipairs(gone) do
+  redis.call('ZREM', KEYS[1], consumer)
+  redis.call('HDEL', KEYS[2], consumer)
+end
+if tonumber(ARGV[2]) > 0 then
+  redis.call('ZADD', KEYS[1], t + tonumber(ARGV[3]), ARGV[1])
+  redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
+else
+  redis.call('ZREM', KEYS[1], ARGV[1])
+  redis.call('HDEL', KEYS[2], ARGV[1])
+end
+local total = 0
+for _, n in ipairs(redis.call('HVALS', KEYS[2])) do total = total + tonumber(n) end
+return total
+"""
+)
+
 REBALANCE = (
     _PRELUDE
     + """
--- KEYS: owners shares parked inflight ready notify
+-- KEYS: owners shares parked inflight ready notify parked_runs
 -- ARGV: fair_share (as CLAIM's; '' for none: every parked run returns) limit
 -- Recounts each namespace's in-flight runs from the runs still in flight, then returns
 -- parked runs of namespaces that have room now (a limit raised or lifted since they
@@ -473,6 +522,7 @@ for i = 1, #parked, 2 do
     local id = redis.call('RPOP', KEYS[3] .. ':' .. ns)
     if not id then redis.call('HDEL', KEYS[3], ns) break end
     decrement(KEYS[3], ns)
+    redis.call('ZREM', KEYS[7], id)
     table.insert(batch, 1, id)  -- the oldest goes last: it is claimed first
   end
   if #batch > 0 then redis.call('RPUSH', KEYS[5], unpack(batch)) end

@@ -67,6 +67,7 @@ class MemoryRunQueue:
         self._parked: dict[str, deque[str]] = {}  # appendleft = park, pop = return
         self._pace: dict[str, float] = {}  # namespace -> when its next run is due (GCRA)
         self._paced: set[str] = set()  # runs delayed by their rate: start reserved
+        self._consumers: dict[str, tuple[float, int]] = {}  # consumer -> (alive until, slots)
         self._wakeup = asyncio.Condition()
         self._tokens = itertools.count(1)
 
@@ -164,6 +165,16 @@ class MemoryRunQueue:
         if not parked:
             del self._parked[namespace]
         return True
+
+    async def register_consumer(self, consumer: str, slots: int, *, ttl_seconds: float) -> int:
+        now = self._clock()
+        self._consumers = {name: entry for name, entry in self._consumers.items()
+                           if entry[0] > now}  # fmt: skip
+        if slots > 0:
+            self._consumers[consumer] = (now + ttl_seconds, slots)
+        else:
+            self._consumers.pop(consumer, None)
+        return sum(slots for _, slots in self._consumers.values())
 
     async def rebalance(self, fair_share: FairShare | None, *, limit: int = 1000) -> int:
         self._shares = Counter(ns for run_id, ns in self._owners.items()

@@ -9,8 +9,10 @@ to that run alone, and the annotation they came from may have changed since.
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import json
+import math
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -111,16 +113,33 @@ class FairShare:
     it waits, delayed, for its reserved start. 0 means no limit; ``namespaces`` holds
     exceptions as ``{namespace: (max_in_flight, runs_per_minute)}``, None keeping the
     default. Runs over a limit wait: nothing is dropped.
+
+    ``share`` bounds every namespace without an exception of its own to that fraction
+    of the slots the consumers alive *now* have (at least one run), whatever the
+    autoscaler adds later: :meth:`under` turns it into a number of runs for the
+    queue, given those slots (see ``RunQueue.register_consumer``).
     """
 
     max_in_flight: int = 0
     runs_per_minute: float = 0.0
     namespaces: Mapping[str, tuple[int | None, float | None]] = field(default_factory=dict)
+    share: float = 0.0
 
     def __post_init__(self) -> None:
         limits = [(self.max_in_flight, self.runs_per_minute), *self.namespaces.values()]
         if any((n is not None and n < 0) or (r is not None and r < 0) for n, r in limits):
             raise ValueError("fair-share limits must not be negative")
+        if not 0 <= self.share <= 1:
+            raise ValueError("a fair share of the slots is between 0 and 1")
+
+    def under(self, live_slots: int) -> FairShare:
+        """These limits with ``share`` of ``live_slots`` as the default in-flight limit
+        (at least 1; ``max_in_flight`` where that is lower), ready for the queue."""
+        if not self.share:
+            return self
+        runs = max(1, math.floor(self.share * live_slots))
+        limit = min(runs, self.max_in_flight) if self.max_in_flight else runs
+        return dataclasses.replace(self, max_in_flight=limit, share=0.0)
 
     def limit(self, namespace: str) -> int:
         """The most runs of ``namespace`` in flight at once; 0: no limit."""
@@ -134,6 +153,8 @@ class FairShare:
 
     def to_json(self) -> str:
         """The form the queue's scripts read (see :data:`tickwork.queue.keys.CLAIM`)."""
+        if self.share:
+            raise ValueError("a share of the slots goes to the queue as a number: under()")
         return json.dumps(
             {
                 "d": self.max_in_flight,
@@ -161,13 +182,13 @@ class Depth:
     """The queue's store: memory in use and its limit (0: none); None if not known."""
     memory_max_bytes: int | None = None
     parked: int = 0
-    """Runs waiting because their namespace is at its fair-share limit: not in ``ready``,
-    and not in the backlog either (more workers would not start them sooner)."""
+    """Runs waiting because their namespace is at its fair-share limit (not in ``ready``)."""
 
     @property
     def backlog(self) -> int:
-        """Ready plus in flight: the figure the autoscaler scales workers on."""
-        return self.ready + self.in_flight
+        """Ready, parked and in flight: the figure the autoscaler scales workers on.
+        Parked runs count: a namespace's share grows with the slots that exist."""
+        return self.ready + self.parked + self.in_flight
 
 
 @dataclass(frozen=True)

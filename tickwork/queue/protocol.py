@@ -43,6 +43,11 @@ class RunQueue(Protocol):
         """
         ...
 
+    async def register_consumer(self, consumer: str, slots: int, *, ttl_seconds: float) -> int:
+        """Note that ``consumer`` is alive with ``slots`` slots for ``ttl_seconds`` more
+        (0 slots: it is going); return the slots of every consumer alive now."""
+        ...
+
     async def rebalance(self, fair_share: FairShare | None, *, limit: int = 1000) -> int:
         """Return parked runs whose namespace has room under ``fair_share`` (all of them
         when None) to the ready queue, recounting runs in flight; return how many."""

@@ -103,6 +103,7 @@ class RedisRunQueue:
         self._reap = register(scripts.REAP)
         self._promote = register(scripts.PROMOTE)
         self._rebalance = register(scripts.REBALANCE)
+        self._register = register(scripts.REGISTER)
         self._cancel = register(scripts.CANCEL)
         self._locate = register(scripts.LOCATE)
         self._requeue_dead = register(scripts.REQUEUE_DEAD)
@@ -153,7 +154,8 @@ class RedisRunQueue:
         k = self.keys
         fair = fair_share.to_json() if fair_share is not None else ""
         keys = [k.ready, k.inflight, k.leases, k.messages, k.cancelled, k.done, k.notify,
-                k.owners, k.shares, k.parked, k.delayed, k.pace, k.paced]  # fmt: skip
+                k.owners, k.shares, k.parked, k.delayed, k.pace, k.paced,
+                k.parked_runs]  # fmt: skip
         deadline = time.monotonic() + wait_seconds
         while True:
             prefix = f"{consumer}:{uuid.uuid4().hex[:12]}"
@@ -248,12 +250,18 @@ class RedisRunQueue:
         )
         return bool(done)
 
+    async def register_consumer(self, consumer: str, slots: int, *, ttl_seconds: float) -> int:
+        k = self.keys
+        total = await self._call(self._register, [k.consumers, k.consumer_slots],
+                                 [consumer, slots, ttl_seconds])  # fmt: skip
+        return int(total)
+
     async def rebalance(self, fair_share: FairShare | None, *, limit: int = _BATCH) -> int:
         k = self.keys
         fair = fair_share.to_json() if fair_share is not None else ""
         moved = await self._call(
             self._rebalance,
-            [k.owners, k.shares, k.parked, k.inflight, k.ready, k.notify],
+            [k.owners, k.shares, k.parked, k.inflight, k.ready, k.notify, k.parked_runs],
             [fair, limit],
         )
         return int(moved)

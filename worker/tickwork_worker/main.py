@@ -23,6 +23,7 @@ from tickwork.logs import configure_logging
 from tickwork.memory import trim_periodically
 from tickwork.queue import RedisSettings, open_queue
 from tickwork.queue.connection import create_client, wait_until_ready
+from tickwork.queue.messages import FairShare
 from tickwork.queue.protocol import RunQueue
 from tickwork_worker.metrics import WorkerMetrics
 from tickwork_worker.runner import Runner
@@ -105,7 +106,6 @@ async def run_worker(
             host=settings.http_host, port=settings.http_port, registry=metrics.registry,
             liveness=liveness, readiness=readiness,
         )  # fmt: skip
-        fair = rules.fair_share
         logger.info(
             "tickwork-worker %s: %d slot(s), queue %s, command tasks %s, container tasks %s, "
             "job cache %s, fair share %s",
@@ -113,9 +113,7 @@ async def run_worker(
             "enabled" if settings.command_tasks else "disabled",
             "enabled" if settings.container_tasks else "disabled",
             ", ".join(settings.namespaces) or "all namespaces" if jobs else "off",
-            f"{fair.max_in_flight or 'unlimited'} in flight, "
-            f"{fair.runs_per_minute or 'unlimited'}/min per namespace "
-            f"({len(fair.namespaces)} exception(s))" if fair else "off",
+            _fair_text(rules.fair_share),
         )  # fmt: skip
         try:
             async with kept_current(jobs):
@@ -178,6 +176,17 @@ def keep_memory_private() -> None:
         logger.warning("could not make the worker non-dumpable (errno %d)", ctypes.get_errno())
 
 
+def _fair_text(fair: FairShare | None) -> str:
+    """The fair share as the start-up line tells it."""
+    if fair is None:
+        return "off"
+    limits = [f"{fair.share:.0%} of the live slots"] if fair.share else []
+    limits += [str(fair.max_in_flight)] if fair.max_in_flight else []
+    return (f"{' and at most '.join(limits) or 'unlimited'} in flight, "
+            f"{fair.runs_per_minute or 'unlimited'}/min per namespace "
+            f"({len(fair.namespaces)} exception(s))")  # fmt: skip
+
+
 def tenant_rules(settings: WorkerSettings) -> TenantRules:
     """The installation's task rules with their per-namespace exceptions; ValueError
     (naming the entry) if the egress lists or the tenants' JSON are wrong."""
@@ -191,6 +200,7 @@ def tenant_rules(settings: WorkerSettings) -> TenantRules:
                        command_tasks=settings.command_tasks,
                        max_runs=settings.max_runs_per_namespace,
                        runs_per_minute=settings.runs_per_minute_per_namespace,
+                       share=settings.share_per_namespace,
                        tenants=settings.tenants)  # fmt: skip
 
 

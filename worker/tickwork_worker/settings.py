@@ -65,6 +65,15 @@ class WorkerSettings(BaseSettings):
         "all workers (0: no limit); runs over it wait in the queue. Per namespace in "
         "`tenants` (maxRuns).",
     )
+    share_per_namespace: float = Field(
+        default=0.0,
+        ge=0,
+        le=1,
+        description="Fair share: the most runs of one namespace in flight at once, as a "
+        "fraction of the slots of every worker alive now (at least 1; 0: none), whatever "
+        "the autoscaler adds later; with max_runs_per_namespace too, the lower wins. "
+        "Namespaces with maxRuns in `tenants` have that instead.",
+    )
     runs_per_minute_per_namespace: float = Field(
         default=0.0,
         ge=0,

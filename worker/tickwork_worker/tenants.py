@@ -71,6 +71,7 @@ class TenantRules:
         command_tasks: bool = False,
         max_runs: int = 0,
         runs_per_minute: float = 0.0,
+        share: float = 0.0,
         tenants: str | dict[str, Any] = "",
     ) -> None:
         """Raises ValueError, naming the namespace and the entry, for a bad policy."""
@@ -115,8 +116,8 @@ class TenantRules:
         """The limits runs are claimed under; None when nothing is limited."""
         if max_runs < 0 or runs_per_minute < 0:
             raise ValueError("fair-share limits must not be negative")
-        if max_runs or runs_per_minute or any(n or r for n, r in shares.values()):
-            self.fair_share = FairShare(max_runs, runs_per_minute, shares)
+        if max_runs or runs_per_minute or share or any(n or r for n, r in shares.values()):
+            self.fair_share = FairShare(max_runs, runs_per_minute, shares, share=share)
 
     def of(self, namespace: str) -> NamespaceRules:
         return self._by_namespace.get(namespace, self.default)

@@ -4,6 +4,11 @@ On shutdown the worker stops claiming at once, lets in-flight runs finish
 for ``grace_seconds``, then cancels the rest — each hands its run back to the
 queue (no attempt is counted), so another worker takes it immediately
 instead of waiting for the lease to expire.
+
+Under a fair share of the slots (``FairShare.share``), the worker notes its slots
+in the queue every maintenance round (alive for a lease's length) and claims under
+that share of the slots of every worker alive now: one namespace never holds more
+than its share of the slots that exist, however many the autoscaler adds later.
 """
 
 from __future__ import annotations
@@ -45,17 +50,37 @@ class Worker:
         self.maintain_seconds = maintain_seconds
         self.grace_seconds = grace_seconds
         self.fair_share = fair_share
+        self.claim_share = fair_share.under(concurrency) if fair_share else None
+        """The limits claims are made under now (a share resolved for the live slots)."""
         self.in_flight: set[asyncio.Task[None]] = set()
         self.last_loop = time.monotonic()
         """When the claim loop last went round (liveness)."""
 
     async def run(self, stop: asyncio.Event) -> None:
+        with contextlib.suppress(QueueUnavailableError):
+            await self._register()
         maintainer = asyncio.create_task(self._maintain(stop))
         try:
             await self._claim_loop(stop)
         finally:
             maintainer.cancel()
             await self._drain()
+            with contextlib.suppress(QueueUnavailableError):
+                await self._register(going=True)  # the others' share shrinks at once
+
+    async def _register(self, *, going: bool = False) -> None:
+        """Note this worker's slots in the queue and claim under the share of every
+        live worker's slots (only under a fair share of the slots)."""
+        if self.fair_share is None or not self.fair_share.share:
+            return
+        live = await self.queue.register_consumer(
+            self.name, 0 if going else self.concurrency, ttl_seconds=self.lease_seconds
+        )
+        resolved = self.fair_share.under(max(live, self.concurrency))
+        if not going and resolved != self.claim_share:
+            logger.info("%d slot(s) alive: up to %d run(s) of one namespace in flight",
+                        live, resolved.max_in_flight)  # fmt: skip
+            self.claim_share = resolved
 
     async def _claim_loop(self, stop: asyncio.Event) -> None:
         while not stop.is_set():
@@ -72,7 +97,7 @@ class Worker:
                 lease_seconds=self.lease_seconds,
                 count=free,
                 wait_seconds=self.claim_wait_seconds,
-                fair_share=self.fair_share,
+                fair_share=self.claim_share,
             ))  # fmt: skip
             try:
                 claims = await _unless_stopped(claiming, stop, grace=self.claim_wait_seconds + 1)
@@ -98,9 +123,10 @@ class Worker:
             with contextlib.suppress(QueueUnavailableError):
                 await self.queue.reap_expired()
                 await self.queue.promote_due()
+                await self._register()
                 # Parked runs of a namespace whose limit was raised (or lifted: a worker
                 # without a fair share returns every parked run) go back to ready.
-                await self.queue.rebalance(self.fair_share)
+                await self.queue.rebalance(self.claim_share)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), timeout=self.maintain_seconds)
 

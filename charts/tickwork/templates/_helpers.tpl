@@ -323,16 +323,6 @@ as the same user could read from /proc): the volume, and where it is mounted. */
 {{- if $on }}true{{ end -}}
 {{- end }}
 
-{{/* The fair share of one namespace: the value, or a quarter of the most worker slots. */}}
-{{- define "tickwork.maxRunsPerNamespace" -}}
-{{- with .Values.worker.fairShare.maxRunsPerNamespace -}}{{ . }}{{- else -}}
-{{- if kindIs "invalid" .Values.worker.fairShare.maxRunsPerNamespace -}}
-{{- $replicas := ternary .Values.autoscaling.maxReplicas .Values.worker.replicas .Values.autoscaling.enabled -}}
-{{- max 1 (div (mul .Values.worker.concurrency $replicas) 4) -}}
-{{- else -}}0{{- end -}}
-{{- end -}}
-{{- end }}
-
 {{/*
 The ServiceAccount a component runs as; call with (dict "ctx" $ "component" "operator").
 Its own name by default; with create=false the installer's, which must be given:
