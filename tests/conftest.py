@@ -182,6 +182,8 @@ def start_worker(
         # The tests' HTTP endpoints listen on loopback, which workers refuse by default.
         "TICKWORK_WORKER_EGRESS_ALLOW": "127.0.0.1/32",
         "TICKWORK_WORKER_DEMO_TASKS": "true",  # tickwork.sleep and friends
+        # Outputs in status: many tests read what a task printed or answered.
+        "TICKWORK_WORKER_PREVIEWS": "true",
     }
     with _starter("tickwork-worker", "TICKWORK_WORKER_NAME", env, tmp_path) as start:
         yield lambda name="worker-a", **more: start(name, **more)

@@ -45,7 +45,8 @@ def test_a_reply_that_decodes_to_200_mib_costs_the_worker_a_preview(
     endpoint.body = _bomb(200 * _MIB)
     endpoint.headers = {"Content-Encoding": "gzip, gzip"}
     assert len(endpoint.body) < 1024
-    worker = start_worker()
+    # With previews, as an installer may ask: on the defaults the answer is not read.
+    worker = start_worker(TICKWORK_WORKER_PREVIEWS="true")
     # A first run warms the worker (imports, connection pools) before the peak is read.
     publish(jobs, probe, "warm", {"task": {"echo": {"message": "warm"}}})
     finished(jobs, "warm")
@@ -69,7 +70,7 @@ def test_a_coding_that_cannot_be_decoded_with_a_bound_is_not_decoded(
 ) -> None:
     endpoint.body = b"\x8b\x00\x80\x00" * 64  # whatever it is, it is not looked into
     endpoint.headers = {"Content-Encoding": "br"}
-    start_worker()
+    start_worker(TICKWORK_WORKER_PREVIEWS="true")
     publish(jobs, probe, "brotli", {"task": {"http": {"url": endpoint.url}}})
     last = finished(jobs, "brotli")["lastRun"]
     assert isinstance(last, dict)

@@ -48,7 +48,8 @@ def worker(start_worker: Start, api_client: k8s.ApiClient, namespace: str) -> Ti
     create_secret(api_client, namespace, "api", {
         "from-file": VALUE + "\n", "two-lines": f"{VALUE}\nsecond-line-{MARK}", "plain": VALUE,
     })  # fmt: skip
-    return start_worker()
+    # Previews on, as an installer may ask: the worst case for what status may show.
+    return start_worker(TICKWORK_WORKER_PREVIEWS="true")
 
 
 def test_a_value_with_a_final_newline_is_sent_trimmed_and_never_shown(

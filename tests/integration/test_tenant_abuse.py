@@ -38,7 +38,8 @@ Start = Callable[..., TickworkProcess]
 #: The production defaults (the chart's), where the test fixtures loosen them.
 PRODUCTION = {"TICKWORK_WORKER_EGRESS_ALLOW": "", "TICKWORK_WORKER_DEMO_TASKS": "false",
               "TICKWORK_WORKER_CONCURRENCY": "8", "TICKWORK_WORKER_SHARE_PER_NAMESPACE": "0.5",
-              "TICKWORK_WORKER_MAX_RUNS_PER_NAMESPACE": "0"}  # fmt: skip
+              "TICKWORK_WORKER_MAX_RUNS_PER_NAMESPACE": "0",
+              "TICKWORK_WORKER_PREVIEWS": "false"}  # fmt: skip
 
 
 @pytest.fixture

@@ -67,17 +67,19 @@ async def run_worker(
                   for r in rules.all()}  # fmt: skip
         kinds: dict[str, TaskKind] = {
             "echo": EchoTask(),
-            "http": HttpTask(lambda namespace: by_key[rules.of(namespace).key]),
+            "http": HttpTask(lambda namespace: by_key[rules.of(namespace).key],
+                             previews=settings.previews),
             "python": PythonTask(
                 discover(demo=settings.demo_tasks), threads=settings.concurrency, rules=rules
             ),
             "command": CommandTask(
-                enabled=settings.command_tasks, rules=rules, runner_socket=settings.command_runner
+                enabled=settings.command_tasks, rules=rules,
+                runner_socket=settings.command_runner, previews=settings.previews,
             ),
             "container": ContainerTask(
                 kube=kube, enabled=settings.container_tasks,
                 ttl_seconds=settings.container_ttl_seconds,
-                log_bytes=settings.container_log_bytes,
+                log_bytes=settings.container_log_bytes, previews=settings.previews,
             ),
         }  # fmt: skip
         runner = Runner(

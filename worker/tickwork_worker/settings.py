@@ -103,6 +103,13 @@ class WorkerSettings(BaseSettings):
         "runs commands in a container of its own without the worker's credentials; "
         "empty: commands run in the worker's container.",
     )
+    previews: bool = Field(
+        default=False,
+        description="Keep what tasks bring back in status, with Secret values redacted: "
+        "the first 512 bytes of an HTTP answer, the tail of a command's output or of a "
+        "container's log. Off: status says the status or exit code only (whoever may "
+        "read a ScheduledJob reads its status).",
+    )
     container_tasks: bool = Field(
         default=False,
         description="Run `container` tasks as Jobs in the jobs' namespaces (the chart's "

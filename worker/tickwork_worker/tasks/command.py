@@ -46,13 +46,16 @@ class CommandDisabledError(PermanentTaskError):
 
 class CommandTask:
     def __init__(
-        self, *, enabled: bool, rules: TenantRules | None = None, runner_socket: str = ""
-    ) -> None:
+        self, *, enabled: bool, rules: TenantRules | None = None, runner_socket: str = "",
+        previews: bool = False,
+    ) -> None:  # fmt: skip
         """``rules``: per-namespace exceptions to ``enabled`` (see tenants);
-        ``runner_socket``: run programs through the command runner listening there."""
+        ``runner_socket``: run programs through the command runner listening there;
+        ``previews``: keep the output's tail in the result (off: the exit code only)."""
         self.enabled = enabled
         self._rules = rules
         self._runner = runner_socket
+        self._previews = previews
 
     async def execute(self, spec: ScheduledJobSpec, run: RunContext) -> TaskResult:
         task = spec.task.command
@@ -76,7 +79,7 @@ class CommandTask:
             code, output = await self._remote(task.args, env, run.stop)
         else:
             code, output = await _local(task.args, env, run.stop)
-        tail = run.cut(output.strip()[-1000:], start=True)
+        tail = run.cut(output.strip()[-1000:], start=True) if self._previews else ""
         summary = f"exit {code}" + (f": {tail}" if tail else "")
         if code == 0:
             return TaskResult(summary=summary)

@@ -45,14 +45,17 @@ class ContainerDisabledError(PermanentTaskError):
 
 class ContainerTask:
     def __init__(
-        self, *, kube: KubeClient, enabled: bool, ttl_seconds: int, log_bytes: int
-    ) -> None:
+        self, *, kube: KubeClient, enabled: bool, ttl_seconds: int, log_bytes: int,
+        previews: bool = False,
+    ) -> None:  # fmt: skip
         """``ttl_seconds``: the Jobs' ttlSecondsAfterFinished; ``log_bytes``: the most
-        of a container's log read for its tail."""
+        of a container's log read for its tail; ``previews``: keep that tail in the
+        result (off: the log is not read)."""
         self._kube = kube
         self.enabled = enabled
         self._ttl = ttl_seconds
         self._log_bytes = log_bytes
+        self._previews = previews
 
     async def execute(self, spec: ScheduledJobSpec, run: RunContext) -> TaskResult:
         task = spec.task.container
@@ -173,7 +176,7 @@ class ContainerTask:
                 f"timed out after {timeout_seconds}s (the Job {name} reached its "
                 "activeDeadlineSeconds)"
             )
-        code, tail = await self._container_end(run.namespace, job)
+        code, tail = await self._container_end(run.namespace, job, with_log=self._previews)
         tail = run.cut(tail, start=True, end=True)  # tailLines, then limitBytes
         if not redactable and tail:
             tail = "(log not kept: the worker may not read the Secrets it could contain)"
@@ -183,8 +186,11 @@ class ContainerTask:
             return TaskResult(summary=summary)
         raise RetryableTaskError(summary if code is not None else f"{summary} {end.message}")
 
-    async def _container_end(self, namespace: str, job: dict[str, Any]) -> tuple[int | None, str]:
-        """The exit code and the log's tail of the Job's Pod (None, "" if it is gone)."""
+    async def _container_end(
+        self, namespace: str, job: dict[str, Any], *, with_log: bool
+    ) -> tuple[int | None, str]:
+        """The exit code and (``with_log``) the log's tail of the Job's Pod (None, "" if
+        it is gone)."""
         uid = job["metadata"].get("uid", "")
         try:
             pods = await self._kube.list_pods(
@@ -196,6 +202,8 @@ class ContainerTask:
         if not ended:
             return None, ""
         code, pod = ended[-1]
+        if not with_log:
+            return code, ""
         try:
             log = await self._kube.pod_log(namespace, pod["metadata"]["name"],
                                            container=jobs.CONTAINER, tail_lines=_LOG_LINES,

@@ -15,7 +15,8 @@ come from Secrets of the job's namespace (``valueFrom``, ``bodyFrom``).
 
 Connections go only where the worker's egress policy allows (see ``egress``): a
 refused address fails the run at once with "address not allowed". The answer is
-streamed and only its first bytes are read, for the preview in status;
+not read unless the installer asks for previews; then it is streamed and only its
+first bytes are read, for the preview in status;
 ``Accept-Encoding: identity`` is asked for unless the job sets it, and whatever
 ``Content-Encoding`` a server sends anyway is decoded with a bound or not at all
 (:mod:`tickwork_worker.tasks.replies`).
@@ -45,10 +46,17 @@ _RETRYABLE_4XX = frozenset({408, 429})
 
 
 class HttpTask:
-    def __init__(self, client: httpx.AsyncClient | Callable[[str], httpx.AsyncClient]) -> None:
+    def __init__(
+        self,
+        client: httpx.AsyncClient | Callable[[str], httpx.AsyncClient],
+        *,
+        previews: bool = False,
+    ) -> None:
         """``client``: one for every job, or the client for a job's namespace (whose
-        egress rules it enforces; see tenants)."""
+        egress rules it enforces; see tenants); ``previews``: read the answer's first
+        bytes for status (off: the answer is not read at all)."""
         self._client_for = client if callable(client) else (lambda _namespace: client)
+        self._previews = previews
 
     async def execute(self, spec: ScheduledJobSpec, run: RunContext) -> TaskResult:
         task = spec.task.http
@@ -75,7 +83,7 @@ class HttpTask:
                 follow_redirects=False,
             ) as response:
                 code = response.status_code
-                preview = run.cut(await _preview(response), end=True)
+                preview = run.cut(await _preview(response), end=True) if self._previews else ""
         except EgressRefusedError as exc:
             raise PermanentTaskError(f"{where}: {exc}") from None
         except httpx.TimeoutException as exc:
