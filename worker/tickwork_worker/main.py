@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 import ctypes
 import logging
+import os
 import signal
 import sys
 import time
@@ -43,7 +44,9 @@ logger = logging.getLogger("tickwork_worker")
 
 async def run_worker(
     settings: WorkerSettings, *, queue: RunQueue | None = None, stop: asyncio.Event | None = None
-) -> None:
+) -> str:
+    """Run until ``stop``; return why the process must end at once (a task's thread
+    that does not stop, see the runner), or an empty string."""
     redis = RedisSettings() if settings.queue == "redis" else None
     if queue is None:
         if redis is not None:
@@ -87,6 +90,7 @@ async def run_worker(
             worker_name=settings.name, lease_seconds=settings.lease_seconds,
             soft_timeout_ratio=settings.soft_timeout_ratio,
             running_after_seconds=settings.running_after_seconds, jobs=jobs,
+            stuck_seconds=settings.stuck_seconds,
         )  # fmt: skip
         worker = Worker(
             queue=queue, runner=runner, name=settings.name, concurrency=settings.concurrency,
@@ -100,6 +104,8 @@ async def run_worker(
             stuck = time.monotonic() - worker.last_loop
             if stuck > settings.stuck_seconds:
                 return f"the claim loop is stuck ({stuck:.0f}s)"
+            if runner.stuck:
+                return runner.stuck
             return None
 
         readiness = _readiness(queue, kube, jobs)
@@ -131,6 +137,7 @@ async def run_worker(
             await queue.close()
             await kube.close()
             logger.info("tickwork-worker stopped")
+    return runner.stuck
 
 
 def _readiness(
@@ -240,10 +247,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         logger.error("invalid task rules: %s", exc)  # noqa: TRY400 - the message says it all
         return 2
     try:
-        asyncio.run(run_worker(settings))
+        stuck = asyncio.run(run_worker(settings))
     except QueueUnavailableError as exc:
         logger.error("%s", exc)  # noqa: TRY400 - the message is the whole story
         return 1
+    if stuck:
+        # Exiting normally would wait for the thread; the run it holds is redelivered
+        # once its lease expires, and this thread must not run beside that attempt.
+        logger.error("exiting without waiting for a task's thread: %s", stuck)
+        logging.shutdown()
+        os._exit(70)
     return 0
 
 

@@ -18,6 +18,12 @@ A worker that can no longer prove it holds the lease (Redis unreachable until
 the lease ran out, or the run taken by another worker after this one was
 paused) cancels the attempt and writes nothing more: the run belongs to
 whoever is redelivered it, as a new attempt.
+
+A plain Python function cannot be stopped: past its timeout its thread runs on.
+The run then waits, holding its lease, until the thread ends, so that no retry
+runs beside it; if it has not ended ``stuck_seconds`` later, the worker reports itself
+unhealthy (``stuck``), keeps holding the run, and exits without handing it back,
+which ends the thread; the run is redelivered once the lease expires.
 """
 
 from __future__ import annotations
@@ -72,7 +78,10 @@ class Runner:
         soft_timeout_ratio: float,
         running_after_seconds: float = 0.0,
         jobs: JobCache | None = None,
+        stuck_seconds: float = 120.0,
     ) -> None:
+        """``stuck_seconds``: how long past its timeout a task's thread may run before
+        the worker reports itself unhealthy."""
         self.queue = queue
         self.kube = kube
         self.events = events
@@ -83,9 +92,14 @@ class Runner:
         self.soft_timeout_ratio = soft_timeout_ratio
         self.running_after_seconds = running_after_seconds
         self.jobs = jobs
+        self.stuck_seconds = stuck_seconds
         self.access = JobAccess(kube=kube, metrics=metrics, jobs=jobs)
         self._leases: dict[str, Lease] = {}
         """The lease of every claim in hand, by token."""
+        self._held: set[str] = set()
+        """Tokens of runs whose attempt left a thread running: never handed back."""
+        self.stuck = ""
+        """Why the worker must restart (a task's thread that does not end), or empty."""
 
     async def process(self, claim: Claim) -> None:
         """Handle one claim to the end. Cancellation (shutdown) hands the run back."""
@@ -109,6 +123,10 @@ class Runner:
             assert job is not None  # noqa: S101 - why_skip returned None
             await self._execute(claim, job, progress)
         except asyncio.CancelledError:
+            if claim.token in self._held:  # its thread may still run: the lease expires
+                logger.warning("run not handed back: a thread of its attempt still runs",
+                               extra=log)  # fmt: skip
+                raise
             with contextlib.suppress(Exception):
                 await asyncio.shield(self.queue.release(claim))
             logger.info("handed run back on shutdown", extra=log)
@@ -223,9 +241,30 @@ class Runner:
             params=message.params or {}, secrets=secrets, job_uid=message.uid,
         )  # fmt: skip
         outcome = await self._attempt_in(claim, job, context)
+        await self._until_threads_end(claim, context, self.stuck_seconds)
         return dataclasses.replace(outcome, result=secrets.redact(outcome.result),
                                    error=secrets.redact(outcome.error),
                                    brief=secrets.redact(outcome.brief))  # fmt: skip
+
+    async def _until_threads_end(self, claim: Claim, context: RunContext, seconds: float) -> None:
+        """Wait, under the lease, for threads the attempt left running; past ``seconds``
+        the worker is stuck: it holds the run until it restarts."""
+        running = [thread for thread in context.threads if not thread.done()]
+        if not running:
+            return
+        self._held.add(claim.token)
+        log = claim.message.log_fields()
+        logger.warning("the attempt's thread runs past its timeout; the run waits for it",
+                       extra=log)  # fmt: skip
+        waiting = asyncio.ensure_future(asyncio.wait([asyncio.wrap_future(t) for t in running]))
+        if await under_lease(waiting, self._leases[claim.token], seconds):
+            self._held.discard(claim.token)
+            return
+        waiting.cancel()
+        self.stuck = (f"a thread of run {claim.run_id} still runs {seconds:g}s after its "
+                      "timeout; a restart ends it")  # fmt: skip
+        logger.error("%s", self.stuck, extra=log)
+        await asyncio.Future()  # hold the run, and its lease, until the worker stops
 
     async def _attempt_in(self, claim: Claim, job: ScheduledJob, context: RunContext) -> Outcome:
         spec = job.spec

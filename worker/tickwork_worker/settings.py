@@ -28,7 +28,8 @@ class WorkerSettings(BaseSettings):
     claim_wait_seconds: float = Field(default=1.0, gt=0, le=30)
     stuck_seconds: float = Field(
         default=120.0, gt=0,
-        description="Liveness fails when the claim loop has not gone round this long.",
+        description="Liveness fails when the claim loop has not gone round this long, or "
+        "a task's thread still runs this long after its timeout.",
     )  # fmt: skip
     maintain_seconds: float = Field(
         default=1.0, gt=0, description="How often expired leases and due retries are moved."

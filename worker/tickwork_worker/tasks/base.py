@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Mapping
+from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from tickwork.api.models import ScheduledJobSpec, SecretKeyRef, ValueSource
 from tickwork.core.errors import PermanentTaskError, TaskTimeoutError
@@ -51,6 +52,9 @@ class RunContext:
     """The ScheduledJob's uid (a container task's Job names it as its owner)."""
     stop: Stop = field(default_factory=Stop)
     """How a cancellation of the task is meant (see :class:`Stop`)."""
+    threads: list[Future[Any]] = field(default_factory=list)
+    """Threads the task runs in, which a cancellation does not stop (a plain Python
+    function's): the run does not go on while one of them still runs."""
 
     @property
     def scheduled_time(self) -> str:

@@ -12,7 +12,8 @@ aware datetime: when the run was due, or triggered), ``attempt`` and ``params`` 
 manual run's parameters, a dict of strings); the spec's ``kwargs`` win over them,
 so tasks written before a keyword existed keep working. It may be
 ``async`` (cancelled cleanly at the soft timeout) or plain (run in a thread;
-a thread cannot be interrupted, so the run is abandoned at the hard timeout).
+a thread cannot be interrupted, so the attempt ends at the hard timeout, and the
+run waits for the thread before it is retried — see the runner).
 Raise :class:`tickwork.core.errors.PermanentTaskError` when retrying cannot
 help; any other exception is retried.
 
@@ -112,8 +113,9 @@ class PythonTask:
             if inspect.iscoroutinefunction(function):
                 value = await function(*task.args, **kwargs)
             else:
-                call = functools.partial(function, *task.args, **kwargs)
-                value = await asyncio.get_running_loop().run_in_executor(self._threads, call)
+                thread = self._threads.submit(functools.partial(function, *task.args, **kwargs))
+                run.threads.append(thread)  # the runner waits for it past a timeout
+                value = await asyncio.wrap_future(thread)
         except PermanentTaskError:
             raise
         except asyncio.CancelledError:
