@@ -108,6 +108,19 @@ def test_a_tenant_gets_half_the_live_slots_unless_the_installer_says(helm: str) 
     assert refused.returncode != 0
 
 
+def test_status_keeps_what_tasks_bring_back_only_when_the_installer_asks(helm: str) -> None:
+    def previews(*extra: str) -> str | None:
+        [deployment] = [o for o in _objects(render(helm, "tickwork", *extra))
+                        if o["kind"] == "Deployment"
+                        and o["metadata"]["name"].endswith("-worker")]  # fmt: skip
+        env = {e["name"]: e.get("value") for e in
+               deployment["spec"]["template"]["spec"]["containers"][0]["env"]}  # fmt: skip
+        return env["TICKWORK_WORKER_PREVIEWS"]
+
+    assert previews() == "false"  # `view` reads status: nothing a task brought back
+    assert previews("--set", "worker.previews.enabled=true") == "true"
+
+
 def test_the_workers_egress_policy_follows_their_egress_rules(helm: str) -> None:
     def egress(*extra: str) -> list[dict[str, Any]] | None:
         found = [o for o in _objects(render(helm, "tickwork", *extra))

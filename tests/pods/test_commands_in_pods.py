@@ -32,7 +32,8 @@ def commands_release(pods_cluster: Cluster, test_images: ClusterImages) -> Itera
         "crds": {"install": False},
         "operator": {"replicas": 1},
         "autoscaling": {"enabled": False},
-        "worker": {"replicas": 1, "commandTasks": {"enabled": True}},
+        "worker": {"replicas": 1, "commandTasks": {"enabled": True},
+                   "previews": {"enabled": True}},  # the tests read what commands print
     })  # fmt: skip
     release = Release(pods_cluster, NAMESPACE, values=values)
     release.install()

@@ -74,8 +74,8 @@ def release(pods_cluster: Cluster, test_images: ClusterImages) -> Iterator[Relea
         "crds": {"install": False},
         "operator": {"replicas": 1},
         "autoscaling": {"enabled": False},
-        "worker": {"replicas": 1, "containerTasks": {"enabled": True,
-                                                       "ttlSecondsAfterFinished": TTL_SECONDS}},
+        "worker": {"replicas": 1, "previews": {"enabled": True},  # the tests read logs
+                   "containerTasks": {"enabled": True, "ttlSecondsAfterFinished": TTL_SECONDS}},
     })  # fmt: skip
     installed = Release(pods_cluster, NAMESPACE, values=values)
     installed.install()
