@@ -140,6 +140,10 @@ def test_the_workers_egress_policy_follows_their_egress_rules(helm: str) -> None
 
     dns, api, redis, public, *rest = egress() or []
     assert {(p["port"], p["protocol"]) for p in dns["ports"]} == {(53, "UDP"), (53, "TCP")}
+    # The cluster DNS only: port 53 elsewhere is a way out (a tunnel over DNS, say).
+    assert dns["to"] == [{"namespaceSelector": {"matchLabels": {
+        "kubernetes.io/metadata.name": "kube-system"}},
+        "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}}}]  # fmt: skip
     assert "to" not in api  # no cluster to look the API server up in: its ports, anywhere
     assert [p["port"] for p in api["ports"]] == [443, 6443]
     assert redis["to"][0]["podSelector"]["matchLabels"]["app.kubernetes.io/component"] == "redis"
@@ -162,6 +166,10 @@ def test_the_workers_egress_policy_follows_their_egress_rules(helm: str) -> None
     assert more == peer
     api = (egress("--set", "networkPolicy.workerEgress.apiServerCIDRs={10.1.2.3/32}") or [])[1]
     assert (blocks(api), [p["port"] for p in api["ports"]]) == (["10.1.2.3/32"], [443, 6443])
+    local = {"ipBlock": {"cidr": "169.254.20.10/32"}}
+    dns = (egress("--set-json", f"networkPolicy.workerEgress.dnsPeers=[{json.dumps(local)}]")
+           or [])[0]  # fmt: skip
+    assert dns["to"] == [local]
     assert egress("--set", "networkPolicy.workerEgress.enabled=false") is None
     assert egress("--set", "networkPolicy.enabled=false") is None
 
