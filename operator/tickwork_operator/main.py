@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import functools
+import json
 import logging
 import os
 import sys
@@ -24,6 +25,8 @@ from tickwork.memory import trim_periodically
 from tickwork.queue import RedisSettings, open_queue
 from tickwork.queue.connection import create_client, wait_until_ready
 from tickwork.queue.protocol import RunQueue
+from tickwork_operator import api_server_policy
+from tickwork_operator.api_server_policy import PolicyTarget
 from tickwork_operator.claims import NamespaceClaims
 from tickwork_operator.handlers import (
     LeanMemories,
@@ -151,6 +154,12 @@ async def run_operator(settings: OperatorSettings, *, queue: RunQueue | None = N
         background.append(
             asyncio.create_task(claims.run(elector.leading_event, stop), name="namespace claims")
         )
+    if settings.api_server_policy:
+        target = PolicyTarget(name=settings.api_server_policy, namespace=settings.lease_namespace,
+                              selector=json.loads(settings.api_server_policy_selector),
+                              owner=settings.api_server_policy_owner)  # fmt: skip
+        background.append(asyncio.create_task(api_server_policy.keep(kube, target, stop),
+                                               name="API server policy"))  # fmt: skip
     logger.info(
         "tickwork-operator %s watching %s, queue %s",
         settings.identity, ", ".join(settings.namespaces) or "all namespaces",

@@ -83,6 +83,18 @@ class OperatorSettings(BaseSettings):
         """The release's identity in its claims: its leader Lease (one per release)."""
         return f"{self.lease_namespace}/{self.lease_name}"
 
+    api_server_policy: str = Field(
+        default="",
+        description="Keep a NetworkPolicy of this name in lease_namespace admitting the "
+        "worker Pods to the API server's current addresses (empty: none); see "
+        "tickwork_operator.api_server_policy.",
+    )
+    api_server_policy_owner: str = Field(
+        default="", description="The chart's worker egress NetworkPolicy, which owns it."
+    )
+    api_server_policy_selector: str = Field(
+        default="{}", description="The worker Pods' labels, as a JSON object."
+    )
     http_host: str = "0.0.0.0"  # noqa: S104 - a pod serves its probes and metrics on all interfaces
     http_port: int = Field(default=8080, ge=0, le=65535, description="/metrics, /healthz, /readyz")
     log_format: str = Field(default="text", pattern="^(text|json)$")

@@ -138,14 +138,14 @@ def test_the_workers_egress_policy_follows_their_egress_rules(helm: str) -> None
     def blocks(rule: dict[str, Any]) -> list[str]:
         return [peer["ipBlock"]["cidr"] for peer in rule.get("to", []) if "ipBlock" in peer]
 
-    dns, api, redis, public, *rest = egress() or []
+    dns, redis, public, *rest = egress() or []
     assert {(p["port"], p["protocol"]) for p in dns["ports"]} == {(53, "UDP"), (53, "TCP")}
     # The cluster DNS only: port 53 elsewhere is a way out (a tunnel over DNS, say).
     assert dns["to"] == [{"namespaceSelector": {"matchLabels": {
         "kubernetes.io/metadata.name": "kube-system"}},
         "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}}}]  # fmt: skip
-    assert "to" not in api  # no cluster to look the API server up in: its ports, anywhere
-    assert [p["port"] for p in api["ports"]] == [443, 6443]
+    # No cluster to look the API server up in: no rule for it here (never its ports at
+    # any address); the operator keeps a policy of its own with its addresses.
     assert redis["to"][0]["podSelector"]["matchLabels"]["app.kubernetes.io/component"] == "redis"
     assert blocks(public) == ["0.0.0.0/0", "::/0"]
     refused = public["to"][0]["ipBlock"]["except"] + public["to"][1]["ipBlock"]["except"]
@@ -170,6 +170,10 @@ def test_the_workers_egress_policy_follows_their_egress_rules(helm: str) -> None
     dns = (egress("--set-json", f"networkPolicy.workerEgress.dnsPeers=[{json.dumps(local)}]")
            or [])[0]  # fmt: skip
     assert dns["to"] == [local]
+    refused = run(helm, "template", "tw", str(CHART), "--set",
+                  "networkPolicy.workerEgress.keepApiServerAddresses=false")  # fmt: skip
+    assert refused.returncode != 0
+    assert "the API server's addresses are not known here" in refused.stderr
     assert egress("--set", "networkPolicy.workerEgress.enabled=false") is None
     assert egress("--set", "networkPolicy.enabled=false") is None
 
@@ -443,7 +447,12 @@ def test_helm_install_creates_everything_with_least_privilege(
                      ("create", "leases.coordination.k8s.io", "-n", "any"),
                      ("update", "leases.coordination.k8s.io/tickwork-scheduler", "-n", "any"),
                      ("get", "leases.coordination.k8s.io/tickwork-scheduler",
-                      "-n", "any")):  # fmt: skip
+                      "-n", "any"),
+                     # The workers' NetworkPolicy for the API server, and where it is.
+                     ("get", "endpointslices.discovery.k8s.io/kubernetes", "-n", "default"),
+                     ("create", "networkpolicies.networking.k8s.io", "-n", "tickwork"),
+                     ("update", "networkpolicies.networking.k8s.io/tw-tickwork-worker-apiserver",
+                      "-n", "tickwork")):  # fmt: skip
         assert _can_i(cluster, operator, *question), f"operator may not {question}"
     for question in (("get", "secrets", "-n", "tickwork"), ("list", "pods", everywhere),
                      ("create", "deployments.apps", "-n", "tickwork"),
@@ -453,7 +462,12 @@ def test_helm_install_creates_everything_with_least_privilege(
                      ("get", "leases.coordination.k8s.io/other", "-n", "any"),
                      ("list", "leases.coordination.k8s.io", everywhere),
                      ("patch", "scheduledjobs.tickwork.dev", "-n", "any"),
-                     ("get", "configmaps", "-n", "tickwork")):  # fmt: skip
+                     ("get", "configmaps", "-n", "tickwork"),
+                     ("get", "endpointslices.discovery.k8s.io/other", "-n", "default"),
+                     ("list", "endpointslices.discovery.k8s.io", "-n", "default"),
+                     ("update", "networkpolicies.networking.k8s.io/tw-tickwork-redis",
+                      "-n", "tickwork"),
+                     ("create", "networkpolicies.networking.k8s.io", "-n", "any")):  # fmt: skip
         assert not _can_i(cluster, operator, *question), f"operator may {question}"
     # Workers read jobs (list + watch for their job cache); they never change a spec.
     for question in (("get", "scheduledjobs.tickwork.dev", "-n", "any"),

@@ -387,6 +387,16 @@ def test_workers_reach_dns_the_api_server_and_redis_but_no_other_pod(
         api = "kubernetes.default.svc.cluster.local"
         wait_for(lambda: _connect(release, namespace, worker, api, 443) == "open",
                  timeout=30, what="a worker reaching the API server by name")  # fmt: skip
+        # The operator keeps the workers' policy for the API server from its slice.
+        api_slice = json.loads(cluster.kubectl("-n", "default", "get", "endpointslice",
+                                               "kubernetes", "-o", "json").stdout)  # fmt: skip
+        kept = json.loads(cluster.kubectl("-n", namespace, "get", "networkpolicy",
+                                          f"{release.fullname}-worker-apiserver", "-o",
+                                          "json").stdout)  # fmt: skip
+        [rule] = kept["spec"]["egress"]
+        assert sorted(peer["ipBlock"]["cidr"].split("/")[0] for peer in rule["to"]) == sorted(
+            a for endpoint in api_slice["endpoints"] for a in endpoint["addresses"]
+        )
         redis = f"{release.fullname}-redis.{namespace}.svc.cluster.local"
         assert _connect(release, namespace, worker, redis, 6379) == "open"
         for _ in range(3):  # ... but not the bystander, nor the node's other ports

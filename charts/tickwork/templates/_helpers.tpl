@@ -416,3 +416,16 @@ httpGet:
   port: http
 {{- toYaml .timing | nindent 0 }}
 {{- end }}
+
+{{/* The operator keeps the workers' NetworkPolicy for the API server (see values). */}}
+{{- define "tickwork.keepsApiServerPolicy" -}}
+{{- if and .Values.networkPolicy.enabled .Values.networkPolicy.workerEgress.enabled .Values.networkPolicy.workerEgress.keepApiServerAddresses (not .Values.networkPolicy.workerEgress.apiServerCIDRs) }}true{{ end -}}
+{{- end }}
+
+{{- define "tickwork.workerEgressPolicyName" -}}
+{{- printf "%s-worker-egress" (include "tickwork.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- end }}
+
+{{- define "tickwork.apiServerPolicyName" -}}
+{{- printf "%s-worker-apiserver" (include "tickwork.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- end }}
