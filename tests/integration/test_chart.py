@@ -84,13 +84,18 @@ def test_the_worker_lists_and_watches_jobs_only_for_its_job_cache(helm: str) -> 
     assert worker_view("--set", "worker.jobCache.enabled=false") == (["get"], "false")
 
 
+def _worker_env(helm: str, *extra: str) -> dict[str, str | None]:
+    """The worker container's environment as the chart renders it with ``extra``."""
+    [deployment] = [o for o in _objects(render(helm, "tickwork", *extra))
+                    if o["kind"] == "Deployment"
+                    and o["metadata"]["name"].endswith("-worker")]  # fmt: skip
+    return {e["name"]: e.get("value") for e in
+            deployment["spec"]["template"]["spec"]["containers"][0]["env"]}  # fmt: skip
+
+
 def test_a_tenant_gets_half_the_live_slots_unless_the_installer_says(helm: str) -> None:
-    def limits(*extra: str) -> tuple[str, str, str]:
-        [deployment] = [o for o in _objects(render(helm, "tickwork", *extra))
-                        if o["kind"] == "Deployment"
-                        and o["metadata"]["name"].endswith("-worker")]  # fmt: skip
-        env = {e["name"]: e.get("value") for e in
-               deployment["spec"]["template"]["spec"]["containers"][0]["env"]}  # fmt: skip
+    def limits(*extra: str) -> tuple[str | None, str | None, str | None]:
+        env = _worker_env(helm, *extra)
         return (env["TICKWORK_WORKER_SHARE_PER_NAMESPACE"],
                 env["TICKWORK_WORKER_MAX_RUNS_PER_NAMESPACE"],
                 env["TICKWORK_WORKER_RUNS_PER_MINUTE_PER_NAMESPACE"])  # fmt: skip
@@ -109,16 +114,9 @@ def test_a_tenant_gets_half_the_live_slots_unless_the_installer_says(helm: str) 
 
 
 def test_status_keeps_what_tasks_bring_back_only_when_the_installer_asks(helm: str) -> None:
-    def previews(*extra: str) -> str | None:
-        [deployment] = [o for o in _objects(render(helm, "tickwork", *extra))
-                        if o["kind"] == "Deployment"
-                        and o["metadata"]["name"].endswith("-worker")]  # fmt: skip
-        env = {e["name"]: e.get("value") for e in
-               deployment["spec"]["template"]["spec"]["containers"][0]["env"]}  # fmt: skip
-        return env["TICKWORK_WORKER_PREVIEWS"]
-
-    assert previews() == "false"  # `view` reads status: nothing a task brought back
-    assert previews("--set", "worker.previews.enabled=true") == "true"
+    previews = "TICKWORK_WORKER_PREVIEWS"
+    assert _worker_env(helm)[previews] == "false"  # `view` reads status: nothing of a task's
+    assert _worker_env(helm, "--set", "worker.previews.enabled=true")[previews] == "true"
 
 
 def test_the_workers_egress_policy_follows_their_egress_rules(helm: str) -> None:
