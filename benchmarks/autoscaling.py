@@ -26,6 +26,7 @@ import contextlib
 import json
 import os
 import platform
+import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -118,14 +119,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=20)
     parser.add_argument("--modes", nargs="+", choices=["hpa", "keda"], default=["hpa", "keda"])
     args = parser.parse_args(argv)
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
+                            check=False).stdout.strip()  # fmt: skip
     results: dict[str, Any] = {
         "benchmark": "autoscaling",
+        "commit": commit,
         "machine": {"cpus": len(os.sched_getaffinity(0)), "python": platform.python_version()},
         "settings": {
             "min_replicas": MIN_WORKERS,
             "max_replicas": MAX_WORKERS,
             "scale_down_stabilization_s": SCALE_DOWN_SECONDS,
             "worker_concurrency": 8,
+            "fair_share_per_namespace": 0.5,  # the chart's default: all jobs in one namespace
             "hpa_sync_period_s": 5,
         },
         "modes": {},
