@@ -357,10 +357,11 @@ class JobCache:
         if not version or uid in self._tombstones or self._listed > since:
             return
         cached = self._jobs.get(key)
-        if cached is None:
-            self._store(obj, delivered=since, awaiting=version)
-        elif cached.delivered <= since and version != cached.resource_version:
-            self._store(obj, delivered=cached.delivered, awaiting=version)
+        if cached is None or (cached.delivered <= since and version != cached.resource_version):
+            # Counted as a delivery: an answer sent before this one came may be older
+            # (two reads answered out of order), so it is refused, not taken back.
+            self._sequence += 1
+            self._store(obj, delivered=self._sequence, awaiting=version)
 
     def _watched(self, obj: dict[str, Any]) -> None:
         """Apply an ADDED or MODIFIED event (events of one watch arrive in order)."""
