@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import contextlib
 import secrets
+import shutil
+import subprocess
+import tempfile
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -18,9 +21,9 @@ import redis as redis_lib
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 
-from tests.support import Jobs, QueueProbe, ScriptedServer
+from tests.support import NOBODY, Jobs, QueueProbe, ScriptedServer
 from tickwork_dev.devcluster.cluster import Cluster, existing_cluster
-from tickwork_dev.devcluster.components import TickworkProcess
+from tickwork_dev.devcluster.components import TickworkProcess, console_script, wait_for
 from tickwork_dev.devcluster.controlplane import ControlPlane
 from tickwork_dev.devcluster.redis import RedisServer
 
@@ -197,3 +200,32 @@ def endpoint() -> Iterator[ScriptedServer]:
     yield server
     server.shutdown()
     server.server_close()
+
+
+@pytest.fixture
+def commands_volume() -> Iterator[Path]:
+    """The volume the worker and its command runner share (an emptyDir in the chart)."""
+    path = Path(tempfile.mkdtemp(prefix="tickwork-commands-"))
+    path.chmod(0o777)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
+def command_runner(commands_volume: Path) -> Iterator[Path]:
+    """A command runner as another user (nobody), without capabilities, as the chart
+    runs it in a container of its own; its socket."""
+    socket = commands_volume / "runner.sock"
+    with (commands_volume / "runner.log").open("w") as log:
+        process = subprocess.Popen(
+            ["/usr/bin/setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups",
+             "--inh-caps=-all", "--bounding-set=-all", "--",
+             console_script("tickwork-command-runner"), "--socket", str(socket)],
+            stdout=subprocess.DEVNULL, stderr=log,
+        )  # fmt: skip
+        try:
+            wait_for(socket.exists, timeout=30, what="the command runner's socket")
+            yield socket
+        finally:
+            process.terminate()
+            process.wait(timeout=10)

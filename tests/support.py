@@ -10,6 +10,7 @@ import datetime as dt
 import json
 import math
 import os
+import secrets
 import select
 import socket
 import subprocess
@@ -340,17 +341,48 @@ def alive(pid: int) -> bool:
         return False
 
 
-def assert_a_timeout_kills_the_whole_group(jobs: Jobs, probe: QueueProbe, pid_file: Path) -> None:
+#: The user the test command runner runs as (another than the worker's).
+NOBODY = 65534
+
+
+def commands_through(runner: Path) -> dict[str, str]:
+    """A worker's settings for command tasks through the command runner at ``runner``."""
+    return {"TICKWORK_WORKER_COMMAND_TASKS": "true", "TICKWORK_WORKER_COMMAND_RUNNER": str(runner)}
+
+
+def unique_sleep() -> str:
+    """``sleep N`` with an N no other process has: :func:`sleeping` finds it by that."""
+    return f"sleep {300 + secrets.randbelow(10**6) / 10**7:.7f}"
+
+
+def sleeping(command: str) -> list[int]:
+    """The living processes running ``command`` (from :func:`unique_sleep`), found in
+    /proc: no file to write, which a confined command may not."""
+    wanted = command.replace(" ", "\0").encode() + b"\0"
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                cmdline = (entry / "cmdline").read_bytes()  # empty for a zombie
+            except OSError:
+                continue
+            if cmdline == wanted:
+                found.append(int(entry.name))
+    return found
+
+
+def assert_a_timeout_kills_the_whole_group(jobs: Jobs, probe: QueueProbe) -> None:
     """A command that leaves a background process and waits, stopped by its 3 s
     timeout: the run fails so, and the background process is killed with it."""
+    sleep = unique_sleep()
     spec = {"timeoutSeconds": 3, "retry": {"maxAttempts": 1}, "task": {"command": {
-        "args": ["sh", "-c", f"sleep 300 & echo $! > {pid_file}; wait"]}}}  # fmt: skip
+        "args": ["sh", "-c", f"{sleep} & wait"]}}}  # fmt: skip
     publish(jobs, probe, "hang", spec)
+    wait_for(lambda: sleeping(sleep), timeout=30, interval=0.05, what="the background sleep")
     last = finished(jobs, "hang", timeout=30)["lastRun"]
     assert isinstance(last, dict)
     assert "timed out after 3s" in last["error"]
-    grandchild = int(pid_file.read_text())
-    wait_for(lambda: not alive(grandchild), timeout=15, what="the background sleep to be killed")
+    wait_for(lambda: not sleeping(sleep), timeout=15, what="the background sleep to be killed")
 
 
 def tenant_account(cluster: Cluster, namespace: str) -> str:

@@ -206,6 +206,13 @@ def test_commands_get_a_container_without_tickworks_credentials(helm: str) -> No
         env = {e["name"]: e.get("value") for e in worker["env"]}
         assert env["TICKWORK_WORKER_COMMAND_RUNNER"] == "/run/tickwork/commands/runner.sock"
         assert not any(e["name"].startswith("TICKWORK_REDIS") for e in runner["env"])
+        runner_env = {e["name"]: e.get("value") for e in runner["env"]}
+        assert runner_env["TICKWORK_COMMAND_RUNNER_ISOLATION"] == "required"
+        assert runner_env["TICKWORK_COMMAND_RUNNER_WORKER_UID"] == "10001"  # the worker's
+    accepting = pod("--set", "worker.commandTasks.enabled=true",
+                    "--set", "worker.commandTasks.isolation=bestEffort")  # fmt: skip
+    runner_env = {e["name"]: e.get("value") for e in accepting["containers"][1]["env"]}
+    assert runner_env["TICKWORK_COMMAND_RUNNER_ISOLATION"] == "bestEffort"
 
 
 def test_the_workers_may_run_their_own_image_and_the_operator_keeps_tickworks(

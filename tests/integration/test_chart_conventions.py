@@ -285,6 +285,7 @@ BAD_VALUES = [
     (["operator.podDisruptionBudget.minAvailable=-1"],
      "/operator/podDisruptionBudget/minAvailable"),
     (["worker.commandTasks.runAsUser=0"], "at '/worker/commandTasks/runAsUser': minimum"),
+    (["worker.commandTasks.isolation=none"], "at '/worker/commandTasks/isolation'"),
     (["worker.topologySpreadConstraints[0].maxSkew=0",
       "worker.topologySpreadConstraints[0].topologyKey=zone",
       "worker.topologySpreadConstraints[0].whenUnsatisfiable=DoNotSchedule"],

@@ -271,8 +271,7 @@ def test_enabled_command_tasks_run_clean_and_a_timeout_kills_the_whole_group(
     assert "GREETING=hi" in result
     assert "TICKWORK_REDIS" not in result  # the worker's secrets stay with the worker
 
-    pid_file = tmp_path / "grandchild.pid"
-    assert_a_timeout_kills_the_whole_group(jobs, probe, pid_file)
+    assert_a_timeout_kills_the_whole_group(jobs, probe)
 
 
 def test_a_command_cannot_read_the_workers_memory_or_environment(
@@ -298,7 +297,7 @@ def test_a_command_cannot_read_the_workers_memory_or_environment(
     try:
         worker.wait_ready()
         own = "cat /proc/self/environ | tr '\\0' '\\n' | grep -c TICKWORK_RUN_ID"
-        script = f"{own}; cat /proc/$PPID/environ; head -c 1 /proc/$PPID/mem"
+        script = f"{own}; cat /proc/{worker.pid}/environ; head -c 1 /proc/{worker.pid}/mem"
         task = {"command": {"args": ["sh", "-c", script]}}
         publish(jobs, probe, "peek", {"retry": {"maxAttempts": 1}, "task": task})
         last = finished(jobs, "peek")["lastRun"]

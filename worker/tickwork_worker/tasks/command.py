@@ -5,12 +5,15 @@ the spec's ``env``, the run's ``TICKWORK_RUN_ID``, ``TICKWORK_SCHEDULED_TIME``,
 ``TICKWORK_ATTEMPT``, ``TICKWORK_JOB`` and ``TICKWORK_NAMESPACE``, and a manual
 run's parameters as ``TICKWORK_PARAM_<NAME>`` (over a default the spec's ``env``
 may give). It runs in its own process
-group, so a timeout kills it and everything it started. Exit 0 succeeds;
+group under a supervisor of its own (:mod:`tickwork_worker.command_supervisor`), so
+a timeout kills it and everything it started, and nothing it started outlives it
+(``setsid`` or not). Exit 0 succeeds;
 126/127 (cannot execute, not found) are permanent; any other exit code is
 retried. With a command runner (``runner_socket``; the chart's default when
 command tasks are on) the program runs in the runner's container, as another
 user, without the Redis password file or the worker's ServiceAccount token
-(:mod:`tickwork_worker.command_runner`); without one, in the worker's.
+(:mod:`tickwork_worker.command_runner`), in a sandbox that keeps it off the runner
+and other commands; without one, in the worker's, unconfined.
 """
 
 from __future__ import annotations
@@ -68,9 +71,11 @@ class CommandTask:
                 "worker.commandTasks.enabled=true (TICKWORK_WORKER_COMMAND_TASKS=true) or "
                 "for one namespace in worker.tenants"
             )
+        # Through the runner, HOME is the command's own directory (unless the job sets it).
+        home = {} if self._runner else {"HOME": os.environ.get("HOME", "/tmp")}  # noqa: S108
         env = {
             "PATH": os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin"),
-            "HOME": os.environ.get("HOME", "/tmp"),  # noqa: S108 - a default, not a file we write
+            **home,
             "LANG": "C.UTF-8",
             **{var.name: await run.value(var.value, var.value_from) for var in task.env},
             **run_environment(run),
