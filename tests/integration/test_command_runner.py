@@ -208,10 +208,10 @@ import json, os, socket, sys
 client = socket.socket(socket.AF_UNIX)
 client.connect(sys.argv[1])
 request = {"args": ["sh", "-c", "echo ran"], "env": {"PATH": os.environ["PATH"]}}
-client.sendall(json.dumps(request).encode() + b"\\n")
 try:
+    client.sendall(json.dumps(request).encode() + b"\\n")
     print(client.makefile().readline().strip() or "hung up")
-except ConnectionError:
+except ConnectionError:  # reset, or a broken pipe: closed before it was all read
     print("hung up")
 """
 
