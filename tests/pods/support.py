@@ -53,3 +53,37 @@ def wait_outcomes(cluster: Cluster, namespace: str, names: set[str], outcome: st
 
 def seconds_from_now(seconds: int) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + seconds))
+
+
+# -- connections from inside a Pod ------------------------------------------------------
+
+CONNECT = """
+import socket, sys
+try:
+    socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=3).close()
+    print("open")
+except OSError as exc:
+    print("closed", type(exc).__name__)
+"""
+
+
+def prober(cluster: Cluster, namespace: str, image: str) -> str:
+    """A Pod with none of Tickwork's labels, in ``namespace``, to connect from."""
+    name = f"prober-{namespace}"[:63]
+    pod = {
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": namespace},
+        "spec": {"containers": [{"name": "prober", "image": image, "command": ["sleep", "3600"],
+                                 "imagePullPolicy": "IfNotPresent"}],
+                 "securityContext": {"runAsNonRoot": True}, "terminationGracePeriodSeconds": 0},
+    }  # fmt: skip
+    cluster.kubectl("apply", "-f", "-", input_text=json.dumps(pod))
+    cluster.kubectl("-n", namespace, "wait", "--for=condition=Ready", f"pod/{name}",
+                    "--timeout=60s", timeout=90)  # fmt: skip
+    return name
+
+
+def connect(cluster: Cluster, namespace: str, pod: str, host: str, port: int) -> str:
+    """ "open", or "closed <error>": a TCP connection from ``pod`` to ``host:port``."""
+    result = cluster.kubectl("-n", namespace, "exec", pod, "--", "python3", "-c",
+                             CONNECT, host, str(port))  # fmt: skip
+    return result.stdout.strip()

@@ -24,8 +24,10 @@ import yaml
 
 from tests.pods.support import (
     apply_jobs,
+    connect,
     job_list,
     one_shot,
+    prober,
     seconds_from_now,
     wait_outcomes,
 )
@@ -295,35 +297,12 @@ def test_the_backlog_metric_reaches_the_releases_own_namespace_only(release: Rel
         assert not served_backlog(cluster, other), other
 
 
-CONNECT = """
-import socket, sys
-try:
-    socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=3).close()
-    print("open")
-except OSError as exc:
-    print("closed", type(exc).__name__)
-"""
-
-
 def _prober(release: Release, namespace: str, image: str) -> str:
-    """A Pod with none of Tickwork's labels, in ``namespace``, to connect from."""
-    name = f"prober-{namespace}"[:63]
-    pod = {
-        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": namespace},
-        "spec": {"containers": [{"name": "prober", "image": image, "command": ["sleep", "3600"],
-                                 "imagePullPolicy": "IfNotPresent"}],
-                 "securityContext": {"runAsNonRoot": True}, "terminationGracePeriodSeconds": 0},
-    }  # fmt: skip
-    release.cluster.kubectl("apply", "-f", "-", input_text=json.dumps(pod))
-    release.cluster.kubectl("-n", namespace, "wait", "--for=condition=Ready", f"pod/{name}",
-                            "--timeout=60s", timeout=90)  # fmt: skip
-    return name
+    return prober(release.cluster, namespace, image)
 
 
 def _connect(release: Release, namespace: str, pod: str, host: str, port: int) -> str:
-    result = release.cluster.kubectl("-n", namespace, "exec", pod, "--", "python3", "-c",
-                                     CONNECT, host, str(port))  # fmt: skip
-    return result.stdout.strip()
+    return connect(release.cluster, namespace, pod, host, port)
 
 
 def test_network_policy_admits_only_tickwork_to_redis_and_the_scraper_to_metrics(
