@@ -15,6 +15,7 @@ import tempfile
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis as redis_lib
@@ -31,6 +32,31 @@ _TESTS = Path(__file__).parent
 _CRDS = _TESTS.parent / "manifests" / "crds"
 _MARK_BY_FOLDER = {"unit": "unit", "integration": "integration", "faults": "integration",
                    "attacks": "integration", "e2e": "e2e", "pods": "pods"}  # fmt: skip
+
+
+_SPENT: dict[str, float] = {}
+_TESTS_RUN: dict[str, int] = {}
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Add a test's setup, call and teardown to its folder's time (summary below)."""
+    parts = report.nodeid.split("::", 1)[0].split("/")
+    folder = parts[1] if len(parts) > 2 and parts[0] == "tests" else parts[0]
+    _SPENT[folder] = _SPENT.get(folder, 0.0) + report.duration
+    if report.when == "call":
+        _TESTS_RUN[folder] = _TESTS_RUN.get(folder, 0) + 1
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """Where the suite's time goes, per folder: the first test of a folder also pays
+    for the session fixtures it is the first to need (the control plane, the node)."""
+    if not _SPENT:
+        return
+    terminalreporter.write_sep("=", "time per folder (setup, call and teardown)")
+    for folder, seconds in sorted(_SPENT.items(), key=lambda item: -item[1]):
+        terminalreporter.write_line(
+            f"{folder:<12} {_TESTS_RUN.get(folder, 0):>6} tests {seconds:>9.1f} s"
+        )
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
