@@ -57,30 +57,35 @@ def plain(pods_cluster: Cluster, test_images: ClusterImages) -> Iterator[Release
     """Tickwork from the plain manifests; a Release only to find its Pods (no helm)."""
     cluster = pods_cluster
     objects = adapted(test_images)
-    cluster.kubectl("create", "namespace", NAMESPACE)
-    cluster.kubectl("-n", NAMESPACE, "create", "secret", "generic", "tickwork-redis",
-                    "--from-literal=redis-password=plain-manifests-test")  # fmt: skip
+    namespace, rest = objects[0], objects[1:]
+    assert namespace["kind"] == "Namespace"
+    # Applied, not created: an earlier release of these tests may have left the
+    # namespace (and Redis's claim: a PVC outlives its StatefulSet).
+    secret = {"apiVersion": "v1", "kind": "Secret",
+              "metadata": {"name": "tickwork-redis", "namespace": NAMESPACE},
+              "stringData": {"redis-password": "plain-manifests-test"}}  # fmt: skip
+    cluster.kubectl("apply", "-f", "-", input_text=_listed([namespace, secret]))
     found = Release(cluster, NAMESPACE)
     found.provide_redis_volume()
-    body = json.dumps({"apiVersion": "v1", "kind": "List", "items": objects[1:]})
     try:
         cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", "-",
-                        input_text=body, timeout=300)  # fmt: skip
+                        input_text=_listed(rest), timeout=300)  # fmt: skip
         for workload in ("deployment/tickwork-operator", "deployment/tickwork-worker",
                          "statefulset/tickwork-redis"):  # fmt: skip
             cluster.kubectl("-n", NAMESPACE, "rollout", "status", workload, "--timeout=300s",
                             timeout=330)  # fmt: skip
         yield found
     finally:
-        # Everything but the CRD (kept, as on uninstall) and what lives in the namespace.
-        kept = {"CustomResourceDefinition", "Namespace"}
-        gone = [o for o in objects if o["kind"] not in kept and "namespace" not in o["metadata"]]
-        gone += [o for o in objects if o["metadata"].get("namespace") == "default"]
-        cluster.kubectl("delete", "--ignore-not-found", "--wait=false", "-f", "-",
-                        input_text=json.dumps({"apiVersion": "v1", "kind": "List",
-                                               "items": gone}))  # fmt: skip
-        cluster.kubectl("delete", "namespace", NAMESPACE, JOBS, "--ignore-not-found",
-                        "--wait=false")  # fmt: skip
+        # Everything applied but the CRD (kept, as on uninstall) and the namespace
+        # (a later test may install there): gone before the next test starts.
+        gone = [o for o in rest if o["kind"] != "CustomResourceDefinition"] + [secret]
+        cluster.kubectl("delete", "--ignore-not-found", "-f", "-", input_text=_listed(gone),
+                        timeout=300)  # fmt: skip
+        cluster.kubectl("delete", "namespace", JOBS, "--ignore-not-found", "--wait=false")
+
+
+def _listed(objects: list[dict[str, Any]]) -> str:
+    return json.dumps({"apiVersion": "v1", "kind": "List", "items": objects})
 
 
 def test_the_plain_manifests_run_a_job_and_keep_the_workers_egress_narrow(
