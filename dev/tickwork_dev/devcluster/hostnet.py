@@ -134,6 +134,41 @@ table inet {FIREWALL_TABLE} {{
         raise StartError(f"nft could not load the node's firewall: {result.stderr.strip()}")
 
 
+#: A network namespace of the node's own holding an address the workers count as
+#: public (on the chart's defaults they reach public addresses only): attacking
+#: servers listen there. Routed on this machine only; nothing leaves it.
+PUBLIC_NETNS = "tickwork-public"
+PUBLIC_ADDRESS = "11.12.13.14"
+_PUBLIC_LINK = ("twpub0", "twpub1")  # the host's end, the namespace's end
+_PUBLIC_NET = ("10.250.0.1", "10.250.0.2")  # their addresses (/30)
+
+
+def public_up() -> None:
+    """Make :data:`PUBLIC_NETNS` with :data:`PUBLIC_ADDRESS`, and let Pods reach that one
+    address (the firewall drops anything else they send off the bridge)."""
+    host, inner = _PUBLIC_LINK
+    public_down()
+    _run("ip", "netns", "add", PUBLIC_NETNS)
+    _run("ip", "link", "add", host, "type", "veth", "peer", "name", inner, "netns", PUBLIC_NETNS)
+    _run("ip", "addr", "add", f"{_PUBLIC_NET[0]}/30", "dev", host)
+    _run("ip", "link", "set", host, "up")
+    inside = ("ip", "netns", "exec", PUBLIC_NETNS, "ip")
+    _run(*inside, "link", "set", "lo", "up")
+    _run(*inside, "addr", "add", f"{_PUBLIC_NET[1]}/30", "dev", inner)
+    _run(*inside, "addr", "add", f"{PUBLIC_ADDRESS}/32", "dev", inner)
+    _run(*inside, "link", "set", inner, "up")
+    _run(*inside, "route", "add", "default", "via", _PUBLIC_NET[0])
+    _run("ip", "route", "add", f"{PUBLIC_ADDRESS}/32", "via", _PUBLIC_NET[1])
+    _run("nft", "insert", "rule", "inet", FIREWALL_TABLE, "forward", "iifname", BRIDGE,
+         "oifname", host, "ip", "daddr", PUBLIC_ADDRESS, "accept")  # fmt: skip
+
+
+def public_down() -> None:
+    """Remove :func:`public_up`'s namespace (its link and route go with it). Idempotent."""
+    _run("ip", "netns", "delete", PUBLIC_NETNS, check=False)
+    _run("ip", "link", "delete", _PUBLIC_LINK[0], check=False)
+
+
 def admit(port: int) -> None:
     """Let Pods reach ``port`` on the host (the API server's)."""
     _run("nft", "add", "element", "inet", FIREWALL_TABLE, "host_ports", f"{{ {port} }}")
@@ -219,6 +254,7 @@ def down(run_dir: Path, *, netns_dir: Path | None = None) -> None:
             with contextlib.suppress(OSError):
                 netns.unlink()
     _remove_cgroups("kubepods")
+    public_down()
     # Pod interfaces (veth) vanish with their namespaces; the bridge is ours.
     _run("ip", "link", "delete", BRIDGE, check=False)
     for family, table in (("inet", FIREWALL_TABLE), *_FOREIGN_TABLES):
