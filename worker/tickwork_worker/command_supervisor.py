@@ -202,14 +202,14 @@ def main(argv: list[str]) -> int:
     env.setdefault("TMPDIR", own)
     env.setdefault("HOME", own)
 
-    def on_term(_signum: int, _frame: object) -> None:
-        signal_all(signal.SIGTERM)
+    asked: list[int] = []  # what the runner asked for, maybe before the program started
 
-    def on_kill(_signum: int, _frame: object) -> None:
-        signal_all(signal.SIGKILL)  # reaped below, once the program's status is in
+    def on_signal(signum: int, _frame: object) -> None:
+        asked.append(signal.SIGKILL if signum == signal.SIGUSR1 else signal.SIGTERM)
+        signal_all(asked[-1])  # reaped below, once the program's status is in
 
-    signal.signal(signal.SIGTERM, on_term)
-    signal.signal(signal.SIGUSR1, on_kill)
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGUSR1, on_signal)
     try:
         preexec = None
         if confine:
@@ -220,6 +220,8 @@ def main(argv: list[str]) -> int:
         except (OSError, subprocess.SubprocessError) as exc:
             sys.stderr.write(f"cannot start {args[0]!r}: {exc}\n")
             return 126
+        if asked:  # asked to stop while it was starting: it gets what it missed
+            signal_all(signal.SIGKILL if signal.SIGKILL in asked else signal.SIGTERM)
         status = program.wait()
         kill_all()
     finally:
