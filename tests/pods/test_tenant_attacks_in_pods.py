@@ -4,7 +4,9 @@ ScheduledJobs in its namespace, impersonated — and a hostile server on an addr
 the workers count as public (a network namespace of the local node's own: on the
 defaults the workers reach public addresses only). No value is changed but the
 images (no registry here), the local node's DNS port, and the CRD managed apart
-from the release (it outlives other releases of these tests).
+from the release (it outlives other releases of these tests; this module's name
+sorts after test_chart_in_pods.py, whose release installs the CRD with Helm's
+ownership and would refuse one applied here first).
 
 Each attack succeeded on the code before issue 46: a reply of a few hundred bytes
 restarted a worker past its 512 Mi limit; an internal error page was in status for
