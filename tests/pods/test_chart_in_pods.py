@@ -297,14 +297,6 @@ def test_the_backlog_metric_reaches_the_releases_own_namespace_only(release: Rel
         assert not served_backlog(cluster, other), other
 
 
-def _prober(release: Release, namespace: str, image: str) -> str:
-    return prober(release.cluster, namespace, image)
-
-
-def _connect(release: Release, namespace: str, pod: str, host: str, port: int) -> str:
-    return connect(release.cluster, namespace, pod, host, port)
-
-
 def test_network_policy_admits_only_tickwork_to_redis_and_the_scraper_to_metrics(
     release: Release, monitoring: str, test_images: ClusterImages
 ) -> None:
@@ -312,21 +304,21 @@ def test_network_policy_admits_only_tickwork_to_redis_and_the_scraper_to_metrics
     redis = f"{release.fullname}-redis.{namespace}.svc.cluster.local"
     operator_ip = str(release.pods("operator")[0]["status"]["podIP"])
     worker = str(release.pods("worker")[0]["metadata"]["name"])
-    insider = _prober(release, monitoring, test_images.tickwork)  # the admitted scraper's namespace
-    outsider = _prober(release, namespace, test_images.tickwork)  # same namespace, no labels
+    insider = prober(cluster, monitoring, test_images.tickwork)  # the admitted scraper's namespace
+    outsider = prober(cluster, namespace, test_images.tickwork)  # same namespace, no labels
     try:
         # Admitted: a worker to Redis, the monitoring namespace to the metrics port. (The
         # agent learns new Pods' addresses within moments: wait until it has.)
-        wait_for(lambda: _connect(release, namespace, worker, redis, 6379) == "open",
+        wait_for(lambda: connect(cluster, namespace, worker, redis, 6379) == "open",
                  timeout=30, what="a worker reaching Redis")  # fmt: skip
-        wait_for(lambda: _connect(release, monitoring, insider, operator_ip, 8080) == "open",
+        wait_for(lambda: connect(cluster, monitoring, insider, operator_ip, 8080) == "open",
                  timeout=30, what="the scraper's namespace reaching the metrics")  # fmt: skip
         # Refused, every time: a Pod without Tickwork's labels, even in its namespace.
         for _ in range(3):
-            assert _connect(release, namespace, outsider, redis, 6379).startswith("closed")
-            assert _connect(release, namespace, outsider, operator_ip, 8080).startswith("closed")
+            assert connect(cluster, namespace, outsider, redis, 6379).startswith("closed")
+            assert connect(cluster, namespace, outsider, operator_ip, 8080).startswith("closed")
             # ... and the admitted scraper still only reaches the metrics port, not Redis.
-            assert _connect(release, monitoring, insider, redis, 6379).startswith("closed")
+            assert connect(cluster, monitoring, insider, redis, 6379).startswith("closed")
         # The kubelet's probes come from the node: still admitted (the pods stay Ready).
         assert all(c["ready"] for p in release.pods("operator")
                    for c in p["status"]["containerStatuses"])  # fmt: skip
@@ -351,7 +343,7 @@ def test_workers_reach_dns_the_api_server_and_redis_but_no_other_pod(
                  "securityContext": {"runAsNonRoot": True}, "terminationGracePeriodSeconds": 0},
     }  # fmt: skip
     cluster.kubectl("apply", "-f", "-", input_text=json.dumps(pod))
-    outsider = _prober(release, namespace, test_images.tickwork)  # no egress policy
+    outsider = prober(cluster, namespace, test_images.tickwork)  # no egress policy
     try:
         cluster.kubectl("-n", monitoring, "wait", "--for=condition=Ready", f"pod/{name}",
                         "--timeout=60s", timeout=90)  # fmt: skip
@@ -361,10 +353,10 @@ def test_workers_reach_dns_the_api_server_and_redis_but_no_other_pod(
             ]["podIP"]
         )
         # The bystander serves: a Pod without the policy reaches it.
-        wait_for(lambda: _connect(release, namespace, outsider, bystander, 8080) == "open",
+        wait_for(lambda: connect(cluster, namespace, outsider, bystander, 8080) == "open",
                  timeout=30, what="the bystander serving")  # fmt: skip
         api = "kubernetes.default.svc.cluster.local"
-        wait_for(lambda: _connect(release, namespace, worker, api, 443) == "open",
+        wait_for(lambda: connect(cluster, namespace, worker, api, 443) == "open",
                  timeout=30, what="a worker reaching the API server by name")  # fmt: skip
         # The operator keeps the workers' policy for the API server from its slice.
         api_slice = json.loads(cluster.kubectl("-n", "default", "get", "endpointslice",
@@ -377,10 +369,10 @@ def test_workers_reach_dns_the_api_server_and_redis_but_no_other_pod(
             a for endpoint in api_slice["endpoints"] for a in endpoint["addresses"]
         )
         redis = f"{release.fullname}-redis.{namespace}.svc.cluster.local"
-        assert _connect(release, namespace, worker, redis, 6379) == "open"
+        assert connect(cluster, namespace, worker, redis, 6379) == "open"
         for _ in range(3):  # ... but not the bystander, nor the node's other ports
-            assert _connect(release, namespace, worker, bystander, 8080).startswith("closed")
-            assert _connect(release, namespace, worker, NODE_ADDRESS, 10250).startswith("closed")
+            assert connect(cluster, namespace, worker, bystander, 8080).startswith("closed")
+            assert connect(cluster, namespace, worker, NODE_ADDRESS, 10250).startswith("closed")
     finally:
         cluster.kubectl("-n", namespace, "delete", "pod", outsider, "--wait=false")
         cluster.kubectl("-n", monitoring, "delete", "pod", name, "--wait=false")
