@@ -146,6 +146,11 @@ def _kubelet_config(
             "imagefs.available": "1%",
             "nodefs.inodesFree": "1%",
         },
+        # Images are loaded as `kind load` does and some are also pulled from a local
+        # registry under another name: with KubeletEnsureSecretPulledImages (beta, on
+        # since 1.35) a pull makes the kubelet re-check every other name of that image,
+        # and an `imagePullPolicy: Never` Pod then fails with ErrImageNeverPull.
+        "imagePullCredentialsVerificationPolicy": "NeverVerify",
         "imageGCHighThresholdPercent": 100,
         "imageGCLowThresholdPercent": 99,
         "serializeImagePulls": False,
