@@ -7,6 +7,9 @@ BIN    := $(abspath $(VENV))/bin
 export PATH := $(BIN):$(PATH)
 
 PYTEST_ARGS ?=
+# `make test` runs the node's lane (tests/pods and what else starts the local node)
+# in one pytest-xdist worker and every other module in the other; 0 runs serially.
+TEST_WORKERS ?= 2
 DEMO_ARGS ?=
 
 .DEFAULT_GOAL := help
@@ -36,7 +39,8 @@ image: install ## build Tickwork's image with podman on a Debian base (no regist
 
 test: install controlplane-bin ## run the whole test suite (real control plane, Redis, Pods on a local node)
 	@# pytest's own exit status is kept for .ci/run (5 means nothing was collected).
-	@$(BIN)/pytest $(PYTEST_ARGS); status=$$?; echo $$status > .pytest-exit-status; exit $$status
+	@$(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder $(PYTEST_ARGS); \
+		status=$$?; echo $$status > .pytest-exit-status; exit $$status
 
 test-unit: install ## run only the pure unit tests
 	$(BIN)/pytest -m unit $(PYTEST_ARGS)
@@ -63,7 +67,7 @@ controlplane: install ## start the local control plane (idempotent); last line: 
 controlplane-down: install ## stop the local control plane
 	@$(BIN)/tickwork-devcluster down
 
-demo: install controlplane-bin ## run Tickwork locally on its embedded defaults (Ctrl-C stops)
+demo: install ## run Tickwork locally on its embedded defaults; builds only what it runs (Ctrl-C stops)
 	@$(BIN)/tickwork-demo $(DEMO_ARGS)
 
 bench: install ## run the benchmarks (JSON results and plots in benchmarks/results/)

@@ -36,20 +36,26 @@ _MARK_BY_FOLDER = {"unit": "unit", "integration": "integration", "faults": "inte
 
 _SPENT: dict[str, float] = {}
 _TESTS_RUN: dict[str, int] = {}
+_BY_WORKER: dict[str, float] = {}
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    """Add a test's setup, call and teardown to its folder's time (summary below)."""
+    """Add a test's setup, call and teardown to its folder's time and to its xdist
+    worker's (summary below)."""
     parts = report.nodeid.split("::", 1)[0].split("/")
     folder = parts[1] if len(parts) > 2 and parts[0] == "tests" else parts[0]
     _SPENT[folder] = _SPENT.get(folder, 0.0) + report.duration
     if report.when == "call":
         _TESTS_RUN[folder] = _TESTS_RUN.get(folder, 0) + 1
+    worker = getattr(getattr(report, "node", None), "gateway", None)
+    if worker is not None:
+        _BY_WORKER[worker.id] = _BY_WORKER.get(worker.id, 0.0) + report.duration
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
-    """Where the suite's time goes, per folder: the first test of a folder also pays
-    for the session fixtures it is the first to need (the control plane, the node)."""
+    """Where the suite's time goes, per folder and per xdist worker: the first test of a
+    folder also pays for the session fixtures it is the first to need (the control
+    plane, the node); with workers the folders' times add up to more than the run."""
     if not _SPENT:
         return
     terminalreporter.write_sep("=", "time per folder (setup, call and teardown)")
@@ -57,18 +63,43 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
         terminalreporter.write_line(
             f"{folder:<12} {_TESTS_RUN.get(folder, 0):>6} tests {seconds:>9.1f} s"
         )
+    for worker, seconds in sorted(_BY_WORKER.items()):
+        terminalreporter.write_line(f"worker {worker:<5} {seconds:>21.1f} s")
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark each test by the folder it lives in, so `-m unit` and friends just work."""
+# Modules that start the local node or change the host's network as it does: with
+# `make test`'s workers (pytest-xdist) they run in the node's lane, one after another.
+_NODE_LANE_MODULES = {"integration/test_devcluster.py", "integration/test_egress.py"}
+NODE_LANE = "node"
+
+
+def _lane(relative: Path) -> str:
+    """The xdist group of a test module: the node's lane, or the module itself (its
+    module-scoped fixtures are set up once, in one worker)."""
+    if relative.parts[0] == "pods" or relative.as_posix() in _NODE_LANE_MODULES:
+        return NODE_LANE
+    return relative.as_posix()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark each test by the folder it lives in, so `-m unit` and friends just work, and
+    by its lane for `make test`'s workers (``--dist loadgroup``): everything that needs
+    the local node in one lane, which goes first, being the longest; the other modules
+    go to whichever worker is free, each with a control plane of its own."""
+    lanes: dict[int, str] = {}
     for item in items:
         try:
-            folder = Path(item.path).relative_to(_TESTS).parts[0]
+            relative = Path(item.path).relative_to(_TESTS)
         except ValueError:
             continue
-        marker = _MARK_BY_FOLDER.get(folder)
+        marker = _MARK_BY_FOLDER.get(relative.parts[0])
         if marker:
             item.add_marker(marker)
+        lanes[id(item)] = _lane(relative)
+        item.add_marker(pytest.mark.xdist_group(lanes[id(item)]))
+    if config.getoption("dist", "no") != "no":
+        items.sort(key=lambda item: lanes.get(id(item)) != NODE_LANE)
 
 
 # -- Kubernetes -------------------------------------------------------------

@@ -22,7 +22,7 @@ from tickwork_dev.devcluster.recorder import deploy as deploy_recorder
 from tickwork_dev.devcluster.release import ClusterImages, cluster_images
 
 _STARTED: list[Cluster] = []
-_DIAGNOSIS: list[str] = []
+_DIAGNOSED: list[str] = []
 
 
 @pytest.fixture(scope="session")
@@ -43,17 +43,15 @@ def pods_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> object:
     """On the first failure of a Pods test, record what the cluster looked like then
-    (Pods stuck, their reasons, warnings, the runtime's errors) while it still runs."""
+    (Pods stuck, their reasons, warnings, the runtime's errors) while it still runs: a
+    section of that failure's report, printed with it (from any xdist worker too)."""
     report = yield
-    if report.failed and _STARTED and not _DIAGNOSIS:  # type: ignore[attr-defined]
-        _DIAGNOSIS.append(f"after {item.nodeid} ({call.when}):\n" + _STARTED[0].diagnose())
+    if report.failed and _STARTED and not _DIAGNOSED:  # type: ignore[attr-defined]
+        _DIAGNOSED.append(f"{item.nodeid} ({call.when})")
+        report.sections.append(  # type: ignore[attr-defined]
+            ("the cluster at the first Pods failure", _STARTED[0].diagnose())
+        )
     return report
-
-
-def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    for text in _DIAGNOSIS:
-        terminalreporter.section("the cluster at the first Pods failure")
-        terminalreporter.write_line(text)
 
 
 @pytest.fixture(scope="session")
