@@ -16,16 +16,19 @@ import datetime as dt
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
+from tickwork_dev.demo.workdir import fresh_workdir
 from tickwork_dev.devcluster import process
 from tickwork_dev.devcluster.cluster import Cluster
 from tickwork_dev.devcluster.components import TickworkProcess
 from tickwork_dev.devcluster.controlplane import ControlPlane
+from tickwork_dev.devcluster.errors import StartError
 from tickwork_dev.devcluster.redis import RedisServer
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -141,8 +144,7 @@ def _start_components(
 
 def run_demo(args: argparse.Namespace) -> int:
     workdir = Path(args.workdir).resolve()
-    shutil.rmtree(workdir, ignore_errors=True)
-    workdir.mkdir(parents=True)
+    fresh_workdir(workdir)
     with contextlib.ExitStack() as stack:
         _say("Starting a local Kubernetes control plane (etcd + kube-apiserver) ...")
         plane = stack.enter_context(ControlPlane(workdir=workdir / "controlplane"))
@@ -255,15 +257,33 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.mode == "local":
         return run_local()
+    _stop_on_signals()
     try:
         if args.pods:
             from tickwork_dev.demo.pods import run_pods_demo  # noqa: PLC0415 - root, podman
 
             return run_pods_demo(args)
         return run_demo(args)
-    except subprocess.CalledProcessError as exc:
+    except (subprocess.CalledProcessError, StartError) as exc:
         _say(f"error: {exc}")
         return 1
+    except KeyboardInterrupt:  # a signal during the start: cleaned up on the way here
+        _say("Stopped.")
+        return 130
+
+
+def _stop_on_signals() -> None:
+    """SIGTERM and SIGHUP — from `timeout`, CI or a closed terminal — stop the demo as
+    Ctrl-C does, through the same clean-up: every process, container, mount and
+    network rule it started goes."""
+
+    def interrupt(signum: int, _frame: object) -> None:
+        for number in (signal.SIGTERM, signal.SIGHUP):  # a second one must not cut the
+            signal.signal(number, signal.SIG_IGN)  # clean-up short
+        raise KeyboardInterrupt(signal.Signals(signum).name)
+
+    for number in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(number, interrupt)
 
 
 if __name__ == "__main__":

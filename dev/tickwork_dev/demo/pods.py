@@ -13,12 +13,12 @@ import argparse
 import collections
 import datetime as dt
 import json
-import shutil
 import time
 from pathlib import Path
 from typing import Any
 
-from tickwork_dev.devcluster import addons, node
+from tickwork_dev.demo.workdir import fresh_workdir
+from tickwork_dev.devcluster import addons, hostnet, node
 from tickwork_dev.devcluster.cluster import Cluster
 from tickwork_dev.devcluster.recorder import EGRESS_VALUES as RECORDER_EGRESS
 from tickwork_dev.devcluster.release import Release, cluster_images, merge
@@ -168,7 +168,9 @@ def _at_rest(release: Release, *, per_worker: int, timeout: float = 420) -> None
 
 def run_pods_demo(args: argparse.Namespace) -> int:
     workdir = Path(args.workdir).resolve()
-    shutil.rmtree(workdir, ignore_errors=True)
+    hostnet.require_root()
+    node.clean_stale(workdir)  # an earlier demo's node, if it was killed
+    fresh_workdir(workdir)
     _say("Starting a local Kubernetes node (control plane, kubelet, containerd, DNS) ...")
     with node.local_cluster(workdir) as cluster:
         _say(f"  export KUBECONFIG={cluster.kubeconfig}   # to use kubectl meanwhile")

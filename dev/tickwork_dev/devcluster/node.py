@@ -466,6 +466,16 @@ def _exclusive() -> Iterator[None]:
         yield
 
 
+def clean_stale(workdir: Path | None = None) -> None:
+    """Remove what a node that died without cleaning up (SIGKILL) left behind: its
+    processes, mounts (also those under ``workdir``, an earlier run's), network and
+    firewall rules."""
+    with _exclusive():
+        _clean_stale()
+        if workdir is not None:
+            hostnet.unmount_under(workdir)
+
+
 def _clean_stale() -> None:
     """Remove what a node that died without cleaning up (SIGKILL) left behind."""
     binaries = [
