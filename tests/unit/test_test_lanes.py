@@ -1,0 +1,42 @@
+"""`make test` runs the local node's lane in one pytest-xdist worker and every other
+module in the other (tests/conftest.py): a module outside tests/pods that starts a
+node or changes the host's network as the node does must be in the node's lane, or
+it would run beside the node and fight over the bridge, its addresses and its rules."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import _NODE_LANE_MODULES, NODE_LANE, _lane
+
+TESTS = Path(__file__).resolve().parents[1]
+# What starts a node or touches the host's network namespaces, bridge or rules.
+NODE_SIGNS = re.compile(r"local_cluster|hostnet|\"--node\"|netns|NODE=1")
+
+
+def test_every_module_that_starts_a_node_or_changes_the_hosts_network_is_in_its_lane() -> None:
+    found = {
+        path.relative_to(TESTS).as_posix()
+        for path in TESTS.rglob("test_*.py")
+        if path.parent.name != "pods" and NODE_SIGNS.search(path.read_text())
+    }
+    found.discard(Path(__file__).relative_to(TESTS).as_posix())
+    assert found == _NODE_LANE_MODULES
+
+
+@pytest.mark.parametrize(
+    ("module", "lane"),
+    [
+        ("pods/test_chart_in_pods.py", NODE_LANE),
+        ("integration/test_devcluster.py", NODE_LANE),
+        ("integration/test_chart.py", "integration/test_chart.py"),
+        ("unit/test_cron.py", "unit/test_cron.py"),
+    ],
+)
+def test_a_module_is_its_own_group_unless_it_belongs_to_the_nodes_lane(
+    module: str, lane: str
+) -> None:
+    assert _lane(Path(module)) == lane
