@@ -74,20 +74,40 @@ NODE_LANE = "node"
 
 
 def _lane(relative: Path) -> str:
-    """The xdist group of a test module: the node's lane, or the module itself (its
-    module-scoped fixtures are set up once, in one worker)."""
+    """Where a test module runs with workers: in the node's lane, or as a unit of its
+    own (its module-scoped fixtures set up once, in one worker)."""
     if relative.parts[0] == "pods" or relative.as_posix() in _NODE_LANE_MODULES:
         return NODE_LANE
     return relative.as_posix()
 
 
+def _lane_of(nodeid: str) -> str:
+    path = Path(nodeid.split("::", 1)[0])
+    return _lane(path.relative_to("tests")) if path.parts[0] == "tests" else path.as_posix()
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """`make test`'s scheduling (``--dist loadgroup``): the node's lane is one unit of
+    work, every other module one each; a worker takes the next unit when it is free.
+    (xdist's own ``xdist_group`` marks do not work with pytest 9.2: xdist renames a
+    test's nodeid to group it, and pytest 9.2 no longer reads the attribute it sets.)"""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling  # noqa: PLC0415 - only with workers
+
+    class Lanes(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return _lane_of(nodeid)
+
+    return Lanes(config, log)
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark each test by the folder it lives in, so `-m unit` and friends just work, and
-    by its lane for `make test`'s workers (``--dist loadgroup``): everything that needs
-    the local node in one lane, which goes first, being the longest; the other modules
-    go to whichever worker is free, each with a control plane of its own."""
-    lanes: dict[int, str] = {}
+    """Mark each test by the folder it lives in, so `-m unit` and friends just work.
+    With workers the node's lane goes first, being the longest (the scheduler hands
+    out units in the order the workers collected them: `--no-loadscope-reorder`)."""
     for item in items:
         try:
             relative = Path(item.path).relative_to(_TESTS)
@@ -96,10 +116,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         marker = _MARK_BY_FOLDER.get(relative.parts[0])
         if marker:
             item.add_marker(marker)
-        lanes[id(item)] = _lane(relative)
-        item.add_marker(pytest.mark.xdist_group(lanes[id(item)]))
-    if config.getoption("dist", "no") != "no":
-        items.sort(key=lambda item: lanes.get(id(item)) != NODE_LANE)
+    distributed = config.getoption("dist", "no") != "no" or hasattr(config, "workerinput")
+    if distributed:
+        items.sort(key=lambda item: _lane_of(item.nodeid) != NODE_LANE)
 
 
 # -- Kubernetes -------------------------------------------------------------

@@ -6,10 +6,13 @@ from __future__ import annotations
 import json
 import os
 import select
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import textwrap
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -124,12 +127,24 @@ def test_servers_die_with_the_process_that_started_them(tmp_path: Path) -> None:
     assert _wait_for_exit(servers, timeout=30) == []
 
 
+@pytest.fixture
+def short_tmp() -> Iterator[Path]:
+    """A directory with a short path: the kubelet's Unix sockets live under the node's
+    (a worker's pytest directory, popen-gwN/<test name>, is too deep for them)."""
+    path = Path(tempfile.mkdtemp(prefix="tw-node-", dir="/tmp"))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
 @pytest.mark.timeout(600)
 def test_up_with_a_node_runs_pods_with_tickworks_image_and_down_removes_it(
-    tmp_path: Path,
+    short_tmp: Path,
 ) -> None:
     from tickwork_dev.devcluster import hostnet  # noqa: PLC0415 - only this test needs it
 
+    tmp_path = short_tmp
     up = _devcluster(tmp_path, "up", "--node", timeout=540)  # the image may be built first
     try:
         assert up.returncode == 0, up.stderr
@@ -176,3 +191,16 @@ def test_a_node_without_room_for_its_images_refuses_to_start_and_says_where(
     require_free_space(tmp_path, minimum_gib=0.001)
     with pytest.raises(StartError, match=rf"GiB free under {tmp_path}; the local node needs"):
         require_free_space(tmp_path, minimum_gib=10**9)
+
+
+def test_a_node_directory_too_deep_for_the_kubelets_sockets_is_refused_at_once(
+    tmp_path: Path,
+) -> None:
+    from tickwork_dev.devcluster.controlplane import ControlPlane  # noqa: PLC0415
+    from tickwork_dev.devcluster.node import Node  # noqa: PLC0415
+
+    deep = tmp_path / ("x" * 90)
+    node = Node(workdir=deep, plane=ControlPlane(workdir=tmp_path / "controlplane"))
+    with pytest.raises(StartError, match=r"too long for the kubelet's Unix sockets .* > 107"):
+        node.start()
+    assert not deep.exists()  # refused before anything was made or started

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import _NODE_LANE_MODULES, NODE_LANE, _lane
+from tests.conftest import _NODE_LANE_MODULES, NODE_LANE, _lane_of
 
 TESTS = Path(__file__).resolve().parents[1]
 # What starts a node or touches the host's network namespaces, bridge or rules.
@@ -28,15 +28,16 @@ def test_every_module_that_starts_a_node_or_changes_the_hosts_network_is_in_its_
 
 
 @pytest.mark.parametrize(
-    ("module", "lane"),
+    ("nodeid", "lane"),
     [
-        ("pods/test_chart_in_pods.py", NODE_LANE),
-        ("integration/test_devcluster.py", NODE_LANE),
-        ("integration/test_chart.py", "integration/test_chart.py"),
-        ("unit/test_cron.py", "unit/test_cron.py"),
+        ("tests/pods/test_chart_in_pods.py::test_the_release_runs", NODE_LANE),
+        ("tests/pods/test_image.py::test_runs[product]", NODE_LANE),
+        ("tests/integration/test_devcluster.py::test_up", NODE_LANE),
+        ("tests/integration/test_chart.py::test_x[a/b::c]", "integration/test_chart.py"),
+        ("tests/unit/test_cron.py::test_y", "unit/test_cron.py"),
     ],
 )
-def test_a_module_is_its_own_group_unless_it_belongs_to_the_nodes_lane(
-    module: str, lane: str
+def test_a_module_is_a_unit_of_its_own_unless_it_belongs_to_the_nodes_lane(
+    nodeid: str, lane: str
 ) -> None:
-    assert _lane(Path(module)) == lane
+    assert _lane_of(nodeid) == lane

@@ -42,6 +42,8 @@ READY_TIMEOUT_SECONDS = 180.0
 MIN_FREE_GIB = 8.0
 #: Short, fixed paths: unix socket paths are limited to 108 bytes.
 RUN_DIR = Path("/run/tickwork-node")
+#: The longest path a Unix socket may have (sun_path, 108 bytes with its final NUL).
+MAX_SOCKET_PATH = 107
 CLUSTER_DNS = "10.0.0.10"
 CLUSTER_DOMAIN = "cluster.local"
 #: The controller-manager settings a node's autoscaling tests want: the HPA
@@ -201,6 +203,14 @@ class Node:
     # -- lifecycle ---------------------------------------------------------------
 
     def start(self) -> None:
+        # The kubelet makes Unix sockets under its root (pod-resources/<10 digits>):
+        # past 107 bytes the bind fails deep in its start with "invalid argument".
+        longest = len(os.fsencode(self.workdir / "kubelet" / "pod-resources" / ("0" * 10)))
+        if longest > MAX_SOCKET_PATH:
+            raise StartError(
+                f"the node's directory {self.workdir} is too long for the kubelet's Unix "
+                f"sockets ({longest} > {MAX_SOCKET_PATH} bytes): use a shorter one"
+            )
         self.workdir.mkdir(parents=True, exist_ok=True)
         bin_dir = build.ensure_built(build.node_bundle())
         self._containerd_dir = build.ensure_built(build.containerd_bundle())
