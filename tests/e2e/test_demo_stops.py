@@ -10,28 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from tickwork_dev.devcluster import process
 from tickwork_dev.devcluster.components import console_script, wait_for
 
 pytestmark = pytest.mark.timeout(180)
-
-
-def _descendants(pid: int) -> set[int]:
-    """Every process below ``pid``, from /proc."""
-    parents: dict[int, int] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        parents[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
-    found: set[int] = set()
-    frontier = {pid}
-    while frontier:
-        frontier = {child for child, parent in parents.items() if parent in frontier}
-        found |= frontier
-    return found
 
 
 def _alive(pid: int) -> bool:
@@ -57,7 +39,7 @@ def test_a_signal_stops_the_demo_through_its_clean_up(
         wait_for(lambda: "kubectl get scheduledjobs" in log.read_text() or demo.poll() is not None,
                  timeout=120, interval=0.2, what="the demo's first table")  # fmt: skip
         assert demo.poll() is None, log.read_text()
-        started = _descendants(demo.pid)  # control plane, Redis, operator, worker
+        started = process.descendants(demo.pid)  # control plane, Redis, operator, worker
         assert len(started) >= 4, started
         demo.send_signal(signum)
         assert demo.wait(timeout=60) == 0, log.read_text()
