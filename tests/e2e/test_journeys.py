@@ -35,6 +35,8 @@ from tickwork_dev.devcluster.components import TickworkProcess, console_script, 
 ROOT = Path(__file__).resolve().parents[2]
 Start = Callable[..., TickworkProcess]
 pytestmark = pytest.mark.timeout(300)
+#: The grid of the self-pausing job: room for the pause to land before its next run.
+GRID = dt.timedelta(seconds=20)
 
 
 @pytest.fixture
@@ -71,13 +73,16 @@ def test_apply_the_job_example_and_it_succeeds_with_its_result(
 
 
 @pytest.mark.timeout(420)
-def test_a_cron_job_runs_three_times(
+def test_a_recurring_job_runs_three_times_and_stays_scheduled(
     tickwork: tuple[TickworkProcess, TickworkProcess],
     cluster: Cluster,
     jobs: Jobs,
     namespace: str,
 ) -> None:
-    jobs.create("thrice", {"schedule": "* * * * *", "task": {"echo": {"message": "tick"}}})
+    """Three runs 10 s apart (a cron minute's cadence on real parts is the chart's
+    `test_the_cron_job_ran_three_times_once_a_minute` in Pods, and the demo's
+    `every-minute` job in `test_the_demo_runs_until_its_jobs_succeed`)."""
+    jobs.create("thrice", {"schedule": "@every 10s", "task": {"echo": {"message": "tick"}}})
     wait_for(lambda: row(cluster, namespace, "thrice")["nextRun"] != "", timeout=30,
              what="Next Run")  # fmt: skip
     assert row(cluster, namespace, "thrice")["phase"] == "Scheduled"
@@ -89,10 +94,10 @@ def test_a_cron_job_runs_three_times(
         runs = jobs.status("thrice").get("runs") or []
         return sum(r["outcome"] == "Succeeded" for r in runs) >= 3
 
-    wait_for(three_runs, timeout=240, interval=0.2, what="three runs")
+    wait_for(three_runs, timeout=90, interval=0.2, what="three runs")
     runs = jobs.status("thrice")["runs"]
     scheduled = sorted(dt.datetime.fromisoformat(r["scheduledAt"]) for r in runs)
-    assert all(b - a == dt.timedelta(minutes=1) for a, b in itertools.pairwise(scheduled))
+    assert all(b - a == dt.timedelta(seconds=10) for a, b in itertools.pairwise(scheduled))
     assert len(runs) == 3  # history keeps successfulRuns: 3
     assert ("Scheduled", "Succeeded") in shown  # a recurring job stays Scheduled
     assert {phase for phase, _ in shown} == {"Scheduled"}
@@ -348,8 +353,11 @@ def test_a_job_whose_runs_keep_failing_pauses_itself_until_it_is_resumed(
     probe: QueueProbe,
 ) -> None:
     endpoint.script = [(503, 0.0)] * 10  # the receiver is broken until the script ends
+    # Runs on a 10 s grid from notBefore (docs/scheduling.md): the instants are known.
+    anchor = whole_seconds_from_now(8)
     job = jobs.create("flaky", {
-        "schedule": "* * * * *", "failurePolicy": {"pauseAfter": 2},
+        "schedule": f"@every {GRID.seconds}s", "notBefore": rfc3339(anchor),
+        "failurePolicy": {"pauseAfter": 2},
         "retry": {"maxAttempts": 1}, "task": {"http": {"url": endpoint.url}},
     })  # fmt: skip
     uid = job["metadata"]["uid"]
@@ -384,9 +392,10 @@ def test_a_job_whose_runs_keep_failing_pauses_itself_until_it_is_resumed(
     assert kind == "Warning"
     assert all(run_id in message for run_id in failed)
 
-    # The run of the next minute is never published: a one-shot job due just after it
+    # The next run of the grid is never published: a one-shot job due just after it
     # runs, and by then the paused job's run would have been in the queue.
-    skipped = dt.datetime.now(dt.UTC).replace(second=0, microsecond=0) + dt.timedelta(minutes=1)
+    passed = (dt.datetime.now(dt.UTC) - anchor) // GRID + 1
+    skipped = anchor + passed * GRID
     jobs.create("sentinel", {"runAt": rfc3339(skipped + dt.timedelta(seconds=2)),
                              "task": {"echo": {"message": "after the paused minute"}}})  # fmt: skip
     wait_for(lambda: last_outcome(jobs, "sentinel") == "Succeeded", timeout=120,
@@ -408,7 +417,7 @@ def test_a_job_whose_runs_keep_failing_pauses_itself_until_it_is_resumed(
     assert "pausedAt" not in status["failureStreak"]
     assert status["lastResumeToken"] == resumed.stdout.split("token ")[1].rstrip(")\n")
     next_run = dt.datetime.fromisoformat(status["nextRunAt"])
-    assert next_run <= dt.datetime.now(dt.UTC) + dt.timedelta(minutes=1)  # from now on
+    assert next_run <= dt.datetime.now(dt.UTC) + GRID  # from now on
     wait_for(lambda: last_outcome(jobs, "flaky") == "Succeeded", timeout=120,
              what="a run after the resume")  # fmt: skip
     assert jobs.status("flaky")["lastRun"]["scheduledAt"] == rfc3339(next_run)
