@@ -6,10 +6,11 @@ the internet::
 
     ip netns exec tickwork-public python -m tickwork_dev.devcluster.hostile PORT CANARY
 
-Paths: ``/bomb`` answers 200 MiB of zeros in two gzip layers (a few hundred bytes
-on the wire); ``/canary`` a 500 whose body is CANARY (an internal error page a
-status reader must not see); ``/slow`` answers after 300 s (a slot held); ``/ok``
-answers 200 at once.
+Paths: ``/bomb`` answers 1 GiB of zeros in two gzip layers (a few kilobytes on
+the wire: twice a worker Pod's 512 Mi limit once decoded; 200 MiB stayed under it
+and left the Pod standing even on the code before issue 46); ``/canary`` a 500
+whose body is CANARY (an internal error page a status reader must not see);
+``/slow`` answers after 300 s (a slot held); ``/ok`` answers 200 at once.
 """
 
 from __future__ import annotations
@@ -17,14 +18,18 @@ from __future__ import annotations
 import gzip
 import sys
 import time
+import zlib
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-BOMB_BYTES = 200 * 1024 * 1024
+BOMB_BYTES = 1024 * 1024 * 1024
+_MIB = b"\0" * (1024 * 1024)
 
 
 def bomb() -> bytes:
-    inner = gzip.compress(b"\0" * BOMB_BYTES, compresslevel=9)
-    return gzip.compress(inner, compresslevel=9)
+    """Two gzip layers around BOMB_BYTES of zeros, compressed a MiB at a time."""
+    inner = zlib.compressobj(9, zlib.DEFLATED, 31)  # 31: a gzip header and trailer
+    layer = b"".join([inner.compress(_MIB) for _ in range(BOMB_BYTES // len(_MIB))])
+    return gzip.compress(layer + inner.flush(), compresslevel=9)
 
 
 def serve(port: int, canary: str) -> None:
