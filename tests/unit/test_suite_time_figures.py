@@ -30,7 +30,7 @@ def test_the_readme_quotes_the_suite_time_file() -> None:
     expected = [
         f"**{_minutes(phases['total'])} min** in all",
         f"{phases['python environment']} s for `.venv`",
-        f"{phases['Go components and image']} s to find the Go components",
+        f"{phases['Go components and image']} s to find the Go components and Tickwork's image",
         f"{phases['lint and type check']} s for lint and type check",
         f"{_minutes(phases['test suite'])} min for `make test`'s {results['tests']:,} tests",
         f"(`tests/pods`, {counts['pods']} tests, {_minutes(folders['pods'])} min,",
