@@ -7,8 +7,9 @@ BIN    := $(abspath $(VENV))/bin
 export PATH := $(BIN):$(PATH)
 
 PYTEST_ARGS ?=
-# `make test` runs the node's lane (tests/pods and what else starts the local node)
-# in one pytest-xdist worker and every other module in the other; 0 runs serially.
+# `make test`'s pytest-xdist workers: the node's lane (tests/pods and what else starts
+# the local node) is one unit of work, every other module one of its own, each taken
+# by whichever worker is free (tests/conftest.py); 0 runs serially.
 TEST_WORKERS ?= 2
 DEMO_ARGS ?=
 

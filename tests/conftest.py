@@ -69,21 +69,16 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
 
 # Modules that start the local node or change the host's network as it does: with
 # `make test`'s workers (pytest-xdist) they run in the node's lane, one after another.
-_NODE_LANE_MODULES = {"integration/test_devcluster.py", "integration/test_egress.py"}
+NODE_LANE_MODULES = {"integration/test_devcluster.py", "integration/test_egress.py"}
 NODE_LANE = "node"
 
 
-def _lane(relative: Path) -> str:
-    """Where a test module runs with workers: in the node's lane, or as a unit of its
-    own (its module-scoped fixtures set up once, in one worker)."""
-    if relative.parts[0] == "pods" or relative.as_posix() in _NODE_LANE_MODULES:
-        return NODE_LANE
-    return relative.as_posix()
-
-
-def _lane_of(nodeid: str) -> str:
-    path = Path(nodeid.split("::", 1)[0])
-    return _lane(path.relative_to("tests")) if path.parts[0] == "tests" else path.as_posix()
+def lane_of(nodeid: str) -> str:
+    """Where a test runs with workers: in the node's lane (tests/pods and the modules
+    above), or in a unit of its module's own (its module-scoped fixtures set up once,
+    in one worker)."""
+    module = nodeid.split("::", 1)[0].removeprefix("tests/")
+    return NODE_LANE if module.startswith("pods/") or module in NODE_LANE_MODULES else module
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -98,12 +93,11 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 
     class Lanes(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            return _lane_of(nodeid)
+            return lane_of(nodeid)
 
     return Lanes(config, log)
 
 
-@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Mark each test by the folder it lives in, so `-m unit` and friends just work.
     With workers the node's lane goes first, being the longest (the scheduler hands
@@ -118,7 +112,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(marker)
     distributed = config.getoption("dist", "no") != "no" or hasattr(config, "workerinput")
     if distributed:
-        items.sort(key=lambda item: _lane_of(item.nodeid) != NODE_LANE)
+        items.sort(key=lambda item: lane_of(item.nodeid) != NODE_LANE)
 
 
 # -- Kubernetes -------------------------------------------------------------

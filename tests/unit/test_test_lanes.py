@@ -1,5 +1,5 @@
-"""`make test` runs the local node's lane in one pytest-xdist worker and every other
-module in the other (tests/conftest.py): a module outside tests/pods that starts a
+"""`make test` runs the local node's lane as one unit of pytest-xdist work and every
+other module as a unit of its own (tests/conftest.py): a module outside tests/pods that starts a
 node or changes the host's network as the node does must be in the node's lane, or
 it would run beside the node and fight over the bridge, its addresses and its rules."""
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import _NODE_LANE_MODULES, NODE_LANE, _lane_of
+from tests.conftest import NODE_LANE, NODE_LANE_MODULES, lane_of
 
 TESTS = Path(__file__).resolve().parents[1]
 # What starts a node or touches the host's network namespaces, bridge or rules.
@@ -24,7 +24,7 @@ def test_every_module_that_starts_a_node_or_changes_the_hosts_network_is_in_its_
         if path.parent.name != "pods" and NODE_SIGNS.search(path.read_text())
     }
     found.discard(Path(__file__).relative_to(TESTS).as_posix())
-    assert found == _NODE_LANE_MODULES
+    assert found == NODE_LANE_MODULES
 
 
 @pytest.mark.parametrize(
@@ -40,4 +40,4 @@ def test_every_module_that_starts_a_node_or_changes_the_hosts_network_is_in_its_
 def test_a_module_is_a_unit_of_its_own_unless_it_belongs_to_the_nodes_lane(
     nodeid: str, lane: str
 ) -> None:
-    assert _lane_of(nodeid) == lane
+    assert lane_of(nodeid) == lane
