@@ -15,7 +15,7 @@ DEMO_ARGS ?=
 
 .DEFAULT_GOAL := help
 .PHONY: help install test test-unit test-integration lint typecheck check \
-	controlplane controlplane-down controlplane-bin image e2e-pods demo bench bench-watcher \
+	controlplane controlplane-down controlplane-bin image e2e-pods demo demo-controlplane bench bench-watcher \
 	bench-worker bench-memory bench-worker-memory bench-status-writes bench-run-writes bench-clients bench-autoscaling drills bench-cronjob bench-cpu crd manifests chart-docs generate clean
 
 # `make controlplane NODE=1` adds a node (kubelet, containerd, pod network, DNS; needs root).
@@ -68,8 +68,14 @@ controlplane: install ## start the local control plane (idempotent); last line: 
 controlplane-down: install ## stop the local control plane
 	@$(BIN)/tickwork-devcluster down
 
-demo: install ## run Tickwork locally on its embedded defaults; builds only what it runs (Ctrl-C stops)
+demo: ## run Tickwork locally on its embedded defaults; builds only what it runs (Ctrl-C stops)
+	@$(MAKE) --no-print-directory -j2 install demo-controlplane
 	@$(BIN)/tickwork-demo $(DEMO_ARGS)
+
+# kube-apiserver and etcd, built (or found) with the system Python alone, so that
+# `make demo` runs it beside `make install`: Go and pip overlap on a fresh machine.
+demo-controlplane:
+	@PYTHONPATH=$(CURDIR)/dev $(PYTHON) -m tickwork_dev.devcluster.build controlplane
 
 bench: install ## run the benchmarks (JSON results and plots in benchmarks/results/)
 	$(BIN)/python benchmarks/run.py

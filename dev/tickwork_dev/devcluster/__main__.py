@@ -77,7 +77,7 @@ def _running_state() -> dict[str, object] | None:
 
 
 def cmd_build(args: argparse.Namespace) -> int:
-    bundles = [build.controlplane_bundle()]
+    bundles = [build.controlplane_bundle(), build.controller_manager_bundle()]
     if args.helm:
         bundles.append(build.helm_bundle())
     if args.actionlint:

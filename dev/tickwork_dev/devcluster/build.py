@@ -1,8 +1,8 @@
 """Build the local control plane's binaries from the Go module proxy, cached by version.
 
 The pins live in the wrapper modules under ``hack/`` (``hack/controlplane/go.mod``
-for kube-apiserver, kube-controller-manager and etcd; ``hack/helm/go.mod`` for
-helm). The cache key is the pinned versions plus a digest of ``go.mod`` and
+for kube-apiserver, etcd and, in a bundle of its own, kube-controller-manager;
+``hack/helm/go.mod`` for helm). The cache key is the pinned versions plus a digest of ``go.mod`` and
 ``go.sum``, so a warm run finds the binaries and never calls ``go``.
 """
 
@@ -15,6 +15,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -117,8 +118,15 @@ def _kubernetes(name: str, commands: tuple[str, ...], *, etcd: bool = False) -> 
 
 
 def controlplane_bundle() -> Bundle:
-    """kube-apiserver, kube-controller-manager and etcd."""
-    return _kubernetes("controlplane", ("kube-apiserver", "kube-controller-manager"), etcd=True)
+    """kube-apiserver and etcd: all that the plain demo and most tests start."""
+    return _kubernetes("controlplane", ("kube-apiserver",), etcd=True)
+
+
+def controller_manager_bundle() -> Bundle:
+    """kube-controller-manager, built on first use (Deployments, Jobs, garbage
+    collection): the plain demo never starts it, so a fresh machine's first demo
+    does not wait for it."""
+    return _kubernetes("controller-manager", ("kube-controller-manager",))
 
 
 def node_bundle() -> Bundle:
@@ -351,3 +359,23 @@ def third_party_crds() -> list[Path]:
         for module, version, files in THIRD_PARTY_CRDS
         for name in files
     ]
+
+
+def main(argv: list[str]) -> int:
+    """``python -m tickwork_dev.devcluster.build controlplane``: build one bundle with
+    the standard library alone, before the venv exists — `make demo` runs it beside
+    `make install`, so a fresh machine waits for the longer of pip and Go, not both."""
+    bundles = {"controlplane": controlplane_bundle}
+    if len(argv) != 1 or argv[0] not in bundles:
+        print(f"usage: build {{{','.join(bundles)}}}", file=sys.stderr)  # noqa: T201
+        return 2
+    try:
+        ensure_built(bundles[argv[0]]())
+    except BuildError as error:
+        print(f"error: {error}", file=sys.stderr)  # noqa: T201
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

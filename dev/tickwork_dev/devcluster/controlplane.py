@@ -32,20 +32,37 @@ from tickwork_dev.devcluster.errors import StartError
 READY_TIMEOUT_SECONDS = 120.0
 
 
-def resolve_binaries(*, need_controller_manager: bool = False) -> Path:
-    """The directory that holds kube-apiserver and etcd (building them if needed)."""
+def _named_bin_dir() -> tuple[str, Path] | None:
+    """The variable naming a directory of binaries, and that directory, if one is set."""
     for var in ("TICKWORK_CONTROLPLANE_BIN", "KUBEBUILDER_ASSETS"):
         value = os.environ.get(var)
         if value:
-            path = Path(value)
-            wanted = ["kube-apiserver", "etcd"]
-            if need_controller_manager:
-                wanted.append("kube-controller-manager")
-            missing = [name for name in wanted if not (path / name).exists()]
-            if missing:
-                raise StartError(f"{var}={value} lacks {', '.join(missing)}")
-            return path
-    return build.ensure_built(build.controlplane_bundle())
+            return var, Path(value)
+    return None
+
+
+def resolve_binaries(*, need_controller_manager: bool = False) -> Path:
+    """The directory that holds kube-apiserver and etcd (building them if needed)."""
+    named = _named_bin_dir()
+    if named is None:
+        return build.ensure_built(build.controlplane_bundle())
+    var, path = named
+    wanted = ["kube-apiserver", "etcd"]
+    if need_controller_manager:
+        wanted.append("kube-controller-manager")
+    missing = [name for name in wanted if not (path / name).exists()]
+    if missing:
+        raise StartError(f"{var}={path} lacks {', '.join(missing)}")
+    return path
+
+
+def controller_manager_binary() -> Path:
+    """kube-controller-manager: from the named directory, else its own cached build
+    (made on first use)."""
+    named = _named_bin_dir()
+    if named is not None:
+        return named[1] / "kube-controller-manager"
+    return build.ensure_built(build.controller_manager_bundle()) / "kube-controller-manager"
 
 
 def _kubeconfig(
@@ -289,10 +306,12 @@ class ControlPlane(process.Started):
         kcm_config = self.write_kubeconfig(
             "controller-manager", pki.controller_manager, "system:kube-controller-manager"
         )
+        named = self.bin_dir / "kube-controller-manager" if self.bin_dir else None
+        kcm = named if named is not None and named.exists() else controller_manager_binary()
         proc = self._spawn(
             "kube-controller-manager",
             [
-                self._binary("kube-controller-manager"),
+                str(kcm),
                 f"--kubeconfig={kcm_config}",
                 f"--authentication-kubeconfig={kcm_config}",
                 f"--authorization-kubeconfig={kcm_config}",

@@ -1,0 +1,52 @@
+"""`make demo` builds kube-apiserver and etcd beside `make install` (issue 47), with
+the system Python alone: the build module must run before the venv exists, on the
+standard library only (`-S`: no site-packages at all)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tickwork_dev.devcluster import build
+
+DEV = Path(__file__).resolve().parents[2] / "dev"
+
+
+def _run(*args: str, cache: Path) -> subprocess.CompletedProcess[str]:
+    empty = cache / "no-tools"  # no `go` on PATH, wherever this machine keeps one
+    empty.mkdir(exist_ok=True)
+    env = {"PATH": str(empty), "PYTHONPATH": str(DEV), "TICKWORK_CACHE_DIR": str(cache)}
+    return subprocess.run([sys.executable, "-S", "-m", "tickwork_dev.devcluster.build", *args],
+                          capture_output=True, text=True, env=env, check=False)  # fmt: skip
+
+
+def test_a_built_control_plane_is_found_without_go_or_the_venv(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TICKWORK_CACHE_DIR", str(tmp_path))
+    built = build.controlplane_bundle().cached_dir()
+    built.mkdir(parents=True)
+    (built / ".complete").write_text("kubernetes=pinned")
+    result = _run("controlplane", cache=tmp_path)
+    assert (result.returncode, result.stderr) == (0, "")
+
+
+def test_a_missing_toolchain_is_one_line_naming_go(tmp_path: Path) -> None:
+    result = _run("controlplane", cache=tmp_path)  # nothing cached
+    assert result.returncode == 1
+    [line] = result.stderr.splitlines()
+    assert line.startswith("error: the Go toolchain is not on PATH")
+
+
+def test_the_plain_demo_needs_no_controller_manager_build() -> None:
+    assert build.controlplane_bundle().binaries == ("kube-apiserver", "etcd")
+    assert build.controller_manager_bundle().binaries == ("kube-controller-manager",)
+
+
+def test_an_unknown_bundle_is_refused(tmp_path: Path) -> None:
+    result = _run("everything", cache=tmp_path)
+    assert result.returncode == 2
+    assert "usage: build {controlplane}" in result.stderr
