@@ -10,12 +10,16 @@ Paths: ``/bomb`` answers 1 GiB of zeros in two gzip layers (a few kilobytes on
 the wire: twice a worker Pod's 512 Mi limit once decoded; 200 MiB stayed under it
 and left the Pod standing even on the code before issue 46); ``/canary`` a 500
 whose body is CANARY (an internal error page a status reader must not see);
-``/slow`` answers after 300 s (a slot held); ``/ok`` answers 200 at once.
+``/slow`` answers after 300 s (a slot held); ``/auth/<sha256>`` 200 if the SHA-256
+of the ``Authorization`` header it got is that hex digest, else 401 (a Secret's value
+sent as it should be, without the value in a URL or a log); ``/ok`` answers 200 at
+once.
 """
 
 from __future__ import annotations
 
 import gzip
+import hashlib
 import sys
 import time
 import zlib
@@ -41,6 +45,10 @@ def serve(port: int, canary: str) -> None:
                 self._send(200, payload, encoding="gzip, gzip")
             elif self.path.startswith("/canary"):
                 self._send(500, f"internal error: {canary}".encode())
+            elif self.path.startswith("/auth/"):
+                sent = self.headers.get("Authorization", "").encode()
+                match = hashlib.sha256(sent).hexdigest() == self.path.removeprefix("/auth/")
+                self._send(200 if match else 401, b"")
             elif self.path.startswith("/slow"):
                 time.sleep(300)
                 self._send(200, b"late")

@@ -20,9 +20,9 @@ help; any other exception is retried.
 Plain functions run in a thread pool of their own, as large as the worker's
 concurrency: a stuck task holds one of its threads, never the threads that
 resolve names or reconnect to Redis. Tickwork's own demo and test tasks
-(``tickwork.sleep``, ``tickwork.record``, ``tickwork.fail``, ``tickwork.refuse``)
-are in the group ``tickwork.demo_tasks``, registered only when the installer
-turns them on — and installed only in the demo image (``dev/demo-tasks``).
+(``tickwork.sleep``, ``tickwork.record``, ``tickwork.hold``, ``tickwork.fail``,
+``tickwork.refuse``) are in the group ``tickwork.demo_tasks``, registered only
+when the installer turns them on — and installed only in the demo image (``dev/demo-tasks``).
 How to ship your own: docs/tasks.md.
 """
 
