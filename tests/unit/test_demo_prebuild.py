@@ -50,3 +50,19 @@ def test_an_unknown_bundle_is_refused(tmp_path: Path) -> None:
     result = _run("everything", cache=tmp_path)
     assert result.returncode == 2
     assert "usage: build {controlplane}" in result.stderr
+
+
+def test_commands_with_the_same_flags_build_in_one_go_build() -> None:
+    assert [[t.binary for t in g] for g in build._groups(build.controlplane_bundle().targets)] == [
+        ["kube-apiserver", "etcd"]
+    ]
+    renamed = build.Target("keda-adapter", "github.com/kedacore/keda/v2/cmd/adapter")
+    other_flags = build.Target("runc", "github.com/opencontainers/runc", cgo=True)
+    plain = build.Target("ctr", "github.com/containerd/containerd/v2/cmd/ctr")
+    grouped = build._groups((plain, renamed, other_flags, plain))
+    assert [[t.binary for t in g] for g in grouped] == [
+        ["ctr"],
+        ["keda-adapter"],
+        ["runc"],
+        ["ctr"],
+    ]

@@ -111,8 +111,8 @@ def _kubernetes(name: str, commands: tuple[str, ...], *, etcd: bool = False) -> 
     flags = _kube_ldflags(kube)
     targets = [Target(command, f"k8s.io/kubernetes/cmd/{command}", flags) for command in commands]
     versions = {"kubernetes": kube}
-    if etcd:
-        targets.append(Target("etcd", "./cmd/etcd"))
+    if etcd:  # the same flags, so that one `go build` makes both (-X of a missing name: no-op)
+        targets.append(Target("etcd", "./cmd/etcd", flags))
         versions["etcd"] = _required_version(gomod, "go.etcd.io/etcd/server/v3")
     return Bundle(name, HACK_DIR / "controlplane", versions, tuple(targets))
 
@@ -285,31 +285,8 @@ def _build_into(bundle: Bundle, target: Path, *, log: bool) -> None:
     go = _go()
     staging = Path(tempfile.mkdtemp(prefix=f".{bundle.key}.", dir=target.parent))
     try:
-        for item in bundle.targets:
-            if log:
-                print(f"building {item.binary} ({item.package}) into {target} ...", flush=True)  # noqa: T201
-            env = {
-                **os.environ,
-                "CGO_ENABLED": "1" if item.cgo else "0",
-                "GOFLAGS": "-mod=readonly -buildvcs=false",
-            }
-            env.setdefault("GOTOOLCHAIN", "local")
-            argv = [go, "build", "-trimpath", "-ldflags", item.ldflags]
-            if item.tags:
-                argv += ["-tags", ",".join(item.tags)]
-            result = subprocess.run(
-                [*argv, "-o", str(staging / item.binary), item.package],
-                cwd=bundle.module_dir,
-                env=env,
-                capture_output=True,
-                text=True,
-                check=False,
-            )
-            if result.returncode != 0:
-                tail = "\n".join((result.stdout + result.stderr).splitlines()[-40:])
-                raise BuildError(
-                    f"`go build {item.package}` failed (exit {result.returncode}):\n{tail}"
-                )
+        for group in _groups(bundle.targets):
+            _go_build(go, bundle, group, staging, into=target, log=log)
         (staging / _STAMP).write_text(" ".join(f"{k}={v}" for k, v in bundle.versions.items()))
         if target.exists():
             shutil.rmtree(target)
@@ -317,6 +294,59 @@ def _build_into(bundle: Bundle, target: Path, *, log: bool) -> None:
     finally:
         if staging.exists():
             shutil.rmtree(staging, ignore_errors=True)
+
+
+def _groups(targets: tuple[Target, ...]) -> list[list[Target]]:
+    """Targets built by one `go build` each group: neighbours with the same flags whose
+    binary is named as their package. One build of several commands keeps both cores
+    busy where one command's build has a single package left to compile, or links."""
+
+    def joinable(item: Target) -> tuple[str, tuple[str, ...], bool] | None:
+        named_as_package = item.package.rstrip("/").rsplit("/", 1)[-1] == item.binary
+        return (item.ldflags, item.tags, item.cgo) if named_as_package else None
+
+    groups: list[list[Target]] = []
+    for item in targets:
+        flags = joinable(item)
+        if groups and flags is not None and joinable(groups[-1][-1]) == flags:
+            groups[-1].append(item)
+        else:
+            groups.append([item])
+    return groups
+
+
+def _go_build(
+    go: str, bundle: Bundle, group: list[Target], staging: Path, *, into: Path, log: bool
+) -> None:
+    first = group[0]
+    if log:
+        for item in group:
+            print(f"building {item.binary} ({item.package}) into {into} ...", flush=True)  # noqa: T201
+    env = {
+        **os.environ,
+        "CGO_ENABLED": "1" if first.cgo else "0",
+        "GOFLAGS": "-mod=readonly -buildvcs=false",
+    }
+    env.setdefault("GOTOOLCHAIN", "local")
+    argv = [go, "build", "-trimpath", "-ldflags", first.ldflags]
+    if first.tags:
+        argv += ["-tags", ",".join(first.tags)]
+    # One binary: its name; several: the directory (each named as its package).
+    output = str(staging / first.binary) if len(group) == 1 else f"{staging}/"
+    packages = [item.package for item in group]
+    result = subprocess.run(
+        [*argv, "-o", output, *packages],
+        cwd=bundle.module_dir,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if result.returncode != 0:
+        tail = "\n".join((result.stdout + result.stderr).splitlines()[-40:])
+        raise BuildError(
+            f"`go build {' '.join(packages)}` failed (exit {result.returncode}):\n{tail}"
+        )
 
 
 #: CRDs of optional integrations the chart can render objects for, fetched from
