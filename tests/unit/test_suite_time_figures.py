@@ -41,18 +41,34 @@ def test_the_readme_quotes_the_suite_time_file() -> None:
         ),
         f"inner loop is `make test-unit`: {counts['unit']:,} tests",
     ]
-    cold = results["cold_go_build"]
-    bundles = cold["bundles_seconds"]
-    rest = cold["total_seconds"] - bundles["controlplane"] - bundles["keda"]
+    cold = results["cold_ci"]
+    cold_phases, bundles = cold["phases_seconds"], cold["bundles_seconds"]
     expected += [
         (
-            f"the Go components take {_minutes(cold['total_seconds'])} min to build (the "
-            f"control plane {_minutes(bundles['controlplane'])} min, KEDA "
-            f"{_minutes(bundles['keda'])} min, the rest of the node and the add-ons "
-            f"{_minutes(rest)} min;"
+            f"clone; commit {cold['commit'][:7]}, {cold['date']}) `.ci/run` took "
+            f"**{_minutes(cold_phases['total'])} min** in all:"
         ),
-        f"builds only the control plane ({_minutes(bundles['controlplane'])} min,",
+        (
+            f"{cold_phases['system packages']} s for Debian's packages, "
+            f"{cold_phases['python environment']} s for `.venv`, "
+            f"{_minutes(cold_phases['Go components and image'])} min for the Go components"
+        ),
+        (
+            f"(the control plane {_minutes(bundles['controlplane'])} min, KEDA "
+            f"{_minutes(bundles['keda'])} min), {_minutes(cold_phases['test suite'])} min for "
+            f"`make test`'s {cold['tests']:,} tests"
+        ),
+    ]
+    demo = results["demo"]
+    expected += [
+        (
+            f"(`.venv` ready after {demo['cold_venv_ready_seconds']} s): "
+            f"**{demo['cold_seconds']} s** to its first table (commit {demo['commit'][:7]};"
+        ),
+        f"run again, {demo['warm_seconds']} s.",
     ]
     missing = [phrase for phrase in expected if phrase not in prose]
     assert missing == []
     assert re.fullmatch(r"[0-9a-f]{40}", cold["commit"])
+    assert re.fullmatch(r"[0-9a-f]{40}", demo["commit"])
+    assert cold["skipped"] == 0
