@@ -37,7 +37,7 @@ from typing import Any
 
 import pytest
 
-from tests.pods.support import seconds_from_now, wait_outcomes
+from tests.pods.support import job_list, seconds_from_now, wait_outcomes
 from tests.support import apply_as, tenant_account
 from tickwork_dev.devcluster import hostnet
 from tickwork_dev.devcluster.cluster import Cluster
@@ -234,6 +234,19 @@ def _left_behind(release: Release, viewer: str) -> str:
     return "\n".join(seen)
 
 
+def _ended(cluster: Cluster, names: set[str]) -> dict[str, dict[str, Any]]:
+    """The last run of each job named, once every one of them ended, either way."""
+
+    def last_runs() -> dict[str, dict[str, Any]]:
+        return {job["metadata"]["name"]: (job.get("status") or {}).get("lastRun") or {}
+                for job in job_list(cluster, SECRETS)}  # fmt: skip
+
+    wait_for(lambda: all(last_runs().get(name, {}).get("outcome") in ("Succeeded", "Failed")
+                         for name in names),
+             timeout=120, interval=2, what=f"the last runs of {sorted(names)}")  # fmt: skip
+    return last_runs()
+
+
 def test_a_secret_value_comes_back_in_no_form(defaults: Release, opted_in: str) -> None:
     """The value with its `--from-file` newline is sent trimmed (the server checks
     its digest) and the run succeeds at once; a value with a line break fails once,
@@ -243,18 +256,13 @@ def test_a_secret_value_comes_back_in_no_form(defaults: Release, opted_in: str) 
     digest = hashlib.sha256(VALUE.encode()).hexdigest()
     _submit(cluster, opted_in, SECRETS, _secret_job("from-file", f"/auth/{digest}", "from-file"))
     _submit(cluster, opted_in, SECRETS, _secret_job("two-lines", "/ok", "two-lines"))
-    wait_outcomes(cluster, SECRETS, {"from-file"}, "Succeeded", timeout=120)
-    wait_outcomes(cluster, SECRETS, {"two-lines"}, "Failed", timeout=120)
-    listed = cluster.kubectl("-n", SECRETS, "get", "scheduledjobs", "-o", "json").stdout
-    jobs = {
-        job["metadata"]["name"]: job["status"]["lastRun"] for job in json.loads(listed)["items"]
-    }
+    runs = _ended(cluster, {"from-file", "two-lines"})
     left = _left_behind(defaults, viewer)
     assert "from-file" in left  # the places were read, the job's name is in them
     assert MARK not in left
-    assert jobs["from-file"]["attempts"] == 1, jobs
-    assert jobs["two-lines"]["attempts"] == 1, jobs  # retrying cannot help
-    assert "header 'Authorization' holds a line break" in jobs["two-lines"]["error"], jobs
+    assert (runs["from-file"]["outcome"], runs["from-file"]["attempts"]) == ("Succeeded", 1), runs
+    assert (runs["two-lines"]["outcome"], runs["two-lines"]["attempts"]) == ("Failed", 1), runs
+    assert "header 'Authorization' holds a line break" in runs["two-lines"]["error"], runs
 
 
 def test_a_retry_never_runs_beside_a_thread_that_ignored_its_timeout(
@@ -271,10 +279,8 @@ def test_a_retry_never_runs_beside_a_thread_that_ignored_its_timeout(
     job = {"apiVersion": "tickwork.dev/v1alpha1", "kind": "ScheduledJob",
            "metadata": {"name": "hold"}, "spec": spec}  # fmt: skip
     _submit(cluster, opted_in, SECRETS, job)
-    wait_outcomes(cluster, SECRETS, {"hold"}, "Succeeded", timeout=120)
-    shown = cluster.kubectl("-n", SECRETS, "get", "scheduledjob", "hold", "-o", "json").stdout
-    last = json.loads(shown)["status"]["lastRun"]
-    assert last["attempts"] == 2, last
+    last = _ended(cluster, {"hold"})["hold"]
+    assert (last["outcome"], last["attempts"]) == ("Succeeded", 2), last
     scheduled, finished = (
         dt.datetime.fromisoformat(last[key]) for key in ("scheduledAt", "finishedAt")
     )
