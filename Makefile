@@ -86,7 +86,7 @@ demo: ## run Tickwork locally on its embedded defaults; builds only what it runs
 	@$(BIN)/tickwork-demo $(DEMO_ARGS)
 
 # kube-apiserver and etcd, built (or found) with the system Python alone, so that
-# `make demo` runs it beside `make install`: Go and pip overlap on a fresh machine.
+# `make demo` runs it beside `demo-install`: Go and pip overlap on a fresh machine.
 demo-controlplane:
 	@PYTHONPATH=$(CURDIR)/dev $(PYTHON) -m tickwork_dev.devcluster.build controlplane
 

@@ -51,6 +51,21 @@ def wait_outcomes(cluster: Cluster, namespace: str, names: set[str], outcome: st
     wait_for(done, timeout=timeout, interval=2, what=f"{len(names)} jobs {outcome}")
 
 
+def wait_ended(cluster: Cluster, namespace: str, names: set[str], *,
+               timeout: float) -> dict[str, dict[str, Any]]:  # fmt: skip
+    """The last run of each job of ``namespace``, once every job named ended its last run
+    either way (for a test that says what went wrong before it checks the outcome)."""
+
+    def last_runs() -> dict[str, dict[str, Any]]:
+        return {job["metadata"]["name"]: (job.get("status") or {}).get("lastRun") or {}
+                for job in job_list(cluster, namespace)}  # fmt: skip
+
+    wait_for(lambda: all(last_runs().get(name, {}).get("outcome") in ("Succeeded", "Failed")
+                         for name in names),
+             timeout=timeout, interval=2, what=f"the last runs of {sorted(names)}")  # fmt: skip
+    return last_runs()
+
+
 def seconds_from_now(seconds: int) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + seconds))
 

@@ -37,7 +37,7 @@ from typing import Any
 
 import pytest
 
-from tests.pods.support import job_list, seconds_from_now, wait_outcomes
+from tests.pods.support import seconds_from_now, wait_ended, wait_outcomes
 from tests.support import apply_as, tenant_account
 from tickwork_dev.devcluster import hostnet
 from tickwork_dev.devcluster.cluster import Cluster
@@ -234,19 +234,6 @@ def _left_behind(release: Release, viewer: str) -> str:
     return "\n".join(seen)
 
 
-def _ended(cluster: Cluster, names: set[str]) -> dict[str, dict[str, Any]]:
-    """The last run of each job named, once every one of them ended, either way."""
-
-    def last_runs() -> dict[str, dict[str, Any]]:
-        return {job["metadata"]["name"]: (job.get("status") or {}).get("lastRun") or {}
-                for job in job_list(cluster, SECRETS)}  # fmt: skip
-
-    wait_for(lambda: all(last_runs().get(name, {}).get("outcome") in ("Succeeded", "Failed")
-                         for name in names),
-             timeout=120, interval=2, what=f"the last runs of {sorted(names)}")  # fmt: skip
-    return last_runs()
-
-
 def test_a_secret_value_comes_back_in_no_form(defaults: Release, opted_in: str) -> None:
     """The value with its `--from-file` newline is sent trimmed (the server checks
     its digest) and the run succeeds at once; a value with a line break fails once,
@@ -256,7 +243,7 @@ def test_a_secret_value_comes_back_in_no_form(defaults: Release, opted_in: str) 
     digest = hashlib.sha256(VALUE.encode()).hexdigest()
     _submit(cluster, opted_in, SECRETS, _secret_job("from-file", f"/auth/{digest}", "from-file"))
     _submit(cluster, opted_in, SECRETS, _secret_job("two-lines", "/ok", "two-lines"))
-    runs = _ended(cluster, {"from-file", "two-lines"})
+    runs = wait_ended(cluster, SECRETS, {"from-file", "two-lines"}, timeout=120)
     left = _left_behind(defaults, viewer)
     assert "from-file" in left  # the places were read, the job's name is in them
     assert MARK not in left
@@ -279,7 +266,7 @@ def test_a_retry_never_runs_beside_a_thread_that_ignored_its_timeout(
     job = {"apiVersion": "tickwork.dev/v1alpha1", "kind": "ScheduledJob",
            "metadata": {"name": "hold"}, "spec": spec}  # fmt: skip
     _submit(cluster, opted_in, SECRETS, job)
-    last = _ended(cluster, {"hold"})["hold"]
+    last = wait_ended(cluster, SECRETS, {"hold"}, timeout=120)["hold"]
     assert (last["outcome"], last["attempts"]) == ("Succeeded", 2), last
     scheduled, finished = (
         dt.datetime.fromisoformat(last[key]) for key in ("scheduledAt", "finishedAt")

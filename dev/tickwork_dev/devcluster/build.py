@@ -2,8 +2,8 @@
 
 The pins live in the wrapper modules under ``hack/`` (``hack/controlplane/go.mod``
 for kube-apiserver, etcd and, in a bundle of its own, kube-controller-manager;
-``hack/helm/go.mod`` for helm). The cache key is the pinned versions plus a digest of ``go.mod`` and
-``go.sum``, so a warm run finds the binaries and never calls ``go``.
+``hack/helm/go.mod`` for helm). The cache key is the pinned versions plus a digest
+of ``go.mod`` and ``go.sum``, so a warm run finds the binaries and never calls ``go``.
 """
 
 from __future__ import annotations
