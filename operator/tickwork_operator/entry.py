@@ -53,6 +53,10 @@ class Observed:
     runs: tuple[FinishedRun, ...] = ()
     """``status.runs`` (oldest first), as finished runs."""
     dead_run_ids: tuple[str, ...] = ()
+    shown: tuple[dt.datetime, ...] = ()
+    """``status.nextRuns`` (or ``nextRunAt`` alone) of a job whose next runs are not
+    the operator's share but shown by whoever wrote last (:func:`status_of` with
+    ``apart``): the record of each run carries them."""
 
     @property
     def phase(self) -> JobPhase | None:
@@ -438,7 +442,7 @@ def spec_model(text: str) -> ScheduledJobSpec:
 
 
 def status_of(
-    body: dict[str, Any], *, previous: tuple[OperatorStatus, ...] = ()
+    body: dict[str, Any], *, previous: tuple[OperatorStatus, ...] = (), apart: bool = False
 ) -> tuple[OperatorStatus, RunStatusOutline]:
     """The operator's share of the object's status, and what it reads of the runs'
     share; each as empty if mangled (a mangled status must not stop scheduling).
@@ -447,13 +451,19 @@ def status_of(
     sends is the share's fields (``operator_body``). A share equal to one of
     ``previous`` is that one (most watch events leave it as it was: the echo of the
     operator's own write, a worker's write), and is not compacted again. Models are
-    immutable, so sharing changes nothing but memory."""
+    immutable, so sharing changes nothing but memory.
+
+    ``apart``: ``nextRunAt`` and ``nextRuns`` are not the operator's share (a recurring
+    job whose runs' records show them, :func:`shown_in`), so the share leaves them out."""
     raw = body.get("status")
     if not raw:
         return _no_status()  # a new job: one pair for all of them
     try:
         parsed = OperatorStatus.model_validate(raw)
-        share = OperatorStatus.model_construct(set(OperatorStatus.model_fields), **parsed.__dict__)
+        fields = parsed.__dict__
+        if apart:
+            fields = {**fields, "next_run_at": None, "next_runs": None}
+        share = OperatorStatus.model_construct(set(OperatorStatus.model_fields), **fields)
         share = next((known for known in previous if _same(known, share)), None) or compact(share)
     except ValidationError:
         share = compact(OperatorStatus())
@@ -464,6 +474,17 @@ def status_of(
     return share, runs
 
 
+def shown_in(body: dict[str, Any]) -> tuple[dt.datetime, ...]:
+    """The next runs the object's status shows (``nextRuns``, else ``nextRunAt``), held
+    once for every job that shows the same (:func:`shared_instants`); none if mangled."""
+    raw = body.get("status") or {}
+    texts = raw.get("nextRuns") or ([raw["nextRunAt"]] if raw.get("nextRunAt") else [])
+    try:
+        return shared_instants(tuple(dt.datetime.fromisoformat(text) for text in texts))
+    except (TypeError, ValueError):
+        return ()
+
+
 @functools.cache
 def _no_status() -> tuple[OperatorStatus, RunStatusOutline]:
     """The shares of an object without status (immutable models: held by every job
@@ -472,7 +493,7 @@ def _no_status() -> tuple[OperatorStatus, RunStatusOutline]:
 
 
 def shared_status(
-    observed: tuple[OperatorStatus, RunStatusOutline],
+    observed: tuple[OperatorStatus, RunStatusOutline], shown: tuple[dt.datetime, ...] = ()
 ) -> tuple[Observed, OperatorStatus]:
     """What the operator keeps of ``observed`` (:class:`Observed`), and the operator's
     share of it (held once: :func:`status_of` gave the share the job already held when
@@ -485,6 +506,7 @@ def shared_status(
         last_run=last_run_of(runs.last_run, history) if runs.last_run else None,
         runs=history,
         dead_run_ids=tuple(d.id for d in runs.dead_runs),
+        shown=shown,
     )
     return kept, share
 

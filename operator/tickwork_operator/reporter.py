@@ -31,12 +31,16 @@ from tickwork.kube.status import (
     operator_body,
     record_body,
     run_manager,
+    shown_fields,
 )
 from tickwork.queue.protocol import RunQueue
 from tickwork_operator.claims import NamespaceClaims, schedules
 from tickwork_operator.clock import Clock
 from tickwork_operator.metrics import OperatorMetrics
 from tickwork_operator.state import JobEntry, JobKey, WatchState
+
+#: A JSON patch whose ``test`` failed, or a path it removes that is gone.
+_INVALID = 422
 
 logger = logging.getLogger(__name__)
 
@@ -214,12 +218,18 @@ class Reporter:
             self.state.owe_status(entry.key)
             return False
         wanted, before = entry.wanted, entry.written
+        body = operator_body(wanted)
+        apart = not self.state.keeps_schedule(entry)
+        shown = self.state.shows(entry) if apart else ()
+        if apart:
+            body.update(shown_fields(list(shown)))
         self._writing.add(entry.key)
         try:
-            await self.kube.apply_job_status(
-                entry.namespace, entry.name, entry.uid, operator_body(wanted),
-                field_manager=OPERATOR_MANAGER,
+            written = await self.kube.apply_job_status(
+                entry.namespace, entry.name, entry.uid, body, field_manager=OPERATOR_MANAGER,
             )  # fmt: skip
+            if apart and not shown:
+                await self._unshow(entry, written)
         except KubeApiError as exc:
             if exc.not_found:
                 return False  # deleted meanwhile; the watch will tell us
@@ -236,6 +246,25 @@ class Reporter:
         for type_, reason, message in pause_news(before, wanted):
             await self.events.post(job_ref(entry), type_=type_, reason=reason, message=message)
         return True
+
+    async def _unshow(self, entry: JobEntry, written: dict[str, Any]) -> None:
+        """The job has no next run to show, and status (just written) still shows some:
+        a run's manager wrote them last, so the operator's apply could not take them
+        away. One JSON patch removes them, whoever holds them (refused, 422, only if a
+        run's write took them away meanwhile: nothing left to do)."""
+        status = written.get("status") or {}
+        gone = [key for key in ("nextRunAt", "nextRuns") if key in status]
+        if not gone:
+            return
+        uid = (written.get("metadata") or {}).get("uid")
+        operations: list[dict[str, Any]] = [{"op": "test", "path": "/metadata/uid", "value": uid}]
+        operations += [{"op": "remove", "path": f"/status/{key}"} for key in gone]
+        try:
+            await self.kube.patch_job_status(entry.namespace, entry.name, operations,
+                                             field_manager=OPERATOR_MANAGER)  # fmt: skip
+        except KubeApiError as exc:
+            if not (exc.not_found or exc.status == _INVALID):
+                raise
 
     def write_owed(self) -> asyncio.Task[None] | None:
         """Write what status owes (new or edited jobs) in the background, until none is

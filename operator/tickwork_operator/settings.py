@@ -69,13 +69,12 @@ class OperatorSettings(BaseSettings):
     )  # fmt: skip
     claim_renew_seconds: float = Field(default=15.0, gt=0)
     schedule_in_status: bool = Field(
-        default=True,
-        description="Keep each recurring job's schedule in status: nextRunAt, nextRuns, "
-        "lastScheduleTime and queuedRun, written once per run published. Off, the operator "
-        "writes a recurring job's status only when something else changes (its spec, phase, "
-        "conditions, missed runs, requests): one status write per run (the worker's record) "
-        "instead of two, under a third of the API server's CPU per run with no run history "
-        "(docs/performance.md). One-shot jobs keep theirs.",
+        default=False,
+        description="Also write each recurring job's schedule as each run is published: "
+        "lastScheduleTime and queuedRun, a second status write per run. Off, a run costs one "
+        "status write, its worker's record, which carries nextRunAt and nextRuns; the "
+        "operator writes them itself only where no run's record is on its way (a new or "
+        "edited job, a resume, a suspend). One-shot jobs keep their whole schedule.",
     )  # fmt: skip
 
     @property

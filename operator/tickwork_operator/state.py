@@ -54,6 +54,7 @@ from tickwork_operator.entry import (
     parse,
     recorded_streak,
     shared_status,
+    shown_in,
     status_of,
     still_unheard,
 )
@@ -96,7 +97,7 @@ class WatchState:
     listed_at: float | None = None
     """When (the ticker's monotonic clock) a list last brought an object: kopf's first
     list, or a relist after the watch failed. See :meth:`listing`."""
-    schedule_in_status: bool = True
+    schedule_in_status: bool = False
     """Write recurring jobs' schedule to status (``OperatorSettings.schedule_in_status``)."""
     backfilling: dict[JobKey, None] = field(default_factory=dict)  # ordered set
     """Jobs with a backfill not complete yet: what the leader publishes backfilled
@@ -218,7 +219,9 @@ class WatchState:
         else:
             spec, schedule, invalid = parse(body, created_at(body, now))
         held = (previous.wanted, previous.written) if previous else ()
-        observed, written = shared_status(status_of(body, previous=held))
+        apart = not self.schedule_in_status and spec is not None and not spec.one_shot
+        observed, written = shared_status(status_of(body, previous=held, apart=apart),
+                                          shown_in(body) if apart else ())  # fmt: skip
         entry = JobEntry(
             namespace=key[0],
             name=key[1],
@@ -367,6 +370,23 @@ class WatchState:
         has one run); for a recurring one unless ``schedule_in_status`` is off."""
         return self.schedule_in_status or entry.spec is None or entry.spec.one_shot
 
+    def shows(self, entry: JobEntry) -> tuple[dt.datetime, ...]:
+        """The next runs status should show of a job whose runs' records show them
+        (``keeps_schedule`` false): the run it waits for and those after it, none when
+        it waits for none (suspended, paused, completed, invalid)."""
+        if entry.spec is None or entry.suspended or entry.pending is None:
+            return ()
+        return tuple(entry.next_runs(entry.pending.scheduled_at) or ())
+
+    def shows_owed(self, entry: JobEntry) -> bool:
+        """Must the operator write the next runs itself? Only where no run's record is
+        on its way to show them (each run's write carries the runs after it: DESIGN.md
+        invariant 10) and status shows others: a new or edited job, a resume, a run
+        left out by the clock, a suspend (the runs leave)."""
+        if self.keeps_schedule(entry) or entry.active_run_id() is not None:
+            return False
+        return entry.observed.shown != self.shows(entry)
+
     def _leader_moved_on(self, entry: JobEntry) -> bool:
         """Did the status show that the leader already published our pending run?"""
         last = entry.written.last_schedule_time
@@ -448,7 +468,7 @@ class WatchState:
         if wanted is not base:
             wanted = compact(wanted)
         entry.wanted = wanted
-        if _differs(wanted, entry.written):
+        if _differs(wanted, entry.written) or self.shows_owed(entry):
             if entry.key not in self.dirty:
                 # Already dirty: whatever was making it wait (a report on its way, a
                 # write in flight) still does, and owes it again (its news) when it ends.

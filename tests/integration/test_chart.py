@@ -348,9 +348,9 @@ def test_the_schedule_in_status_is_the_installers_choice(helm: str) -> None:
         return {e["name"]: e.get("value") for e in
                 deployment["spec"]["template"]["spec"]["containers"][0]["env"]}  # fmt: skip
 
-    assert operator_env()["TICKWORK_OPERATOR_SCHEDULE_IN_STATUS"] == "true"
-    off = operator_env("--set", "operator.scheduleInStatus=false")
-    assert off["TICKWORK_OPERATOR_SCHEDULE_IN_STATUS"] == "false"
+    assert operator_env()["TICKWORK_OPERATOR_SCHEDULE_IN_STATUS"] == "false"
+    on = operator_env("--set", "operator.scheduleInStatus=true")
+    assert on["TICKWORK_OPERATOR_SCHEDULE_IN_STATUS"] == "true"
     wrong = run(helm, "template", "tw", str(CHART), "--set-string",
                 "operator.scheduleInStatus=no")  # fmt: skip
     assert wrong.returncode != 0

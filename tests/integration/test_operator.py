@@ -11,12 +11,14 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import json
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 import redis as redis_lib
+from kubernetes import watch as k8s_watch
 
 from tests.support import (
     ECHO,
@@ -26,7 +28,15 @@ from tests.support import (
     rfc3339,
     whole_seconds_from_now,
 )
-from tickwork.api.models import ActiveRun, OperatorStatus, RunRecord, ScheduledJobStatus
+from tickwork.api.models import (
+    GROUP,
+    PLURAL,
+    VERSION,
+    ActiveRun,
+    OperatorStatus,
+    RunRecord,
+    ScheduledJobStatus,
+)
 from tickwork.core.runs import manual_run_id, scheduled_run_id
 from tickwork.core.states import JobPhase, RunState
 from tickwork.kube import status as writes
@@ -543,33 +553,52 @@ def test_a_second_release_leaves_a_claimed_namespace_alone_until_its_claim_expir
 
 
 @pytest.mark.timeout(300)
-def test_without_the_schedule_in_status_a_run_is_one_write_and_a_new_leader_goes_on(
+def test_by_default_a_run_is_one_write_that_shows_the_next_run_and_a_new_leader_goes_on(
     start_operator: Callable[..., TickworkProcess],
     start_worker: Callable[..., TickworkProcess],
     jobs: Jobs,
 ) -> None:
-    """scheduleInStatus off: the operator publishes each run of a recurring job without
-    a status write of its own (status never shows nextRunAt, lastScheduleTime or
-    queuedRun; the worker's record is the run's one write). A standby started after the
-    first run picks up after it, follows the runs' records, and, leading once the first
-    operator is gone, goes on with the next run: none missed, none twice."""
-    lean = {"TICKWORK_OPERATOR_SCHEDULE_IN_STATUS": "false"}
-    a = start_operator("op-a", **lean)
+    """The defaults: the operator publishes each run of a recurring job without a status
+    write of its own; the worker's record is the run's one write, and it shows the next
+    run (``nextRunAt``, ``nextRuns``: every version of the object that names run k
+    last names run k + 1 next). Status never shows lastScheduleTime or queuedRun. A
+    standby started after the first run picks up after it, follows the runs' records,
+    and, leading once the first operator is gone, goes on with the next run: none
+    missed, none twice."""
+    a = start_operator("op-a")
     lead(a)
     start_worker()
     spec = {"schedule": "@every 10s", "concurrencyPolicy": "Allow",
             "history": {"successfulRuns": 0, "failedRuns": 0}, "task": ECHO}  # fmt: skip
-    uid = jobs.create("lean", spec)["metadata"]["uid"]
+    created = jobs.create("lean", spec)
+    uid = created["metadata"]["uid"]
+    versions: list[dict[str, Any]] = []  # every version of the object, as the watch brings it
+    stop = threading.Event()
+
+    failed: list[BaseException] = []
+
+    def watch() -> None:
+        stream = k8s_watch.Watch().stream(
+            jobs.api.list_namespaced_custom_object, GROUP, VERSION, jobs.namespace, PLURAL,
+            field_selector="metadata.name=lean",
+            resource_version=created["metadata"]["resourceVersion"], timeout_seconds=240,
+        )  # fmt: skip
+        try:
+            for event in stream:
+                if stop.is_set():
+                    return
+                versions.append(event["object"])
+        except Exception as exc:  # noqa: BLE001 - the API server stops after the test
+            if not stop.is_set():
+                failed.append(exc)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
     recorded: list[str] = []
-    schedule_shown: set[str] = set()
 
     def runs_recorded(count: int) -> Callable[[], bool]:
         def enough() -> bool:
-            status = jobs.status("lean")
-            schedule_shown.update(
-                set(status) & {"nextRunAt", "nextRuns", "lastScheduleTime", "queuedRun"}
-            )
-            last = (status.get("lastRun") or {}).get("id")
+            last = (jobs.status("lean").get("lastRun") or {}).get("id")
             if last and last not in recorded:
                 recorded.append(last)
             return len(recorded) >= count
@@ -577,13 +606,14 @@ def test_without_the_schedule_in_status_a_run_is_one_write_and_a_new_leader_goes
         return enough
 
     wait_for(runs_recorded(1), timeout=60, interval=0.2, what="the first run's record")
-    b = start_operator("op-b", **lean)  # a standby: it finds the first run's record
+    b = start_operator("op-b")  # a standby: it finds the first run's record
     wait_for(runs_recorded(3), timeout=60, interval=0.2, what="three runs' records")
     assert a.stop() == 0, a.log()  # the Lease is released: b leads at once
     lead(b)
-    wait_for(runs_recorded(5), timeout=60, interval=0.2, what="two more runs, b leading")
+    wait_for(runs_recorded(6), timeout=60, interval=0.2, what="three more runs, b leading")
+    stop.set()
+    assert failed == []
     assert (b.metric("tickwork_runs_published_total", 'trigger="schedule"') or 0) >= 1
-    assert schedule_shown == set()
     # One run every 10 s, none left out, across the change of leader.
     first = dt.datetime.strptime(recorded[0].split(".")[1], "%Y%m%dT%H%M%SZ").replace(tzinfo=dt.UTC)
     assert recorded == [scheduled_run_id(uid, first + dt.timedelta(seconds=10 * i))
@@ -591,3 +621,16 @@ def test_without_the_schedule_in_status_a_run_is_one_write_and_a_new_leader_goes
     status = jobs.status("lean")
     assert "missedRuns" not in status, status
     assert not [e for e in jobs.events("lean") if e[1] == "MissedRuns"]
+    # Each run's one write carries its record and the next run, and nothing else writes.
+    seen = [version.get("status") or {} for version in versions]
+    assert not [shown for shown in seen if {"lastScheduleTime", "queuedRun"} & set(shown)]
+    with_records = [shown for shown in seen if shown.get("lastRun")]
+    for shown in with_records:
+        due = dt.datetime.fromisoformat(shown["lastRun"]["scheduledAt"])
+        after = (due + dt.timedelta(seconds=10)).isoformat().replace("+00:00", "Z")
+        assert (shown.get("nextRunAt"), shown["nextRuns"][0]) == (after, after), shown
+    runs = {shown["lastRun"]["id"] for shown in with_records}
+    first_record = next(i for i, shown in enumerate(seen) if shown.get("lastRun"))
+    assert len(seen) - first_record <= len(runs) + 1, (  # +1: op-b's first write, if any
+        f"{len(seen) - first_record} versions for {len(runs)} runs"
+    )

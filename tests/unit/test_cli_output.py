@@ -176,8 +176,9 @@ def test_pending_runs_are_active_queued_and_buffered_but_not_finished() -> None:
 
 
 def test_get_works_the_next_runs_out_when_status_keeps_no_schedule() -> None:
-    """The operator's scheduleInStatus off: no nextRunAt in status; the table shows the
-    next runs of the spec (02:00 in Berlin is 01:00 UTC), and none while suspended."""
+    """No nextRunAt in status (a status written by an older version with the operator's
+    scheduleInStatus off): the table shows the next runs of the spec (02:00 in Berlin is
+    01:00 UTC), and none while suspended."""
     spec = {**JOB["spec"], "task": {"echo": {"message": "hi"}}}
     status = {k: v for k, v in JOB["status"].items() if k not in ("nextRunAt", "nextRuns")}
     job = {**JOB, "spec": spec, "status": status}

@@ -62,6 +62,9 @@ class Sink:
         self.run_applies: list[tuple[str, dict[str, Any] | None]] = []
         self.job: dict[str, Any] | None = None
         """What a read of the job returns (None: it is gone)."""
+        self.patches: list[list[dict[str, Any]]] = []
+        self.shown_by_run = False
+        """Did a run's record write the next runs last (so that they are its manager's)?"""
 
     async def apply_job_status(self, *job: Any, **options: Any) -> dict[str, Any]:
         # Called as (namespace, name, uid, body, field_manager=..., ...).
@@ -74,11 +77,36 @@ class Sink:
             self.run_applies.append((options["field_manager"], status))
             return {"metadata": {}}
         self.writes += 1
-        # Server-side apply: the operator's apply states all its fields; one left out goes.
-        self.status = {k: v for k, v in status.items() if v is not None}
+        # Server-side apply: the operator's apply states all its fields; one left out goes,
+        # except the next runs a run's record wrote last (the operator does not hold them).
+        shown = {k: self.status[k] for k in SHOWN if k in self.status and self.shown_by_run}
+        self.status = {**shown, **{k: v for k, v in status.items() if v is not None}}
+        self.shown_by_run = self.shown_by_run and not set(SHOWN) & set(status)
         if self.echo is not None:
             self.echo(dict(self.status))
-        return {"metadata": {"resourceVersion": str(100 + self.writes)}}
+        return {
+            "metadata": {"uid": UID, "resourceVersion": str(100 + self.writes)},
+            "status": dict(self.status),
+        }
+
+    async def patch_job_status(self, *job: Any, **options: Any) -> dict[str, Any]:
+        operations: list[dict[str, Any]] = job[2]
+        assert options["field_manager"] == "tickwork-operator"
+        assert operations[0] == {"op": "test", "path": "/metadata/uid", "value": UID}
+        self.patches.append(operations)
+        for operation in operations[1:]:
+            assert operation["op"] == "remove"
+            del self.status[operation["path"].removeprefix("/status/")]
+        if self.echo is not None:
+            self.echo(dict(self.status))
+        return {"metadata": {"uid": UID}, "status": dict(self.status)}
+
+    def record_shown(self, status: dict[str, Any]) -> dict[str, Any]:
+        """A run's record arrived with the next runs (the worker's one write): ``status``
+        as the watch brings it, and the next runs held by that run from now on."""
+        self.status = {**self.status, **{k: v for k, v in status.items() if k in SHOWN}}
+        self.shown_by_run = any(k in status for k in SHOWN)
+        return status
 
     async def get_job(self, *job: str) -> dict[str, Any]:
         if self.job is not None:
@@ -180,6 +208,7 @@ class Leader:
 
 
 EVERY_MINUTE = {"schedule": "* * * * *"}
+SHOWN = ("nextRunAt", "nextRuns")
 
 
 async def test_a_run_is_published_when_it_falls_due_and_not_before() -> None:
@@ -504,39 +533,104 @@ def finished(run_at: dt.datetime, outcome: str, error: str | None = None) -> dic
 SCHEDULE_FIELDS = ("nextRunAt", "nextRuns", "lastScheduleTime", "queuedRun")
 
 
-def ended(run_at: dt.datetime, status: dict[str, Any] | None = None) -> dict[str, Any]:
-    """``status`` (as written so far) with the worker's record of the run of ``run_at``."""
+def stamp(moment: dt.datetime) -> str:
+    return moment.isoformat().replace("+00:00", "Z")
+
+
+def shown_after(run_at: dt.datetime) -> dict[str, Any]:
+    """The next runs an every-minute job's record shows after the run of ``run_at``."""
+    runs = [stamp(run_at + dt.timedelta(minutes=m)) for m in range(1, 6)]
+    return {"nextRunAt": runs[0], "nextRuns": runs}
+
+
+def ended(
+    run_at: dt.datetime, status: dict[str, Any] | None = None, *, shows: bool = False
+) -> dict[str, Any]:
+    """``status`` (as written so far) with the worker's record of the run of ``run_at``
+    (``shows``: and the next runs, as the worker's one write carries them)."""
     record = {
         "id": scheduled_run_id(UID, run_at),
         "scheduledAt": run_at.isoformat(),
         "outcome": "Succeeded",
         "finishedAt": (run_at + dt.timedelta(seconds=1)).isoformat(),
     }
-    return {**(status or {"observedGeneration": 1, "phase": "Scheduled"}), "lastRun": record}
+    shown = shown_after(run_at) if shows else {}
+    return {**(status or {"observedGeneration": 1, "phase": "Scheduled"}), "lastRun": record,
+            **shown}  # fmt: skip
 
 
-async def test_without_the_schedule_in_status_a_run_on_time_costs_no_operator_write() -> None:
-    """scheduleInStatus off: the operator writes a recurring job's status once (its
-    first), and then nothing per run; each run is its worker's one write."""
+async def test_by_default_a_run_on_time_costs_no_operator_write() -> None:
+    """The default: the operator writes a recurring job's status once (its first, with
+    the next runs), and then nothing per run; each run is its worker's one write, which
+    shows the next runs (DESIGN.md invariant 10)."""
     leader = Leader(schedule_in_status=False)
     leader.observe(EVERY_MINUTE)
     await leader.tick_at(T0 + dt.timedelta(seconds=1))
-    assert leader.sink.writes == 1  # the first status: phase, conditions
+    assert leader.sink.writes == 1  # the first status: phase, conditions, the next runs
     assert leader.sink.status["phase"] == "Scheduled"
+    assert leader.sink.status["nextRunAt"] == stamp(minute(1))
+    assert leader.sink.status["nextRuns"] == [stamp(minute(m)) for m in range(1, 6)]
     for m in (1, 2, 3):
         await leader.tick_at(minute(m, 0.005))
         assert scheduled_run_id(UID, minute(m)) in await leader.queued()
-        leader.observe(EVERY_MINUTE, status=ended(minute(m), leader.sink.status))
+        await leader.tick_at(minute(m, 0.5))  # the run is on its way: nothing to show
+        status = leader.sink.record_shown(ended(minute(m), leader.sink.status, shows=True))
+        leader.observe(EVERY_MINUTE, status=status)
         await leader.tick_at(minute(m, 2))
     assert leader.sink.writes == 1
-    assert not set(SCHEDULE_FIELDS) & set(leader.sink.status)
+    assert leader.sink.status["nextRunAt"] == stamp(minute(4))
+    assert not {"lastScheduleTime", "queuedRun"} & set(leader.sink.status)
     # The same runs with the schedule in status: a write per run.
-    keeping = Leader()
+    keeping = Leader(schedule_in_status=True)
     keeping.observe(EVERY_MINUTE)
     for m in (1, 2, 3):
         await keeping.tick_at(minute(m, 0.005))
     assert keeping.sink.writes == 3  # the first status went out with the first run's
     assert keeping.sink.status["nextRunAt"] == minute(4).isoformat().replace("+00:00", "Z")
+
+
+async def test_a_record_that_shows_no_next_runs_gets_them_from_the_operator() -> None:
+    """A worker of an older version writes its record alone: the operator, with no run
+    on its way to show them, writes the next runs itself, once."""
+    leader = Leader(schedule_in_status=False)
+    leader.observe(EVERY_MINUTE)
+    await leader.tick_at(T0 + dt.timedelta(seconds=1))
+    await leader.tick_at(minute(1, 0.005))
+    shown = leader.sink.record_shown(ended(minute(1), leader.sink.status, shows=False))
+    leader.observe(EVERY_MINUTE, status={**shown, **shown_after(minute(0))})
+    await leader.tick_at(minute(1, 2))
+    assert leader.sink.writes == 2
+    assert leader.sink.status["nextRunAt"] == stamp(minute(2))
+    leader.observe(EVERY_MINUTE, status=dict(leader.sink.status))
+    await leader.tick_at(minute(1, 3))
+    assert leader.sink.writes == 2  # shown now: nothing more
+
+
+async def test_a_suspend_takes_the_next_runs_a_record_showed_away() -> None:
+    """The next runs a run's record wrote are that run's manager's: the operator's
+    apply cannot leave them out, so a JSON patch removes them when none is next."""
+    leader = Leader(schedule_in_status=False)
+    leader.sink.echo = lambda status: leader.observe(EVERY_MINUTE, status=status)
+    leader.observe(EVERY_MINUTE)
+    await leader.tick_at(T0 + dt.timedelta(seconds=1))
+    await leader.tick_at(minute(1, 0.005))
+    leader.sink.echo = None
+    status = leader.sink.record_shown(ended(minute(1), leader.sink.status, shows=True))
+    leader.observe(EVERY_MINUTE, status=status)
+    suspended = {**EVERY_MINUTE, "suspend": True}
+    leader.sink.echo = lambda status: leader.observe(suspended, status=status, generation=2)
+    leader.observe(suspended, status=status, generation=2)
+    await leader.tick_at(minute(1, 2))
+    assert leader.sink.status["phase"] == "Suspended"
+    assert leader.sink.patches == [[
+        {"op": "test", "path": "/metadata/uid", "value": UID},
+        {"op": "remove", "path": "/status/nextRunAt"},
+        {"op": "remove", "path": "/status/nextRuns"},
+    ]]  # fmt: skip
+    assert not set(SCHEDULE_FIELDS) & set(leader.sink.status)
+    writes = leader.sink.writes
+    await leader.tick_at(minute(2, 2))
+    assert (leader.sink.writes, len(leader.sink.patches)) == (writes, 1)
 
 
 async def test_without_the_schedule_in_status_a_restart_goes_on_after_the_last_run() -> None:
@@ -590,44 +684,57 @@ async def test_without_the_schedule_in_status_a_catch_up_is_still_written_first(
     status = leader.sink.status
     assert status["missedRuns"] == 4
     assert status["queuedRun"]["id"] == scheduled_run_id(UID, minute(0))
-    assert "nextRunAt" not in status
-    leader.observe(EVERY_MINUTE, status=ended(minute(0), status))
+    assert status["nextRunAt"] == stamp(minute(1))  # shown with the decision's write
+    leader.sink.echo = None
+    leader.observe(
+        EVERY_MINUTE, status=leader.sink.record_shown(ended(minute(0), status, shows=True))
+    )
     await leader.tick_at(minute(1, 0.005))
-    leader.observe(EVERY_MINUTE, status=ended(minute(1), leader.sink.status))
+    leader.observe(EVERY_MINUTE, status=leader.sink.record_shown(
+        ended(minute(1), leader.sink.status, shows=True)))  # fmt: skip
     await leader.tick_at(minute(1, 2))
     assert scheduled_run_id(UID, minute(1)) in await leader.queued()
-    assert not set(SCHEDULE_FIELDS) & set(leader.sink.status)
+    assert not {"lastScheduleTime", "queuedRun"} & set(leader.sink.status)
+    assert leader.sink.status["nextRunAt"] == stamp(minute(2))
     assert leader.sink.status["missedRuns"] == 4
     writes = leader.sink.writes
-    leader.observe(EVERY_MINUTE, status=ended(minute(2), leader.sink.status))
+    leader.observe(EVERY_MINUTE, status=leader.sink.record_shown(
+        ended(minute(2), leader.sink.status, shows=True)))  # fmt: skip
     await leader.tick_at(minute(2, 2))
     assert leader.sink.writes == writes  # and then none per run
 
 
-async def test_turning_the_schedule_in_status_off_takes_the_fields_out_of_status() -> None:
-    """A job whose status an operator with the setting on wrote: nextRunAt and nextRuns
-    leave at once (one write), lastScheduleTime and queuedRun with the next run, which
-    is the one nextRunAt named."""
-    keeping = Leader()
+async def test_turning_the_schedule_in_status_off_takes_its_fields_out_of_status() -> None:
+    """A job whose status an operator with the setting on wrote: the next runs it shows
+    are right, so nothing is written at once; lastScheduleTime and queuedRun leave with
+    the operator's first write, at the next run, which is the one nextRunAt named."""
+    keeping = Leader(schedule_in_status=True)
     keeping.observe(EVERY_MINUTE)
     await keeping.tick_at(minute(1, 0.005))
     written = ended(minute(1), keeping.sink.status)
     assert set(SCHEDULE_FIELDS) <= set(written)
     leader = Leader(minute(1, 30), schedule_in_status=False)
+    leader.sink.status = dict(written)
     # The echo of each write: the operator's share, beside the worker's record.
     leader.sink.echo = lambda status: leader.observe(
         EVERY_MINUTE, status={**status, "lastRun": written["lastRun"]}
     )
     leader.observe(EVERY_MINUTE, status=written)
     await leader.tick_at(minute(1, 31))
-    assert leader.sink.writes == 1
-    assert set(leader.sink.status) & set(SCHEDULE_FIELDS) == {"lastScheduleTime", "queuedRun"}
+    assert leader.sink.writes == 0
     await leader.tick_at(minute(2, 0.005))
     assert await leader.queued() == [scheduled_run_id(UID, minute(2))]
-    leader.observe(EVERY_MINUTE, status=ended(minute(2), leader.sink.status))
+    leader.observe(EVERY_MINUTE, status=leader.sink.record_shown(
+        ended(minute(2), leader.sink.status, shows=True)))  # fmt: skip
     await leader.tick_at(minute(2, 2))
-    assert leader.sink.writes == 2
-    assert not set(leader.sink.status) & set(SCHEDULE_FIELDS)
+    assert leader.sink.writes == 1
+    assert not {"lastScheduleTime", "queuedRun"} & set(leader.sink.status)
+    assert leader.sink.status["nextRunAt"] == stamp(minute(3))
+    leader.sink.echo = None
+    leader.observe(EVERY_MINUTE, status=leader.sink.record_shown(
+        ended(minute(3), leader.sink.status, shows=True)))  # fmt: skip
+    await leader.tick_at(minute(3, 2))
+    assert leader.sink.writes == 1  # and then none per run
 
 
 async def test_without_the_schedule_in_status_a_restart_does_not_decide_a_skip_again() -> None:

@@ -61,9 +61,7 @@ def test_the_readme_quotes_the_suite_time_file() -> None:
     ]
     demo = results["demo"]
     expected += [
-        (
-            f"**{demo['cold_seconds']} s** to its first table (commit {demo['commit'][:7]};"
-        ),
+        (f"**{demo['cold_seconds']} s** to its first table (commit {demo['commit'][:7]};"),
         f"{demo['earlier'][0]['cold_seconds']} s with DWARF); run again, {demo['warm_seconds']} s.",
     ]
     missing = [phrase for phrase in expected if phrase not in prose]

@@ -12,7 +12,7 @@ import pytest
 
 from tickwork.api.models import ScheduledJob
 from tickwork.core.errors import IllegalTransitionError
-from tickwork.core.runs import manual_run_id, scheduled_run_id
+from tickwork.core.runs import backfill_run_id, manual_run_id, scheduled_run_id
 from tickwork.core.states import RunState
 from tickwork.queue.messages import RunMessage
 from tickwork_worker.decisions import (
@@ -22,6 +22,7 @@ from tickwork_worker.decisions import (
     cancel_request,
     cancelled_outcome,
     failure_outcome,
+    next_runs_shown,
     why_skip,
 )
 
@@ -272,3 +273,44 @@ def test_an_illegal_move_is_refused_and_the_state_stays(
     with pytest.raises(IllegalTransitionError, match=illegal.value):
         progress.move(illegal)
     assert progress.state is before
+
+
+# -- what the run's one write shows next ------------------------------------------------
+
+
+def _minutes(*offsets: int) -> list[dt.datetime]:
+    return [AT + dt.timedelta(minutes=m) for m in offsets]
+
+
+@pytest.mark.parametrize(
+    ("spec", "status", "shown"),
+    [
+        ({}, {}, _minutes(1, 2, 3, 4, 5)),  # the runs after this one, not after now
+        ({"schedule": "*/2 * * * *"}, {}, _minutes(2, 4, 6, 8, 10)),
+        ({"schedule": "@every 90s"}, {}, [AT + dt.timedelta(seconds=s)
+                                          for s in (90, 180, 270, 360, 450)]),
+        ({"notAfter": "2026-12-01T09:02:30Z"}, {}, _minutes(1, 2)),  # the schedule ends
+        ({"suspend": True}, {}, []),
+        ({}, {"phase": "Paused"}, []),
+        ({}, {"phase": "Completed"}, []),
+        ({"runAt": "2026-12-01T09:00:00Z", "schedule": None}, {}, []),  # one-shot: the operator's
+    ],
+    ids=["every-minute", "every-2-minutes", "every-90s", "not-after", "suspended", "paused",
+         "completed", "one-shot"],
+)  # fmt: skip
+def test_a_run_shows_the_runs_of_its_schedule_that_follow_it(
+    spec: dict[str, Any], status: dict[str, Any], shown: list[dt.datetime]
+) -> None:
+    claimed = job(status=status, **spec)
+    claimed.metadata["creationTimestamp"] = "2026-12-01T08:00:00Z"
+    assert next_runs_shown(claimed, message()) == shown
+
+
+def test_a_manual_or_backfilled_run_shows_what_the_job_showed() -> None:
+    showing = {"nextRunAt": "2026-12-01T09:07:00Z",
+               "nextRuns": ["2026-12-01T09:07:00Z", "2026-12-01T09:08:00Z"]}  # fmt: skip
+    claimed = job(status=showing)
+    assert next_runs_shown(claimed, message(at=None)) == _minutes(7, 8)
+    backfilled = message(run_id=backfill_run_id(UID, "q4", AT))
+    assert next_runs_shown(claimed, backfilled) == _minutes(7, 8)
+    assert next_runs_shown(job(), message(at=None)) == []  # nothing shown: nothing to keep

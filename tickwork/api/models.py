@@ -990,7 +990,9 @@ class BackfillProgress(_Model):
 
 class OperatorStatus(_Model):
     """The operator's share of status (field manager tickwork-operator): the job's
-    lifecycle and its schedule. No worker writes any of these fields."""
+    lifecycle and its schedule. No worker writes any of these fields, except nextRunAt
+    and nextRuns of a recurring job: each run's record carries them (one status write
+    per run), and the operator writes them where no run's record is on its way."""
 
     model_config = ConfigDict(extra="ignore")
 
@@ -1001,7 +1003,8 @@ class OperatorStatus(_Model):
     observed_generation: Annotated[StrictInt, Field(ge=0)] | None = None
     """The metadata.generation the operator last acted on."""
     next_run_at: Instant | None = None
-    """When the next run is due (empty when none will be)."""
+    """When the next run is due (empty when none will be): written by the operator, and
+    for a recurring job by each run as it ends (the runs after it)."""
     next_runs: Annotated[list[Instant], Field(max_length=NEXT_RUNS)] | None = None
     """The next few due times, nextRunAt first (up to 5; fewer when the schedule ends;
     jitterSeconds not included). Written with nextRunAt, never on its own."""

@@ -7,13 +7,20 @@ so no write reads, merges and re-sends another writer's field:
 operator (``tickwork-operator``)        each run (``tickwork-run-<hash of run ID>``)
 =====================================  ===========================================
 phase (the lifecycle),                  its entry of ``activeRuns`` while it runs or
-observedGeneration, nextRunAt,          waits for a retry; its record in ``runs``;
-nextRuns, lastScheduleTime, queuedRun,  ``lastRun`` and (on success)
-missedRuns, lastMissedTime,             ``lastSuccessfulTime``, taken over (forced)
-lastTriggerToken, lastRequeueToken,     by whichever run finishes last; its
-lastPurgeToken, lastResumeToken,        ``deadRuns`` entry while it is dead-lettered
-failureStreak, conditions
+observedGeneration, lastScheduleTime,   waits for a retry; its record in ``runs``;
+queuedRun, missedRuns, lastMissedTime,  ``lastRun`` and (on success)
+lastTriggerToken, lastRequeueToken,     ``lastSuccessfulTime``, taken over (forced)
+lastPurgeToken, lastResumeToken,        by whichever run finishes last; its
+failureStreak, conditions               ``deadRuns`` entry while it is dead-lettered
 =====================================  ===========================================
+
+``nextRunAt`` and ``nextRuns`` go to whoever wrote them last (forced): a recurring
+job's runs carry them in their one write (the runs after their own,
+:func:`shown_fields`), and the operator writes them where no run's record is on its
+way to (a new or edited job, a resume); where none is next (a suspend) and a run's
+manager holds them, a JSON patch of the operator's takes them out. One-shot jobs (and
+every job with the operator's ``scheduleInStatus`` on) keep them in the operator's
+share.
 
 With server-side apply an apply states *all* of a manager's intent: a field it
 owned and leaves out is removed. A run's own manager therefore moves it from
@@ -54,6 +61,7 @@ from tickwork.api.models import (
     ScheduledJobStatus,
 )
 from tickwork.core.civil import run_instant, to_minute
+from tickwork.core.planning import NEXT_RUNS
 from tickwork.core.states import RunState
 from tickwork.core.text import HISTORY_TEXT_LIMIT, TEXT_LIMIT, cap_optional
 
@@ -263,9 +271,20 @@ def run_manager(run_id: str) -> str:
     return RUN_MANAGER_PREFIX + hashlib.sha256(run_id.encode()).hexdigest()[:24]
 
 
-def active_body(run: ActiveRun) -> dict[str, Any]:
-    """The run's apply while it runs or waits for a retry: its ``activeRuns`` entry."""
-    return _wire(RunStatus(active_runs=[run]))
+def shown_fields(shown: list[dt.datetime]) -> dict[str, Any]:
+    """``nextRunAt`` and ``nextRuns`` as a run's apply carries them (taken over from
+    whoever wrote them last, the operator or another run); nothing when no next run is
+    shown: the fields then leave if this apply's manager held them."""
+    if not shown:
+        return {}
+    return {"nextRunAt": timestamp(shown[0]),
+            "nextRuns": [timestamp(moment) for moment in shown[:NEXT_RUNS]]}  # fmt: skip
+
+
+def active_body(run: ActiveRun, shown: list[dt.datetime] | None = None) -> dict[str, Any]:
+    """The run's apply while it runs or waits for a retry: its ``activeRuns`` entry
+    (and the next runs :func:`shown_fields`)."""
+    return {**_wire(RunStatus(active_runs=[run])), **shown_fields(shown or [])}
 
 
 def keeps(record: RunRecord, *, successful: int, failed: int) -> bool:
@@ -274,7 +293,12 @@ def keeps(record: RunRecord, *, successful: int, failed: int) -> bool:
 
 
 def record_body(
-    record: RunRecord, *, successful: int, failed: int, dead_listed: int | None = None
+    record: RunRecord,
+    *,
+    successful: int,
+    failed: int,
+    dead_listed: int | None = None,
+    shown: list[dt.datetime] | None = None,
 ) -> dict[str, Any]:
     """The run's apply when it ended: its record (without its ``activeRuns`` entry,
     which this removes), ``lastRun``, and ``lastSuccessfulTime`` if it succeeded. A
@@ -291,7 +315,7 @@ def record_body(
         fields["runs"] = [cap_record(record, HISTORY_TEXT_LIMIT)]
     if record.outcome is RunState.SUCCEEDED and record.finished_at is not None:
         fields["last_successful_time"] = record.finished_at
-    return _wire(RunStatus(**fields))
+    return {**_wire(RunStatus(**fields)), **shown_fields(shown or [])}
 
 
 def to_drop(

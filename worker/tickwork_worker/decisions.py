@@ -12,8 +12,9 @@ from dataclasses import dataclass
 from typing import overload
 
 from tickwork.api.models import CancelRequest, ScheduledJob
+from tickwork.core.planning import upcoming
 from tickwork.core.retry import GiveUp, after_failure
-from tickwork.core.runs import belongs_to
+from tickwork.core.runs import belongs_to, parse_run_id
 from tickwork.core.states import FINAL_STATES, JobPhase, RunState, transition
 from tickwork.core.text import cap_optional
 from tickwork.queue.messages import RunMessage
@@ -203,3 +204,36 @@ def scheduled_at(message: RunMessage, default: dt.datetime | None) -> dt.datetim
     if moment:
         return dt.datetime.fromisoformat(moment)
     return default
+
+
+def next_runs_shown(job: ScheduledJob, message: RunMessage) -> list[dt.datetime]:
+    """What ``status.nextRunAt`` and ``nextRuns`` say once this run's record is written
+    (the same write carries them: one status write per run, DESIGN.md invariant 10).
+
+    * A run of the schedule: the runs that follow it (not those after the moment it
+      ended: the operator publishes the next one after this one, and a run that ends
+      late must not show the one after that as next).
+    * A manual or backfilled run: what the job showed, unchanged.
+    * None (the fields leave, where this run's manager holds them) for a one-shot,
+      suspended, paused, completed or invalid job: the operator shows no next run
+      there, and writes so itself when it decides it.
+
+    The operator works these out from the same spec (:func:`upcoming`), and writes
+    them itself whenever no run's record is on its way to do so."""
+    spec, status = job.spec, job.status
+    held = (JobPhase.SUSPENDED, JobPhase.PAUSED, JobPhase.COMPLETED, JobPhase.INVALID)
+    if spec.one_shot or spec.suspend or status.phase in held:
+        return []
+    due = message.scheduled_at
+    try:
+        backfilled = due is not None and parse_run_id(message.run_id).backfill is not None
+    except ValueError:
+        return []  # not a run ID of Tickwork's: nothing to say about the schedule
+    if due is None or backfilled:
+        if status.next_runs:
+            return list(status.next_runs)
+        return [status.next_run_at] if status.next_run_at is not None else []
+    created = (job.metadata or {}).get("creationTimestamp")
+    anchor = dt.datetime.fromisoformat(created) if created else dt.datetime.fromisoformat(due)
+    schedule = spec.schedule_of(anchor)
+    return upcoming(schedule, schedule.next_run_after(dt.datetime.fromisoformat(due)))

@@ -36,7 +36,7 @@ from tickwork.kube.status import (
     withdrawal_body,
 )
 from tickwork.queue.messages import Claim
-from tickwork_worker.decisions import Outcome, scheduled_at
+from tickwork_worker.decisions import Outcome, next_runs_shown, scheduled_at
 from tickwork_worker.lease import Lease
 from tickwork_worker.metrics import WorkerMetrics
 
@@ -158,7 +158,8 @@ class JobAccess:
         that ended before (a dead letter requeued by hand) keeps the ``lastRun`` it may
         still own until its new record replaces it, and leaves ``deadRuns``."""
         kept = withdrawal_body(job.metadata, job.status, run.id, keep_dead=False) or {}
-        return await self.write(claim, lease, {**kept, **active_body(run)})
+        shown = next_runs_shown(job, claim.message)
+        return await self.write(claim, lease, {**kept, **active_body(run, shown)})
 
     async def finish(
         self,
@@ -193,7 +194,7 @@ class JobAccess:
         if outcome.state is RunState.FAILED:
             dead = sum(1 for entry in job.status.dead_runs if entry.id != record.id)
         body = record_body(record, successful=limits.successful_runs, failed=limits.failed_runs,
-                           dead_listed=dead)  # fmt: skip
+                           dead_listed=dead, shown=next_runs_shown(job, claim.message))  # fmt: skip
         written: dict[str, Any] = {}
         if not await self.write(claim, lease, body, record=True, written=written):
             return False
