@@ -3,7 +3,7 @@
     python benchmarks/cronjob.py [--sizes 100 1000 5000] [--minutes 3] [--plot FILE]
                                  [--tickwork-only] [--no-worker-cache]
                                  [--warmup-minutes W] [--history N]
-                                 [--no-schedule-in-status]
+                                 [--schedule-in-status true|false]
 
 For each N, N recurring schedules fire every minute, first as Tickwork
 ScheduledJobs (operator + workers as processes), then as CronJobs (the real
@@ -28,9 +28,10 @@ kube-controller-manager, default settings). Measured in the same run:
   Tickwork, is reported apart. ``--tickwork-only`` measures this side alone;
   ``--warmup-minutes 4`` lets every job's run history fill first, so that the
   measured runs also pay for trimming it, as they do in steady state.
-  ``--history 0`` gives the jobs no run history (``spec.history``), and
-  ``--no-schedule-in-status`` runs the operator with ``scheduleInStatus`` off:
-  together, one status write per run (the worker's record of it).
+  ``--history 0`` gives the jobs no run history (``spec.history``);
+  ``--schedule-in-status true`` runs the operator as before issue 48 (a write of
+  its own per run published; off, the default, the worker's record is the run's
+  one write). The JSON records the commit measured and these settings.
 
 Prints JSON, writes benchmarks/results/cronjob.json and a plot of p99 lag
 against N. Compare ratios within one run: the machine is shared and noisy.
@@ -67,6 +68,7 @@ from tickwork_dev.devcluster.measure import (
     CRDS,
     RESULTS,
     benchmark_parser,
+    code_commit,
     cpu_seconds,
     create_jobs,
     percentile,
@@ -290,7 +292,7 @@ def skipped_by_cronjobs(
 def run_tickwork(workdir: Path, plane: ControlPlane, api: k8s.ApiClient, n: int,
                  minutes: int, *, job_cache: bool = True, warmup: int = 1,
                  profile: Path | None = None, history: int | None = None,
-                 schedule_in_status: bool = True) -> dict[str, Any]:  # fmt: skip
+                 schedule_in_status: bool | None = None) -> dict[str, Any]:  # fmt: skip
     cluster = Cluster(kubeconfig=plane.kubeconfig, plane=plane)
     namespace = f"tickwork-{n}"
     cluster.kubectl("create", "namespace", namespace)
@@ -320,8 +322,9 @@ def run_tickwork(workdir: Path, plane: ControlPlane, api: k8s.ApiClient, n: int,
                "TICKWORK_OPERATOR_LOG_LEVEL": "WARNING",
                "TICKWORK_WORKER_LOG_LEVEL": "WARNING", "TICKWORK_WORKER_CONCURRENCY": "128",
                "TICKWORK_OPERATOR_RECONCILE_SECONDS": "60",
-               "TICKWORK_WORKER_JOB_CACHE": str(job_cache).lower(),
-               "TICKWORK_OPERATOR_SCHEDULE_IN_STATUS": str(schedule_in_status).lower()}  # fmt: skip
+               "TICKWORK_WORKER_JOB_CACHE": str(job_cache).lower()}  # fmt: skip
+        if schedule_in_status is not None:  # else the operator's default
+            env["TICKWORK_OPERATOR_SCHEDULE_IN_STATUS"] = str(schedule_in_status).lower()
         components = [
             TickworkProcess(command="tickwork-operator", env=env,
                             log_path=workdir / f"operator-{n}.log"),
@@ -539,7 +542,7 @@ def plot_cpu(report: dict[str, Any], path: Path) -> None:
     axis.axhline(10, color="black", linestyle="--", linewidth=1, label="target: 10 ms")
     axis.set_ylabel("CPU ms per scheduled run")
     cache = "on" if report.get("worker_job_cache", True) else "off"
-    lean = "" if report.get("schedule_in_status", True) else "; no schedule in status"
+    lean = "; no schedule in status" if report.get("schedule_in_status") is False else ""
     if report.get("history") is not None:
         lean += f"; run history {report['history']}"
     axis.set_title(f"Tickwork's CPU per run, by process\n(workers' job cache {cache}{lean})",
@@ -591,9 +594,11 @@ def main(argv: list[str] | None = None) -> int:
         help="the jobs' run history (spec.history, both limits); unset: the default (3)",
     )
     parser.add_argument(
-        "--no-schedule-in-status",
-        action="store_true",
-        help="the operator with scheduleInStatus off (no per-run write of its own)",
+        "--schedule-in-status",
+        choices=["true", "false"],
+        default=None,
+        help="the operator's scheduleInStatus (unset: its default, off since issue 48; "
+        "on: a write of its own per run published)",
     )
     parser.add_argument(
         "--profile-apiserver",
@@ -603,12 +608,14 @@ def main(argv: list[str] | None = None) -> int:
         "here (one file per N, suffixed; read with `go tool pprof`)",
     )
     args = parser.parse_args(argv)
-    report: dict[str, Any] = {"benchmark": "cronjob", "python": platform.python_version(),
+    in_status = None if args.schedule_in_status is None else args.schedule_in_status == "true"
+    report: dict[str, Any] = {"benchmark": "cronjob", "commit": code_commit(),
+                              "python": platform.python_version(),
                               "minutes_measured": args.minutes,
                               "warmup_minutes": args.warmup_minutes,
                               "worker_job_cache": not args.no_worker_cache,
                               "history": args.history,
-                              "schedule_in_status": not args.no_schedule_in_status,
+                              "schedule_in_status": in_status,
                               "results": []}  # fmt: skip
     for n in args.sizes:
         with tempfile.TemporaryDirectory(prefix=f"cronjob-bench-{n}-") as tmp:
@@ -620,7 +627,7 @@ def main(argv: list[str] | None = None) -> int:
                                                 job_cache=not args.no_worker_cache,
                                                 warmup=args.warmup_minutes,
                                                 history=args.history,
-                                                schedule_in_status=not args.no_schedule_in_status,
+                                                schedule_in_status=in_status,
                                                 profile=_profile_path(args, n)),
                                    n, args.minutes)  # fmt: skip
                 profile = _profile_path(args, n)

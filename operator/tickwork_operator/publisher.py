@@ -170,6 +170,9 @@ class Publisher:
         # is written first, naming its run (queuedRun): a run that status names and
         # the queue lacks is published by the reconciler.
         durable = _decided_by_the_clock(entry, decision)
+        # A run still on its way (queued, running) whose record would show this run as
+        # next: status would show it past, for as long as the backlog lasts.
+        overtaken = entry.active_run_id() is not None
         # Without the schedule in status (scheduleInStatus off), a run on time is
         # published with no status write of the operator's: its worker's record says it.
         reported = durable or self.state.keeps_schedule(entry)
@@ -191,6 +194,8 @@ class Publisher:
             entry.wanted = self._decided(entry, decision)
         self._note_missed(decision)
         if not reported:
+            if overtaken:
+                self.reporter.owe(entry)  # the next runs, as the records would not say
             return True
         report = self.reporter.owe(entry)
         if decision.missed:

@@ -56,7 +56,9 @@ def test_an_echo_run_succeeds_and_status_tells_the_story(
     assert [r["id"] for r in status["runs"]] == [run_id]  # type: ignore[index, union-attr]
     assert status["lastSuccessfulTime"] == last["finishedAt"]
     managers = {m["manager"] for m in jobs.get("hello")["metadata"]["managedFields"]}
-    assert run_manager(run_id) in managers  # the run's own field manager
+    # Its place of the history's field manager (a run on time, at its first attempt).
+    assert "tickwork-runs-s0" in managers
+    assert run_manager(run_id) not in managers
     assert probe.locate(run_id) is RunLocation.DONE
     assert worker.metric("tickwork_runs_total", 'outcome="Succeeded"') == 1.0
     assert (worker.metric("tickwork_queue_wait_seconds_count") or 0) >= 1
@@ -567,4 +569,62 @@ def test_records_past_the_history_limit_leave_four_at_a_time(
     managers = {m["manager"] for m in jobs.get("trimmed")["metadata"]["managedFields"]}
     assert not {run_manager(run_id) for run_id in ids[:4]} & managers
     assert {run_manager(ids[4]), run_manager(ids[5])} <= managers
+    assert TRIM_MANAGER not in managers
+
+
+def test_a_run_on_time_is_one_write_that_replaces_the_oldest_record_of_its_kind(
+    start_worker: Start, jobs: Jobs, probe: QueueProbe
+) -> None:
+    """A history of 2 successes and 1 other run: each run of the schedule writes its
+    record in its place (tickwork-runs-s0, -s1, -f0) over the oldest of its kind, with
+    lastRun and the next runs, in one write (one new version of the object per run);
+    no version ever holds more than the limits, and nothing is trimmed."""
+    from kubernetes import watch as k8s_watch  # noqa: PLC0415
+
+    from tickwork.api.models import GROUP, PLURAL, VERSION  # noqa: PLC0415
+    from tickwork.core.runs import scheduled_run_id  # noqa: PLC0415
+
+    job = jobs.create("placed", {"schedule": "0 9 * * *", "concurrencyPolicy": "Allow",
+                                 "history": {"successfulRuns": 2, "failedRuns": 1},
+                                 "task": {"echo": {"message": "hi"}}})  # fmt: skip
+    uid = job["metadata"]["uid"]
+    worker = start_worker()
+    wait_for(lambda: worker.metric("tickwork_worker_job_cache_synced") == 1.0,
+             timeout=30, what="the job cache to be listed")  # fmt: skip
+    stream = k8s_watch.Watch().stream(
+        jobs.api.list_namespaced_custom_object, GROUP, VERSION, jobs.namespace, PLURAL,
+        field_selector="metadata.name=placed",
+        resource_version=job["metadata"]["resourceVersion"], timeout_seconds=120,
+    )  # fmt: skip
+    done: list[str] = []
+    for day in range(5):
+        scheduled = dt.datetime(2026, 12, 1, 9, tzinfo=dt.UTC) + dt.timedelta(days=day)
+        run_id = scheduled_run_id(uid, scheduled)
+        if day == 3:  # this one is skipped: a run that did not succeed takes f0
+            jobs.patch("placed", {"spec": {"suspend": True}})
+        probe.enqueue(RunMessage(run_id=run_id, namespace=jobs.namespace, name="placed",
+                                 uid=uid, scheduled_at=scheduled.isoformat()))  # fmt: skip
+        wait_for(lambda run_id=run_id: probe.locate(run_id) is RunLocation.DONE,
+                 timeout=30, what=f"run {run_id}")  # fmt: skip
+        if day == 3:
+            jobs.patch("placed", {"spec": {"suspend": False}})
+        done.append(run_id)
+    versions = []
+    for event in stream:
+        status = event["object"].get("status") or {}
+        versions.append(status)
+        if (status.get("lastRun") or {}).get("id") == done[-1]:
+            break
+    # One change of status per run (the suspend's spec edits change none): its record.
+    records = [v for i, v in enumerate(versions) if v and (i == 0 or v != versions[i - 1])]
+    assert [v["lastRun"]["id"] for v in records] == done, [v.get("lastRun") for v in versions]
+    assert max(len(v.get("runs") or []) for v in versions) <= 3
+    final = jobs.get("placed")
+    kept = {r["id"]: (r["slot"], r["outcome"]) for r in final["status"]["runs"]}
+    assert kept == {done[2]: ("s0", "Succeeded"), done[4]: ("s1", "Succeeded"),
+                    done[3]: ("f0", "Skipped")}, kept  # fmt: skip
+    assert records[0]["nextRunAt"] == "2026-12-02T09:00:00Z"  # the run after the first
+    managers = {m["manager"] for m in final["metadata"]["managedFields"]}
+    assert {"tickwork-runs-s0", "tickwork-runs-s1", "tickwork-runs-f0"} <= managers
+    assert not {run_manager(run_id) for run_id in done} & managers
     assert TRIM_MANAGER not in managers

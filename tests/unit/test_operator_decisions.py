@@ -589,6 +589,22 @@ async def test_by_default_a_run_on_time_costs_no_operator_write() -> None:
     assert keeping.sink.status["nextRunAt"] == minute(4).isoformat().replace("+00:00", "Z")
 
 
+async def test_a_run_published_while_the_one_before_is_on_its_way_shows_the_next() -> None:
+    """No worker takes the runs (a backlog): the record that would show the next runs
+    does not come, so each run published behind another costs the operator a write of
+    them; runs that end in time cost none (above)."""
+    leader = Leader(schedule_in_status=False)
+    leader.observe({**EVERY_MINUTE, "concurrencyPolicy": "AllowAll"})
+    await leader.tick_at(T0 + dt.timedelta(seconds=1))
+    await leader.tick_at(minute(1, 0.005))
+    assert leader.sink.writes == 1  # the first run: the one before it is none
+    await leader.tick_at(minute(2, 0.005))
+    assert await leader.queued() == [scheduled_run_id(UID, minute(m)) for m in (1, 2)]
+    assert leader.sink.writes == 2
+    assert leader.sink.status["nextRunAt"] == stamp(minute(3))
+    assert not {"lastScheduleTime", "queuedRun"} & set(leader.sink.status)
+
+
 async def test_a_record_that_shows_no_next_runs_gets_them_from_the_operator() -> None:
     """A worker of an older version writes its record alone: the operator, with no run
     on its way to show them, writes the next runs itself, once."""

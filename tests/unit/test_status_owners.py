@@ -23,6 +23,7 @@ from tickwork.api.models import (
 )
 from tickwork.core.runs import DeadLetterRequest, dead_letter_request
 from tickwork.core.states import JobPhase, RunState
+from tickwork.kube import status as writes
 from tickwork.kube.status import (
     CONDITION_READY,
     RUNS_LIMIT,
@@ -248,3 +249,28 @@ def test_requeue_and_purge_annotations_name_a_token_and_maybe_one_run(
 @pytest.mark.parametrize("value", [None, "", "  ", ":u.1"])
 def test_a_blank_token_asks_for_nothing(value: str | None) -> None:
     assert dead_letter_request("requeue", value) is None
+
+
+def _placed(run_id: str, minute: int, outcome: RunState, slot: str | None) -> RunRecord:
+    at = dt.datetime(2026, 12, 1, 9, minute, tzinfo=dt.UTC)
+    return RunRecord(id=run_id, scheduled_at=at, outcome=outcome, slot=slot)
+
+
+def test_a_record_takes_the_first_free_place_of_its_kind_then_the_oldest() -> None:
+    ok, bad = RunState.SUCCEEDED, RunState.SKIPPED
+
+    def place(history: list[RunRecord], outcome: RunState) -> str | None:
+        return writes.history_slot(history, outcome, successful=3, failed=2)
+
+    assert place([], ok) == "s0"
+    assert place([], bad) == "f0"
+    two = [_placed("a", 1, ok, "s0"), _placed("b", 2, ok, "s2")]
+    assert place(two, ok) == "s1"  # the first free place
+    full = [_placed("c", 3, ok, "s1"), *two, _placed("x", 0, bad, "f0")]
+    assert place(full, ok) == "s0"  # the oldest success's place (a, 09:01)
+    assert place(full, bad) == "f1"
+    # A record of an older version (no place) or past a lowered limit holds none.
+    legacy = [*full, _placed("old", 0, ok, None), _placed("far", 0, ok, "s7")]
+    assert place(legacy, ok) == "s0"
+    assert writes.history_slot(full, ok, successful=0, failed=2) is None
+    assert writes.history_manager("s1") == "tickwork-runs-s1"

@@ -917,6 +917,10 @@ class RunRecord(_Model):
     error: Annotated[StrictStr, Field(max_length=1024)] | None = None
     """Why the last attempt failed, shortened to 1,024 characters."""
     params: RunParams | None = Field(default=None, description=_PARAMS_DOC)
+    slot: Annotated[StrictStr, Field(max_length=4, pattern=r"^[sf][0-9]{1,2}$")] | None = None
+    """The place of the history that holds this record: s0, s1, ... for runs that
+    succeeded, f0, ... for the others. The field manager tickwork-runs-<slot> writes
+    it, and the next record written there replaces it in the same write (no trim)."""
 
 
 class DeadRun(_Model):

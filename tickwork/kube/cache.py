@@ -212,8 +212,9 @@ def _decode(body: bytes) -> dict[str, Any]:
 
 
 #: Of a finished run's record, what says which run it was and how it ended (the
-#: fields a record cannot be without; ``why_skip`` reads the ID and the outcome).
-_ENDED = ("id", "scheduledAt", "outcome")
+#: fields a record cannot be without; ``why_skip`` reads the ID and the outcome), and
+#: its place in the history (``JobAccess.finish`` writes the next record over the oldest).
+_ENDED = ("id", "scheduledAt", "outcome", "slot")
 #: Of a dead letter, what says which run it is (``JobAccess.finish`` counts them).
 _DEAD = ("id", "scheduledAt", "failedAt", "attempts")
 

@@ -247,11 +247,15 @@ class KubeClient:
         *,
         field_manager: str,
         force: bool = True,
+        resource_version: str | None = None,
     ) -> dict[str, Any]:
         """Server-side apply of ``status`` as ``field_manager``; refused (409) if the uid
-        changed. ``status`` None gives up every status field the manager owns (and the manager's
+        changed, or (``resource_version``) if the object is no longer that version.
+        ``status`` None gives up every status field the manager owns (and the manager's
         entry in ``managedFields``): an empty ``status: {}`` would keep the entry."""
         metadata = {"name": name, "namespace": namespace, "uid": uid}
+        if resource_version is not None:
+            metadata["resourceVersion"] = resource_version
         body: dict[str, Any] = {
             "apiVersion": models.API_VERSION,
             "kind": models.KIND,

@@ -318,6 +318,34 @@ def record_body(
     return {**_wire(RunStatus(**fields)), **shown_fields(shown or [])}
 
 
+HISTORY_MANAGER_PREFIX = "tickwork-runs-"
+
+
+def history_manager(slot: str) -> str:
+    """The field manager of the history's place ``slot`` (:func:`history_slot`)."""
+    return HISTORY_MANAGER_PREFIX + slot
+
+
+def history_slot(history: list[RunRecord], outcome: RunState, *, successful: int,
+                 failed: int) -> str | None:  # fmt: skip
+    """Where the record of a run that ended ``outcome`` goes in ``history``: the first
+    free place of its kind (``s<i>`` for a success, ``f<i>`` for the rest, i below its
+    limit), else the place of the oldest record of its kind. Written there by that
+    place's own field manager, the record replaces the one before it in the same write:
+    the history never grows past its limits and needs no trim (DESIGN.md invariant 10).
+    None when the history keeps no record of that kind."""
+    prefix, limit = ("s", successful) if outcome is RunState.SUCCEEDED else ("f", failed)
+    if limit <= 0:
+        return None
+    places = {f"{prefix}{i}" for i in range(limit)}
+    held = [record for record in history if record.slot in places]
+    free = sorted(places - {record.slot for record in held}, key=lambda slot: int(slot[1:]))
+    if free:
+        return free[0]
+    oldest = min(held, key=lambda record: (record.scheduled_at, record.id))
+    return oldest.slot
+
+
 def to_drop(
     history: list[RunRecord], record: RunRecord, *, successful: int, failed: int
 ) -> list[str]:

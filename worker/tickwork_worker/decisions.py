@@ -206,6 +206,16 @@ def scheduled_at(message: RunMessage, default: dt.datetime | None) -> dt.datetim
     return default
 
 
+def on_schedule(message: RunMessage) -> bool:
+    """Is the run one of its job's schedule (not a manual or a backfilled run)?"""
+    if message.scheduled_at is None:
+        return False
+    try:
+        return parse_run_id(message.run_id).backfill is None
+    except ValueError:
+        return False
+
+
 def next_runs_shown(job: ScheduledJob, message: RunMessage) -> list[dt.datetime]:
     """What ``status.nextRunAt`` and ``nextRuns`` say once this run's record is written
     (the same write carries them: one status write per run, DESIGN.md invariant 10).
@@ -225,11 +235,7 @@ def next_runs_shown(job: ScheduledJob, message: RunMessage) -> list[dt.datetime]
     if spec.one_shot or spec.suspend or status.phase in held:
         return []
     due = message.scheduled_at
-    try:
-        backfilled = due is not None and parse_run_id(message.run_id).backfill is not None
-    except ValueError:
-        return []  # not a run ID of Tickwork's: nothing to say about the schedule
-    if due is None or backfilled:
+    if due is None or not on_schedule(message):
         if status.next_runs:
             return list(status.next_runs)
         return [status.next_run_at] if status.next_run_at is not None else []

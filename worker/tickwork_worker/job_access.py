@@ -27,6 +27,8 @@ from tickwork.kube.status import (
     LEGACY_WORKER_MANAGER,
     TRIM_MANAGER,
     active_body,
+    history_manager,
+    history_slot,
     holds_legacy_share,
     record_body,
     run_manager,
@@ -36,7 +38,7 @@ from tickwork.kube.status import (
     withdrawal_body,
 )
 from tickwork.queue.messages import Claim
-from tickwork_worker.decisions import Outcome, next_runs_shown, scheduled_at
+from tickwork_worker.decisions import Outcome, next_runs_shown, on_schedule, scheduled_at
 from tickwork_worker.lease import Lease
 from tickwork_worker.metrics import WorkerMetrics
 
@@ -55,6 +57,20 @@ _STATUS_WRITES_IN_FLIGHT = 16
 #: the API server by milliseconds, by seconds only on a saturated one; past this the
 #: trim is sent anyway (and done twice by the API server, no worse than without).
 _WATCH_CATCH_UP_SECONDS = 2.0
+#: How often a record is written into its place of the history against a newer copy
+#: of the job (another write came first) before it goes the way of a run that ran long.
+_PLACE_ATTEMPTS = 3
+
+
+class _StaleCopy(Exception):  # noqa: N818 - not an error: the job changed meanwhile
+    """A write conditional on the job's resourceVersion found a newer version."""
+
+
+def _refuse_stale(exc: KubeApiError, resource_version: str | None) -> None:
+    """A 409 of a write conditional on ``resource_version``: the job changed (or is
+    another object now); the caller reads it again and decides."""
+    if resource_version is not None:
+        raise _StaleCopy from exc
 
 
 class RunningMarker:
@@ -79,6 +95,11 @@ class RunningMarker:
         await asyncio.sleep(self._delay)  # the grace a quick run gets
         self._writing = True
         await self._write()
+
+    @property
+    def wrote(self) -> bool:
+        """Did (or does) the mark go to status?"""
+        return self._delay <= 0 or self._writing
 
     async def settle(self) -> None:
         if self._task is None:
@@ -169,13 +190,17 @@ class JobAccess:
         outcome: Outcome,
         *,
         started_at: dt.datetime | None,
+        marked: bool = False,
     ) -> bool:
         """Write the run's record into status; False if the API server refused it.
 
-        One apply as the run's manager adds its record (and takes ``lastRun``) and
-        removes its ``activeRuns`` entry; another run of the job that ends at the same
-        moment adds its own, untouched. Records past the job's history limits then
-        leave, in batches (see :meth:`trim`).
+        A run of the schedule that ended at its first attempt without a mark in status
+        (``marked``: Running, Retrying) and not for good Failed — nearly every run —
+        writes its record in its place of the history (:meth:`_place`): one write,
+        the history's limits kept, nothing to trim. Any other run applies as its own
+        manager: its record (and takes ``lastRun``), its ``activeRuns`` entry removed;
+        another run of the job that ends at the same moment adds its own, untouched.
+        Records past the job's history limits then leave, in batches (see :meth:`trim`).
         """
         record = RunRecord(
             id=claim.run_id,
@@ -189,18 +214,81 @@ class JobAccess:
             params=claim.message.params,
         )
         limits = job.spec.history
+        message = claim.message
+        placed = (not marked and message.attempt == 1 and not message.requeued
+                  and outcome.state is not RunState.FAILED and on_schedule(message))  # fmt: skip
+        written: dict[str, Any] = {}
+        if placed and history_slot([], record.outcome, successful=limits.successful_runs,
+                                   failed=limits.failed_runs) is not None:  # fmt: skip
+            done = await self._place(claim, lease, job, record, written)
+            if done is not None:
+                if done and written:
+                    await self.trim(claim, written, record, job)
+                return done
         # A failed run goes to the dead-letter queue: it lists itself in deadRuns.
         dead = None
         if outcome.state is RunState.FAILED:
             dead = sum(1 for entry in job.status.dead_runs if entry.id != record.id)
         body = record_body(record, successful=limits.successful_runs, failed=limits.failed_runs,
                            dead_listed=dead, shown=next_runs_shown(job, claim.message))  # fmt: skip
-        written: dict[str, Any] = {}
         if not await self.write(claim, lease, body, record=True, written=written):
             return False
         if written:
             await self.trim(claim, written, record, job)
         return True
+
+    async def _place(
+        self, claim: Claim, lease: Lease, job: ScheduledJob, record: RunRecord,
+        written: dict[str, Any],
+    ) -> bool | None:  # fmt: skip
+        """Write ``record`` in its place of the history (:func:`history_slot`) as that
+        place's manager, over the record it held, with ``lastRun`` and the next runs:
+        the run's one write. The place is chosen on the newest copy of the job, and the
+        write is conditional on that copy's resourceVersion, so that two runs of a job
+        that end together never take one place. True/False as :meth:`finish`; None if
+        the job kept changing under it (the caller writes as the run's own manager)."""
+        message = claim.message
+        limits = job.spec.history
+        copy = self._newest(claim, job)
+        for _ in range(_PLACE_ATTEMPTS):
+            version = str(copy.metadata.get("resourceVersion") or "") or None
+            slot = history_slot(copy.status.runs, record.outcome,
+                                successful=limits.successful_runs,
+                                failed=limits.failed_runs)  # fmt: skip
+            if slot is None or version is None:
+                return None
+            body = record_body(record.model_copy(update={"slot": slot}),
+                               successful=limits.successful_runs, failed=limits.failed_runs,
+                               shown=next_runs_shown(copy, message))  # fmt: skip
+            try:
+                return await self.write(claim, lease, body, record=True, written=written,
+                                        manager=history_manager(slot),
+                                        resource_version=version)  # fmt: skip
+            except _StaleCopy:
+                self.metrics.stale_copies.inc()
+                fresh = await self.get(claim)
+                if fresh is None or (fresh.get("metadata") or {}).get("uid") != message.uid:
+                    return True  # gone or replaced meanwhile: nothing left to report to
+                try:
+                    copy = ScheduledJob.model_validate(fresh)
+                except ValidationError:
+                    return None
+        return None
+
+    def _newest(self, claim: Claim, job: ScheduledJob) -> ScheduledJob:
+        """The newest copy of the job this worker holds: the watched one if it can vouch
+        for it (another run's record may have come since ``job`` was read), else ``job``."""
+        message = claim.message
+        if self.jobs is None:
+            return job
+        body = self.jobs.get(message.namespace, message.name, message.uid,
+                             int(job.metadata.get("generation") or 0))  # fmt: skip
+        if body is None:
+            return job
+        try:
+            return ScheduledJob.model_validate(body)
+        except ValidationError:
+            return job
 
     async def trim(
         self, claim: Claim, written: dict[str, Any], record: RunRecord, job: ScheduledJob
@@ -266,9 +354,13 @@ class JobAccess:
         *,
         record: bool = False,
         written: dict[str, Any] | None = None,
+        manager: str | None = None,
+        resource_version: str | None = None,
     ) -> bool:
-        """Apply ``body`` as the run's field manager; False if the API server refused it.
-        ``written`` receives the object as the API server returned it.
+        """Apply ``body`` as the run's field manager (or ``manager``); False if the API
+        server refused it. ``written`` receives the object as the API server returned
+        it. With ``resource_version`` the write is conditional on it: a newer object
+        raises :class:`_StaleCopy`.
 
         The body names only this run's entries (and ``lastRun``, which the run that
         ends last takes over), so it is applied unconditionally: runs of one job that
@@ -293,12 +385,14 @@ class JobAccess:
                     since = self.jobs.mark() if self.jobs is not None else 0
                     result = await self.kube.apply_job_status(
                         message.namespace, message.name, message.uid, body,
-                        field_manager=run_manager(message.run_id),
+                        field_manager=manager or run_manager(message.run_id),
+                        resource_version=resource_version,
                     )  # fmt: skip
             except KubeApiError as exc:
                 if exc.not_found:
                     return True  # gone meanwhile: nothing left to report to
                 if exc.conflict:
+                    _refuse_stale(exc, resource_version)
                     return True  # another object under the name now (the uid differs)
                 tired = attempt == _STATUS_ATTEMPTS if not record else time.monotonic() > give_up
                 if not exc.unavailable or tired:

@@ -74,3 +74,10 @@ class WorkerMetrics:
             " a new attempt.",
             registry=r,
         )
+        self.stale_copies = Counter(
+            "tickwork_worker_stale_job_copies_total",
+            "Records to write in their place of a job's history that found the job changed"
+            " since the copy they were built on (another run's record, an edit): the job is"
+            " read again and the record written on the new copy.",
+            registry=r,
+        )

@@ -212,7 +212,8 @@ class Runner:
             self.metrics.in_flight.dec()
             self.metrics.duration.observe(time.perf_counter() - begun)
             await marker.settle()
-        await self._conclude(claim, job, outcome, progress, started_at=started_at)
+        await self._conclude(claim, job, outcome, progress, started_at=started_at,
+                             marked=marker.wrote)  # fmt: skip
 
     def _active(self, claim: Claim, started_at: dt.datetime, state: RunState) -> ActiveRun:
         message = claim.message
@@ -330,7 +331,7 @@ class Runner:
 
     async def _conclude(
         self, claim: Claim, job: ScheduledJob, outcome: Outcome, progress: RunProgress, *,
-        started_at: dt.datetime,
+        started_at: dt.datetime, marked: bool = True,
     ) -> None:  # fmt: skip
         progress.move(outcome.state)
         lease = self._leases[claim.token]
@@ -358,7 +359,8 @@ class Runner:
             ):
                 raise LeaseLostError
             return
-        recorded = await self.access.finish(claim, lease, job, outcome, started_at=started_at)
+        recorded = await self.access.finish(claim, lease, job, outcome, started_at=started_at,
+                                            marked=marked)  # fmt: skip
         self.metrics.runs.labels(outcome=outcome.state.value).inc()
         dead = outcome.state is RunState.FAILED or not recorded
         logger.log(logging.WARNING if dead else logging.INFO,

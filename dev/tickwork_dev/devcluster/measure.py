@@ -11,6 +11,7 @@ import math
 import os
 import platform
 import re
+import subprocess
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -149,6 +150,18 @@ def create_jobs(cluster: Cluster, namespace: str, items: list[dict[str, Any]], *
     """Create ScheduledJobs fast (many requests in flight over one HTTP/2 connection);
     return the created objects."""
     return asyncio.run(_create_all(cluster.kubeconfig, namespace, items, concurrency))
+
+
+def code_commit(tree: Path | None = None) -> str:
+    """The commit the measured code is (with ``+dirty`` if the tree has changes):
+    every results file records it, so that a figure says what it was measured on."""
+    where = str(tree or Path(__file__).resolve().parents[3])
+    head = subprocess.run(["git", "-C", where, "rev-parse", "HEAD"], capture_output=True,
+                          text=True, check=False).stdout.strip()  # fmt: skip
+    dirty = subprocess.run(["git", "-C", where, "status", "--porcelain", "--", "tickwork",
+                            "operator", "worker", "benchmarks", "dev", "charts"],
+                           capture_output=True, text=True, check=False).stdout.strip()  # fmt: skip
+    return f"{head}+dirty" if head and dirty else head
 
 
 def benchmark_parser(doc: str | None, name: str) -> argparse.ArgumentParser:
