@@ -39,9 +39,6 @@ from tickwork_operator.clock import Clock
 from tickwork_operator.metrics import OperatorMetrics
 from tickwork_operator.state import JobEntry, JobKey, WatchState
 
-#: A JSON patch whose ``test`` failed, or a path it removes that is gone.
-_INVALID = 422
-
 logger = logging.getLogger(__name__)
 
 #: Status reports sent at once. Reports are bookkeeping, not on the path of a
@@ -225,11 +222,11 @@ class Reporter:
             body.update(shown_fields(list(shown)))
         self._writing.add(entry.key)
         try:
-            written = await self.kube.apply_job_status(
+            if apart and not shown and entry.observed.shown:
+                await self._unshow(entry)  # first: no reader sees the new phase beside them
+            await self.kube.apply_job_status(
                 entry.namespace, entry.name, entry.uid, body, field_manager=OPERATOR_MANAGER,
             )  # fmt: skip
-            if apart and not shown:
-                await self._unshow(entry, written)
         except KubeApiError as exc:
             if exc.not_found:
                 return False  # deleted meanwhile; the watch will tell us
@@ -247,23 +244,18 @@ class Reporter:
             await self.events.post(job_ref(entry), type_=type_, reason=reason, message=message)
         return True
 
-    async def _unshow(self, entry: JobEntry, written: dict[str, Any]) -> None:
-        """The job has no next run to show, and status (just written) still shows some:
-        a run's manager wrote them last, so the operator's apply could not take them
-        away. One JSON patch removes them, whoever holds them (refused, 422, only if a
-        run's write took them away meanwhile: nothing left to do)."""
-        status = written.get("status") or {}
-        gone = [key for key in ("nextRunAt", "nextRuns") if key in status]
-        if not gone:
-            return
-        uid = (written.get("metadata") or {}).get("uid")
-        operations: list[dict[str, Any]] = [{"op": "test", "path": "/metadata/uid", "value": uid}]
-        operations += [{"op": "remove", "path": f"/status/{key}"} for key in gone]
+    async def _unshow(self, entry: JobEntry) -> None:
+        """The job has no next run to show, and status shows some: a run's manager may
+        hold them (a run's record wrote them last), and the operator's apply cannot
+        take away what it does not own. One merge patch removes them, whoever holds
+        them, before the apply (a reader never sees a suspended or paused job with a
+        next run); the apply's answer is watched like any other."""
         try:
-            await self.kube.patch_job_status(entry.namespace, entry.name, operations,
+            await self.kube.merge_job_status(entry.namespace, entry.name,
+                                             {"nextRunAt": None, "nextRuns": None},
                                              field_manager=OPERATOR_MANAGER)  # fmt: skip
         except KubeApiError as exc:
-            if not (exc.not_found or exc.status == _INVALID):
+            if not exc.not_found:
                 raise
 
     def write_owed(self) -> asyncio.Task[None] | None:

@@ -68,7 +68,7 @@ def test_an_every_job_lists_its_next_runs_runs_repeatedly_and_stops_at_not_after
     status = jobs.status("every-10s")
     assert "nextRunAt" not in status
     assert "nextRuns" not in status
-    assert status["lastScheduleTime"] == expected[-1]
+    assert status["lastRun"]["scheduledAt"] == expected[-1]  # the last run of the grid
     ready = next(c for c in status["conditions"] if c["type"] == "Ready")
     assert (ready["status"], ready["reason"]) == ("True", "Completed")
     assert row(cluster, namespace, "every-10s")["nextRun"] == ""

@@ -65,3 +65,41 @@ def test_backfill_times_are_checked_before_the_cluster_is_asked(
     absent = str(tmp_path / "no-kubeconfig")
     assert main(["backfill", "nightly", *flags, "--kubeconfig", absent]) == 1
     assert said in capsys.readouterr().err
+
+
+def test_a_backfill_that_lost_to_a_status_write_reads_the_job_again(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Runs write status every minute: a backfill's conditional patch that finds a newer
+    version (409) reads the job again and patches that one, instead of failing."""
+    from tickwork.cli import commands  # noqa: PLC0415
+    from tickwork.cli.access import ConflictError  # noqa: PLC0415
+
+    class Jobs:
+        def __init__(self) -> None:
+            self.version = 7
+            self.patched: list[str] = []
+
+        def get(self, name: str) -> dict[str, object]:
+            assert name == "nightly"
+            self.version += 1  # a run's record came in since the last read
+            return {
+                "metadata": {
+                    "resourceVersion": str(self.version),
+                    "creationTimestamp": "2026-11-01T00:00:00Z",
+                },
+                "spec": {"schedule": "0 2 * * *", "task": {"echo": {"message": "x"}}},
+            }
+
+        def patch(self, name: str, body: dict[str, dict[str, str]]) -> None:
+            assert name == "nightly"
+            self.patched.append(body["metadata"]["resourceVersion"])
+            if len(self.patched) == 1:
+                raise ConflictError('scheduledjob "nightly" changed meanwhile')
+
+    jobs = Jobs()
+    monkeypatch.setattr(commands, "connect", lambda _args: jobs)
+    flags = ["--from", "2026-11-20T00:00:00Z", "--to", "2026-11-22T00:00:00Z", "--name", "redo"]
+    assert main(["backfill", "nightly", *flags]) == 0
+    assert jobs.patched == ["8", "9"]
+    assert "backfill redo: 2 run(s)" in capsys.readouterr().out

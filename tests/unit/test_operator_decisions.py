@@ -62,7 +62,7 @@ class Sink:
         self.run_applies: list[tuple[str, dict[str, Any] | None]] = []
         self.job: dict[str, Any] | None = None
         """What a read of the job returns (None: it is gone)."""
-        self.patches: list[list[dict[str, Any]]] = []
+        self.patches: list[dict[str, Any]] = []
         self.shown_by_run = False
         """Did a run's record write the next runs last (so that they are its manager's)?"""
 
@@ -89,16 +89,14 @@ class Sink:
             "status": dict(self.status),
         }
 
-    async def patch_job_status(self, *job: Any, **options: Any) -> dict[str, Any]:
-        operations: list[dict[str, Any]] = job[2]
+    async def merge_job_status(self, *job: Any, **options: Any) -> dict[str, Any]:
+        status: dict[str, Any] = job[2]
         assert options["field_manager"] == "tickwork-operator"
-        assert operations[0] == {"op": "test", "path": "/metadata/uid", "value": UID}
-        self.patches.append(operations)
-        for operation in operations[1:]:
-            assert operation["op"] == "remove"
-            del self.status[operation["path"].removeprefix("/status/")]
-        if self.echo is not None:
-            self.echo(dict(self.status))
+        self.patches.append(status)
+        for key, value in status.items():
+            assert value is None  # only ever a removal
+            self.status.pop(key, None)
+        self.shown_by_run = False
         return {"metadata": {"uid": UID}, "status": dict(self.status)}
 
     def record_shown(self, status: dict[str, Any]) -> dict[str, Any]:
@@ -624,7 +622,8 @@ async def test_a_record_that_shows_no_next_runs_gets_them_from_the_operator() ->
 
 async def test_a_suspend_takes_the_next_runs_a_record_showed_away() -> None:
     """The next runs a run's record wrote are that run's manager's: the operator's
-    apply cannot leave them out, so a JSON patch removes them when none is next."""
+    apply cannot leave them out, so a merge patch removes them (before the apply that
+    says Suspended) when none is next."""
     leader = Leader(schedule_in_status=False)
     leader.sink.echo = lambda status: leader.observe(EVERY_MINUTE, status=status)
     leader.observe(EVERY_MINUTE)
@@ -638,11 +637,7 @@ async def test_a_suspend_takes_the_next_runs_a_record_showed_away() -> None:
     leader.observe(suspended, status=status, generation=2)
     await leader.tick_at(minute(1, 2))
     assert leader.sink.status["phase"] == "Suspended"
-    assert leader.sink.patches == [[
-        {"op": "test", "path": "/metadata/uid", "value": UID},
-        {"op": "remove", "path": "/status/nextRunAt"},
-        {"op": "remove", "path": "/status/nextRuns"},
-    ]]  # fmt: skip
+    assert leader.sink.patches == [{"nextRunAt": None, "nextRuns": None}]
     assert not set(SCHEDULE_FIELDS) & set(leader.sink.status)
     writes = leader.sink.writes
     await leader.tick_at(minute(2, 2))

@@ -26,6 +26,7 @@ from tickwork.core.params import (
     parse_assignment,
 )
 from tickwork.core.runs import DEAD_LETTER_ANNOTATIONS, RUN_NOW_ANNOTATION, parse_run_id
+from tickwork.core.schedule import Schedule
 from tickwork.queue import RedisRunQueue, RedisSettings
 from tickwork.queue.connection import create_client
 from tickwork.queue.messages import DeadLetter
@@ -96,11 +97,28 @@ def _instant(text: str, flag: str) -> dt.datetime:
 
 def cmd_backfill(args: argparse.Namespace) -> str:
     """Add a backfill to the job's spec (spec.backfills), checked first as the API server
-    and the operator check it; one patch, conditional on the version read."""
+    and the operator check it; one patch, conditional on the version read (read again
+    and checked again if a status write came between: runs write status every minute)."""
     start, end = _instant(args.start, "--from"), _instant(args.end, "--to")
     name = args.backfill_name or _now().strftime("bf-%Y%m%d-%H%M%S")
     jobs = connect(args)
-    job = jobs.get(args.name)
+    for _ in range(_CONDITIONAL_TRIES):
+        job = jobs.get(args.name)
+        patch, schedule = _backfill_patch(job, name, start, end)
+        try:
+            jobs.patch(args.name, patch)
+        except ConflictError:
+            continue
+        count = backfill_runs(schedule, start, end)
+        return (f'scheduledjob "{args.name}" backfill {name}: {count} run(s) from '
+                f"{start.isoformat()} to {end.isoformat()}")  # fmt: skip
+    raise CliError(f'scheduledjob "{args.name}" kept changing: try again')
+
+
+def _backfill_patch(
+    job: dict[str, Any], name: str, start: dt.datetime, end: dt.datetime
+) -> tuple[dict[str, Any], Schedule]:
+    """The patch that adds backfill ``name`` to ``job`` as read, and the job's schedule."""
     try:
         spec = ScheduledJobSpec.model_validate(job.get("spec") or {})
         backfill = Backfill.model_validate({"name": name, "from": start, "to": end})
@@ -124,10 +142,7 @@ def cmd_backfill(args: argparse.Namespace) -> str:
     wire = [b.model_dump(mode="json", by_alias=True) for b in [*kept, backfill]]
     patch = {"metadata": {"resourceVersion": job["metadata"]["resourceVersion"]},
              "spec": {"backfills": wire}}  # fmt: skip
-    jobs.patch(args.name, patch)
-    count = backfill_runs(schedule, start, end)
-    return (f'scheduledjob "{args.name}" backfill {name}: {count} run(s) from '
-            f"{start.isoformat()} to {end.isoformat()}")  # fmt: skip
+    return patch, schedule
 
 
 def cmd_get(args: argparse.Namespace) -> str:
@@ -193,7 +208,7 @@ def cmd_dlq(args: argparse.Namespace) -> str:
 
 
 #: Tries of the cancel annotation's conditional write when other writes win the race.
-_CANCEL_TRIES = 5
+_CONDITIONAL_TRIES = 5
 
 
 def pending_runs(status: dict[str, Any]) -> list[str]:
@@ -215,7 +230,7 @@ def cmd_cancel(args: argparse.Namespace) -> str:
     job = _job_of_run(jobs, args.run_id, all_namespaces=args.all_namespaces)
     meta = job["metadata"]
     own = Jobs(jobs.api.api_client, meta["namespace"])
-    for _ in range(_CANCEL_TRIES):
+    for _ in range(_CONDITIONAL_TRIES):
         status = job.get("status") or {}
         pending = pending_runs(status)
         if args.run_id not in pending:

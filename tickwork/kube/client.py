@@ -284,6 +284,20 @@ class KubeClient:
             content_type=JSON_PATCH,
         )
 
+    async def merge_job_status(
+        self, namespace: str, name: str, status: dict[str, Any], *, field_manager: str
+    ) -> dict[str, Any]:
+        """A JSON merge patch (RFC 7386) of the job's status subresource: a field set to
+        None is removed, whichever field manager held it (an apply cannot remove what
+        its manager does not own)."""
+        return await self.request(
+            "PATCH",
+            f"{self._job_path(namespace, name)}/status",
+            body={"status": status},
+            params={"fieldManager": field_manager},
+            content_type=MERGE_PATCH,
+        )
+
     async def delete_job(self, namespace: str, name: str, uid: str) -> None:
         """Delete the job if it is still the object with ``uid``."""
         await self.request(

@@ -18,7 +18,7 @@ failureStreak, conditions               ``deadRuns`` entry while it is dead-lett
 job's runs carry them in their one write (the runs after their own,
 :func:`shown_fields`), and the operator writes them where no run's record is on its
 way to (a new or edited job, a resume); where none is next (a suspend) and a run's
-manager holds them, a JSON patch of the operator's takes them out. One-shot jobs (and
+manager holds them, a merge patch of the operator's takes them out. One-shot jobs (and
 every job with the operator's ``scheduleInStatus`` on) keep them in the operator's
 share.
 
