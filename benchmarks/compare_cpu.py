@@ -31,8 +31,12 @@ def side(report: dict[str, Any]) -> dict[str, Any]:
     tickwork = row["tickwork"]
     expected, started = tickwork["expected_runs"], tickwork["runs"]
     cpu_ms = sum(ms for name, ms in tickwork["cpu_ms_per_run"].items() if name not in _BYSTANDERS)
+    settings = ("minutes_measured", "warmup_minutes", "worker_job_cache", "history",
+                "schedule_in_status")  # fmt: skip
     return {
         "n": row["n"],
+        "commit": report.get("commit"),
+        "settings": {key: report.get(key) for key in settings},
         "expected_runs": expected,
         "runs_started": started,
         "api_writes_per_run": tickwork["api_writes_per_run"],
@@ -95,11 +99,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--after", type=Path, action="append", required=True)
     parser.add_argument("--label", default="", help="what changed between the two trees")
     parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument(
+        "--before-commit", default=None, help="the before tree's commit, if its report does not say"
+    )
     args = parser.parse_args(argv)
     if len(args.before) != len(args.after):
         parser.error("give one --after for each --before")
     rows = [compare(json.loads(b.read_text()), json.loads(a.read_text()))
             for b, a in zip(args.before, args.after, strict=True)]  # fmt: skip
+    for row in rows:
+        row["before"]["commit"] = row["before"]["commit"] or args.before_commit
     report = {"benchmark": "compare_cpu", "change": args.label, "results": rows}
     args.out.write_text(json.dumps(report, indent=2) + "\n")
     plot(rows, args.out.with_suffix(".png"))
