@@ -30,6 +30,7 @@ from tickwork.kube.status import (
     history_manager,
     history_slot,
     holds_legacy_share,
+    keeps,
     record_body,
     run_manager,
     to_drop,
@@ -218,8 +219,8 @@ class JobAccess:
         placed = (not marked and message.attempt == 1 and not message.requeued
                   and outcome.state is not RunState.FAILED and on_schedule(message))  # fmt: skip
         written: dict[str, Any] = {}
-        if placed and history_slot([], record.outcome, successful=limits.successful_runs,
-                                   failed=limits.failed_runs) is not None:  # fmt: skip
+        if placed and keeps(record, successful=limits.successful_runs,
+                            failed=limits.failed_runs):  # fmt: skip
             done = await self._place(claim, lease, job, record, written)
             if done is not None:
                 if done and written:
