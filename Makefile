@@ -56,8 +56,11 @@ test: install controlplane-bin ## run the whole test suite (real control plane, 
 	@$(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder $(PYTEST_ARGS); \
 		status=$$?; echo $$status > .pytest-exit-status; exit $$status
 
-test-unit: install ## run only the pure unit tests
-	$(BIN)/pytest -m unit $(PYTEST_ARGS)
+# The inner loop: only tests/unit (collecting the other folders costs seconds), a test
+# at a time to whichever of TEST_WORKERS is free (`worksteal` evens out the property
+# tests, which take most of the time); TEST_WORKERS=0 runs serially.
+test-unit: install ## run only the pure unit tests: the inner loop
+	$(BIN)/pytest tests/unit -n $(TEST_WORKERS) --dist worksteal $(PYTEST_ARGS)
 
 e2e-pods: install controlplane-bin ## only the chart in real Pods (any cluster: TICKWORK_TEST_KUBECONFIG)
 	$(BIN)/pytest tests/pods $(PYTEST_ARGS)
