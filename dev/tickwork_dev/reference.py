@@ -77,7 +77,9 @@ def vixie_fires(cron: CronExpression, zone: dt.tzinfo, first: int, last: int) ->
     return fires
 
 
-_PAD_MINUTES = 24 * 60  # the occurrences of a wall-clock minute are hours apart, not a day
+# The occurrences of a wall-clock minute are at most one step back of the clock apart:
+# 7 hours at the most since 1970 (Antarctica/Vostok, 1994), 3 since 2000.
+_PAD_MINUTES = 12 * 60
 
 
 def chosen_fires(
@@ -95,13 +97,12 @@ def chosen_fires(
     previous_wall: int | None = None
     for minute, wall in zip(minutes, local, strict=True):
         if _matches(cron, wall):
-            seen = occurrences[wall]
-            wanted = {
-                RepeatedTime.FIRST: seen[:1],
-                RepeatedTime.LAST: seen[-1:],
-                RepeatedTime.BOTH: seen,
-            }[choice.repeated]
-            if minute in wanted:
+            seen = occurrences[wall]  # every instant this wall-clock minute occurs at
+            if (
+                choice.repeated is RepeatedTime.BOTH
+                or (choice.repeated is RepeatedTime.FIRST and minute == seen[0])
+                or (choice.repeated is RepeatedTime.LAST and minute == seen[-1])
+            ):
                 fires.add(minute)
         if (
             choice.skipped is SkippedTime.SHIFT

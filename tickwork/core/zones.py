@@ -59,9 +59,8 @@ def load_zone(name: str) -> zoneinfo.ZoneInfo:
 
 def offset_at(zone: dt.tzinfo, utc_minute: int) -> int:
     """The UTC offset, in whole minutes, in force at a UTC minute."""
-    moment = civil.from_minute(utc_minute).astimezone(zone)
-    offset = moment.utcoffset()
-    assert offset is not None  # noqa: S101 - astimezone() always yields an aware time
+    offset = dt.datetime.fromtimestamp(utc_minute * 60, zone).utcoffset()
+    assert offset is not None  # noqa: S101 - fromtimestamp(tz) always yields an aware time
     return int(offset.total_seconds()) // 60
 
 
@@ -101,7 +100,17 @@ def _year_transitions(
     return tuple(t.at for t in found), tuple(found)
 
 
+# The first UTC minute of each year from 1900 to 2200: the year of a minute is a
+# bisection of this table (a schedule asks for it on every transition lookup).
+_FIRST_YEAR = 1900
+_YEAR_STARTS = tuple(
+    civil.days_from_civil(year, 1, 1) * civil.MINUTES_PER_DAY for year in range(_FIRST_YEAR, 2201)
+)
+
+
 def _year_of(utc_minute: int) -> int:
+    if _YEAR_STARTS[0] <= utc_minute < _YEAR_STARTS[-1]:
+        return _FIRST_YEAR - 1 + bisect.bisect_right(_YEAR_STARTS, utc_minute)
     return civil.civil_from_days(utc_minute // civil.MINUTES_PER_DAY)[0]
 
 
