@@ -39,7 +39,17 @@ def test_the_readme_quotes_the_suite_time_file() -> None:
             f"{_minutes(folders['e2e'])} min, faults {_minutes(folders['faults'])} min, unit "
             f"{folders['unit'] / 60:.1f} min, attacks {_minutes(folders['attacks'])} min of work"
         ),
-        f"inner loop is `make test-unit`: {counts['unit']:,} tests",
+    ]
+    inner = results["inner_loop"]
+    runs = inner["runs_seconds"]
+    expected += [
+        (
+            f"inner loop is `make test-unit`: {inner['tests']:,} tests in "
+            f"{min(runs):.0f}\N{EN DASH}{max(runs):.0f} s on two workers, the idle machine "
+            f"(commit {inner['commit'][:7]}; "
+            f"{inner['serial_seconds']:.0f} s with `TEST_WORKERS=0`, "
+            f"{inner['earlier']['serial_seconds']:.0f} s before"
+        ),
     ]
     cold = results["cold_ci"]
     cold_phases, bundles = cold["phases_seconds"], cold["bundles_seconds"]
@@ -68,4 +78,6 @@ def test_the_readme_quotes_the_suite_time_file() -> None:
     assert missing == []
     assert re.fullmatch(r"[0-9a-f]{40}", cold["commit"])
     assert re.fullmatch(r"[0-9a-f]{40}", demo["commit"])
+    assert re.fullmatch(r"[0-9a-f]{40}", inner["commit"])
+    assert max(runs) <= 60  # issue 47's bound on the inner loop
     assert cold["skipped"] == 0
