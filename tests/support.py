@@ -76,6 +76,19 @@ class QueueProbe:
     def enqueue(self, message: RunMessage) -> None:
         self._run("enqueue", message)
 
+    def enqueue_together(self, messages: list[RunMessage]) -> None:
+        """Enqueue ``messages`` at once: the queue sends what is enqueued in one turn
+        of the event loop in one script call, so a worker claims them together."""
+
+        async def call() -> None:
+            queue = RedisRunQueue(create_client(self.settings), self.settings)
+            try:
+                await asyncio.gather(*(queue.enqueue(message) for message in messages))
+            finally:
+                await queue.close()
+
+        asyncio.run(call())
+
     def dead(self) -> list[Any]:
         letters: list[Any] = self._run("dead_letters")
         return letters

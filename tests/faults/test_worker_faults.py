@@ -258,6 +258,70 @@ def test_a_suspend_or_delete_between_publish_and_claim_stops_the_run(
         relay.close()
 
 
+def test_claims_checked_together_stop_only_the_runs_of_a_suspended_or_deleted_job(
+    start_worker: Start,
+    jobs: Jobs,
+    probe: QueueProbe,
+    cluster: Cluster,
+    endpoint: ScriptedServer,
+    tmp_path: Path,
+) -> None:
+    """Four runs of four jobs are claimed together while the worker's watch stalls,
+    after one job was suspended and another deleted: the claims share one check (a
+    consistent list of the namespace's jobs, tickwork_worker.start_checks), and it
+    stops exactly the runs of those two jobs — the other two execute."""
+    from tickwork.core.runs import scheduled_run_id  # noqa: PLC0415
+
+    relay, through_relay = relayed_api_server(cluster, tmp_path / "through-relay.kubeconfig")
+    worker = start_worker(KUBECONFIG=str(through_relay), TICKWORK_WORKER_NAMESPACES=jobs.namespace)
+    try:
+        wait_for(lambda: worker.metric("tickwork_worker_job_cache_synced") == 1.0,
+                 timeout=30, what="the job cache to be listed")  # fmt: skip
+        created = {}
+        for name in ("kept-a", "suspended", "deleted", "kept-b"):
+            task = {"http": {"url": f"{endpoint.url}/{name}", "method": "POST"}}
+            spec = {"schedule": "@daily", "task": task}
+            created[name] = jobs.create(name, spec)["metadata"]
+        wait_for(lambda: worker.metric("tickwork_worker_job_cache_objects") == 4.0,
+                 timeout=30, what="the worker's copy of the four jobs")  # fmt: skip
+        relay.pause()  # the worker's watch (and the check) stalls here
+        jobs.patch("suspended", {"spec": {"suspend": True}})
+        jobs.delete("deleted")
+        scheduled = dt.datetime(2026, 12, 2, 9, tzinfo=dt.UTC)
+        messages = {
+            name: RunMessage(
+                run_id=scheduled_run_id(meta["uid"], scheduled),
+                namespace=jobs.namespace,
+                name=name,
+                uid=meta["uid"],
+                scheduled_at=scheduled.isoformat(),
+                generation=meta["generation"],
+            )
+            for name, meta in created.items()
+        }
+        probe.enqueue_together(list(messages.values()))
+        wait_for(lambda: all(probe.locate(m.run_id) is RunLocation.IN_FLIGHT
+                             for m in messages.values()),
+                 timeout=30, what="the worker to claim the four runs")  # fmt: skip
+        relay.resume()
+        wait_for(lambda: all(probe.locate(m.run_id) is RunLocation.DONE
+                             for m in messages.values()),
+                 timeout=30, what="the four runs to end")  # fmt: skip
+        assert sorted(str(r["path"]) for r in endpoint.requests) == ["/hook/kept-a", "/hook/kept-b"]
+        last = jobs.status("suspended")["lastRun"]
+        assert (last["id"], last["outcome"]) == (messages["suspended"].run_id, "Skipped")
+        for reason in ("suspended", "gone"):
+            labels = f'reason="{reason}"'
+            assert worker.metric("tickwork_runs_skipped_by_worker_total", labels) == 1.0
+        # One read answered the claims (a namespace's list), not one read per run.
+        assert worker.metric("tickwork_worker_start_checks_total", 'read="namespace"') == 1.0
+        assert worker.metric("tickwork_worker_start_checks_answered_total",
+                             'read="namespace"') == 4.0  # fmt: skip
+        assert worker.metric("tickwork_worker_start_checks_total", 'read="job"') in (None, 0.0)
+    finally:
+        relay.close()
+
+
 def test_runs_of_one_job_ending_together_keep_every_record(
     start_worker: Start, jobs: Jobs, probe: QueueProbe
 ) -> None:

@@ -154,6 +154,9 @@ class _Jobs:
     def __len__(self) -> int:
         return sum(len(names) for names in self._by_namespace.values())
 
+    def count(self, namespace: str) -> int:
+        return len(self._by_namespace.get(namespace, ()))
+
     def keys(self, namespace: str | None = None) -> list[tuple[str, str]]:
         """Every key (of ``namespace`` only, if given)."""
         spaces = [namespace] if namespace is not None else list(self._by_namespace)
@@ -292,6 +295,10 @@ class JobCache:
 
     def __len__(self) -> int:
         return len(self._jobs)
+
+    def jobs_in(self, namespace: str) -> int:
+        """How many jobs of ``namespace`` the copy holds."""
+        return self._jobs.count(namespace)
 
     def get(
         self, namespace: str, name: str, uid: str, generation: int | None = None

@@ -238,6 +238,14 @@ class KubeClient:
         items: list[dict[str, Any]] = answer.get("items") or []
         return (items[0].get("metadata") or {}) if items else None
 
+    async def jobs_metadata(self, namespace: str) -> dict[str, dict[str, Any]]:
+        """The metadata of every job of ``namespace`` as it is now, by name: the same
+        consistent read as :meth:`job_metadata`, for a whole namespace at once."""
+        answer = await self.request("GET", self.jobs_path(namespace), accept=_METADATA_LIST)
+        items: list[dict[str, Any]] = answer.get("items") or []
+        found = (item.get("metadata") or {} for item in items)
+        return {str(metadata.get("name")): metadata for metadata in found}
+
     async def apply_job_status(
         self,
         namespace: str,

@@ -42,6 +42,7 @@ from tickwork.queue.messages import Claim
 from tickwork_worker.decisions import Outcome, next_runs_shown, on_schedule, scheduled_at
 from tickwork_worker.lease import Lease
 from tickwork_worker.metrics import WorkerMetrics
+from tickwork_worker.start_checks import StartChecks
 
 logger = logging.getLogger(__name__)
 
@@ -117,6 +118,14 @@ class JobAccess:
         self.metrics = metrics
         self.jobs = jobs
         self._writes = asyncio.Semaphore(_STATUS_WRITES_IN_FLIGHT)
+        self.checks = StartChecks(kube, jobs_in=self._jobs_in, counted=self._counted)
+
+    def _jobs_in(self, namespace: str) -> int:
+        return self.jobs.jobs_in(namespace) if self.jobs is not None else 0
+
+    def _counted(self, read: str, jobs: int) -> None:
+        self.metrics.start_checks.labels(read=read).inc()
+        self.metrics.start_checks_answered.labels(read=read).inc(jobs)
 
     async def read(
         self, claim: Claim, *, to_start: bool = False, fresh: bool = False
@@ -126,7 +135,8 @@ class JobAccess:
 
         ``to_start``: the job decides whether the run may start, so its spec is never
         older than the API server's at this moment. The copy serves if the job's
-        current metadata (one cheap consistent read, see ``job_metadata``) shows no
+        current metadata (a consistent read, shared by the claims of a namespace that
+        arrive together: :mod:`.start_checks`) shows no
         spec change since the copy's (a suspend, an edit: each raises the generation)
         and the job is neither gone nor being deleted: a watch lagging behind the API
         server cannot start a run that a suspend or a delete has already stopped.
@@ -137,10 +147,12 @@ class JobAccess:
         body = None
         # A redelivered or requeued run is checked against the API server itself: it
         # may have finished moments ago, and only the truth may decide to run it again.
-        if self.jobs is not None and message.attempt == 1 and not message.requeued and not fresh:
+        # A copy not listed yet vouches for nothing: no check, the job itself is read.
+        if (self.jobs is not None and self.jobs.synced and message.attempt == 1
+                and not message.requeued and not fresh):  # fmt: skip
             generation = message.generation or 0
             if to_start:
-                now = await self.kube.job_metadata(message.namespace, message.name)
+                now = await self.checks.metadata(message.namespace, message.name)
                 if now is None:
                     return None  # gone
                 if now.get("uid") != message.uid or "deletionTimestamp" in now:

@@ -45,6 +45,19 @@ class WorkerMetrics:
             ["source"],
             registry=r,
         )
+        self.start_checks = Counter(
+            "tickwork_worker_start_checks_total",
+            "Consistent reads made before runs start, by read: one job's metadata (job) "
+            "or a namespace's for several claims at once (namespace).",
+            ["read"],
+            registry=r,
+        )
+        self.start_checks_answered = Counter(
+            "tickwork_worker_start_checks_answered_total",
+            "Runs whose check before starting those reads answered, by read.",
+            ["read"],
+            registry=r,
+        )
         self.job_cache_synced = Gauge(
             "tickwork_worker_job_cache_synced",
             "1 while the watched copy of the jobs is listed and its watch runs (0: off or "

@@ -1,0 +1,115 @@
+"""The check before a run starts, shared by the claims that arrive together.
+
+A run may start from the worker's watched copy of its job only once the API server
+has said, after the run was claimed, that the job is still there, still the same
+object, not being deleted, and no newer in its spec than the copy (a suspend or an
+edit raises the generation). That takes a consistent read, one per run until now:
+at the top of a minute, N runs were N reads queued at the API server beside the
+status writes.
+
+Claims taken from the queue together reach :meth:`StartChecks.metadata` in the same
+turn of the event loop; the reads of one namespace asked in that turn become one:
+
+* one job asked for: its metadata alone (a list filtered by name);
+* several: the metadata of every job of the namespace in one consistent list, when
+  the namespace holds at most :data:`LIST_FACTOR` times as many jobs as were asked
+  for (the watched copy counts them); otherwise each job's own read, as before.
+
+Either answer is as new as the API server's state when the read was sent, and the
+read is sent after every claim it answers had asked: the guarantee of a read per
+run, for one request per batch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+from tickwork.kube.client import KubeClient
+
+#: A namespace's list serves a batch when it holds at most this many jobs per job
+#: asked for: a job's metadata in a list costs the API server and the worker about
+#: a twelfth of a read of its own (docs/performance.md).
+LIST_FACTOR = 8
+
+Metadata = dict[str, Any]
+
+
+class StartChecks:
+    """Consistent reads of jobs' metadata, one request per namespace and batch."""
+
+    def __init__(
+        self,
+        kube: KubeClient,
+        *,
+        jobs_in: Callable[[str], int],
+        counted: Callable[[str, int], None],
+    ) -> None:
+        """``jobs_in``: how many jobs the watched copy holds in a namespace.
+        ``counted(read, jobs)``: told of each request sent ("job" or "namespace") and
+        the number of jobs it answered for."""
+        self._kube = kube
+        self._jobs_in = jobs_in
+        self._counted = counted
+        self._asked: dict[str, dict[str, list[asyncio.Future[Metadata | None]]]] = {}
+        self._reads: set[asyncio.Task[None]] = set()
+
+    async def metadata(self, namespace: str, name: str) -> Metadata | None:
+        """The job's metadata as the API server has it after this call began (None if
+        there is no such job)."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Metadata | None] = loop.create_future()
+        asked = self._asked.get(namespace)
+        if asked is None:
+            asked = self._asked[namespace] = {}
+            loop.call_soon(self._send, namespace)  # after the others of this turn
+        asked.setdefault(name, []).append(future)
+        return await future
+
+    def _send(self, namespace: str) -> None:
+        asked = self._asked.pop(namespace)
+        if len(asked) > 1 and self._jobs_in(namespace) <= LIST_FACTOR * len(asked):
+            reads = [self._read_namespace(namespace, asked)]
+        else:
+            reads = [self._read_job(namespace, name, waiting) for name, waiting in asked.items()]
+        for read in reads:
+            task = asyncio.ensure_future(read)
+            self._reads.add(task)
+            task.add_done_callback(self._reads.discard)
+
+    async def _read_namespace(
+        self, namespace: str, asked: dict[str, list[asyncio.Future[Metadata | None]]]
+    ) -> None:
+        try:
+            found = await self._kube.jobs_metadata(namespace)
+        except Exception as exc:  # noqa: BLE001 - handed to every claim that asked
+            for waiting in asked.values():
+                _fail(waiting, exc)
+            return
+        self._counted("namespace", len(asked))
+        for name, waiting in asked.items():
+            _answer(waiting, found.get(name))
+
+    async def _read_job(
+        self, namespace: str, name: str, waiting: list[asyncio.Future[Metadata | None]]
+    ) -> None:
+        try:
+            found = await self._kube.job_metadata(namespace, name)
+        except Exception as exc:  # noqa: BLE001 - handed to every claim that asked
+            _fail(waiting, exc)
+            return
+        self._counted("job", 1)
+        _answer(waiting, found)
+
+
+def _answer(waiting: list[asyncio.Future[Metadata | None]], found: Metadata | None) -> None:
+    for future in waiting:
+        if not future.done():  # its claim may have been cancelled (shutdown)
+            future.set_result(found)
+
+
+def _fail(waiting: list[asyncio.Future[Metadata | None]], exc: BaseException) -> None:
+    for future in waiting:
+        if not future.done():
+            future.set_exception(exc)
