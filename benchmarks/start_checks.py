@@ -43,7 +43,6 @@ from tickwork_dev.devcluster.measure import (
     save_figure,
     save_report,
 )
-from tickwork_worker.start_checks import LIST_FACTOR
 
 _IN_FLIGHT = 32
 
@@ -61,8 +60,8 @@ async def _histories(kube: KubeClient, created: list[dict[str, Any]]) -> None:
         record = {"id": scheduled_run_id(meta["uid"], at), "scheduledAt": stamp,
                   "startedAt": stamp, "finishedAt": stamp,
                   "outcome": "Failed" if failed else "Succeeded", "attempts": 1,
-                  "slot": place % 3}  # fmt: skip
-        manager = f"tickwork-runs-{'f' if failed else 's'}{place % 3}"
+                  "slot": f"{'f' if failed else 's'}{place % 3}"}  # fmt: skip
+        manager = f"tickwork-runs-{record['slot']}"
         async with limit:
             await kube.apply_job_status(meta["namespace"], meta["name"], meta["uid"],
                                         {"runs": [record]}, field_manager=manager)  # fmt: skip
@@ -158,7 +157,6 @@ def main(argv: list[str] | None = None) -> int:
             "rounds": args.rounds,
             "in_flight": _IN_FLIGHT,
             "history_records_per_job": 6,
-            "list_factor": LIST_FACTOR,
         },
         "sizes": [],
     }
