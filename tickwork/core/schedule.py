@@ -59,10 +59,6 @@ class CronSchedule:
     daylight_saving: DaylightSavingChoice | None = None
     """The job's choice at clock changes; None: Debian cron's rules."""
 
-    @property
-    def zone_name(self) -> str:
-        return self.timeline.zone.key
-
     # -- the timeline's segments and spans ---------------------------------
     #
     # Between transitions the wall clock runs evenly and the cron's own

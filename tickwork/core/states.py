@@ -51,10 +51,6 @@ FINAL_STATES = frozenset({
 })  # fmt: skip
 
 
-def can_transition(current: RunState, target: RunState) -> bool:
-    return target in TRANSITIONS[current]
-
-
 def transition(current: RunState, target: RunState) -> RunState:
     """Return ``target`` if a run may move there from ``current``; raise otherwise."""
     if target not in TRANSITIONS[current]:

@@ -45,13 +45,3 @@ async def start_http(
     await runner.setup()
     await web.TCPSite(runner, host, port).start()
     return runner
-
-
-def bound_port(runner: web.AppRunner) -> int:
-    """The port actually bound (useful when asked for port 0)."""
-    for site in runner.sites:
-        server = site._server  # noqa: SLF001 - aiohttp exposes no public accessor
-        if server is not None and server.sockets:  # type: ignore[attr-defined]
-            port: int = server.sockets[0].getsockname()[1]  # type: ignore[attr-defined]
-            return port
-    raise RuntimeError("the HTTP server is not listening")

@@ -119,9 +119,6 @@ class QueueKeys:
     def parked(self) -> str:
         return self._key("parked")
 
-    def parked_of(self, namespace: str) -> str:
-        return f"{self.parked}:{namespace}"
-
     @property
     def pace(self) -> str:
         return self._key("pace")
