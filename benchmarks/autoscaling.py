@@ -35,7 +35,7 @@ from typing import Any
 
 from tickwork_dev.devcluster import addons, node
 from tickwork_dev.devcluster.cluster import Cluster, existing_cluster
-from tickwork_dev.devcluster.measure import CRDS, benchmark_parser, save_figure
+from tickwork_dev.devcluster.measure import CRDS, benchmark_parser, save_figure, save_report
 from tickwork_dev.devcluster.recorder import EGRESS_VALUES as RECORDER_EGRESS
 from tickwork_dev.devcluster.recorder import deploy as deploy_recorder
 from tickwork_dev.devcluster.release import ClusterImages, Release, cluster_images, merge
@@ -146,8 +146,7 @@ def main(argv: list[str] | None = None) -> int:
             results["modes"][mode] = summary
             brief = {key: value for key, value in summary.items() if key != "samples"}
             print(json.dumps(brief), flush=True)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(results, indent=2) + "\n")
+    save_report(results, args.out, args)
     plot(results, args.plot)
     failed = [m for m, s in results["modes"].items() if s["lost"] or s["back_to_min_s"] is None]
     return 1 if failed else 0

@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tickwork_dev.devcluster.measure import save_figure
+from tickwork_dev.devcluster.measure import save_figure, save_report
 
 _BYSTANDERS = ("kube-controller-manager", "kube-scheduler")
 
@@ -110,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     for row in rows:
         row["before"]["commit"] = row["before"]["commit"] or args.before_commit
     report = {"benchmark": "compare_cpu", "change": args.label, "results": rows}
-    args.out.write_text(json.dumps(report, indent=2) + "\n")
+    save_report(report, args.out, args)
     plot(rows, args.out.with_suffix(".png"))
     print(json.dumps(report["results"], indent=1))
     return 0

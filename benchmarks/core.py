@@ -24,6 +24,7 @@ from typing import Any
 
 from tickwork.core.buckets import BucketIndex
 from tickwork.core.schedule import cron_schedule
+from tickwork_dev.devcluster.measure import save_report
 
 START = 1_800_000_000.0  # an instant in 2027, seconds since the epoch
 TICKS = 400
@@ -192,8 +193,7 @@ def main(argv: list[str] | None = None) -> int:
     text = json.dumps(report, indent=2)
     print(text)
     if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(text + "\n")
+        save_report(report, args.out, args)
     if args.plot:
         plot(report, args.plot)
     return 0

@@ -27,6 +27,7 @@ from cronsim import CronSim
 
 from tickwork.core import civil
 from tickwork.core.schedule import cron_schedule
+from tickwork_dev.devcluster.measure import save_report
 from tickwork_dev.reference import vixie_fires
 
 ZONES = [
@@ -178,8 +179,7 @@ def main(argv: list[str] | None = None) -> int:
     text = json.dumps(report, indent=2)
     print(text)
     if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(text + "\n")
+        save_report(report, args.out, args)
     return 0
 
 

@@ -74,6 +74,7 @@ from tickwork_dev.devcluster.measure import (
     percentile,
     requests_so_far,
     save_figure,
+    save_report,
     storage_updates_so_far,
     writes_so_far,
 )
@@ -643,8 +644,7 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(row), flush=True)
         report["results"].append(row)
         # Written after every N: a long run that is interrupted keeps what it measured.
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(report, indent=2) + "\n")
+        save_report(report, args.out, args)
     if args.tickwork_only:
         plot_cpu(report, args.out.with_suffix(".png"))
     else:

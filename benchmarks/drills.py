@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from tickwork_dev.devcluster import drills
+from tickwork_dev.devcluster.measure import save_report
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -41,8 +42,7 @@ def main(argv: list[str] | None = None) -> int:
             result = drills.DRILLS[name](Path(workdir), **kwargs)
         print(json.dumps(result.to_json()), flush=True)
         results.append(result.to_json())
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"benchmark": "drills", "results": results}, indent=2) + "\n")
+    save_report({"benchmark": "drills", "results": results}, args.out, args)
     return 0 if all(r["lost"] == 0 for r in results) else 1
 
 

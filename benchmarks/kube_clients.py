@@ -48,6 +48,7 @@ from tickwork_dev.devcluster.measure import (
     job_manifest,
     plane_with_crd,
     save_figure,
+    save_report,
 )
 
 CLIENTS = ("tickwork", "httpx-h2", "httpx-h1", "official")
@@ -227,8 +228,7 @@ def main(argv: list[str] | None = None) -> int:
         name: round(values["client_cpu_ms_per_write"] / ours, 2) for name, values in summary.items()
     }
     print(json.dumps({"summary": summary, "cpu_per_write_ratio": report["cpu_per_write_ratio"]}))
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=2) + "\n")
+    save_report(report, args.out, args)
     plot(report, args.plot)
     return 0
 

@@ -244,8 +244,10 @@ def index_rounds(args: Any, trees: dict[str, Path]) -> int:
     """Time to index ``args.jobs`` jobs (that never ran), the trees' operators
     starting by turns against the same jobs; see the module's docstring."""
     from tickwork_dev.devcluster.measure import (  # noqa: PLC0415
+        code_commit,
         create_jobs,
         plane_with_crd,
+        save_report,
     )
 
     rng = random.Random(7)
@@ -276,8 +278,8 @@ def index_rounds(args: Any, trees: dict[str, Path]) -> int:
         "after_over_before": {key: round(medians["after"][key] / medians["before"][key], 2)
                               for key in medians["after"]},
     }  # fmt: skip
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=2) + "\n")
+    report["commits"] = {label: code_commit(tree) for label, tree in trees.items()}
+    save_report(report, args.out, args)
     plot_index(report, args.plot)
     return 0
 
@@ -316,6 +318,7 @@ def main(argv: list[str] | None = None) -> int:
         benchmark_parser,
         create_jobs,
         plane_with_crd,
+        save_report,
     )
 
     parser = benchmark_parser(__doc__, "operator_memory")
@@ -376,8 +379,7 @@ def main(argv: list[str] | None = None) -> int:
             report["worker"] = _worker_memory(workdir, cluster, redis, "after-plain", args.jobs)
             print(json.dumps({"worker": report["worker"]}), flush=True)
     _ratios(report)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=2) + "\n")
+    save_report(report, args.out, args)
     plot(report, args.plot)
     return 0
 

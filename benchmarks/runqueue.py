@@ -43,7 +43,7 @@ from typing import Any
 
 import redis as redis_sync
 
-from tickwork_dev.devcluster.measure import benchmark_parser, save_figure
+from tickwork_dev.devcluster.measure import benchmark_parser, save_figure, save_report
 from tickwork_dev.devcluster.redis import RedisServer
 
 SYSTEMS = ("tickwork", "tickwork-fair", "saq", "arq", "dramatiq")
@@ -353,8 +353,7 @@ def main(argv: list[str] | None = None) -> int:
         report["fair_share_vs_none"] = round(
             fair["drained_per_second"] / ours["drained_per_second"], 2
         )
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=2) + "\n")
+    save_report(report, args.out, args)
     plot(report, args.plot)
     met = all(
         row["duplicate_executions"] == 0 and row["lost"] == 0 and row["round_trips_per_run"] <= 3

@@ -38,7 +38,7 @@ from typing import Any
 
 from tickwork.core.buckets import BucketIndex
 from tickwork.core.schedule import Schedule, cron_schedule
-from tickwork_dev.devcluster.measure import benchmark_parser, save_figure
+from tickwork_dev.devcluster.measure import benchmark_parser, save_figure, save_report
 
 START = dt.datetime(2027, 1, 4, 9, 0, 30, tzinfo=dt.UTC)
 
@@ -138,8 +138,7 @@ def main(argv: list[str] | None = None) -> int:
     report = {"benchmark": "shards", "python": platform.python_version(), "jobs": args.jobs,
               "shards": args.shards, "minutes": args.minutes, "repeats": args.repeats, "all": whole,
               "per_shard": parts}  # fmt: skip
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=2) + "\n")
+    save_report(report, args.out, args)
     plot(report, args.plot)
     return 0
 

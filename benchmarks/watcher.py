@@ -69,6 +69,7 @@ from tickwork_dev.devcluster.cluster import Cluster
 from tickwork_dev.devcluster.components import TickworkProcess, wait_for
 from tickwork_dev.devcluster.measure import (
     benchmark_parser,
+    code_commit,
     cpu_seconds,
     create_jobs,
     job_manifest,
@@ -78,6 +79,7 @@ from tickwork_dev.devcluster.measure import (
     requests_so_far,
     rss_bytes,
     save_figure,
+    save_report,
 )
 from tickwork_dev.devcluster.redis import RedisServer
 
@@ -544,8 +546,7 @@ def main(argv: list[str] | None = None) -> int:
                 floor = row["jobs"] / ceiling["ceiling_per_second"]
                 row["status_backfill_floor_seconds"] = round(floor, 1)
                 row["status_backfill_over_floor"] = round(row["status_backfill_seconds"] / floor, 2)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=2) + "\n")
+    save_report(report, args.out, args)
     plot(report, args.plot)
     lags = [report["publish_lag"], *(r["burst_lag"] for r in report["scale"] if "burst_lag" in r)]
     return 0 if all(lag["lag_p99_seconds"] <= 1.0 for lag in lags) else 1
@@ -628,8 +629,8 @@ def compare(args: Any, workdir: Path, report: dict[str, Any]) -> int:
     report["status_write_ceiling"] = ceiling
     print(json.dumps({"median": found["median"], "floor_seconds": found["floor_seconds"],
                       "after_over_before": found["after_over_before"]}), flush=True)  # fmt: skip
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=2) + "\n")
+    report["commits"] = {label: code_commit(tree) for label, tree in trees.items()}
+    save_report(report, args.out, args)
     plot(report, args.plot)
     return 0
 

@@ -47,6 +47,7 @@ from tickwork_dev.devcluster.measure import (
     job_manifest,
     plane_with_crd,
     save_figure,
+    save_report,
     writes_so_far,
 )
 from tickwork_dev.devcluster.redis import RedisServer
@@ -214,8 +215,7 @@ def main(argv: list[str] | None = None) -> int:
         bound = patches / max(row["status_writes_per_run"], 1e-9)
         row["fraction_of_ceiling_bound"] = round(row["runs_per_second"] / bound, 2)
     report["targets"] = {"status_writes_per_run_max": 2, "fraction_of_ceiling_bound_min": 0.5}
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=2) + "\n")
+    save_report(report, args.out, args)
     plot(report, args.plot)
     met = all(r["status_writes_per_run"] <= 2 and r["fraction_of_ceiling_bound"] >= 0.5
               for r in report["end_to_end"])  # fmt: skip

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import datetime as dt
 import json
 import math
 import os
@@ -201,7 +202,10 @@ def without_cel_rules(node: Any) -> Any:
 
 
 def on_a_control_plane(
-    name: str, out: Path, measure: Callable[[Cluster, int], dict[str, Any]]
+    name: str,
+    out: Path,
+    measure: Callable[[Cluster, int], dict[str, Any]],
+    args: argparse.Namespace | None = None,
 ) -> dict[str, Any]:
     """Start a control plane of its own, ``measure(cluster, API server's pid)`` on it,
     and save what it found (with the benchmark's name and Python's version) to ``out``."""
@@ -212,7 +216,7 @@ def on_a_control_plane(
     ):
         cluster = Cluster(kubeconfig=plane.kubeconfig, plane=plane)
         report.update(measure(cluster, plane.pids()["kube-apiserver"]))
-    save_report(report, out)
+    save_report(report, out, args)
     return report
 
 
@@ -242,6 +246,7 @@ def writes_benchmark(
         name, args.out,
         lambda cluster, apiserver: measure(cluster, apiserver, args.jobs, args.rounds,
                                            args.concurrency),
+        args,
     )  # fmt: skip
     print(json.dumps(report), flush=True)  # noqa: T201 - a benchmark prints its result
     plot(report, args.plot)
@@ -254,10 +259,23 @@ def save_figure(figure: Any, path: Path) -> None:
     figure.savefig(path, dpi=120)
 
 
-def save_report(report: dict[str, Any], path: Path) -> None:
-    """A benchmark's results as indented JSON (``benchmarks/results/``)."""
+def save_report(report: dict[str, Any], path: Path, args: argparse.Namespace | None = None) -> None:
+    """A benchmark's results as indented JSON (``benchmarks/results/``), with what they
+    were measured on: the commit (:func:`code_commit`; a report that compares trees
+    names its own), the date, and the arguments the benchmark ran with (``settings``,
+    but for where it writes; a report's own ``settings`` are kept)."""
+    stamped: dict[str, Any] = {
+        "commit": code_commit(),
+        "date": dt.datetime.now(dt.UTC).date().isoformat(),
+        **report,
+    }
+    if args is not None and "settings" not in report:
+        stamped["settings"] = {key: value if isinstance(value, (int, float, str, bool, list))
+                               or value is None else str(value)
+                               for key, value in sorted(vars(args).items())
+                               if key not in {"out", "plot"}}  # fmt: skip
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(report, indent=2) + "\n")
+    path.write_text(json.dumps(stamped, indent=2) + "\n")
 
 
 def pyplot() -> Any:
