@@ -24,7 +24,7 @@ from __future__ import annotations
 import datetime as dt
 import os
 import signal
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -33,6 +33,7 @@ from kubernetes import client as k8s
 from tests.support import (
     HoldingServer,
     Jobs,
+    PausableProxy,
     QueueProbe,
     ScriptedServer,
     finished,
@@ -192,15 +193,31 @@ def test_a_run_never_starts_from_a_copy_older_than_the_one_it_was_published_from
         relay.close()
 
 
+@pytest.fixture
+def watched_through_a_relay(
+    start_worker: Start, jobs: Jobs, cluster: Cluster, tmp_path: Path
+) -> Iterator[tuple[TickworkProcess, PausableProxy]]:
+    """A worker whose every request to the API server (its watch, its checks) goes
+    through a relay the test can pause, its copy holding this test's namespace alone
+    (its size tells what the watch brought), listed and watching."""
+    relay, through_relay = relayed_api_server(cluster, tmp_path / "through-relay.kubeconfig")
+    try:
+        worker = start_worker(KUBECONFIG=str(through_relay),
+                              TICKWORK_WORKER_NAMESPACES=jobs.namespace)  # fmt: skip
+        wait_for(lambda: worker.metric("tickwork_worker_job_cache_synced") == 1.0,
+                 timeout=30, what="the job cache to be listed")  # fmt: skip
+        yield worker, relay
+    finally:
+        relay.close()
+
+
 @pytest.mark.parametrize("change", ["suspend", "delete", "delete-held-by-a-finalizer"])
 def test_a_suspend_or_delete_between_publish_and_claim_stops_the_run(
     change: str,
-    start_worker: Start,
+    watched_through_a_relay: tuple[TickworkProcess, PausableProxy],
     jobs: Jobs,
     probe: QueueProbe,
-    cluster: Cluster,
     endpoint: ScriptedServer,
-    tmp_path: Path,
 ) -> None:
     """The operator publishes a run; before a warm worker claims it, the job is
     suspended or deleted — and the worker's watch has not brought that yet (its
@@ -209,62 +226,53 @@ def test_a_suspend_or_delete_between_publish_and_claim_stops_the_run(
     the run from its copy, which matched the generation in the message.)"""
     from tickwork.core.runs import scheduled_run_id  # noqa: PLC0415
 
-    relay, through_relay = relayed_api_server(cluster, tmp_path / "through-relay.kubeconfig")
+    worker, relay = watched_through_a_relay
     spec = {"schedule": "@daily", "task": {"http": {"url": endpoint.url, "method": "POST"}}}
     finalizers = ["example.com/hold"] if change == "delete-held-by-a-finalizer" else []
-    # The copy holds this test's namespace alone: its size tells what the watch brought.
-    worker = start_worker(KUBECONFIG=str(through_relay), TICKWORK_WORKER_NAMESPACES=jobs.namespace)
-    try:
-        wait_for(lambda: worker.metric("tickwork_worker_job_cache_synced") == 1.0,
-                 timeout=30, what="the job cache to be listed")  # fmt: skip
-        for round_ in range(5):
-            name = f"stopped-{round_}"
-            known = round_ if change == "suspend" else 0  # deleted jobs leave the copy
+    for round_ in range(5):
+        name = f"stopped-{round_}"
+        known = round_ if change == "suspend" else 0  # deleted jobs leave the copy
 
-            def copied(count: int) -> bool:
-                return worker.metric("tickwork_worker_job_cache_objects") == float(count)
+        def copied(count: int) -> bool:
+            return worker.metric("tickwork_worker_job_cache_objects") == float(count)
 
-            wait_for(lambda known=known: copied(known), timeout=30, what="the copy settled")
-            job = jobs.create(name, spec, finalizers=finalizers)
-            uid, generation = job["metadata"]["uid"], job["metadata"]["generation"]
-            # The worker's watch brought the job: it would start the run from its copy.
-            wait_for(lambda known=known: copied(known + 1), timeout=30,
-                     what="the worker's copy of the job")  # fmt: skip
-            relay.pause()  # the worker's watch (and anything else it asks) stalls here
-            if change == "suspend":
-                jobs.patch(name, {"spec": {"suspend": True}})
-            else:
-                jobs.delete(name)
-            scheduled = dt.datetime(2026, 12, 2, 9, tzinfo=dt.UTC)
-            run_id = scheduled_run_id(uid, scheduled)
-            probe.enqueue(RunMessage(run_id=run_id, namespace=jobs.namespace, name=name,
-                                     uid=uid, scheduled_at=scheduled.isoformat(),
-                                     generation=generation))  # fmt: skip
-            wait_for(lambda run_id=run_id: probe.locate(run_id) is RunLocation.IN_FLIGHT,
-                     timeout=30, what="the worker to claim the run")  # fmt: skip
-            relay.resume()
-            wait_for(lambda run_id=run_id: probe.locate(run_id) is RunLocation.DONE,
-                     timeout=30, what=f"run {run_id} to end")  # fmt: skip
-            assert endpoint.requests == [], f"round {round_}: executed after the {change}"
-            if change == "suspend":
-                last = jobs.status(name)["lastRun"]
-                assert (last["id"], last["outcome"]) == (run_id, "Skipped")
-            elif finalizers:
-                jobs.patch(name, {"metadata": {"finalizers": None}})
-        reason = {"suspend": "suspended", "delete": "gone"}.get(change, "deleting")
-        skipped = worker.metric("tickwork_runs_skipped_by_worker_total", f'reason="{reason}"')
-        assert skipped == 5.0
-    finally:
-        relay.close()
+        wait_for(lambda known=known: copied(known), timeout=30, what="the copy settled")
+        job = jobs.create(name, spec, finalizers=finalizers)
+        uid, generation = job["metadata"]["uid"], job["metadata"]["generation"]
+        # The worker's watch brought the job: it would start the run from its copy.
+        wait_for(lambda known=known: copied(known + 1), timeout=30,
+                 what="the worker's copy of the job")  # fmt: skip
+        relay.pause()  # the worker's watch (and anything else it asks) stalls here
+        if change == "suspend":
+            jobs.patch(name, {"spec": {"suspend": True}})
+        else:
+            jobs.delete(name)
+        scheduled = dt.datetime(2026, 12, 2, 9, tzinfo=dt.UTC)
+        run_id = scheduled_run_id(uid, scheduled)
+        probe.enqueue(RunMessage(run_id=run_id, namespace=jobs.namespace, name=name,
+                                 uid=uid, scheduled_at=scheduled.isoformat(),
+                                 generation=generation))  # fmt: skip
+        wait_for(lambda run_id=run_id: probe.locate(run_id) is RunLocation.IN_FLIGHT,
+                 timeout=30, what="the worker to claim the run")  # fmt: skip
+        relay.resume()
+        wait_for(lambda run_id=run_id: probe.locate(run_id) is RunLocation.DONE,
+                 timeout=30, what=f"run {run_id} to end")  # fmt: skip
+        assert endpoint.requests == [], f"round {round_}: executed after the {change}"
+        if change == "suspend":
+            last = jobs.status(name)["lastRun"]
+            assert (last["id"], last["outcome"]) == (run_id, "Skipped")
+        elif finalizers:
+            jobs.patch(name, {"metadata": {"finalizers": None}})
+    reason = {"suspend": "suspended", "delete": "gone"}.get(change, "deleting")
+    skipped = worker.metric("tickwork_runs_skipped_by_worker_total", f'reason="{reason}"')
+    assert skipped == 5.0
 
 
 def test_claims_checked_together_stop_only_the_runs_of_a_suspended_or_deleted_job(
-    start_worker: Start,
+    watched_through_a_relay: tuple[TickworkProcess, PausableProxy],
     jobs: Jobs,
     probe: QueueProbe,
-    cluster: Cluster,
     endpoint: ScriptedServer,
-    tmp_path: Path,
 ) -> None:
     """Four runs of four jobs are claimed together while the worker's watch stalls,
     after one job was suspended and another deleted: the claims share one check (a
@@ -272,54 +280,48 @@ def test_claims_checked_together_stop_only_the_runs_of_a_suspended_or_deleted_jo
     stops exactly the runs of those two jobs — the other two execute."""
     from tickwork.core.runs import scheduled_run_id  # noqa: PLC0415
 
-    relay, through_relay = relayed_api_server(cluster, tmp_path / "through-relay.kubeconfig")
-    worker = start_worker(KUBECONFIG=str(through_relay), TICKWORK_WORKER_NAMESPACES=jobs.namespace)
-    try:
-        wait_for(lambda: worker.metric("tickwork_worker_job_cache_synced") == 1.0,
-                 timeout=30, what="the job cache to be listed")  # fmt: skip
-        created = {}
-        for name in ("kept-a", "suspended", "deleted", "kept-b"):
-            task = {"http": {"url": f"{endpoint.url}/{name}", "method": "POST"}}
-            spec = {"schedule": "@daily", "task": task}
-            created[name] = jobs.create(name, spec)["metadata"]
-        wait_for(lambda: worker.metric("tickwork_worker_job_cache_objects") == 4.0,
-                 timeout=30, what="the worker's copy of the four jobs")  # fmt: skip
-        relay.pause()  # the worker's watch (and the check) stalls here
-        jobs.patch("suspended", {"spec": {"suspend": True}})
-        jobs.delete("deleted")
-        scheduled = dt.datetime(2026, 12, 2, 9, tzinfo=dt.UTC)
-        messages = {
-            name: RunMessage(
-                run_id=scheduled_run_id(meta["uid"], scheduled),
-                namespace=jobs.namespace,
-                name=name,
-                uid=meta["uid"],
-                scheduled_at=scheduled.isoformat(),
-                generation=meta["generation"],
-            )
-            for name, meta in created.items()
-        }
-        probe.enqueue_together(list(messages.values()))
-        wait_for(lambda: all(probe.locate(m.run_id) is RunLocation.IN_FLIGHT
-                             for m in messages.values()),
-                 timeout=30, what="the worker to claim the four runs")  # fmt: skip
-        relay.resume()
-        wait_for(lambda: all(probe.locate(m.run_id) is RunLocation.DONE
-                             for m in messages.values()),
-                 timeout=30, what="the four runs to end")  # fmt: skip
-        assert sorted(str(r["path"]) for r in endpoint.requests) == ["/hook/kept-a", "/hook/kept-b"]
-        last = jobs.status("suspended")["lastRun"]
-        assert (last["id"], last["outcome"]) == (messages["suspended"].run_id, "Skipped")
-        for reason in ("suspended", "gone"):
-            labels = f'reason="{reason}"'
-            assert worker.metric("tickwork_runs_skipped_by_worker_total", labels) == 1.0
-        # One read answered the claims (a namespace's list), not one read per run.
-        assert worker.metric("tickwork_worker_start_checks_total", 'read="namespace"') == 1.0
-        assert worker.metric("tickwork_worker_start_checks_answered_total",
-                             'read="namespace"') == 4.0  # fmt: skip
-        assert worker.metric("tickwork_worker_start_checks_total", 'read="job"') in (None, 0.0)
-    finally:
-        relay.close()
+    worker, relay = watched_through_a_relay
+    created = {}
+    for name in ("kept-a", "suspended", "deleted", "kept-b"):
+        task = {"http": {"url": f"{endpoint.url}/{name}", "method": "POST"}}
+        spec = {"schedule": "@daily", "task": task}
+        created[name] = jobs.create(name, spec)["metadata"]
+    wait_for(lambda: worker.metric("tickwork_worker_job_cache_objects") == 4.0,
+             timeout=30, what="the worker's copy of the four jobs")  # fmt: skip
+    relay.pause()  # the worker's watch (and the check) stalls here
+    jobs.patch("suspended", {"spec": {"suspend": True}})
+    jobs.delete("deleted")
+    scheduled = dt.datetime(2026, 12, 2, 9, tzinfo=dt.UTC)
+    messages = {
+        name: RunMessage(
+            run_id=scheduled_run_id(meta["uid"], scheduled),
+            namespace=jobs.namespace,
+            name=name,
+            uid=meta["uid"],
+            scheduled_at=scheduled.isoformat(),
+            generation=meta["generation"],
+        )
+        for name, meta in created.items()
+    }
+    probe.enqueue_together(list(messages.values()))
+    wait_for(lambda: all(probe.locate(m.run_id) is RunLocation.IN_FLIGHT
+                         for m in messages.values()),
+             timeout=30, what="the worker to claim the four runs")  # fmt: skip
+    relay.resume()
+    wait_for(lambda: all(probe.locate(m.run_id) is RunLocation.DONE
+                         for m in messages.values()),
+             timeout=30, what="the four runs to end")  # fmt: skip
+    assert sorted(str(r["path"]) for r in endpoint.requests) == ["/hook/kept-a", "/hook/kept-b"]
+    last = jobs.status("suspended")["lastRun"]
+    assert (last["id"], last["outcome"]) == (messages["suspended"].run_id, "Skipped")
+    for reason in ("suspended", "gone"):
+        labels = f'reason="{reason}"'
+        assert worker.metric("tickwork_runs_skipped_by_worker_total", labels) == 1.0
+    # One read answered the claims (a namespace's list), not one read per run.
+    assert worker.metric("tickwork_worker_start_checks_total", 'read="namespace"') == 1.0
+    assert worker.metric("tickwork_worker_start_checks_answered_total",
+                         'read="namespace"') == 4.0  # fmt: skip
+    assert worker.metric("tickwork_worker_start_checks_total", 'read="job"') in (None, 0.0)
 
 
 def test_runs_of_one_job_ending_together_keep_every_record(
