@@ -39,7 +39,7 @@ from tickwork_dev.devcluster.measure import CRDS, benchmark_parser, save_figure,
 from tickwork_dev.devcluster.recorder import EGRESS_VALUES as RECORDER_EGRESS
 from tickwork_dev.devcluster.recorder import deploy as deploy_recorder
 from tickwork_dev.devcluster.release import ClusterImages, Release, cluster_images, merge
-from tickwork_dev.devcluster.scaling import Burst, run_burst
+from tickwork_dev.devcluster.scaling import run_burst
 
 MIN_WORKERS = 1
 MAX_WORKERS = 10
@@ -69,8 +69,9 @@ def _values(images: ClusterImages, mode: str) -> dict[str, object]:
     })  # fmt: skip
 
 
-def measure(cluster: Cluster, images: ClusterImages, mode: str, jobs: int,
-            seconds: float) -> Burst:  # fmt: skip
+def measure(
+    cluster: Cluster, images: ClusterImages, mode: str, jobs: int, seconds: float
+) -> dict[str, Any]:
     recorder = deploy_recorder(cluster, images.tickwork)
     if mode == "hpa":
         addons.install_monitoring(cluster, prometheus=images.prometheus,
@@ -82,8 +83,9 @@ def measure(cluster: Cluster, images: ClusterImages, mode: str, jobs: int,
     release = Release(cluster, f"bench-{mode}", values=_values(images, mode))
     release.install()
     try:
-        return run_burst(release, recorder, jobs=jobs, task_seconds=seconds,
-                         min_replicas=MIN_WORKERS)  # fmt: skip
+        burst = run_burst(release, recorder, jobs=jobs, task_seconds=seconds,
+                          min_replicas=MIN_WORKERS)  # fmt: skip
+        return {**burst.summary(), "redis_memory": release.redis_memory()}
     finally:
         release.uninstall()
 
@@ -142,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
         cluster.kubectl("apply", "--server-side", "-f", str(CRDS))
         images = cluster_images(cluster)
         for mode in args.modes:
-            summary = measure(cluster, images, mode, args.jobs, args.seconds).summary()
+            summary = measure(cluster, images, mode, args.jobs, args.seconds)
             results["modes"][mode] = summary
             brief = {key: value for key, value in summary.items() if key != "samples"}
             print(json.dumps(brief), flush=True)

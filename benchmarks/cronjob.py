@@ -3,7 +3,7 @@
     python benchmarks/cronjob.py [--sizes 100 1000 5000] [--minutes 3] [--plot FILE]
                                  [--tickwork-only] [--no-worker-cache]
                                  [--warmup-minutes W] [--history N]
-                                 [--schedule-in-status true|false]
+                                 [--schedule-in-status true|false] [--indexed M]
 
 For each N, N recurring schedules fire every minute, first as Tickwork
 ScheduledJobs (operator + workers as processes), then as CronJobs (the real
@@ -71,6 +71,7 @@ from tickwork_dev.devcluster.measure import (
     code_commit,
     cpu_seconds,
     create_jobs,
+    job_manifest,
     percentile,
     requests_so_far,
     save_figure,
@@ -293,10 +294,17 @@ def skipped_by_cronjobs(
 def run_tickwork(workdir: Path, plane: ControlPlane, api: k8s.ApiClient, n: int,
                  minutes: int, *, job_cache: bool = True, warmup: int = 1,
                  profile: Path | None = None, history: int | None = None,
-                 schedule_in_status: bool | None = None) -> dict[str, Any]:  # fmt: skip
+                 schedule_in_status: bool | None = None,
+                 indexed: int = 0) -> dict[str, Any]:  # fmt: skip
+    """``indexed``: that many more jobs in the namespace, yearly (due on January 1st),
+    created before the operator and workers start: they hold them all."""
     cluster = Cluster(kubeconfig=plane.kubeconfig, plane=plane)
     namespace = f"tickwork-{n}"
     cluster.kubectl("create", "namespace", namespace)
+    if indexed:
+        yearly = {"schedule": "0 0 1 1 *", "task": {"echo": {"message": "new year"}}}
+        create_jobs(cluster, namespace, [job_manifest(f"idle-{i:06d}", yearly)
+                                         for i in range(indexed)])  # fmt: skip
     items = [{"apiVersion": models.API_VERSION, "kind": models.KIND,
               "metadata": {"name": f"sj-{i:05d}", "namespace": namespace},
               "spec": {"schedule": "* * * * *", "concurrencyPolicy": "Allow",
@@ -344,6 +352,7 @@ def run_tickwork(workdir: Path, plane: ControlPlane, api: k8s.ApiClient, n: int,
             window = measure_window(
                 cluster, collector, minutes, pids, warmup=warmup, profile=profile
             )
+            window["redis_memory"] = redis.memory()
         finally:
             collector.stop()
             for component in components:
@@ -424,6 +433,7 @@ def summarize(window: dict[str, Any], n: int, minutes: int) -> dict[str, Any]:
             else {}
         ),
         "lag_percentiles_are_lower_bounds": runs < n * minutes,
+        **({"redis_memory": window["redis_memory"]} if "redis_memory" in window else {}),
         **_cpu_per_run(window.get("cpu_seconds") or {}, n * minutes),
     }
 
@@ -602,6 +612,14 @@ def main(argv: list[str] | None = None) -> int:
         "on: a write of its own per run published)",
     )
     parser.add_argument(
+        "--indexed",
+        type=int,
+        default=0,
+        help="that many more yearly jobs beside the N firing ones, indexed by the operator "
+        "and held by the workers (e.g. 97000 with --sizes 3000: 100,000 jobs, 3,000 due a "
+        "minute)",
+    )
+    parser.add_argument(
         "--profile-apiserver",
         type=Path,
         default=None,
@@ -617,6 +635,7 @@ def main(argv: list[str] | None = None) -> int:
                               "worker_job_cache": not args.no_worker_cache,
                               "history": args.history,
                               "schedule_in_status": in_status,
+                              "indexed_beside": args.indexed,
                               "results": []}  # fmt: skip
     for n in args.sizes:
         with tempfile.TemporaryDirectory(prefix=f"cronjob-bench-{n}-") as tmp:
@@ -629,7 +648,8 @@ def main(argv: list[str] | None = None) -> int:
                                                 warmup=args.warmup_minutes,
                                                 history=args.history,
                                                 schedule_in_status=in_status,
-                                                profile=_profile_path(args, n)),
+                                                profile=_profile_path(args, n),
+                                                indexed=args.indexed),
                                    n, args.minutes)  # fmt: skip
                 profile = _profile_path(args, n)
                 if profile is not None:

@@ -296,6 +296,7 @@ def measure(system: str, workdir: Path, runs: int, concurrency: int) -> dict[str
         outcome = results.get(timeout=600)
         process.join(timeout=60)
         commands = redis_commands(url) - commands_before
+        memory = server.memory()
     drain = outcome["drain_seconds"]
     return {
         "system": system,
@@ -310,6 +311,7 @@ def measure(system: str, workdir: Path, runs: int, concurrency: int) -> dict[str
         "lost": runs - outcome["unique"],
         "round_trips_per_run": round((produced_round_trips + outcome["round_trips"]) / runs, 2),
         "redis_commands_per_run_incl_scripts": round(commands / runs, 2),
+        "redis_memory": memory,
     }
 
 

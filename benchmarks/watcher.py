@@ -157,6 +157,7 @@ def burst_lag(cluster: Cluster, redis: RedisServer, operator: TickworkProcess, n
         "lag_p99_seconds": round(percentile(lags, 0.99), 3),
         "lag_max_seconds": round(max(lags), 3),
         "target_p99_seconds": 1.0,
+        "redis_memory": redis.memory(),
     }
 
 

@@ -1,6 +1,7 @@
 """Workers on the real API server and Redis: end-to-end runs per second against the ceiling.
 
     python benchmarks/worker.py [--runs 1000] [--workers 1 2] [--concurrency 32]
+                                [--task echo|http]
 
 Measured in one run, on one control plane:
 
@@ -14,6 +15,10 @@ Measured in one run, on one control plane:
   ack them all. Runs per second = runs / time until the last is acknowledged.
 * **API writes per run**: the API server's own counter of mutating requests
   during the end-to-end phase, all resources and ScheduledJobs only.
+* ``--task http``: the runs are real HTTP tasks (a POST each) against a local
+  server in this process (``ThreadingHTTPServer`` on loopback, which the workers'
+  egress rules are told to allow); every request it served is counted.
+* Redis memory (``INFO memory``) after each end-to-end phase.
 
 Targets: at most 2 status writes per successful run; end-to-end runs/s at
 least half of (ceiling / writes per run). Prints JSON lines, writes
@@ -23,13 +28,16 @@ benchmarks/results/worker.json and a plot.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
+import http.server
 import json
 import platform
 import sys
 import tempfile
+import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -121,19 +129,61 @@ def enqueue_all(redis: RedisServer, queue: str, messages: list[RunMessage]) -> N
     asyncio.run(call())
 
 
-def end_to_end(workdir: Path, cluster: Cluster, redis: RedisServer, *, workers: int, runs: int,
-               concurrency: int) -> dict[str, Any]:  # fmt: skip
-    namespace = f"e2e-{workers}"
+class _Served(http.server.BaseHTTPRequestHandler):
+    count = 0
+    lock = threading.Lock()
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        with _Served.lock:
+            _Served.count += 1
+        self.send_response(200)
+        self.send_header("Content-Length", "2")
+        self.end_headers()
+        self.wfile.write(b"ok")
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base's name
+        pass
+
+
+@contextlib.contextmanager
+def http_server() -> Iterator[str]:
+    """A local endpoint for HTTP tasks: its URL, while it serves."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Served)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/run"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def end_to_end(
+    workdir: Path,
+    cluster: Cluster,
+    redis: RedisServer,
+    *,
+    workers: int,
+    runs: int,
+    concurrency: int,
+    url: str | None = None,
+) -> dict[str, Any]:
+    """``url``: HTTP tasks against it, else echo tasks."""
+    namespace = f"e2e-{workers}-{'http' if url else 'echo'}"
     cluster.kubectl("create", "namespace", namespace)
     due = dt.datetime.now(dt.UTC).replace(microsecond=0)
-    spec = {"runAt": due.isoformat().replace("+00:00", "Z"), "task": {"echo": {"message": "hi"}}}
+    task = {"http": {"url": url, "method": "POST"}} if url else {"echo": {"message": "hi"}}
+    spec = {"runAt": due.isoformat().replace("+00:00", "Z"), "task": task}
     jobs = create_jobs(cluster, namespace, [job_manifest(f"r-{i:05d}", spec) for i in range(runs)])
     messages = [RunMessage(run_id=scheduled_run_id(j["metadata"]["uid"], due), namespace=namespace,
                            name=j["metadata"]["name"], uid=j["metadata"]["uid"],
                            scheduled_at=due.isoformat()) for j in jobs]  # fmt: skip
     env = {"KUBECONFIG": str(cluster.kubeconfig), "TICKWORK_REDIS_URL": redis.url,
            "TICKWORK_REDIS_QUEUE": namespace, "TICKWORK_WORKER_LOG_LEVEL": "WARNING",
-           "TICKWORK_WORKER_CONCURRENCY": str(concurrency)}  # fmt: skip
+           "TICKWORK_WORKER_CONCURRENCY": str(concurrency),
+           "TICKWORK_WORKER_EGRESS_ALLOW": "127.0.0.0/8" if url else ""}  # fmt: skip
+    served_before = _Served.count
     processes = [
         TickworkProcess(command="tickwork-worker", env={**env, "TICKWORK_WORKER_NAME": f"w{i}"},
                         log_path=workdir / f"worker-{workers}-{i}.log").start()
@@ -155,10 +205,13 @@ def end_to_end(workdir: Path, cluster: Cluster, redis: RedisServer, *, workers: 
         elapsed = time.monotonic() - started
         writes = writes_so_far(cluster) - writes_before
         status_writes = writes_so_far(cluster, resource="scheduledjobs") - status_writes_before
+        memory = redis.memory()
     finally:
         for process in processes:
             process.stop()
     return {
+        "task": "http" if url else "echo",
+        **({"http_requests_served": _Served.count - served_before} if url else {}),
         "workers": workers,
         "concurrency_per_worker": concurrency,
         "runs": runs,
@@ -166,6 +219,7 @@ def end_to_end(workdir: Path, cluster: Cluster, redis: RedisServer, *, workers: 
         "runs_per_second": round(runs / elapsed, 1),
         "api_writes_per_run": round(writes / runs, 2),
         "status_writes_per_run": round(status_writes / runs, 2),
+        "redis_memory": memory,
     }
 
 
@@ -197,17 +251,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=1000)
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--concurrency", type=int, default=32)
+    parser.add_argument("--task", choices=["echo", "http"], default="echo")
     args = parser.parse_args(argv)
     report: dict[str, Any] = {"benchmark": "worker", "python": platform.python_version()}
     with tempfile.TemporaryDirectory(prefix="worker-bench-") as tmp:
         workdir = Path(tmp)
-        with plane_with_crd(workdir) as (cluster, redis):
+        with (
+            plane_with_crd(workdir) as (cluster, redis),
+            contextlib.ExitStack() as stack,
+        ):
+            url = stack.enter_context(http_server()) if args.task == "http" else None
             report["ceiling"] = ceiling(cluster)
             print(json.dumps(report["ceiling"]), flush=True)
             report["end_to_end"] = []
             for workers in args.workers:
                 row = end_to_end(workdir, cluster, redis, workers=workers, runs=args.runs,
-                                 concurrency=args.concurrency)  # fmt: skip
+                                 concurrency=args.concurrency, url=url)  # fmt: skip
                 print(json.dumps(row), flush=True)
                 report["end_to_end"].append(row)
     patches = report["ceiling"]["status_patches_per_second"]

@@ -175,6 +175,7 @@ def _finish(the_stage: Stage, drill: str, runs: int, started: float, *, timeout:
     outcomes = the_stage.outcomes()
     executions = the_stage.executions()
     attempts = the_stage.attempts()
+    memory = {"redis_memory": the_stage.redis.memory()}
     return DrillResult(
         drill=drill,
         runs=runs,
@@ -187,7 +188,7 @@ def _finish(the_stage: Stage, drill: str, runs: int, started: float, *, timeout:
         ),
         recovery_seconds=recovery,
         elapsed_seconds=round(time.monotonic() - started, 1),
-        notes={**notes, "outcomes": dict(outcomes)},
+        notes={**notes, "outcomes": dict(outcomes), **memory},
     )
 
 

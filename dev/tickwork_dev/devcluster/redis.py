@@ -39,6 +39,22 @@ def _ping(port: int, password: str | None, tls: ServerTls | None = None) -> bool
         return reply.endswith(b"+PONG\r\n")
 
 
+def redis_memory(url: str, *, ca_cert: Path | None = None) -> dict[str, int]:
+    """``used_memory`` and ``used_memory_peak`` (bytes) of the server at ``url``."""
+    import redis  # noqa: PLC0415 - the dev harness's client, only when asked
+
+    options = {"ssl_ca_certs": str(ca_cert), "ssl_check_hostname": False} if ca_cert else {}
+    client = redis.Redis.from_url(url, **options)
+    try:
+        info = client.info("memory")
+    finally:
+        client.close()
+    return {
+        "used_memory_bytes": int(info["used_memory"]),
+        "used_memory_peak_bytes": int(info["used_memory_peak"]),
+    }
+
+
 def _binary() -> str:
     binary = shutil.which("redis-server")
     if binary is None:
@@ -127,6 +143,11 @@ class RedisServer(process.Started):
             proc=self._proc,
             log_path=self.log_path,
         )
+
+    def memory(self) -> dict[str, int]:
+        """What the server holds now and the most it held since it started (``INFO
+        memory``), for benchmarks to record beside their figures."""
+        return redis_memory(self.url, ca_cert=self.tls.ca_cert if self.tls else None)
 
     def stop(self) -> None:
         if self._proc is not None:

@@ -225,6 +225,19 @@ class Release:
         found: dict[str, Any] = json.loads(result.stdout)
         return found
 
+    def redis_memory(self) -> dict[str, int]:
+        """``used_memory`` and ``used_memory_peak`` (bytes) of the release's Redis, read
+        with the CLI inside its Pod (which takes the password from its environment)."""
+        pod = self.pods("redis")[0]["metadata"]["name"]
+        script = '"$(command -v valkey-cli || command -v redis-cli)" info memory'
+        command = ["-n", self.namespace, "exec", pod, "-c", "redis", "--", "sh", "-c", script]
+        result = self.cluster.kubectl(*command)
+        fields = dict(line.split(":", 1) for line in result.stdout.splitlines() if ":" in line)
+        return {
+            "used_memory_bytes": int(fields["used_memory"]),
+            "used_memory_peak_bytes": int(fields["used_memory_peak"]),
+        }
+
     def leader(self) -> str | None:
         """The operator Pod that holds the Lease (its holderIdentity is the Pod's name)."""
         lease = f"{self.fullname}-operator"
