@@ -362,3 +362,17 @@ def test_uids_and_versions_are_packed_without_changing_what_they_compare_equal_t
     _, odd = _entry(job("1", "m", uid=upper), delivered=0)
     assert odd.uid == upper
     assert cache.get(NS, NAME, upper) is None
+
+
+def test_the_copys_metadata_of_a_job_is_what_the_watch_last_brought_whatever_its_uid() -> None:
+    cache = listed(job("5", "v1"))
+    assert (cache.metadata(NS, NAME) or {})["resourceVersion"] == "5"
+    cache._watched(job("6", "v2", generation=2, uid="uid-2"))  # replaced under its name
+    assert {k: (cache.metadata(NS, NAME) or {}).get(k) for k in ("uid", "generation")} == {
+        "uid": "uid-2",
+        "generation": 2,
+    }
+    assert "managedFields" not in (cache.metadata(NS, NAME) or {})
+    cache._deleted(job("7", "v2", uid="uid-2"))
+    assert cache.metadata(NS, NAME) is None
+    assert cache.metadata(NS, "another") is None

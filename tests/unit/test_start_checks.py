@@ -26,6 +26,8 @@ class ApiServer:
         self.reads: list[tuple[str, str | None]] = []
         self.gate: asyncio.Event | None = None
         self.failure: KubeApiError | None = None
+        self.revision = 100
+        """The resourceVersion a read answers at."""
 
     async def _arrive(self) -> dict[str, dict[str, Any]]:
         seen = {name: dict(metadata) for name, metadata in self.jobs.items()}  # as of now
@@ -38,6 +40,11 @@ class ApiServer:
     async def job_metadata(self, namespace: str, name: str) -> dict[str, Any] | None:
         self.reads.append((namespace, name))
         return (await self._arrive()).get(name)
+
+    async def job_metadata_at(self, namespace: str, name: str) -> tuple[Any, str]:
+        self.reads.append((namespace, name))
+        revision = str(self.revision)  # as of the read's arrival
+        return (await self._arrive()).get(name), revision
 
     async def jobs_metadata(self, namespace: str) -> dict[str, dict[str, Any]]:
         self.reads.append((namespace, None))
@@ -57,10 +64,51 @@ def jobs(count: int) -> dict[str, dict[str, Any]]:
     return {f"j{i}": {"name": f"j{i}", "uid": f"u{i}", "generation": 1} for i in range(count)}
 
 
-def checks(server: ApiServer, counted: list[tuple[str, int]] | None = None) -> StartChecks:
+class Copy:
+    """The worker's watched copy: ``jobs`` as its watch has brought them, up to
+    ``reached``; a wait for a later version ends when the test moves ``reached`` (or,
+    with ``stalled``, at once unanswered, as when no event comes in time)."""
+
+    def __init__(self, server: ApiServer) -> None:
+        self.server = server
+        self.jobs = {name: dict(metadata) for name, metadata in server.jobs.items()}
+        self.reached = 0
+        self.stalled = False
+        self.waits: list[str] = []
+        self._moved = asyncio.Event()
+
+    def jobs_in(self, namespace: str) -> int:  # noqa: ARG002 - one namespace here
+        return len(self.jobs)
+
+    def metadata(self, namespace: str, name: str) -> dict[str, Any] | None:  # noqa: ARG002
+        return self.jobs.get(name)
+
+    def bring(self, reached: int) -> None:
+        """The watch brings every change up to ``reached``."""
+        self.jobs = {name: dict(metadata) for name, metadata in self.server.jobs.items()}
+        self.reached = reached
+        self._moved.set()
+
+    async def until_watched(self, namespace: str, version: str, *, seconds: float) -> bool:
+        del namespace, seconds  # one namespace; the wait ends when the test says
+        self.waits.append(version)
+        while self.reached < int(version):
+            if self.stalled:
+                return False
+            self._moved.clear()
+            await self._moved.wait()
+        return True
+
+
+def checks(
+    server: ApiServer, counted: list[tuple[str, int]] | None = None, copy: Copy | None = None
+) -> StartChecks:
     tally = counted if counted is not None else []
-    return StartChecks(cast("KubeClient", server), jobs_in=lambda _namespace: len(server.jobs),
-                       counted=lambda read, answered: tally.append((read, answered)))  # fmt: skip
+    return StartChecks(
+        cast("KubeClient", server),
+        copy=copy or Copy(server),
+        counted=lambda read, answered: tally.append((read, answered)),
+    )
 
 
 @pytest.mark.asyncio
@@ -85,16 +133,49 @@ async def test_one_claim_reads_its_own_job() -> None:
 
 
 @pytest.mark.asyncio
-async def test_a_namespace_much_larger_than_the_batch_is_read_job_by_job() -> None:
-    server = ApiServer(jobs(2 * LIST_FACTOR + 1))
-    answers = await asyncio.gather(*(checks(server).metadata(NS, n) for n in ("j0", "j1")))
-    assert sorted(server.reads, key=str) == [(NS, "j0"), (NS, "j1")]
-    assert [a and a["uid"] for a in answers] == ["u0", "u1"]
+async def test_a_batch_in_a_larger_namespace_reads_one_job_and_the_copy_once_watched_past() -> None:
+    """Over the list's bound: one job's own read says the version it is current at;
+    the copy answers for the others only once its watch has brought that version,
+    so a suspend and a delete that reached the API server before the read, and
+    that the copy had not seen yet, are in the answers."""
+    server = ApiServer(jobs(3 * LIST_FACTOR + 1))  # three asked: over the bound
+    copy = Copy(server)
+    counted: list[tuple[str, int]] = []
+    shared = checks(server, counted, copy)
+    server.jobs["j1"]["generation"] = 2  # suspended: the copy does not know yet
+    del server.jobs["j2"]  # deleted: likewise
+    asked = [asyncio.ensure_future(shared.metadata(NS, name)) for name in ("j0", "j1", "j2")]
+    await turns_until(lambda: copy.waits)
+    assert server.reads == [(NS, "j0")]  # one read for the three
+    assert copy.waits == ["100"]  # ... current at version 100
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert asked[0].done()  # its own read answered it
+    assert not asked[1].done()  # the copy is behind: no answer yet
+    assert not asked[2].done()
+    copy.bring(reached=100)
+    answers = await asyncio.gather(*asked)
+    assert [a and (a["uid"], a["generation"]) for a in answers] == [("u0", 1), ("u1", 2), None]
+    assert counted == [("watch", 3)]
     # At the bound (LIST_FACTOR jobs per job asked) the list still serves.
     server = ApiServer(jobs(2 * LIST_FACTOR))
     shared = checks(server)
     await asyncio.gather(*(shared.metadata(NS, name) for name in ("j0", "j1")))
     assert server.reads == [(NS, None)]
+
+
+@pytest.mark.asyncio
+async def test_when_the_watch_does_not_get_there_each_job_reads_its_own() -> None:
+    server = ApiServer(jobs(2 * LIST_FACTOR + 1))
+    copy = Copy(server)
+    copy.stalled = True  # nothing written in the namespace: no event comes in time
+    counted: list[tuple[str, int]] = []
+    server.jobs["j1"]["generation"] = 2
+    answers = await asyncio.gather(*(checks(server, counted, copy).metadata(NS, n)
+                                     for n in ("j0", "j1")))  # fmt: skip
+    assert sorted(server.reads, key=str) == [(NS, "j0"), (NS, "j1")]
+    assert [a and a["generation"] for a in answers] == [1, 2]  # not the copy's 1
+    assert sorted(counted) == [("job", 1), ("job", 1)]
 
 
 @pytest.mark.asyncio

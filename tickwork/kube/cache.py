@@ -20,9 +20,11 @@ resourceVersions are compared only for equality, as the API conventions long
 required; order comes from the watch, which brings every change of a job in order.
 (One thing compares them for order, as Kubernetes 1.35 allows for objects of one
 resource, KEP-5504: :meth:`JobCache.until_watched`, which tells a write that follows
-the worker's own when the API server's watch cache holds it; with versions that are
-not integers it does not wait.) A copy read from the API server, or answered to the
-worker's own status write, shows the job at some moment after the request was sent.
+the worker's own when the API server's watch cache holds it, and the check before a
+batch of runs starts when the copy holds every change up to a consistent read; with
+versions that are not integers it does not wait.) A copy read from the API server, or
+answered to the worker's own status write, shows the job at some moment after the
+request was sent.
 If neither the watch (for that job) nor a list brought anything since the request
 was sent, the cached copy is from before it, so the answer is as new or newer: it is
 taken in, and the watch's events of the job are skipped until they reach its
@@ -312,11 +314,23 @@ class JobCache:
             return None
         return _decode(cached.body)
 
+    def metadata(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """The metadata of the job under that name as the copy has it, whatever its
+        uid (None if the copy holds none): what the API server answered for it at the
+        last version :meth:`until_watched` saw reached, or newer."""
+        cached = self._jobs.get((namespace, name))
+        if cached is None:
+            return None
+        metadata: dict[str, Any] = _decode(cached.body).get("metadata") or {}
+        return metadata
+
     async def until_watched(self, namespace: str, version: str, *, seconds: float) -> bool:
         """Wait until the watch of ``namespace`` has brought ``version`` (of a job the
-        worker just wrote) or something after it; False, at once, if the copy is not
-        following that namespace or the version is not an integer, and False if the
-        watch breaks or ``seconds`` pass first.
+        worker just wrote, or of a consistent read) or something after it; False, at
+        once, if the copy is not following that namespace or the version is not an
+        integer, and False if the watch breaks or ``seconds`` pass first. Once True, the
+        copy holds every change of the namespace's jobs up to ``version``: the watch
+        brings them in order.
 
         Why: the API server begins a write from the object in its watch cache, and
         when that is older than etcd's (a write that follows another to the same

@@ -229,6 +229,12 @@ class KubeClient:
         read that API servers since 1.31 answer from their watch cache once it has
         caught up with etcd, metadata only — far cheaper than a GET of the object,
         which reads and decodes it from etcd."""
+        found, _ = await self.job_metadata_at(namespace, name)
+        return found
+
+    async def job_metadata_at(self, namespace: str, name: str) -> tuple[dict[str, Any] | None, str]:
+        """:meth:`job_metadata`, and the resourceVersion the answer is current at (the
+        list's): every change of a ScheduledJob before it is in the answer's past."""
         answer = await self.request(
             "GET",
             self.jobs_path(namespace),
@@ -236,7 +242,8 @@ class KubeClient:
             accept=_METADATA_LIST,
         )
         items: list[dict[str, Any]] = answer.get("items") or []
-        return (items[0].get("metadata") or {}) if items else None
+        version = str((answer.get("metadata") or {}).get("resourceVersion") or "")
+        return ((items[0].get("metadata") or {}) if items else None), version
 
     async def jobs_metadata(self, namespace: str) -> dict[str, dict[str, Any]]:
         """The metadata of every job of ``namespace`` as it is now, by name: the same

@@ -42,7 +42,7 @@ from tickwork.queue.messages import Claim
 from tickwork_worker.decisions import Outcome, next_runs_shown, on_schedule, scheduled_at
 from tickwork_worker.lease import Lease
 from tickwork_worker.metrics import WorkerMetrics
-from tickwork_worker.start_checks import StartChecks
+from tickwork_worker.start_checks import WATCH_WAIT_SECONDS, StartChecks
 
 logger = logging.getLogger(__name__)
 
@@ -113,15 +113,24 @@ class RunningMarker:
 
 
 class JobAccess:
-    def __init__(self, *, kube: KubeClient, metrics: WorkerMetrics, jobs: JobCache | None) -> None:
+    def __init__(
+        self,
+        *,
+        kube: KubeClient,
+        metrics: WorkerMetrics,
+        jobs: JobCache | None,
+        watch_wait: float = WATCH_WAIT_SECONDS,
+    ) -> None:
+        """``watch_wait``: see :data:`.start_checks.WATCH_WAIT_SECONDS`."""
         self.kube = kube
         self.metrics = metrics
         self.jobs = jobs
         self._writes = asyncio.Semaphore(_STATUS_WRITES_IN_FLIGHT)
-        self.checks = StartChecks(kube, jobs_in=self._jobs_in, counted=self._counted)
-
-    def _jobs_in(self, namespace: str) -> int:
-        return self.jobs.jobs_in(namespace) if self.jobs is not None else 0
+        self.checks = (
+            None
+            if jobs is None
+            else StartChecks(kube, copy=jobs, counted=self._counted, watch_wait=watch_wait)
+        )
 
     def _counted(self, read: str, jobs: int) -> None:
         self.metrics.start_checks.labels(read=read).inc()
@@ -148,8 +157,8 @@ class JobAccess:
         # A redelivered or requeued run is checked against the API server itself: it
         # may have finished moments ago, and only the truth may decide to run it again.
         # A copy not listed yet vouches for nothing: no check, the job itself is read.
-        if (self.jobs is not None and self.jobs.synced and message.attempt == 1
-                and not message.requeued and not fresh):  # fmt: skip
+        if (self.jobs is not None and self.checks is not None and self.jobs.synced
+                and message.attempt == 1 and not message.requeued and not fresh):  # fmt: skip
             generation = message.generation or 0
             if to_start:
                 now = await self.checks.metadata(message.namespace, message.name)

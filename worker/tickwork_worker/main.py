@@ -90,6 +90,7 @@ async def run_worker(
             worker_name=settings.name, lease_seconds=settings.lease_seconds,
             soft_timeout_ratio=settings.soft_timeout_ratio,
             running_after_seconds=settings.running_after_seconds, jobs=jobs,
+            start_check_watch_seconds=settings.start_check_watch_seconds,
             stuck_seconds=settings.stuck_seconds,
         )  # fmt: skip
         worker = Worker(

@@ -47,8 +47,10 @@ class WorkerMetrics:
         )
         self.start_checks = Counter(
             "tickwork_worker_start_checks_total",
-            "Consistent reads made before runs start, by read: one job's metadata (job) "
-            "or a namespace's for several claims at once (namespace).",
+            "Consistent reads made before runs start, by read: one job's metadata (job), "
+            "a namespace's for several claims at once (namespace), or one job's read "
+            "with the watched copy answering for the others once the watch passed its "
+            "version (watch).",
             ["read"],
             registry=r,
         )

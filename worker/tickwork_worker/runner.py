@@ -79,6 +79,7 @@ class Runner:
         running_after_seconds: float = 0.0,
         jobs: JobCache | None = None,
         stuck_seconds: float = 120.0,
+        start_check_watch_seconds: float = 0.25,
     ) -> None:
         """``stuck_seconds``: how long past its timeout a task's thread may run before
         the worker reports itself unhealthy."""
@@ -93,7 +94,8 @@ class Runner:
         self.running_after_seconds = running_after_seconds
         self.jobs = jobs
         self.stuck_seconds = stuck_seconds
-        self.access = JobAccess(kube=kube, metrics=metrics, jobs=jobs)
+        self.access = JobAccess(kube=kube, metrics=metrics, jobs=jobs,
+                                watch_wait=start_check_watch_seconds)  # fmt: skip
         self._leases: dict[str, Lease] = {}
         """The lease of every claim in hand, by token."""
         self._held: set[str] = set()

@@ -46,6 +46,11 @@ class WorkerSettings(BaseSettings):
         description="Mark a run Running in status only once it has run this long (0: at "
         "once); shorter runs go straight to their outcome, one API write fewer.",
     )  # fmt: skip
+    start_check_watch_seconds: float = Field(
+        default=0.25, ge=0,
+        description="How long the runs of a batch wait for the worker's watch to pass the "
+        "version of their shared check before each reads its own job (0: at once).",
+    )  # fmt: skip
     egress_allow: str = Field(
         default="",
         description="Comma-separated CIDRs and host patterns HTTP tasks may reach although "

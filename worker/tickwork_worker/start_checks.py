@@ -13,9 +13,15 @@ turn of the event loop; the reads of one namespace asked in that turn become one
 * one job asked for: its metadata alone (a list filtered by name);
 * several: the metadata of every job of the namespace in one consistent list, when
   the namespace holds at most :data:`LIST_FACTOR` times as many jobs as were asked
-  for (the watched copy counts them); otherwise each job's own read, as before.
+  for (the watched copy counts them);
+* several in a larger namespace: one job's own read, which also says the
+  resourceVersion it is current at; once the worker's watch of the namespace has
+  brought that version (:meth:`JobCache.until_watched`), the copy holds every change
+  made before the read, and answers for the others. A watch brings only its own
+  objects' changes, so in a namespace where nothing is being written it may not get
+  there soon: after :data:`WATCH_WAIT_SECONDS` each of the others reads its own.
 
-Either answer is as new as the API server's state when the read was sent, and the
+Every answer is as new as the API server's state when the read was sent, and the
 read is sent after every claim it answers had asked: the guarantee of a read per
 run, for one request per batch.
 """
@@ -23,8 +29,8 @@ run, for one request per batch.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol
 
 from tickwork.kube.client import KubeClient
 
@@ -33,8 +39,21 @@ from tickwork.kube.client import KubeClient
 #: 5.8 times less than a read of its own (benchmarks/results/start_checks.json), so
 #: the list never costs more CPU than the reads it replaces.
 LIST_FACTOR = 3
+#: How long the claims of a batch wait, by default, for the watch to bring the
+#: version of the batch's read before each reads its own job (the worker setting
+#: ``start_check_watch_seconds``): a busy namespace's watch brings the workers' own
+#: writes within milliseconds; an idle one may bring nothing for a minute (bookmarks).
+WATCH_WAIT_SECONDS = 0.25
 
 Metadata = dict[str, Any]
+
+
+class WatchedCopy(Protocol):
+    """What the check needs of the worker's watched copy (:class:`JobCache`)."""
+
+    def jobs_in(self, namespace: str) -> int: ...
+    def metadata(self, namespace: str, name: str) -> Metadata | None: ...
+    def until_watched(self, namespace: str, version: str, *, seconds: float) -> Awaitable[bool]: ...
 
 
 class StartChecks:
@@ -44,15 +63,17 @@ class StartChecks:
         self,
         kube: KubeClient,
         *,
-        jobs_in: Callable[[str], int],
+        copy: WatchedCopy,
         counted: Callable[[str, int], None],
+        watch_wait: float = WATCH_WAIT_SECONDS,
     ) -> None:
-        """``jobs_in``: how many jobs the watched copy holds in a namespace.
-        ``counted(read, jobs)``: told of each request sent ("job" or "namespace") and
-        the number of jobs it answered for."""
+        """``copy``: the worker's watched copy of the jobs. ``counted(read, jobs)``: told
+        of each request sent and the number of jobs it answered for — "job" (its own),
+        "namespace" (one list) or "watch" (one job's read and the copy, for all)."""
         self._kube = kube
-        self._jobs_in = jobs_in
+        self._copy = copy
         self._counted = counted
+        self._watch_wait = watch_wait
         self._asked: dict[str, dict[str, list[asyncio.Future[Metadata | None]]]] = {}
         self._reads: set[asyncio.Task[None]] = set()
 
@@ -70,10 +91,12 @@ class StartChecks:
 
     def _send(self, namespace: str) -> None:
         asked = self._asked.pop(namespace)
-        if len(asked) > 1 and self._jobs_in(namespace) <= LIST_FACTOR * len(asked):
+        if len(asked) == 1:
+            reads = [self._read_job(namespace, name, waiting) for name, waiting in asked.items()]
+        elif self._copy.jobs_in(namespace) <= LIST_FACTOR * len(asked):
             reads = [self._read_namespace(namespace, asked)]
         else:
-            reads = [self._read_job(namespace, name, waiting) for name, waiting in asked.items()]
+            reads = [self._read_through_watch(namespace, asked)]
         for read in reads:
             task = asyncio.ensure_future(read)
             self._reads.add(task)
@@ -91,6 +114,25 @@ class StartChecks:
         self._counted("namespace", len(asked))
         for name, waiting in asked.items():
             _answer(waiting, found.get(name))
+
+    async def _read_through_watch(
+        self, namespace: str, asked: dict[str, list[asyncio.Future[Metadata | None]]]
+    ) -> None:
+        (name, waiting), *others = asked.items()
+        try:
+            found, version = await self._kube.job_metadata_at(namespace, name)
+        except Exception as exc:  # noqa: BLE001 - handed to every claim that asked
+            for each in asked.values():
+                _fail(each, exc)
+            return
+        _answer(waiting, found)
+        if await self._copy.until_watched(namespace, version, seconds=self._watch_wait):
+            self._counted("watch", len(asked))
+            for other, each in others:
+                _answer(each, self._copy.metadata(namespace, other))
+            return
+        self._counted("job", 1)
+        await asyncio.gather(*(self._read_job(namespace, other, each) for other, each in others))
 
     async def _read_job(
         self, namespace: str, name: str, waiting: list[asyncio.Future[Metadata | None]]
