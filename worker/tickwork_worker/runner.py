@@ -34,6 +34,7 @@ import dataclasses
 import datetime as dt
 import logging
 import time
+from collections.abc import Callable
 from typing import Any
 
 from tickwork.api.models import ActiveRun, CancelRequest, ScheduledJob
@@ -103,8 +104,10 @@ class Runner:
         self.stuck = ""
         """Why the worker must restart (a task's thread that does not end), or empty."""
 
-    async def process(self, claim: Claim) -> None:
-        """Handle one claim to the end. Cancellation (shutdown) hands the run back."""
+    async def process(self, claim: Claim, ended: Callable[[], None] = lambda: None) -> None:
+        """Handle one claim to the end. Cancellation (shutdown) hands the run back.
+        ``ended()`` is called once nothing more is executed for the run: what is left
+        is to write its outcome and tell the queue."""
         message = claim.message
         log = message.log_fields()
         logger.info("run claimed", extra={**log, "event": "claimed"})
@@ -120,10 +123,11 @@ class Runner:
                 job = await self.access.read(claim, to_start=True, fresh=True)
                 reason = why_skip(job, message)
             if reason is not None:
+                ended()
                 await self._skip(claim, job, reason, progress)
                 return
             assert job is not None  # noqa: S101 - why_skip returned None
-            await self._execute(claim, job, progress)
+            await self._execute(claim, job, progress, ended)
         except asyncio.CancelledError:
             if claim.token in self._held:  # its thread may still run: the lease expires
                 logger.warning("run not handed back: a thread of its attempt still runs",
@@ -190,7 +194,9 @@ class Runner:
 
     # -- execution ----------------------------------------------------------------
 
-    async def _execute(self, claim: Claim, job: ScheduledJob, progress: RunProgress) -> None:
+    async def _execute(
+        self, claim: Claim, job: ScheduledJob, progress: RunProgress, ended: Callable[[], None]
+    ) -> None:
         message = claim.message
         lease = self._leases[claim.token]
         started_at = dt.datetime.now(dt.UTC)
@@ -200,6 +206,7 @@ class Runner:
         logger.info("run started", extra={**message.log_fields(), "event": "started"})
         exhausted = attempts_exhausted(job, message)
         if exhausted is not None:  # redelivered after its worker died on the last attempt
+            ended()
             await self._conclude(claim, job, exhausted, progress, started_at=started_at)
             return
         running = self._active(claim, started_at, RunState.RUNNING)
@@ -214,6 +221,7 @@ class Runner:
             self.metrics.in_flight.dec()
             self.metrics.duration.observe(time.perf_counter() - begun)
             await marker.settle()
+        ended()
         await self._conclude(claim, job, outcome, progress, started_at=started_at,
                              marked=marker.wrote)  # fmt: skip
 

@@ -1,5 +1,11 @@
 """The worker loop: keep N slots busy with claimed runs; drain on SIGTERM.
 
+A slot is an execution: a run holds one from its claim until its task has ended,
+not until its outcome is written. Runs whose task ended wait for their record's
+write (and their ack) without a slot, at most :data:`FINISHING_PER_SLOT` per slot,
+so that a burst's next runs start while the API server takes the last ones'
+records; their leases are renewed all along, as before.
+
 On shutdown the worker stops claiming at once, lets in-flight runs finish
 for ``grace_seconds``, then cancels the rest — each hands its run back to the
 queue (no attempt is counted), so another worker takes it immediately
@@ -25,6 +31,9 @@ from tickwork.queue.protocol import RunQueue
 from tickwork_worker.runner import Runner
 
 logger = logging.getLogger(__name__)
+
+#: Runs whose task has ended and whose record is being written, per slot, at most.
+FINISHING_PER_SLOT = 3
 
 
 class Worker:
@@ -53,6 +62,10 @@ class Worker:
         self.claim_share = fair_share.under(concurrency) if fair_share else None
         """The limits claims are made under now (a share resolved for the live slots)."""
         self.in_flight: set[asyncio.Task[None]] = set()
+        """Every claim in hand: executing, or ended and being written."""
+        self._executing: set[asyncio.Task[None]] = set()
+        """The claims that hold a slot."""
+        self._freed = asyncio.Event()
         self.last_loop = time.monotonic()
         """When the claim loop last went round (liveness)."""
 
@@ -85,12 +98,13 @@ class Worker:
     async def _claim_loop(self, stop: asyncio.Event) -> None:
         while not stop.is_set():
             self.last_loop = time.monotonic()
-            free = self.concurrency - len(self.in_flight)
+            free = self.free_slots()
             if free <= 0:
                 # Every slot busy (long runs): wait for one, but go round regularly,
                 # or liveness would take a busy worker for a stuck one and kill it.
-                await asyncio.wait(self.in_flight, timeout=self.claim_wait_seconds,
-                                   return_when=asyncio.FIRST_COMPLETED)  # fmt: skip
+                self._freed.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._freed.wait(), timeout=self.claim_wait_seconds)
                 continue
             claiming = asyncio.ensure_future(self.queue.claim(
                 consumer=self.name,
@@ -114,9 +128,32 @@ class Worker:
                     await self.queue.release(claim)
                 return
             for claim in claims:
-                task = asyncio.create_task(self.runner.process(claim), name=claim.run_id)
-                self.in_flight.add(task)
-                task.add_done_callback(self.in_flight.discard)
+                self._start(claim)
+
+    def free_slots(self) -> int:
+        """How many more runs the worker may claim now."""
+        finishing = len(self.in_flight) - len(self._executing)
+        return min(self.concurrency - len(self._executing),
+                   self.concurrency * FINISHING_PER_SLOT - finishing)  # fmt: skip
+
+    def _start(self, claim: Claim) -> None:
+        holder: list[asyncio.Task[None]] = []
+
+        def release() -> None:  # the task ended: its slot is free, its record not yet
+            if holder and holder[0] in self._executing:
+                self._executing.discard(holder[0])
+                self._freed.set()
+
+        task = asyncio.create_task(self.runner.process(claim, ended=release), name=claim.run_id)
+        holder.append(task)
+        self.in_flight.add(task)
+        self._executing.add(task)
+        task.add_done_callback(self._finished)
+
+    def _finished(self, task: asyncio.Task[None]) -> None:
+        self.in_flight.discard(task)
+        self._executing.discard(task)
+        self._freed.set()
 
     async def _maintain(self, stop: asyncio.Event) -> None:
         while not stop.is_set():

@@ -1,0 +1,122 @@
+"""A slot is an execution: a run whose task has ended frees its slot while its record
+is still being written, so the next runs of a burst start meanwhile; runs waiting for
+their write are bounded, and a drain still waits for them (against the in-memory
+queue, with a runner that stands in for the executions and the writes)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+import pytest
+
+from tickwork.queue import MemoryRunQueue
+from tickwork.queue.messages import Claim, RunMessage
+from tickwork_worker.worker import FINISHING_PER_SLOT, Worker
+
+pytestmark = pytest.mark.unit
+
+
+class Runner:
+    """Each run executes until the test ends it, then writes until the test lets the
+    writes through; what the worker holds is visible at each step."""
+
+    def __init__(self, queue: MemoryRunQueue) -> None:
+        self.queue = queue
+        self.executing: dict[str, asyncio.Event] = {}
+        self.writing: set[str] = set()
+        self.written = asyncio.Event()
+        self.done: list[str] = []
+
+    async def process(self, claim: Claim, ended: Callable[[], None] = lambda: None) -> None:
+        run = claim.run_id
+        self.executing[run] = asyncio.Event()
+        await self.executing[run].wait()
+        del self.executing[run]
+        ended()
+        self.writing.add(run)
+        await self.written.wait()  # the record's write, at the API server's pace
+        self.writing.discard(run)
+        await self.queue.ack(claim)
+        self.done.append(run)
+
+
+async def _turns(condition: Callable[[], bool]) -> None:
+    for _ in range(200):
+        if condition():
+            return
+        await asyncio.sleep(0)
+    raise AssertionError("never happened")
+
+
+def test_a_run_whose_task_ended_frees_its_slot_before_its_record_is_written() -> None:
+    async def scenario() -> None:
+        queue = MemoryRunQueue()
+        runner = Runner(queue)
+        worker = Worker(queue=queue, runner=runner, name="w", concurrency=2,  # type: ignore[arg-type]
+                        lease_seconds=30, claim_wait_seconds=5, maintain_seconds=60,
+                        grace_seconds=5)  # fmt: skip
+        total = 2 * FINISHING_PER_SLOT + 4
+        for index in range(total):
+            await queue.enqueue(RunMessage(run_id=f"r{index:02d}", namespace="ns",
+                                           name=f"j{index}", uid=f"u{index}"))  # fmt: skip
+        stop = asyncio.Event()
+        loop = asyncio.create_task(worker.run(stop))
+        await _turns(lambda: len(runner.executing) == 2)
+        assert worker.free_slots() == 0  # two slots, two executions
+        # Both tasks end; their records wait for the API server: two more start.
+        for event in list(runner.executing.values()):
+            event.set()
+        await _turns(lambda: len(runner.writing) == 2 and len(runner.executing) == 2)
+        # ... and so on until the runs waiting for their write fill their bound.
+        while len(runner.writing) < 2 * FINISHING_PER_SLOT:
+            for event in list(runner.executing.values()):
+                event.set()
+            await _turns(lambda: not any(e.is_set() for e in runner.executing.values()))
+            await _turns(lambda: len(runner.executing) == 2 or
+                         len(runner.writing) >= 2 * FINISHING_PER_SLOT)  # fmt: skip
+        for event in list(runner.executing.values()):
+            event.set()
+        await _turns(lambda: not runner.executing)
+        for _ in range(20):
+            await asyncio.sleep(0)
+        # Every slot free, but as many runs wait for their write as the bound allows:
+        # no more are claimed until writes go through.
+        assert len(runner.writing) == 2 * FINISHING_PER_SLOT
+        assert not runner.executing
+        assert worker.free_slots() == 0
+        assert (await queue.depth()).ready == total - 2 * FINISHING_PER_SLOT
+        runner.written.set()  # the API server takes the records: the rest run
+        while len(runner.done) < total:
+            await _turns(lambda: runner.executing or len(runner.done) == total)
+            for event in list(runner.executing.values()):
+                event.set()
+            await asyncio.sleep(0)
+        stop.set()
+        await loop
+
+    asyncio.run(scenario())
+
+
+def test_a_drain_waits_for_runs_whose_record_is_being_written() -> None:
+    async def scenario() -> list[str]:
+        queue = MemoryRunQueue()
+        runner = Runner(queue)
+        worker = Worker(queue=queue, runner=runner, name="w", concurrency=1,  # type: ignore[arg-type]
+                        lease_seconds=30, claim_wait_seconds=5, maintain_seconds=60,
+                        grace_seconds=30)  # fmt: skip
+        await queue.enqueue(RunMessage(run_id="r0", namespace="ns", name="j", uid="u"))
+        stop = asyncio.Event()
+        loop = asyncio.create_task(worker.run(stop))
+        await _turns(lambda: runner.executing)
+        runner.executing["r0"].set()
+        await _turns(lambda: runner.writing)
+        stop.set()  # SIGTERM while the record is on its way
+        for _ in range(20):
+            await asyncio.sleep(0)
+        assert not loop.done()  # the drain waits for it
+        runner.written.set()
+        await loop
+        return runner.done
+
+    assert asyncio.run(scenario()) == ["r0"]
