@@ -79,8 +79,8 @@ class _Busy:
     def __init__(self, seconds: float) -> None:
         self.seconds = seconds
 
-    async def process(self, claim: Any) -> None:
-        del claim
+    async def process(self, claim: Any, ended: Any = None) -> None:
+        del claim, ended  # never ends within the test: its slot stays taken
         await asyncio.sleep(self.seconds)  # a long task
 
 
