@@ -1,7 +1,8 @@
-"""A slot is an execution: a run whose task has ended frees its slot while its record
-is still being written, so the next runs of a burst start meanwhile; runs waiting for
-their write are bounded, and a drain still waits for them (against the in-memory
-queue, with a runner that stands in for the executions and the writes)."""
+"""With ``finishing_per_slot``, a slot is an execution: a run whose task has ended frees
+its slot while its record is still being written, so the next runs of a burst start
+meanwhile; runs waiting for their write are bounded, and a drain still waits for them.
+Without it (the default), a slot is held until the record is written (against the
+in-memory queue, with a runner that stands in for the executions and the writes)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,9 @@ import pytest
 
 from tickwork.queue import MemoryRunQueue
 from tickwork.queue.messages import Claim, RunMessage
-from tickwork_worker.worker import FINISHING_PER_SLOT, Worker
+from tickwork_worker.worker import Worker
+
+FINISHING_PER_SLOT = 3
 
 pytestmark = pytest.mark.unit
 
@@ -55,7 +58,7 @@ def test_a_run_whose_task_ended_frees_its_slot_before_its_record_is_written() ->
         runner = Runner(queue)
         worker = Worker(queue=queue, runner=runner, name="w", concurrency=2,  # type: ignore[arg-type]
                         lease_seconds=30, claim_wait_seconds=5, maintain_seconds=60,
-                        grace_seconds=5)  # fmt: skip
+                        grace_seconds=5, finishing_per_slot=FINISHING_PER_SLOT)  # fmt: skip
         total = 2 * FINISHING_PER_SLOT + 4
         for index in range(total):
             await queue.enqueue(RunMessage(run_id=f"r{index:02d}", namespace="ns",
@@ -104,7 +107,7 @@ def test_a_drain_waits_for_runs_whose_record_is_being_written() -> None:
         runner = Runner(queue)
         worker = Worker(queue=queue, runner=runner, name="w", concurrency=1,  # type: ignore[arg-type]
                         lease_seconds=30, claim_wait_seconds=5, maintain_seconds=60,
-                        grace_seconds=30)  # fmt: skip
+                        grace_seconds=30, finishing_per_slot=FINISHING_PER_SLOT)  # fmt: skip
         await queue.enqueue(RunMessage(run_id="r0", namespace="ns", name="j", uid="u"))
         stop = asyncio.Event()
         loop = asyncio.create_task(worker.run(stop))
@@ -120,3 +123,32 @@ def test_a_drain_waits_for_runs_whose_record_is_being_written() -> None:
         return runner.done
 
     assert asyncio.run(scenario()) == ["r0"]
+
+
+def test_by_default_a_slot_is_held_until_the_record_is_written() -> None:
+    async def scenario() -> None:
+        queue = MemoryRunQueue()
+        runner = Runner(queue)
+        worker = Worker(queue=queue, runner=runner, name="w", concurrency=1,  # type: ignore[arg-type]
+                        lease_seconds=30, claim_wait_seconds=5, maintain_seconds=60,
+                        grace_seconds=5)  # fmt: skip
+        for index in range(2):
+            await queue.enqueue(RunMessage(run_id=f"r{index}", namespace="ns",
+                                           name=f"j{index}", uid=f"u{index}"))  # fmt: skip
+        stop = asyncio.Event()
+        loop = asyncio.create_task(worker.run(stop))
+        await _turns(lambda: runner.executing)
+        runner.executing["r0"].set()
+        await _turns(lambda: runner.writing)
+        for _ in range(20):
+            await asyncio.sleep(0)
+        assert not runner.executing  # the second run waits for the first's write
+        assert worker.free_slots() == 0
+        runner.written.set()
+        await _turns(lambda: runner.executing)
+        runner.executing["r1"].set()
+        await _turns(lambda: len(runner.done) == 2)
+        stop.set()
+        await loop
+
+    asyncio.run(scenario())

@@ -97,7 +97,7 @@ async def run_worker(
             queue=queue, runner=runner, name=settings.name, concurrency=settings.concurrency,
             lease_seconds=settings.lease_seconds, claim_wait_seconds=settings.claim_wait_seconds,
             maintain_seconds=settings.maintain_seconds, grace_seconds=settings.grace_seconds,
-            fair_share=rules.fair_share,
+            fair_share=rules.fair_share, finishing_per_slot=settings.finishing_per_slot,
         )  # fmt: skip
 
         async def liveness() -> str | None:

@@ -46,6 +46,12 @@ class WorkerSettings(BaseSettings):
         description="Mark a run Running in status only once it has run this long (0: at "
         "once); shorter runs go straight to their outcome, one API write fewer.",
     )  # fmt: skip
+    finishing_per_slot: int = Field(
+        default=0, ge=0, le=16,
+        description="0: a run holds its slot until its outcome is written. N > 0: a run "
+        "frees its slot when its task ends; up to N such runs per slot wait for their "
+        "record's write without one (not measured yet: off by default).",
+    )  # fmt: skip
     start_check_watch_seconds: float = Field(
         default=0.25, ge=0,
         description="How long the runs of a batch wait for the worker's watch to pass the "

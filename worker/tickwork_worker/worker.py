@@ -1,10 +1,11 @@
 """The worker loop: keep N slots busy with claimed runs; drain on SIGTERM.
 
-A slot is an execution: a run holds one from its claim until its task has ended,
-not until its outcome is written. Runs whose task ended wait for their record's
-write (and their ack) without a slot, at most :data:`FINISHING_PER_SLOT` per slot,
-so that a burst's next runs start while the API server takes the last ones'
-records; their leases are renewed all along, as before.
+A run holds a slot from its claim until its outcome is written and acknowledged.
+With ``finishing_per_slot`` > 0 (the worker setting of that name; 0, the default,
+until it is measured) a slot is an execution instead: a run frees it once its task
+has ended, and waits for its record's write and its ack without one, at most that
+many such runs per slot, so that a burst's next runs start while the API server
+takes the last ones' records; their leases are renewed all along, as before.
 
 On shutdown the worker stops claiming at once, lets in-flight runs finish
 for ``grace_seconds``, then cancels the rest — each hands its run back to the
@@ -32,9 +33,6 @@ from tickwork_worker.runner import Runner
 
 logger = logging.getLogger(__name__)
 
-#: Runs whose task has ended and whose record is being written, per slot, at most.
-FINISHING_PER_SLOT = 3
-
 
 class Worker:
     def __init__(
@@ -49,6 +47,7 @@ class Worker:
         maintain_seconds: float,
         grace_seconds: float,
         fair_share: FairShare | None = None,
+        finishing_per_slot: int = 0,
     ) -> None:
         self.queue = queue
         self.runner = runner
@@ -59,6 +58,7 @@ class Worker:
         self.maintain_seconds = maintain_seconds
         self.grace_seconds = grace_seconds
         self.fair_share = fair_share
+        self.finishing_per_slot = finishing_per_slot
         self.claim_share = fair_share.under(concurrency) if fair_share else None
         """The limits claims are made under now (a share resolved for the live slots)."""
         self.in_flight: set[asyncio.Task[None]] = set()
@@ -132,9 +132,11 @@ class Worker:
 
     def free_slots(self) -> int:
         """How many more runs the worker may claim now."""
+        if not self.finishing_per_slot:
+            return self.concurrency - len(self.in_flight)
         finishing = len(self.in_flight) - len(self._executing)
         return min(self.concurrency - len(self._executing),
-                   self.concurrency * FINISHING_PER_SLOT - finishing)  # fmt: skip
+                   self.concurrency * self.finishing_per_slot - finishing)  # fmt: skip
 
     def _start(self, claim: Claim) -> None:
         holder: list[asyncio.Task[None]] = []
