@@ -4,6 +4,7 @@
                                  [--tickwork-only] [--no-worker-cache]
                                  [--warmup-minutes W] [--history N]
                                  [--schedule-in-status true|false] [--indexed M]
+                                 [--env NAME=VALUE]
 
 For each N, N recurring schedules fire every minute, first as Tickwork
 ScheduledJobs (operator + workers as processes), then as CronJobs (the real
@@ -295,7 +296,8 @@ def run_tickwork(workdir: Path, plane: ControlPlane, api: k8s.ApiClient, n: int,
                  minutes: int, *, job_cache: bool = True, warmup: int = 1,
                  profile: Path | None = None, history: int | None = None,
                  schedule_in_status: bool | None = None,
-                 indexed: int = 0) -> dict[str, Any]:  # fmt: skip
+                 indexed: int = 0, extra_env: dict[str, str] | None = None,
+                 ) -> dict[str, Any]:  # fmt: skip
     """``indexed``: that many more jobs in the namespace, yearly (due on January 1st),
     created before the operator and workers start: they hold them all."""
     cluster = Cluster(kubeconfig=plane.kubeconfig, plane=plane)
@@ -332,6 +334,7 @@ def run_tickwork(workdir: Path, plane: ControlPlane, api: k8s.ApiClient, n: int,
                "TICKWORK_WORKER_LOG_LEVEL": "WARNING", "TICKWORK_WORKER_CONCURRENCY": "128",
                "TICKWORK_OPERATOR_RECONCILE_SECONDS": "60",
                "TICKWORK_WORKER_JOB_CACHE": str(job_cache).lower()}  # fmt: skip
+        env.update(extra_env or {})
         if schedule_in_status is not None:  # else the operator's default
             env["TICKWORK_OPERATOR_SCHEDULE_IN_STATUS"] = str(schedule_in_status).lower()
         components = [
@@ -612,6 +615,14 @@ def main(argv: list[str] | None = None) -> int:
         "on: a write of its own per run published)",
     )
     parser.add_argument(
+        "--env",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a setting for Tickwork's processes (TICKWORK_WORKER_FINISHING_PER_SLOT=3): "
+        "two runs of one tree, with and without it",
+    )
+    parser.add_argument(
         "--indexed",
         type=int,
         default=0,
@@ -649,7 +660,8 @@ def main(argv: list[str] | None = None) -> int:
                                                 history=args.history,
                                                 schedule_in_status=in_status,
                                                 profile=_profile_path(args, n),
-                                                indexed=args.indexed),
+                                                indexed=args.indexed,
+                                                extra_env=dict(e.split("=", 1) for e in args.env)),
                                    n, args.minutes)  # fmt: skip
                 profile = _profile_path(args, n)
                 if profile is not None:

@@ -1,7 +1,7 @@
 """Workers on the real API server and Redis: end-to-end runs per second against the ceiling.
 
     python benchmarks/worker.py [--runs 1000] [--workers 1 2] [--concurrency 32]
-                                [--task echo|http]
+                                [--task echo|http] [--env NAME=VALUE]
 
 Measured in one run, on one control plane:
 
@@ -168,6 +168,7 @@ def end_to_end(
     runs: int,
     concurrency: int,
     url: str | None = None,
+    extra_env: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """``url``: HTTP tasks against it, else echo tasks."""
     namespace = f"e2e-{workers}-{'http' if url else 'echo'}"
@@ -183,6 +184,7 @@ def end_to_end(
            "TICKWORK_REDIS_QUEUE": namespace, "TICKWORK_WORKER_LOG_LEVEL": "WARNING",
            "TICKWORK_WORKER_CONCURRENCY": str(concurrency),
            "TICKWORK_WORKER_EGRESS_ALLOW": "127.0.0.0/8" if url else ""}  # fmt: skip
+    env.update(extra_env or {})
     served_before = _Served.count
     processes = [
         TickworkProcess(command="tickwork-worker", env={**env, "TICKWORK_WORKER_NAME": f"w{i}"},
@@ -252,6 +254,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--task", choices=["echo", "http"], default="echo")
+    parser.add_argument(
+        "--env",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a setting for the workers (TICKWORK_WORKER_FINISHING_PER_SLOT=3)",
+    )
     args = parser.parse_args(argv)
     report: dict[str, Any] = {"benchmark": "worker", "python": platform.python_version()}
     with tempfile.TemporaryDirectory(prefix="worker-bench-") as tmp:
@@ -266,7 +275,8 @@ def main(argv: list[str] | None = None) -> int:
             report["end_to_end"] = []
             for workers in args.workers:
                 row = end_to_end(workdir, cluster, redis, workers=workers, runs=args.runs,
-                                 concurrency=args.concurrency, url=url)  # fmt: skip
+                                 concurrency=args.concurrency, url=url,
+                                 extra_env=dict(e.split("=", 1) for e in args.env))  # fmt: skip
                 print(json.dumps(row), flush=True)
                 report["end_to_end"].append(row)
     patches = report["ceiling"]["status_patches_per_second"]
