@@ -52,17 +52,24 @@ async def _turns(condition: Callable[[], bool]) -> None:
     raise AssertionError("never happened")
 
 
+async def _stage(runs: int, concurrency: int, finishing_per_slot: int = 0,
+                 ) -> tuple[MemoryRunQueue, Runner, Worker]:  # fmt: skip
+    """``runs`` runs in the queue, a worker with a runner that stands in for the rest."""
+    queue = MemoryRunQueue()
+    runner = Runner(queue)
+    worker = Worker(queue=queue, runner=runner, name="w", concurrency=concurrency,  # type: ignore[arg-type]
+                    lease_seconds=30, claim_wait_seconds=5, maintain_seconds=60,
+                    grace_seconds=30, finishing_per_slot=finishing_per_slot)  # fmt: skip
+    for index in range(runs):
+        await queue.enqueue(RunMessage(run_id=f"r{index:02d}", namespace="ns",
+                                       name=f"j{index}", uid=f"u{index}"))  # fmt: skip
+    return queue, runner, worker
+
+
 def test_a_run_whose_task_ended_frees_its_slot_before_its_record_is_written() -> None:
     async def scenario() -> None:
-        queue = MemoryRunQueue()
-        runner = Runner(queue)
-        worker = Worker(queue=queue, runner=runner, name="w", concurrency=2,  # type: ignore[arg-type]
-                        lease_seconds=30, claim_wait_seconds=5, maintain_seconds=60,
-                        grace_seconds=5, finishing_per_slot=FINISHING_PER_SLOT)  # fmt: skip
         total = 2 * FINISHING_PER_SLOT + 4
-        for index in range(total):
-            await queue.enqueue(RunMessage(run_id=f"r{index:02d}", namespace="ns",
-                                           name=f"j{index}", uid=f"u{index}"))  # fmt: skip
+        queue, runner, worker = await _stage(total, 2, FINISHING_PER_SLOT)
         stop = asyncio.Event()
         loop = asyncio.create_task(worker.run(stop))
         await _turns(lambda: len(runner.executing) == 2)
@@ -103,16 +110,11 @@ def test_a_run_whose_task_ended_frees_its_slot_before_its_record_is_written() ->
 
 def test_a_drain_waits_for_runs_whose_record_is_being_written() -> None:
     async def scenario() -> list[str]:
-        queue = MemoryRunQueue()
-        runner = Runner(queue)
-        worker = Worker(queue=queue, runner=runner, name="w", concurrency=1,  # type: ignore[arg-type]
-                        lease_seconds=30, claim_wait_seconds=5, maintain_seconds=60,
-                        grace_seconds=30, finishing_per_slot=FINISHING_PER_SLOT)  # fmt: skip
-        await queue.enqueue(RunMessage(run_id="r0", namespace="ns", name="j", uid="u"))
+        _, runner, worker = await _stage(1, 1, FINISHING_PER_SLOT)
         stop = asyncio.Event()
         loop = asyncio.create_task(worker.run(stop))
         await _turns(lambda: runner.executing)
-        runner.executing["r0"].set()
+        runner.executing["r00"].set()
         await _turns(lambda: runner.writing)
         stop.set()  # SIGTERM while the record is on its way
         for _ in range(20):
@@ -122,23 +124,16 @@ def test_a_drain_waits_for_runs_whose_record_is_being_written() -> None:
         await loop
         return runner.done
 
-    assert asyncio.run(scenario()) == ["r0"]
+    assert asyncio.run(scenario()) == ["r00"]
 
 
 def test_by_default_a_slot_is_held_until_the_record_is_written() -> None:
     async def scenario() -> None:
-        queue = MemoryRunQueue()
-        runner = Runner(queue)
-        worker = Worker(queue=queue, runner=runner, name="w", concurrency=1,  # type: ignore[arg-type]
-                        lease_seconds=30, claim_wait_seconds=5, maintain_seconds=60,
-                        grace_seconds=5)  # fmt: skip
-        for index in range(2):
-            await queue.enqueue(RunMessage(run_id=f"r{index}", namespace="ns",
-                                           name=f"j{index}", uid=f"u{index}"))  # fmt: skip
+        _, runner, worker = await _stage(2, 1)
         stop = asyncio.Event()
         loop = asyncio.create_task(worker.run(stop))
         await _turns(lambda: runner.executing)
-        runner.executing["r0"].set()
+        runner.executing["r00"].set()
         await _turns(lambda: runner.writing)
         for _ in range(20):
             await asyncio.sleep(0)
@@ -146,7 +141,7 @@ def test_by_default_a_slot_is_held_until_the_record_is_written() -> None:
         assert worker.free_slots() == 0
         runner.written.set()
         await _turns(lambda: runner.executing)
-        runner.executing["r1"].set()
+        runner.executing["r01"].set()
         await _turns(lambda: len(runner.done) == 2)
         stop.set()
         await loop
