@@ -44,7 +44,7 @@ class Runner:
         self.done.append(run)
 
 
-async def _turns(condition: Callable[[], bool]) -> None:
+async def _turns(condition: Callable[[], object]) -> None:
     for _ in range(200):
         if condition():
             return
