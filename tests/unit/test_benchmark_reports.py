@@ -7,11 +7,12 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
 
-from tickwork_dev.devcluster.measure import save_report
+from tickwork_dev.devcluster.measure import code_commit, save_report
 
 pytestmark = pytest.mark.unit
 
@@ -35,6 +36,27 @@ def test_a_reports_own_commit_and_settings_are_kept(tmp_path: Path) -> None:
     save_report(report, tmp_path / "r.json", args)
     saved = json.loads((tmp_path / "r.json").read_text())
     assert (saved["commit"], saved["settings"]) == ("abc", {"chosen": True})
+
+
+def test_results_written_into_the_tree_do_not_make_its_code_dirty(tmp_path: Path) -> None:
+    """A chain of benchmarks in one tree writes results there: the later ones still
+    measured the clean commit."""
+
+    def git(*args: str) -> None:
+        subprocess.run(["git", "-C", str(tmp_path), *args], check=True, capture_output=True)
+
+    (tmp_path / "benchmarks" / "results").mkdir(parents=True)
+    (tmp_path / "dev").mkdir()
+    (tmp_path / "benchmarks" / "results" / "a.json").write_text("{}")
+    (tmp_path / "dev" / "code.py").write_text("x = 1\n")
+    git("init", "-q")
+    git("add", ".")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "c")
+    (tmp_path / "benchmarks" / "results" / "a.json").write_text('{"new": 1}')
+    (tmp_path / "benchmarks" / "results" / "b.json").write_text("{}")
+    assert re.fullmatch(r"[0-9a-f]{40}", code_commit(tmp_path))
+    (tmp_path / "dev" / "code.py").write_text("x = 2\n")
+    assert code_commit(tmp_path).endswith("+dirty")
 
 
 RUNNERS = {"run.py"}  # runs the others, writes no results of its own

@@ -159,8 +159,10 @@ def code_commit(tree: Path | None = None) -> str:
     where = str(tree or Path(__file__).resolve().parents[3])
     head = subprocess.run(["git", "-C", where, "rev-parse", "HEAD"], capture_output=True,
                           text=True, check=False).stdout.strip()  # fmt: skip
-    dirty = subprocess.run(["git", "-C", where, "status", "--porcelain", "--", "tickwork",
-                            "operator", "worker", "benchmarks", "dev", "charts"],
+    # The results a benchmark run writes are not the code it measures.
+    code = ["tickwork", "operator", "worker", "benchmarks", "dev", "charts",
+            ":(exclude)benchmarks/results"]  # fmt: skip
+    dirty = subprocess.run(["git", "-C", where, "status", "--porcelain", "--", *code],
                            capture_output=True, text=True, check=False).stdout.strip()  # fmt: skip
     return f"{head}+dirty" if head and dirty else head
 
