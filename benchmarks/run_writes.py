@@ -36,7 +36,7 @@ and the worker sends a trim once its watch has brought the record before it. (Th
 server begins a write from the object in its watch cache; a write that follows another
 to the same object sooner than the watch cache sees it begins from a stale copy and is
 done twice. Sent job by job, the nineteenth round's rounds had a fifth of their writes
-done twice: docs/performance.md, twentieth round.) The tries per write, from the API
+done twice: benchmarks/rounds.md, twentieth round.) The tries per write, from the API
 server's etcd metrics, are reported beside the writes per run.
 
 The API server's CPU time (``/proc``) over a variant's runs, divided by their number,

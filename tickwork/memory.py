@@ -3,7 +3,7 @@
 A cold start parses every job's JSON, and kopf keeps a worker task and a queue per
 object while the list's events flow. Those objects are freed once handled, but glibc's
 allocator keeps the pages it got for them: the process stays at its peak
-(docs/performance.md, "Where the operator's memory goes"). ``malloc_trim`` returns
+(benchmarks/rounds.md, "Where the operator's memory goes"). ``malloc_trim`` returns
 the free pages at the top of every arena and the whole free pages inside them; the
 operator and the workers call it after a list completes and then once a minute.
 

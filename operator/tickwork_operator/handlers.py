@@ -218,6 +218,6 @@ def kopf_settings(*, list_page: int = LIST_PAGE) -> kopf.OperatorSettings:
     settings.persistence.finalizer = "tickwork.dev/operator"
     settings.process.ultimate_exiting_timeout = 60
     # List in pages: kopf's default is one response holding every object's JSON at
-    # once (docs/performance.md, "Where the operator's memory goes").
+    # once (benchmarks/rounds.md, "Where the operator's memory goes").
     settings.watching.chunk_size = list_page
     return settings

@@ -7,7 +7,7 @@ index every job and a third of the operator's CPU per run (each run's status wri
 come back as events). At a cold start it also asks for the next page of the list as
 soon as the last is queued, not handled, so every job's parsed JSON and worker task
 are alive at once, with the records the operator keeps for good made in between
-them (docs/performance.md, "Where the operator's memory goes"). The operator needs
+them (benchmarks/rounds.md, "Where the operator's memory goes"). The operator needs
 none of it: its one handler does the same for every object (index it, or forget it
 when deleted), and kopf keeps nothing per object that the operator reads (only
 ``on.event`` handlers: no daemons, timers, indexes, progress or diff base).

@@ -1,6 +1,6 @@
 """A write that follows the worker's own to the same job waits until the watch has
 brought that one: the API server begins a write from its watch cache, and one begun
-from a copy older than etcd's is done twice (docs/performance.md, twentieth round).
+from a copy older than etcd's is done twice (benchmarks/rounds.md, twentieth round).
 The watch is fed here by the test, event by event, so each wait is shown to last
 exactly until its event and no longer."""
 

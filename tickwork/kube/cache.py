@@ -38,7 +38,7 @@ how, the dead letters and the cancel requests), as compact JSON deflated against
 preset dictionary of what every ScheduledJob spells out (its keys, condition
 reasons, the API version), and parsed when a run asks for one: ~0.2 KB a job with a
 full history instead of 2 to 8 KB. The initial list is encoded page by page, so
-100,000 jobs are never held as parsed JSON at once (docs/performance.md, "The
+100,000 jobs are never held as parsed JSON at once (benchmarks/rounds.md, "The
 worker's job cache").
 """
 
@@ -64,7 +64,7 @@ from tickwork.memory import trim_now
 logger = logging.getLogger(__name__)
 
 #: Objects per page of the initial list: a page is parsed whole, and what it leaves in
-#: the heap stays (~8 MiB more after pages of 500: docs/performance.md, fifth round).
+#: the heap stays (~8 MiB more after pages of 500: benchmarks/rounds.md, fifth round).
 LIST_PAGE = 100
 #: The server ends each watch after this long (plus jitter); it is resumed at once.
 WATCH_SECONDS = 300
@@ -335,7 +335,7 @@ class JobCache:
         Why: the API server begins a write from the object in its watch cache, and
         when that is older than etcd's (a write that follows another to the same
         object within the watch cache's lag) it does the patch, the admission, the
-        validation and the CEL rules twice (docs/performance.md, twentieth round).
+        validation and the CEL rules twice (benchmarks/rounds.md, twentieth round).
         The watch this copy follows is served from that cache, so once it has
         brought ``version`` the cache holds it, and the next write is done once."""
         scope = None if self._scopes == [None] else namespace

@@ -4,7 +4,7 @@ Credentials come from :mod:`tickwork.kube.credentials` (the in-cluster service
 account, a kubeconfig; the official ``kubernetes`` package's loaders only for what
 those do not read, such as exec plugins), the transport is ``aiohttp`` — the HTTP
 stack kopf already brings, and the cheapest of the four measured on a status write
-(a third of httpx's CPU: docs/performance.md, "Four Kubernetes clients"). Only the calls the
+(a third of httpx's CPU: benchmarks/rounds.md, "Four Kubernetes clients"). Only the calls the
 operator and the worker need exist: read, list and watch ScheduledJobs, apply
 their status, delete one, post an Event, read/write a Lease, and for container
 tasks create, watch and delete a batch/v1 Job and read its Pod's log.
