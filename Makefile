@@ -124,7 +124,7 @@ bench-autoscaling: install controlplane-bin ## the worker HPA and KEDA absorbing
 	$(BIN)/python benchmarks/autoscaling.py
 
 bench-cronjob: install controlplane-bin ## Tickwork vs the CronJob controller (benchmarks/results/cronjob.*)
-	$(BIN)/python benchmarks/cronjob.py
+	$(BIN)/python benchmarks/cronjob.py --warmup-minutes 4
 
 bench-cpu: install controlplane-bin ## CPU per run by process at 5,000 schedules a minute (cpu_per_run.*)
 	$(BIN)/python benchmarks/cronjob.py --sizes 5000 --tickwork-only --out benchmarks/results/cpu_per_run.json
