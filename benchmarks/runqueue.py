@@ -123,8 +123,9 @@ async def consume_tickwork(url: str, runs: int, concurrency: int, go: Callable[[
     stop = asyncio.Event()
 
     class NoopRunner:
-        async def process(self, claim: Claim) -> None:
+        async def process(self, claim: Claim, ended: Callable[[], None] = lambda: None) -> None:
             EXECUTED.append(claim.run_id)
+            ended()
             await queue.ack(claim)
             if len(EXECUTED) >= runs:
                 stop.set()
