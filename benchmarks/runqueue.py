@@ -131,7 +131,7 @@ async def consume_tickwork(url: str, runs: int, concurrency: int, go: Callable[[
                 stop.set()
 
     fair = FairShare(max_in_flight=fair_limit) if fair_limit else None
-    worker = Worker(queue=queue, runner=NoopRunner(), name="bench", concurrency=concurrency,  # type: ignore[arg-type]
+    worker = Worker(queue=queue, runner=NoopRunner(), name="bench", concurrency=concurrency,
                     lease_seconds=30, claim_wait_seconds=1, maintain_seconds=5,
                     grace_seconds=5, fair_share=fair)  # fmt: skip
     await queue.depth()  # connected before the clock starts

@@ -24,14 +24,21 @@ import asyncio
 import contextlib
 import logging
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Protocol
 
 from tickwork.core.errors import QueueUnavailableError
 from tickwork.queue.messages import Claim, FairShare
 from tickwork.queue.protocol import RunQueue
-from tickwork_worker.runner import Runner
 
 logger = logging.getLogger(__name__)
+
+
+class ClaimRunner(Protocol):
+    """What carries a claim to its end (:class:`tickwork_worker.runner.Runner`):
+    ``ended()`` once nothing more executes for the run."""
+
+    async def process(self, claim: Claim, ended: Callable[[], None] = ...) -> None: ...
 
 
 class Worker:
@@ -39,7 +46,7 @@ class Worker:
         self,
         *,
         queue: RunQueue,
-        runner: Runner,
+        runner: ClaimRunner,
         name: str,
         concurrency: int,
         lease_seconds: float,
