@@ -146,18 +146,20 @@ class Worker:
                    self.concurrency * self.finishing_per_slot - finishing)  # fmt: skip
 
     def _start(self, claim: Claim) -> None:
-        holder: list[asyncio.Task[None]] = []
-
-        def release() -> None:  # the task ended: its slot is free, its record not yet
-            if holder and holder[0] in self._executing:
-                self._executing.discard(holder[0])
-                self._freed.set()
-
-        task = asyncio.create_task(self.runner.process(claim, ended=release), name=claim.run_id)
-        holder.append(task)
+        task = asyncio.create_task(self.runner.process(claim, ended=self._ended),
+                                   name=claim.run_id)  # fmt: skip
         self.in_flight.add(task)
         self._executing.add(task)
         task.add_done_callback(self._finished)
+
+    def _ended(self) -> None:
+        """Called by the run's own task once nothing more executes: its slot is free
+        (with ``finishing_per_slot``), its record not written yet."""
+        task = asyncio.current_task()
+        if task in self._executing:
+            self._executing.discard(task)
+            if self.finishing_per_slot:
+                self._freed.set()
 
     def _finished(self, task: asyncio.Task[None]) -> None:
         self.in_flight.discard(task)
