@@ -14,7 +14,6 @@ from collections.abc import Sequence
 
 import kopf
 
-from tickwork.api.models import GROUP, PLURAL
 from tickwork.core.buckets import BucketIndex
 from tickwork.core.errors import QueueUnavailableError
 from tickwork.kube.client import KubeClient, load_configuration
@@ -28,21 +27,13 @@ from tickwork.queue.protocol import RunQueue
 from tickwork_operator import api_server_policy
 from tickwork_operator.api_server_policy import PolicyTarget
 from tickwork_operator.claims import NamespaceClaims
-from tickwork_operator.handlers import (
-    LeanMemories,
-    ListedJobs,
-    SharedMemo,
-    check_lean,
-    kopf_settings,
-    observe_event,
-    registry,
-)
+from tickwork_operator.feed import JobFeed, informer
+from tickwork_operator.handlers import kopf_settings, registry
 from tickwork_operator.leader import LeaderElector
 from tickwork_operator.metrics import OperatorMetrics
 from tickwork_operator.settings import OperatorSettings
 from tickwork_operator.state import WatchState
 from tickwork_operator.ticker import Ticker
-from tickwork_operator.watch import indexed_here
 
 logger = logging.getLogger("tickwork_operator")
 
@@ -123,6 +114,9 @@ async def run_operator(settings: OperatorSettings, *, queue: RunQueue | None = N
     )  # fmt: skip
     stop = asyncio.Event()
     kopf_ready = asyncio.Event()
+    # The ScheduledJobs are listed and watched here, not by kopf (tickwork_operator.feed).
+    feed = JobFeed(state, ticker)
+    jobs = informer(kube, feed, settings.namespaces, page_size=settings.list_page_size)
 
     async def liveness() -> str | None:
         # The event loop answered; the ticker must be going round too.
@@ -130,7 +124,7 @@ async def run_operator(settings: OperatorSettings, *, queue: RunQueue | None = N
                             limit=settings.stuck_seconds)  # fmt: skip
 
     async def readiness() -> str | None:
-        if not kopf_ready.is_set():
+        if not kopf_ready.is_set() or len(feed.watching) < len(jobs.scopes):
             return "not watching ScheduledJobs yet"
         try:
             await queue.depth()
@@ -165,23 +159,21 @@ async def run_operator(settings: OperatorSettings, *, queue: RunQueue | None = N
         settings.identity, ", ".join(settings.namespaces) or "all namespaces",
         redis.safe_url() if redis else "in memory",
     )  # fmt: skip
+    following = asyncio.create_task(jobs.run(), name="ScheduledJob list and watch")
     try:
-        check_lean(registry)
-        sinks = functools.partial(ListedJobs, state, ticker)
-        watched = functools.partial(observe_event, state, ticker)
-        with indexed_here(sinks, watched, plural=PLURAL, group=GROUP):
-            await kopf.operator(
-                registry=registry,
-                settings=kopf_settings(list_page=settings.list_page_size),
-                clusterwide=not settings.namespaces,
-                namespaces=settings.namespaces,
-                memo=SharedMemo(state=state, ticker=ticker, stop=stop),
-                memories=LeanMemories(),
-                ready_flag=kopf_ready,
-                standalone=True,
-            )
+        await kopf.operator(
+            registry=registry,
+            settings=kopf_settings(),
+            clusterwide=not settings.namespaces,
+            namespaces=settings.namespaces,
+            memo=kopf.Memo(stop=stop),
+            ready_flag=kopf_ready,
+            standalone=True,
+        )
     finally:
         stop.set()
+        following.cancel()
+        await asyncio.gather(following, return_exceptions=True)
         await _stopped(background, within=STOP_SECONDS)
         await http.cleanup()
         await queue.close()

@@ -129,12 +129,6 @@ class OperatorMetrics:
             ["type"],
             registry=r,
         )
-        self.kopf_events = Counter(
-            "tickwork_operator_kopf_events",
-            "Objects and events kopf handed to the operator's handler (0: the operator "
-            "indexes lists and watch events as they arrive).",
-            registry=r,
-        )
         self.index_size = Gauge(
             "tickwork_index_jobs", "ScheduledJobs in the watcher's bucket index.", registry=r
         )

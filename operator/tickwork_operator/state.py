@@ -270,7 +270,7 @@ class WatchState:
         server's watch cache must hold until the list ends and the watch resumes from
         the list's resourceVersion; at 100,000 jobs a list takes minutes, the events of
         thousands of writes push that version out of the cache, the watch gets 410 Gone
-        and kopf lists everything again (docs/performance.md)."""
+        and the operator lists everything again (docs/performance.md)."""
         return self.listed_at is not None and now - self.listed_at < LIST_QUIET_SECONDS
 
     def phases(self) -> collections.Counter[JobPhase]:

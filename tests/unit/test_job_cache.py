@@ -16,8 +16,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tickwork.kube.cache import JobCache, _entry
+from tickwork.kube.cache import INFORMER, JobCache, _entry
 from tickwork.kube.client import KubeClient
+from tickwork.kube.informer import Informer
 
 pytestmark = pytest.mark.unit
 NS, NAME, UID = "team-a", "nightly", "uid-1"
@@ -150,7 +151,8 @@ async def test_a_list_in_pages_keeps_every_job_deflated_and_drops_the_ones_gone_
     second = [[named("a", "4", "alpha again")], [named("c", "3", "gamma")]]
     kube = PagedLists(first, second)
     cache = JobCache(cast("KubeClient", kube))
-    assert await cache._list(None) == "900"
+    informer = Informer(cast("KubeClient", kube), KubeClient.jobs_path, [None], cache, INFORMER)
+    assert await informer._list(None) == "900"
     assert [p.get("continue") for p in kube.asked] == [None, "token-1"]
     cache._live.add(None)
     for name, text in [("a", "alpha"), ("b", "beta"), ("c", "gamma")]:
@@ -161,7 +163,7 @@ async def test_a_list_in_pages_keeps_every_job_deflated_and_drops_the_ones_gone_
         # Deflated against the preset dictionary: well under the compact JSON.
         compact = json.dumps(body, separators=(",", ":")).encode()
         assert len(cache._jobs[(NS, name)].body) < len(compact) / 2
-    await cache._list(None)
+    await informer._list(None)
     assert cache.get(NS, "b", "uid-b") is None  # deleted while nobody watched
     again = cast("dict[str, Any]", cache.get(NS, "a", "uid-a"))
     assert again["spec"]["task"]["echo"]["message"] == "alpha again"

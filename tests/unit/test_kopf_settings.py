@@ -1,82 +1,80 @@
-"""kopf is used as a watcher only: no diff base is built for events (a deep copy of
-every body, for on.create/on.update handlers the operator does not have), nothing is
-written to objects, and the initial list comes in pages."""
+"""kopf runs the operator's process (signals, start and clean-up, the login) through its
+public API only: no resource handler is registered, so kopf lists, watches and writes
+nothing; it posts no Events and scans no CRDs or namespaces; its clean-up stops
+Tickwork's own loops at once; and no module anywhere imports a private kopf module."""
 
 from __future__ import annotations
 
+import ast
 import asyncio
-from types import SimpleNamespace
-from typing import Any
+from pathlib import Path
 
 import kopf
 import pytest
 
-from tickwork.core.buckets import BucketIndex
-from tickwork_operator.clock import Clock
-from tickwork_operator.handlers import LIST_PAGE, kopf_settings, registry, scheduled_job_event
-from tickwork_operator.metrics import OperatorMetrics
-from tickwork_operator.state import WatchState
+from tickwork_operator import handlers
+from tickwork_operator.handlers import kopf_settings, stopping
 
 pytestmark = pytest.mark.unit
+ROOT = Path(__file__).resolve().parents[2]
 
 
-def body() -> dict[str, Any]:
-    return {
-        "apiVersion": "tickwork.dev/v1alpha1", "kind": "ScheduledJob",
-        "metadata": {"name": "nightly", "namespace": "team-a", "uid": "u1",
-                     "annotations": {"tickwork.dev/last-handled-configuration": '{"spec": {}}'}},
-        "spec": {"schedule": "@daily", "task": {"echo": {"message": "x" * 1000}}},
-        "status": {"phase": "Scheduled"},
-    }  # fmt: skip
-
-
-def test_no_diff_base_is_built_fetched_or_stored_for_an_event() -> None:
+def test_kopf_posts_scans_and_peers_nothing() -> None:
     settings = kopf_settings()
-    storage = settings.persistence.diffbase_storage
-    wrapped = kopf.Body(body())
-    assert storage.build(body=wrapped) == {}
-    assert storage.fetch(body=wrapped) is None  # not even an old annotation is read
-    patch = kopf.Patch()
-    storage.store(body=wrapped, patch=patch, essence=kopf.BodyEssence(spec={"a": 1}))
-    assert not patch
-
-
-def test_only_event_handlers_are_registered_so_nothing_needs_a_diff_base() -> None:
-    resource = kopf.Resource("tickwork.dev", "v1alpha1", "scheduledjobs")
-    assert registry._watching.has_handlers(resource=resource)
-    assert not registry._changing.has_handlers(resource=resource)
-    assert not registry._spawning.has_handlers(resource=resource)
-
-
-def test_the_list_comes_in_pages_and_kopf_posts_and_scans_nothing() -> None:
-    settings = kopf_settings()
-    assert settings.watching.chunk_size == LIST_PAGE
-    assert kopf_settings(list_page=7).watching.chunk_size == 7
     assert not settings.posting.enabled
     assert settings.scanning.disabled
+    assert settings.peering.standalone
+
+
+def test_no_resource_handler_is_registered() -> None:
+    source = Path(handlers.__file__).read_text()
+    decorators = {
+        ast.unparse(decorator.func if isinstance(decorator, ast.Call) else decorator)
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+        for decorator in node.decorator_list
+    }
+    assert decorators == {"kopf.on.login", "kopf.on.cleanup"}
 
 
 @pytest.mark.asyncio
-async def test_a_listed_object_marks_a_list_in_progress_and_a_watch_event_does_not() -> None:
-    state = WatchState(index=BucketIndex(start=0.0, width=1.0))
-    now = [100.0]
-    metrics = OperatorMetrics()
-    ticker = SimpleNamespace(clock=Clock(wall=lambda: now[0], monotonic=lambda: now[0]),
-                             wakeup=asyncio.Event(), metrics=metrics)  # fmt: skip
-    memo = kopf.Memo(state=state, ticker=ticker)
-    job = body()
-    await scheduled_job_event(event={"type": "MODIFIED", "object": job}, body=kopf.Body(job),
-                              memo=memo)  # fmt: skip
-    assert state.listed_at is None
-    assert metrics.registry.get_sample_value(
-        "tickwork_operator_events_total", {"type": "MODIFIED"}) == 1  # fmt: skip
-    assert not state.listing(now[0])
-    await scheduled_job_event(event={"type": None, "object": job}, body=kopf.Body(job),
-                              memo=memo)  # fmt: skip  # kopf's type for a listed object
-    assert state.listed_at == 100.0
-    assert metrics.registry.get_sample_value(
-        "tickwork_operator_events_total", {"type": "LISTED"}) == 1  # fmt: skip
-    assert metrics.registry.get_sample_value("tickwork_operator_kopf_events_total") == 2
-    assert state.listing(101.0)
-    assert not state.listing(102.5)
-    assert ("team-a", "nightly") in state.jobs  # and it is indexed as any event
+async def test_kopf_stopping_stops_tickworks_own_loops_at_once() -> None:
+    """kopf waits up to 5 s for every task started after it (the ticker's waits among
+    them) before it returns: its clean-up sets the operator's stop event."""
+    stop = asyncio.Event()
+    await stopping(memo=kopf.Memo(stop=stop))
+    assert stop.is_set()
+    await stopping(memo=kopf.Memo())  # a memo without one: nothing to do
+
+
+def private_kopf_imports(path: Path) -> list[str]:
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        names = []
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names = [node.module] + [f"{node.module}.{alias.name}" for alias in node.names]
+        found += [f"{path.name}:{node.lineno}: {name}" for name in names
+                  if name.split(".")[0] == "kopf"
+                  and any(part.startswith("_") for part in name.split(".")[1:])]  # fmt: skip
+    return found
+
+
+def test_no_module_imports_a_private_kopf_module() -> None:
+    roots = ["operator", "worker", "tickwork", "dev", "tests", "benchmarks"]
+    files = [path for root in roots for path in (ROOT / root).rglob("*.py")]
+    assert len(files) > 100
+    assert [hit for path in files for hit in private_kopf_imports(path)] == []
+
+
+def test_the_guard_finds_a_private_import(tmp_path: Path) -> None:
+    sample = tmp_path / "sample.py"
+    sample.write_text("from kopf._cogs.clients import watching\nimport kopf._core\n"
+                      "from kopf import _core\nimport kopf\n")  # fmt: skip
+    assert [hit.split(": ")[1] for hit in private_kopf_imports(sample)] == [
+        "kopf._cogs.clients",
+        "kopf._cogs.clients.watching",
+        "kopf._core",
+        "kopf._core",
+    ]

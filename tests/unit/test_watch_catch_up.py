@@ -15,7 +15,7 @@ import pytest
 
 from tickwork.api.models import RunRecord, ScheduledJob
 from tickwork.core.states import RunState
-from tickwork.kube import cache as cache_module
+from tickwork.kube import informer as informer_module
 from tickwork.kube.cache import JobCache
 from tickwork.kube.client import KubeClient
 from tickwork.kube.status import TRIM_MANAGER
@@ -83,7 +83,7 @@ def _no_heap_trim(monkeypatch: pytest.MonkeyPatch) -> None:
     async def nothing(_: str) -> None:
         return None
 
-    monkeypatch.setattr(cache_module, "trim_now", nothing)
+    monkeypatch.setattr(informer_module, "trim_now", nothing)
 
 
 async def settle() -> None:

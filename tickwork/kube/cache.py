@@ -3,8 +3,9 @@
 Starting a run needs the job's spec and status. Reading it from the API server
 costs a request per run, and at the top of a busy minute thousands of those
 requests queue behind each other before a single run can start. A worker
-therefore lists the jobs once and follows the watch (as client-go's informers
-do); a run then starts from memory, and the API server is asked only when the
+therefore lists the jobs once and follows the watch (:mod:`tickwork.kube.informer`,
+the list-and-watch the operator's index follows too); a run then starts from
+memory, and the API server is asked only when the
 copy cannot vouch for the job:
 
 * before the first list has completed, while the watch is broken (it is listed
@@ -58,27 +59,19 @@ from dataclasses import dataclass
 from typing import Any
 
 from tickwork.api import models
-from tickwork.kube.client import KubeApiError, KubeClient
-from tickwork.memory import trim_now
+from tickwork.kube.client import KubeClient
+from tickwork.kube.informer import Informer, InformerSettings, Scope
 
 logger = logging.getLogger(__name__)
 
-#: Objects per page of the initial list: a page is parsed whole, and what it leaves in
-#: the heap stays (~8 MiB more after pages of 500: benchmarks/rounds.md, fifth round).
-LIST_PAGE = 100
-#: The server ends each watch after this long (plus jitter); it is resumed at once.
-WATCH_SECONDS = 300
-#: Silence tolerated on a watch: bookmarks arrive about once a minute.
-IDLE_SECONDS = 150.0
+#: How the worker lists and watches (:class:`~tickwork.kube.informer.Informer`): pages
+#: of 100 (a page is parsed whole, and what it leaves in the heap stays: ~8 MiB more
+#: after pages of 500, benchmarks/rounds.md, fifth round), and a list after any failure
+#: (events may have been missed: the copy vouches for nothing until listed again).
+INFORMER = InformerSettings(page_size=100, relist_after_error=True)
 #: How long a deleted job's uid is remembered (a read that raced the delete is
 #: answered long before).
 TOMBSTONE_SECONDS = 600.0
-_RETRY_SECONDS = (0.5, 1.0, 2.0, 5.0)
-_GONE = 410
-
-
-class _ExpiredError(Exception):
-    """The watch's resourceVersion is too old: list again."""
 
 
 def _packed_uid(uid: str) -> bytes | str:
@@ -414,62 +407,30 @@ class JobCache:
         key, cached = _entry(obj, delivered=delivered, awaiting=awaiting)
         self._jobs[key] = cached
 
-    # -- list and watch -------------------------------------------------------------
+    # -- what the informer brings (tickwork.kube.informer.Subscriber) ----------------
 
-    async def run(self) -> None:
-        """Keep every scope current until cancelled. While this does not run, the copy
-        vouches for nothing."""
-        try:
-            await asyncio.gather(*(self._follow(scope) for scope in self._scopes))
-        finally:
-            self._live.clear()
-            for scope in self._scopes:
-                self._release(scope)
+    def listing(self, scope: Scope) -> _Listing:
+        return _Listing(self, scope)
 
-    async def _follow(self, scope: str | None) -> None:
-        failures = 0
-        version = ""
-        while True:
-            try:
-                if not version:
-                    version = await self._list(scope)
-                self._live.add(scope)
-                failures = 0
-                version = await self._watch(scope, version)
-            except _ExpiredError:
-                self._live.discard(scope)
-                self._release(scope)
-                version = ""  # too old to resume: list again
-            except Exception as exc:  # noqa: BLE001 - the API server away, or a bug: supervise
-                # Events may have been missed: vouch for nothing until listed again.
-                self._live.discard(scope)
-                self._release(scope)
-                version = ""
-                delay = _RETRY_SECONDS[min(failures, len(_RETRY_SECONDS) - 1)]
-                failures += 1
-                log = logger.warning if isinstance(exc, KubeApiError) else logger.exception
-                log("job watch (%s) broke, listing again in %.1fs: %s",
-                    scope or "all namespaces", delay, exc)  # fmt: skip
-                await asyncio.sleep(delay)  # backoff while the API server is away
+    def event(self, scope: Scope, kind: str, obj: dict[str, Any]) -> None:
+        del scope  # a job's key names its namespace
+        if kind == "DELETED":
+            self._deleted(obj)
+        else:
+            self._watched(obj)
 
-    async def _list(self, scope: str | None) -> str:
-        """Replace the scope's objects with a fresh list; its resourceVersion."""
-        entries: dict[tuple[str, str], _Cached] = {}
-        params = {"limit": str(LIST_PAGE)}
-        while True:
-            page = await self._kube.request("GET", KubeClient.jobs_path(scope), params=params)
-            # Encoded page by page: the parsed page is dropped before the next arrives.
-            entries.update(_entry(item, delivered=0) for item in page.get("items", []))
-            listed = page.get("metadata") or {}
-            del page
-            if not listed.get("continue"):
-                break
-            params = {"limit": str(LIST_PAGE), "continue": listed["continue"]}
-        self._relist(scope, entries)
-        await trim_now("the job list")
-        return str(listed.get("resourceVersion") or "")
+    def reached(self, scope: Scope, version: str) -> None:
+        self._reach(scope, version)
 
-    def _relist(self, scope: str | None, entries: dict[tuple[str, str], _Cached]) -> None:
+    def live(self, scope: Scope) -> None:
+        self._live.add(scope)
+
+    def lost(self, scope: Scope) -> None:
+        # Events may be missed: vouch for nothing until listed again.
+        self._live.discard(scope)
+        self._release(scope)
+
+    def _relist(self, scope: Scope, entries: dict[tuple[str, str], _Cached]) -> None:
         """Take a consistent snapshot of the scope: the watch goes on from it."""
         self._sequence += 1
         for key, cached in entries.items():
@@ -478,26 +439,27 @@ class JobCache:
             del self._jobs[key]  # deleted while nobody watched
         self._listed = self._sequence
 
-    async def _watch(self, scope: str | None, version: str) -> str:
-        """Apply the watch's events from ``version`` on; the version to resume from."""
-        params = {"resourceVersion": version, "allowWatchBookmarks": "true",
-                  "timeoutSeconds": str(WATCH_SECONDS)}  # fmt: skip
-        events = self._kube.watch(KubeClient.jobs_path(scope), params, idle_timeout=IDLE_SECONDS)
-        async for event in events:
-            kind, obj = event.get("type"), event.get("object") or {}
-            if kind == "ERROR":
-                if obj.get("code") == _GONE:
-                    raise _ExpiredError
-                raise KubeApiError(int(obj.get("code") or 0), str(obj.get("reason", "")),
-                                   str(obj.get("message", "")))  # fmt: skip
-            metadata = obj.get("metadata") or {}
-            version = str(metadata.get("resourceVersion") or version)
-            if kind == "DELETED":
-                self._deleted(obj)
-            elif kind in ("ADDED", "MODIFIED"):
-                self._watched(obj)
-            self._reach(scope, version)  # bookmarks too
-        return version
+    async def run(self) -> None:
+        """Keep every scope current until cancelled. While this does not run, the copy
+        vouches for nothing."""
+        await Informer(self._kube, KubeClient.jobs_path, self._scopes, self, INFORMER).run()
+
+
+class _Listing:
+    """One list of a scope: each job encoded as its page arrives (the parsed page is
+    dropped before the next), and taken in as one snapshot when the list is whole."""
+
+    def __init__(self, cache: JobCache, scope: Scope) -> None:
+        self._cache = cache
+        self._scope = scope
+        self._entries: dict[tuple[str, str], _Cached] = {}
+
+    def add(self, obj: dict[str, Any]) -> None:
+        key, cached = _entry(obj, delivered=0)
+        self._entries[key] = cached
+
+    def end(self) -> None:
+        self._cache._relist(self._scope, self._entries)  # noqa: SLF001 - its own list
 
 
 @contextlib.asynccontextmanager
