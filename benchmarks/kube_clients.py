@@ -77,7 +77,8 @@ async def _tickwork(kubeconfig: Path, jobs: list[dict[str, Any]], writes: int,
         async def patch(job: dict[str, Any], status: dict[str, Any]) -> object:
             meta = job["metadata"]
             return await kube.apply_job_status(meta["namespace"], meta["name"], meta["uid"],
-                                               status, field_manager="bench-clients")  # fmt: skip
+                                               status, field_manager="bench-clients",
+                                               force=True)  # fmt: skip
 
         await _drive(patch, jobs, writes, concurrency)
 

@@ -64,7 +64,8 @@ async def _histories(kube: KubeClient, created: list[dict[str, Any]]) -> None:
         manager = f"tickwork-runs-{record['slot']}"
         async with limit:
             await kube.apply_job_status(meta["namespace"], meta["name"], meta["uid"],
-                                        {"runs": [record]}, field_manager=manager)  # fmt: skip
+                                        {"runs": [record]}, field_manager=manager,
+                                        force=True)  # fmt: skip
 
     await asyncio.gather(*(one(job, place) for job in created for place in range(6)))
 

@@ -174,7 +174,7 @@ async def _apply_statuses(kubeconfig: Path, namespace: str, jobs: list[dict[str,
             async with limit:
                 found = await kube.apply_job_status(
                     namespace, metadata["name"], metadata["uid"], status,
-                    field_manager=OPERATOR_MANAGER)  # fmt: skip
+                    field_manager=OPERATOR_MANAGER, force=True)  # fmt: skip
             return bool((found.get("status") or {}).get("nextRunAt") == status.get("nextRunAt"))
 
         started = time.monotonic()

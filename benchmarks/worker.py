@@ -86,7 +86,8 @@ async def _patch(kube: KubeClient, job: dict[str, Any]) -> object:
     status = {"phase": "Scheduled", "nextRunAt": dt.datetime.now(dt.UTC).isoformat()}
     metadata = job["metadata"]
     return await kube.apply_job_status(metadata["namespace"], metadata["name"], metadata["uid"],
-                                       status, field_manager="bench-ceiling")  # fmt: skip
+                                       status, field_manager="bench-ceiling",
+                                       force=True)  # fmt: skip
 
 
 async def _check(kube: KubeClient, job: dict[str, Any]) -> object:

@@ -224,8 +224,11 @@ class Reporter:
         try:
             if apart and not shown and entry.observed.shown:
                 await self._unshow(entry)  # first: no reader sees the new phase beside them
+            # Forced: the next runs and the phase are also written by the runs' records
+            # (each its own manager); the operator's write takes them over knowingly.
             await self.kube.apply_job_status(
                 entry.namespace, entry.name, entry.uid, body, field_manager=OPERATOR_MANAGER,
+                force=True,
             )  # fmt: skip
         except KubeApiError as exc:
             if exc.not_found:
@@ -372,8 +375,10 @@ class Reporter:
             failed=spec.history.failed_runs if spec else 3,
         )
         try:
+            # Forced: ``lastRun`` and the next runs belong to whichever record was last.
             await self.kube.apply_job_status(entry.namespace, entry.name, entry.uid, body,
-                                             field_manager=run_manager(run_id))  # fmt: skip
+                                             field_manager=run_manager(run_id),
+                                             force=True)  # fmt: skip
         except KubeApiError as exc:
             if not exc.not_found:
                 self.metrics.api_errors.labels(operation="status.apply").inc()

@@ -57,7 +57,8 @@ def down_since(cluster: Cluster, jobs: Jobs, name: str, spec: dict[str, Any], *,
     async def write() -> None:
         async with KubeClient(load_configuration(str(cluster.kubeconfig))) as kube:
             await kube.apply_job_status(jobs.namespace, name, uid, writes.operator_body(share),
-                                        field_manager=writes.OPERATOR_MANAGER)  # fmt: skip
+                                        field_manager=writes.OPERATOR_MANAGER,
+                                        force=True)  # fmt: skip
 
     asyncio.run(write())
     return uid, [last + k * MINUTE for k in range(1, minutes + 1)]

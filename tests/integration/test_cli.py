@@ -118,7 +118,7 @@ def test_runs_prints_the_history_as_a_table(cluster: Cluster, jobs: Jobs, namesp
     async def write() -> None:
         async with KubeClient(load_configuration(str(cluster.kubeconfig))) as kube:
             await kube.apply_job_status(namespace, "report", uid, {"runs": runs},
-                                        field_manager="test-writer")  # fmt: skip
+                                        field_manager="test-writer", force=True)  # fmt: skip
 
     asyncio.run(write())
     result = tickwork(cluster, namespace, "runs", "report")
@@ -210,7 +210,9 @@ def _with_runs(cluster: Cluster, jobs: Jobs, namespace: str, name: str) -> str:
     async def write() -> None:
         async with KubeClient(load_configuration(str(cluster.kubeconfig))) as kube:
             status = {"runs": [record], "lastRun": record}
-            await kube.apply_job_status(namespace, name, uid, status, field_manager="test-writer")
+            await kube.apply_job_status(
+                namespace, name, uid, status, field_manager="test-writer", force=True
+            )
 
     asyncio.run(write())
     return run_id
@@ -290,7 +292,9 @@ def test_cancel_adds_the_run_to_the_annotation_and_refuses_finished_or_unknown_r
                                       "state": "Running", "attempt": 1}],
                       "bufferedRuns": [{"id": buffered, "scheduledAt": "2026-12-01T00:02:00Z",
                                         "bufferedAt": "2026-12-01T00:02:00Z"}]}  # fmt: skip
-            await kube.apply_job_status(namespace, "delta", uid, status, field_manager="test-runs")
+            await kube.apply_job_status(
+                namespace, "delta", uid, status, field_manager="test-runs", force=True
+            )
 
     asyncio.run(write())
     done = tickwork(cluster, namespace, "cancel", running)
@@ -318,7 +322,9 @@ def test_cancel_adds_the_run_to_the_annotation_and_refuses_finished_or_unknown_r
             waiting = {"id": buffered, "scheduledAt": "2026-12-01T00:02:00Z",
                        "bufferedAt": "2026-12-01T00:02:00Z"}  # fmt: skip
             status = {"lastRun": record, "runs": [record], "bufferedRuns": [waiting]}
-            await kube.apply_job_status(namespace, "delta", uid, status, field_manager="test-runs")
+            await kube.apply_job_status(
+                namespace, "delta", uid, status, field_manager="test-runs", force=True
+            )
 
     asyncio.run(ended())
     assert tickwork(cluster, namespace, "cancel", buffered).returncode == 0
@@ -375,7 +381,7 @@ def test_dlq_lists_the_dead_runs_of_jobs_the_user_may_read_and_asks_the_operator
     async def write() -> None:
         async with KubeClient(load_configuration(str(cluster.kubeconfig))) as kube:
             await kube.apply_job_status(namespace, "flaky", uid, {"deadRuns": dead},
-                                        field_manager="test-writer")  # fmt: skip
+                                        field_manager="test-writer", force=True)  # fmt: skip
 
     asyncio.run(write())
     listing = tickwork(cluster, namespace, "dlq", "list")

@@ -109,7 +109,7 @@ def test_a_cancelled_command_is_killed_through_the_runner_with_grace_or_at_once(
                            "terminate": terminate, "reason": "cancelled: by the test"}  # fmt: skip
                 await kube.apply_job_status(jobs.namespace, "stoppable", uid,
                                             {"cancelRequests": [request]},
-                                            field_manager=OPERATOR_MANAGER)  # fmt: skip
+                                            field_manager=OPERATOR_MANAGER, force=True)  # fmt: skip
 
         asyncio.run(operator_asks_to_stop())
         last = finished(jobs, "stoppable", timeout=30)["lastRun"]

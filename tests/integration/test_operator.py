@@ -236,7 +236,12 @@ def test_a_finished_one_shot_job_is_deleted_after_its_ttl(
     async def report() -> None:
         async with KubeClient(load_configuration(str(cluster.kubeconfig))) as kube:
             await kube.apply_job_status(
-                jobs.namespace, "ephemeral", uid, finished, field_manager=writes.run_manager(run_id)
+                jobs.namespace,
+                "ephemeral",
+                uid,
+                finished,
+                field_manager=writes.run_manager(run_id),
+                force=True,
             )
 
     asyncio.run(report())
@@ -417,7 +422,8 @@ def test_one_patch_trims_records_keeps_what_else_their_runs_own_refused_if_moved
                 )
                 manager = writes.run_manager(run_id)
                 written = await kube.apply_job_status(jobs.namespace, "batched", uid, body,
-                                                      field_manager=manager)  # fmt: skip
+                                                      field_manager=manager,
+                                                      force=True)  # fmt: skip
             # Two trims made from this object: one removes run 0, which shifts the
             # records after it; the other, made before that, finds run 2 moved.
             stale = writes.trim_patch(written, [ids[2]])
@@ -434,8 +440,7 @@ def test_one_patch_trims_records_keeps_what_else_their_runs_own_refused_if_moved
             fresh = await kube.apply_job_status(
                 jobs.namespace, "batched", uid,
                 writes.record_body(record(ids[4], 9), successful=20, failed=20),
-                field_manager=writes.run_manager(ids[4]),
-            )  # fmt: skip
+                field_manager=writes.run_manager(ids[4]), force=True)  # fmt: skip
             trimmed = await kube.patch_job_status(jobs.namespace, "batched",
                                                   writes.trim_patch(fresh, [ids[1], ids[3]]),
                                                   field_manager=writes.TRIM_MANAGER)  # fmt: skip

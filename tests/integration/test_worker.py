@@ -350,7 +350,7 @@ def test_a_run_queued_before_a_pause_is_skipped_and_one_after_the_resume_runs(
     async def operator_writes(phase: str) -> None:
         async with KubeClient(load_configuration(str(cluster.kubeconfig))) as kube:
             await kube.apply_job_status(jobs.namespace, "flaky", uid, {"phase": phase},
-                                        field_manager=OPERATOR_MANAGER)  # fmt: skip
+                                        field_manager=OPERATOR_MANAGER, force=True)  # fmt: skip
 
     asyncio.run(operator_writes("Paused"))
     before = f"{uid}.20261201T000000Z"
@@ -385,7 +385,7 @@ def test_a_run_redelivered_after_it_finished_is_not_executed_again(
     async def previous_worker_reported() -> None:
         async with KubeClient(load_configuration(str(cluster.kubeconfig))) as kube:
             await kube.apply_job_status(jobs.namespace, "once", uid, done,
-                                        field_manager=run_manager(run_id))  # fmt: skip
+                                        field_manager=run_manager(run_id), force=True)  # fmt: skip
 
     asyncio.run(previous_worker_reported())
     probe.enqueue(RunMessage(run_id=run_id, namespace=jobs.namespace, name="once", uid=uid,
@@ -483,7 +483,7 @@ def test_a_run_named_in_cancel_requests_is_stopped_and_recorded_cancelled(
             await kube.apply_job_status(jobs.namespace, "replaceable", uid, {"cancelRequests": [{
                 "id": run_id, "requestedAt": now, "terminate": False,
                 "reason": "cancelled: a newer run fell due (concurrencyPolicy CancelOther)"}]},
-                field_manager=OPERATOR_MANAGER)  # fmt: skip
+                field_manager=OPERATOR_MANAGER, force=True)  # fmt: skip
 
     asyncio.run(operator_asks_to_cancel())
     last = finished(jobs, "replaceable", timeout=30)["lastRun"]

@@ -261,11 +261,13 @@ class KubeClient:
         status: dict[str, Any] | None,
         *,
         field_manager: str,
-        force: bool = True,
+        force: bool,
         resource_version: str | None = None,
     ) -> dict[str, Any]:
         """Server-side apply of ``status`` as ``field_manager``; refused (409) if the uid
         changed, or (``resource_version``) if the object is no longer that version.
+        ``force`` says the caller knowingly takes over fields another manager owns;
+        without it, such a conflict is refused (409).
         ``status`` None gives up every status field the manager owns (and the manager's
         entry in ``managedFields``): an empty ``status: {}`` would keep the entry."""
         metadata = {"name": name, "namespace": namespace, "uid": uid}

@@ -405,10 +405,12 @@ class JobAccess:
             try:
                 async with self._writes:
                     since = self.jobs.mark() if self.jobs is not None else 0
+                    # Forced: ``lastRun``, the next runs and the oldest record of the
+                    # place taken over belong to other managers, knowingly replaced.
                     result = await self.kube.apply_job_status(
                         message.namespace, message.name, message.uid, body,
                         field_manager=manager or run_manager(message.run_id),
-                        resource_version=resource_version,
+                        force=True, resource_version=resource_version,
                     )  # fmt: skip
             except KubeApiError as exc:
                 if exc.not_found:

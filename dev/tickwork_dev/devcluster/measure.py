@@ -272,12 +272,19 @@ def save_report(report: dict[str, Any], path: Path, args: argparse.Namespace | N
         **report,
     }
     if args is not None and "settings" not in report:
-        stamped["settings"] = {key: value if isinstance(value, (int, float, str, bool, list))
-                               or value is None else str(value)
-                               for key, value in sorted(vars(args).items())
+        stamped["settings"] = {key: _setting(value) for key, value in sorted(vars(args).items())
                                if key not in {"out", "plot"}}  # fmt: skip
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(stamped, indent=2) + "\n")
+
+
+def _setting(value: Any) -> Any:
+    """An argument as JSON holds it (a path, or a list of paths, as text)."""
+    if isinstance(value, list):
+        return [_setting(item) for item in value]
+    if isinstance(value, (int, float, str, bool)) or value is None:
+        return value
+    return str(value)
 
 
 def pyplot() -> Any:
@@ -333,6 +340,7 @@ async def write_history(cluster: Cluster, created: list[dict[str, Any]], runs: i
             status = {"runs": records, "lastRun": records[-1]}
             async with limit:
                 await kube.apply_job_status(meta["namespace"], meta["name"], meta["uid"], status,
-                                            field_manager="tickwork-run-bench")  # fmt: skip
+                                            field_manager="tickwork-run-bench",
+                                            force=True)  # fmt: skip
 
         await asyncio.gather(*(one(job) for job in created))
