@@ -215,7 +215,7 @@ async def _probe(captured: list[Any], jobs: int, out: Path, *, trace: bool,
     while state.dirty or state.busy:  # noqa: ASYNC110
         await asyncio.sleep(0.2)
     record("status_written")
-    # The operator gives freed heap back once a minute (tickwork.memory.TRIM_SECONDS,
+    # The operator gives freed heap back once a minute (tickwork.heap.TRIM_SECONDS,
     # not imported here: --compare-with may run a tree without it); wait for one.
     await asyncio.sleep(70)
     record("steady")

@@ -16,11 +16,11 @@ import kopf
 
 from tickwork.core.buckets import BucketIndex
 from tickwork.core.errors import QueueUnavailableError
+from tickwork.heap import trim_periodically
 from tickwork.kube.client import KubeClient, load_configuration
 from tickwork.kube.events import EventRecorder
 from tickwork.kube.http import start_http
 from tickwork.logs import configure_logging
-from tickwork.memory import trim_periodically
 from tickwork.queue import RedisSettings, open_queue
 from tickwork.queue.connection import create_client, wait_until_ready
 from tickwork.queue.protocol import RunQueue

@@ -36,8 +36,8 @@ from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from tickwork.heap import trim_now
 from tickwork.kube.client import KubeApiError, KubeClient
-from tickwork.memory import trim_now
 
 logger = logging.getLogger(__name__)
 

@@ -16,12 +16,12 @@ import urllib.request
 from collections.abc import Awaitable, Callable, Sequence
 
 from tickwork.core.errors import QueueUnavailableError
+from tickwork.heap import trim_periodically
 from tickwork.kube.cache import JobCache, kept_current
 from tickwork.kube.client import KubeApiError, KubeClient, load_configuration
 from tickwork.kube.events import EventRecorder
 from tickwork.kube.http import start_http
 from tickwork.logs import configure_logging
-from tickwork.memory import trim_periodically
 from tickwork.queue import RedisSettings, open_queue
 from tickwork.queue.connection import create_client, wait_until_ready
 from tickwork.queue.messages import FairShare

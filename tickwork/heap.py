@@ -1,11 +1,11 @@
 """Hand the heap's free pages back to the operating system.
 
-A cold start parses every job's JSON, and kopf keeps a worker task and a queue per
-object while the list's events flow. Those objects are freed once handled, but glibc's
-allocator keeps the pages it got for them: the process stays at its peak
-(benchmarks/rounds.md, "Where the operator's memory goes"). ``malloc_trim`` returns
-the free pages at the top of every arena and the whole free pages inside them; the
-operator and the workers call it after a list completes and then once a minute.
+A cold start parses every job's JSON, page by page. Those objects are freed once
+indexed, but glibc's allocator keeps the pages it got for them: the process stays at
+its peak (benchmarks/rounds.md, "Where the operator's memory goes"). ``malloc_trim``
+returns the free pages at the top of every arena and the whole free pages inside them;
+the informer calls it after a list completes, and the operator and the workers once a
+minute.
 
 Elsewhere than glibc (musl, macOS) there is no ``malloc_trim``: :func:`trim` does
 nothing and says so.
