@@ -36,10 +36,14 @@ def side(report: dict[str, Any]) -> dict[str, Any]:
     return {
         "n": row["n"],
         "commit": report.get("commit"),
-        "settings": {key: report.get(key) for key in settings},
+        "settings": {
+            **{key: report.get(key) for key in settings},
+            "env": (report.get("settings") or {}).get("env") or [],
+        },
         "expected_runs": expected,
         "runs_started": started,
         "api_writes_per_run": tickwork["api_writes_per_run"],
+        "scheduledjob_reads_per_run": tickwork.get("scheduledjob_reads_per_run"),
         "lag_p50_seconds": tickwork["lag_p50_lower_bound_seconds"],
         "lag_p99_seconds": tickwork["lag_p99_lower_bound_seconds"],
         "saturated": started < 0.99 * expected,
@@ -66,11 +70,12 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
     import matplotlib.pyplot as plt  # noqa: PLC0415
 
     panels = [
-        ("runs_started", "runs started of those due (3 min)"),
+        ("runs_started", "runs started of those due"),
         ("api_writes_per_run", "API writes per started run"),
         ("cpu_ms_per_scheduled_run", "CPU ms per run, all processes\n(hatched: saturated)"),
+        ("lag_p99_seconds", "p99 schedule lag, s"),
     ]
-    figure, axes = plt.subplots(1, len(panels), figsize=(12, 4))
+    figure, axes = plt.subplots(1, len(panels), figsize=(16, 4))
     labels = [f"N = {row['n']:,}" for row in rows]
     width = 0.38
     for axis, (key, title) in zip(axes, panels, strict=True):
@@ -89,7 +94,7 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
         axis.set_title(title, fontsize=10)
         axis.grid(visible=True, axis="y", alpha=0.3)
         axis.legend(fontsize=8)
-    figure.suptitle("Tickwork at N schedules a minute, every history full, two trees in turn")
+    figure.suptitle("Tickwork at N schedules a minute, every history full, two sides in turn")
     save_figure(figure, path)
 
 

@@ -30,11 +30,19 @@ class Runner:
         self.writing: set[str] = set()
         self.written = asyncio.Event()
         self.done: list[str] = []
+        self.handed_back: list[str] = []
+        self.back = asyncio.Event()
 
     async def process(self, claim: Claim, ended: Callable[[], None] = lambda: None) -> None:
         run = claim.run_id
         self.executing[run] = asyncio.Event()
-        await self.executing[run].wait()
+        try:
+            await self.executing[run].wait()
+        except asyncio.CancelledError:
+            self.handed_back.append(run)  # as the runner does: the run goes back
+            self.back.set()
+            await self.queue.release(claim)
+            raise
         del self.executing[run]
         ended()
         self.writing.add(run)
@@ -53,13 +61,13 @@ async def _turns(condition: Callable[[], object]) -> None:
 
 
 async def _stage(runs: int, concurrency: int, finishing_per_slot: int = 0,
-                 ) -> tuple[MemoryRunQueue, Runner, Worker]:  # fmt: skip
+                 grace_seconds: float = 30) -> tuple[MemoryRunQueue, Runner, Worker]:  # fmt: skip
     """``runs`` runs in the queue, a worker with a runner that stands in for the rest."""
     queue = MemoryRunQueue()
     runner = Runner(queue)
     worker = Worker(queue=queue, runner=runner, name="w", concurrency=concurrency,  # type: ignore[arg-type]
                     lease_seconds=30, claim_wait_seconds=5, maintain_seconds=60,
-                    grace_seconds=30, finishing_per_slot=finishing_per_slot)  # fmt: skip
+                    grace_seconds=grace_seconds, finishing_per_slot=finishing_per_slot)  # fmt: skip
     for index in range(runs):
         await queue.enqueue(RunMessage(run_id=f"r{index:02d}", namespace="ns",
                                        name=f"j{index}", uid=f"u{index}"))  # fmt: skip
@@ -125,6 +133,29 @@ def test_a_drain_waits_for_runs_whose_record_is_being_written() -> None:
         return runner.done
 
     assert asyncio.run(scenario()) == ["r00"]
+
+
+def test_after_the_grace_a_drain_hands_back_executing_runs_and_lets_records_be_written() -> None:
+    """Handed back, a run whose task has ended would run again: only the runs still
+    executing go back to the queue; a record on its way is waited for."""
+
+    async def scenario() -> None:
+        queue, runner, worker = await _stage(2, 2, FINISHING_PER_SLOT, grace_seconds=0.01)
+        stop = asyncio.Event()
+        loop = asyncio.create_task(worker.run(stop))
+        await _turns(lambda: len(runner.executing) == 2)
+        runner.executing["r00"].set()
+        await _turns(lambda: runner.writing == {"r00"})
+        stop.set()  # SIGTERM: r01 still executes, r00 writes its record
+        await asyncio.wait_for(runner.back.wait(), 5)  # the grace passes
+        assert runner.handed_back == ["r01"]
+        assert not loop.done()  # r00's record is still waited for
+        runner.written.set()
+        await loop
+        assert runner.done == ["r00"]
+        assert (await queue.depth()).ready == 1  # r01, for another worker
+
+    asyncio.run(scenario())
 
 
 def test_by_default_a_slot_is_held_until_the_record_is_written() -> None:

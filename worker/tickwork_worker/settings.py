@@ -47,10 +47,10 @@ class WorkerSettings(BaseSettings):
         "once); shorter runs go straight to their outcome, one API write fewer.",
     )  # fmt: skip
     finishing_per_slot: int = Field(
-        default=0, ge=0, le=16,
-        description="0: a run holds its slot until its outcome is written. N > 0: a run "
-        "frees its slot when its task ends; up to N such runs per slot wait for their "
-        "record's write without one (not measured yet: off by default).",
+        default=16, ge=0, le=64,
+        description="A run frees its slot when its task ends; up to this many such runs "
+        "per slot wait for their record's write without one (0: a run holds its slot "
+        "until its outcome is written).",
     )  # fmt: skip
     start_check_watch_seconds: float = Field(
         default=0.25, ge=0,

@@ -1,16 +1,19 @@
 """The worker loop: keep N slots busy with claimed runs; drain on SIGTERM.
 
-A run holds a slot from its claim until its outcome is written and acknowledged.
-With ``finishing_per_slot`` > 0 (the worker setting of that name; 0, the default,
-until it is measured) a slot is an execution instead: a run frees it once its task
-has ended, and waits for its record's write and its ack without one, at most that
-many such runs per slot, so that a burst's next runs start while the API server
-takes the last ones' records; their leases are renewed all along, as before.
+A slot is an execution: a run holds it from its claim until its task has ended,
+then waits for its record's write and its ack without one, at most
+``finishing_per_slot`` such runs per slot (the worker setting, 16 by default), so
+that a burst's next runs start while the API server takes the last ones' records
+(docs/performance.md, "Slots free when a task ends"); their leases are renewed all
+along. With 0 a run holds its
+slot until its outcome is written and acknowledged.
 
 On shutdown the worker stops claiming at once, lets in-flight runs finish
-for ``grace_seconds``, then cancels the rest — each hands its run back to the
-queue (no attempt is counted), so another worker takes it immediately
-instead of waiting for the lease to expire.
+for ``grace_seconds``, then cancels the runs still executing — each hands its run
+back to the queue (no attempt is counted), so another worker takes it immediately
+instead of waiting for the lease to expire — and gives the runs whose task has
+ended ``FINISH_SECONDS`` more to write their record (handed back, they would run
+again).
 
 Under a fair share of the slots (``FairShare.share``), the worker notes its slots
 in the queue every maintenance round (alive for a lease's length) and claims under
@@ -32,6 +35,10 @@ from tickwork.queue.messages import Claim, FairShare
 from tickwork.queue.protocol import RunQueue
 
 logger = logging.getLogger(__name__)
+
+#: On shutdown, how long runs whose task ended may still write their record after the
+#: drain's ``grace_seconds``, while the runs still executing are handed back.
+FINISH_SECONDS = 10.0
 
 
 class ClaimRunner(Protocol):
@@ -183,11 +190,21 @@ class Worker:
             return
         logger.info("draining %d run(s) for up to %.0fs", len(self.in_flight), self.grace_seconds)
         _, pending = await asyncio.wait(self.in_flight, timeout=self.grace_seconds)
-        for task in pending:
+        # A run still executing is handed back (no attempt counted). One whose task has
+        # ended is only writing its record: handed back, it would run again, so it gets
+        # up to FINISH_SECONDS more while the others go back (the chart's grace period
+        # leaves 15 s beyond the drain).
+        executing = [task for task in pending if task in self._executing]
+        for task in executing:
             task.cancel()  # the runner hands the run back to the queue
-        if pending:
-            await asyncio.wait(pending, timeout=10)
-            logger.info("handed %d unfinished run(s) back to the queue", len(pending))
+        if not pending:
+            return
+        _, late = await asyncio.wait(pending, timeout=FINISH_SECONDS)
+        for task in late:
+            task.cancel()  # its record not written in time: handed back after all
+        if late:
+            await asyncio.wait(late, timeout=2)
+        logger.info("handed %d unfinished run(s) back to the queue", len(late | set(executing)))
 
 
 async def _unless_stopped(
