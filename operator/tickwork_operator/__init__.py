@@ -15,8 +15,8 @@ exit_on_sigterm_until_handled()
 
 # kopf imports the official client's object models whenever the ``kubernetes``
 # package is installed, only to recognise its objects in helpers the operator does
-# not use (adopt, owner references): with kopf's login through that client, ~9 MiB
-# of the operator's RSS at start (75.4 -> 66.0 MiB). Absent while kopf is first
+# not use (adopt, owner references): with kopf's login through that client, a good
+# part of the operator's RSS at start (benchmarks/rounds.md). Absent while kopf is first
 # imported, kopf uses stand-ins; Tickwork's credential loader imports the package
 # later only for a kubeconfig it cannot read itself (an exec plugin, an auth provider).
 if "kubernetes" not in sys.modules and "kopf" not in sys.modules:

@@ -44,8 +44,8 @@ class Observed:
     scheduling reads: the runs started and not finished, the last run whole, and of
     the history and the dead-letter list just which runs they are and how they ended.
 
-    The full status model held ~3 KB per job even with no run history, and a history
-    of ten records is ten models more (docs/performance.md)."""
+    The full status model was several KB per job even with no run history, and a
+    history of ten records is ten models more (benchmarks/rounds.md)."""
 
     share: OperatorStatus
     active_runs: tuple[ActiveRun, ...] = ()
@@ -118,8 +118,8 @@ NO_ASKS: Mapping[str, str] = MappingProxyType({})
 
 @dataclass(slots=True)
 class JobEntry:
-    """One ScheduledJob as the watcher sees it (slotted: ~0.5 KB less per job than
-    an instance dict, docs/performance.md)."""
+    """One ScheduledJob as the watcher sees it (slotted: smaller per job than an
+    instance dict, benchmarks/rounds.md)."""
 
     namespace: str
     name: str

@@ -283,8 +283,8 @@ class Reporter:
         While runs fall due, thousands of jobs can be dirty with a report on its way,
         and every watch event wakes a tick: only the jobs that may have become owed
         since the last look are looked at (:meth:`_owed_keys`), never all of ``dirty``
-        (passes over it were 13.6 % of the operator's py-spy samples at 5,000 runs a
-        minute, and 12-14 % at 3,000 once made only if a job may have become owed)."""
+        (passes over it were a large share of the operator's CPU profile at thousands
+        of runs a minute: benchmarks/rounds.md)."""
         room = asyncio.Semaphore(OWED_CONCURRENCY)
         writes: dict[asyncio.Task[None], JobKey] = {}
 

@@ -112,7 +112,7 @@ class WatchState:
     """How many of ``jobs`` show each phase in the operator's share as written or
     observed (``written.phase``): kept as entries come, change and go, so that a
     scrape of ``tickwork_jobs{phase}`` reads it instead of passing over every job
-    (0.15 s at 100,000, with the event loop held). Change ``jobs[key]`` and an
+    with the event loop held (benchmarks/rounds.md). Change ``jobs[key]`` and an
     entry's ``written`` only through :meth:`_hold` and :meth:`_set_written`."""
 
     # -- what the leader acts on (the publisher, reporter and reconciler) ----------

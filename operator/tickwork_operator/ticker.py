@@ -163,8 +163,8 @@ class Ticker:
             self._last_reconcile = monotonic
             await self.reconciler.reconcile()
         # Once per tick period: the ticks a watch event wakes in between (a status owed,
-        # a trigger) need no reaping, promotion or depth (three Redis round trips, 6 %
-        # of the operator's CPU at 5,000 runs a minute, py-spy).
+        # a trigger) need no reaping, promotion or depth (three Redis round trips each;
+        # benchmarks/rounds.md for their share of the operator's CPU).
         period = self.clock.wall() // self.tick_seconds
         if period != self._maintained_in:
             self._maintained_in = period

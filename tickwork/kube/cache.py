@@ -65,8 +65,8 @@ from tickwork.kube.informer import Informer, InformerSettings, Scope
 logger = logging.getLogger(__name__)
 
 #: How the worker lists and watches (:class:`~tickwork.kube.informer.Informer`): pages
-#: of 100 (a page is parsed whole, and what it leaves in the heap stays: ~8 MiB more
-#: after pages of 500, benchmarks/rounds.md, fifth round), and a list after any failure
+#: of 100 (a page is parsed whole, and what it leaves in the heap stays: more after
+#: pages of 500, benchmarks/rounds.md, fifth round), and a list after any failure
 #: (events may have been missed: the copy vouches for nothing until listed again).
 INFORMER = InformerSettings(page_size=100, relist_after_error=True)
 #: How long a deleted job's uid is remembered (a read that raced the delete is
@@ -101,7 +101,7 @@ def _packed_version(version: str) -> int | str:
 
 @dataclass(frozen=True, slots=True)
 class _Cached:
-    """One job of the copy: ~0.7 KB of RSS with its key (worker_memory.json)."""
+    """One job of the copy (its RSS per job: benchmarks/results/worker_memory.json)."""
 
     packed_uid: bytes | str
     packed_version: int | str
@@ -191,7 +191,7 @@ _DICTIONARY = json.dumps({
 
 
 #: Raw deflate with a 4 KiB window (the dictionary fits; a job's JSON seldom repeats
-#: itself further back): ~30 us to encode, ~10 us to decode a job.
+#: itself further back): tens of microseconds a job (benchmarks/rounds.md).
 _WBITS = -12
 
 

@@ -11,7 +11,7 @@ from tickwork.pid1 import exit_on_sigterm_until_handled
 # would otherwise ignore a SIGTERM sent before its own handler is installed.
 exit_on_sigterm_until_handled()
 
-# httpx (HTTP tasks) imports its command-line tool — click, rich and pygments, ~6 MiB
-# of RSS — whenever those are installed; a worker never runs it. Marked as absent
+# httpx (HTTP tasks) imports its command-line tool — click, rich and pygments, several
+# MiB of RSS — whenever those are installed; a worker never runs it. Marked as absent
 # before httpx is first imported, httpx falls back to a stub (benchmarks/worker_memory.py).
 sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]
