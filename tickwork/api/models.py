@@ -545,10 +545,16 @@ class Task(_Model):
 
     @property
     def kind(self) -> str:
-        for name in ("http", "command", "container", "python", "echo"):
+        """The name of the kind given (its field)."""
+        for name in type(self).model_fields:
             if getattr(self, name) is not None:
                 return name
         raise AssertionError("validated to have one kind")  # pragma: no cover
+
+    def chosen(self) -> _Model:
+        """The spec of the kind given (an :class:`EchoTask`, an :class:`HttpTask`, ...)."""
+        found: _Model = getattr(self, self.kind)
+        return found
 
 
 class RetryPolicy(_Model):

@@ -15,6 +15,7 @@ import time
 import urllib.request
 from collections.abc import Awaitable, Callable, Sequence
 
+from tickwork.api import models
 from tickwork.core.errors import QueueUnavailableError
 from tickwork.heap import trim_periodically
 from tickwork.kube.cache import JobCache, kept_current
@@ -29,7 +30,7 @@ from tickwork.queue.protocol import RunQueue
 from tickwork_worker.metrics import WorkerMetrics
 from tickwork_worker.runner import Runner
 from tickwork_worker.settings import WorkerSettings
-from tickwork_worker.tasks.base import TaskKind
+from tickwork_worker.tasks.base import TaskKinds
 from tickwork_worker.tasks.command import CommandTask
 from tickwork_worker.tasks.container import ContainerTask
 from tickwork_worker.tasks.echo import EchoTask
@@ -68,23 +69,22 @@ async def run_worker(
         # One HTTP client (connection pool) per set of egress rules, not per namespace.
         by_key = {r.key: await clients.enter_async_context(guarded_client(r.egress))
                   for r in rules.all()}  # fmt: skip
-        kinds: dict[str, TaskKind] = {
-            "echo": EchoTask(),
-            "http": HttpTask(lambda namespace: by_key[rules.of(namespace).key],
-                             previews=settings.previews),
-            "python": PythonTask(
-                discover(demo=settings.demo_tasks), threads=settings.concurrency, rules=rules
-            ),
-            "command": CommandTask(
-                enabled=settings.command_tasks, rules=rules,
-                runner_socket=settings.command_runner, previews=settings.previews,
-            ),
-            "container": ContainerTask(
-                kube=kube, enabled=settings.container_tasks,
-                ttl_seconds=settings.container_ttl_seconds,
-                log_bytes=settings.container_log_bytes, previews=settings.previews,
-            ),
-        }  # fmt: skip
+        kinds = TaskKinds()
+        kinds.register(models.EchoTask, EchoTask())
+        kinds.register(models.HttpTask, HttpTask(lambda namespace: by_key[rules.of(namespace).key],
+                                                 previews=settings.previews))  # fmt: skip
+        kinds.register(models.PythonTask, PythonTask(
+            discover(demo=settings.demo_tasks), threads=settings.concurrency, rules=rules,
+        ))  # fmt: skip
+        kinds.register(models.CommandTask, CommandTask(
+            enabled=settings.command_tasks, rules=rules,
+            runner_socket=settings.command_runner, previews=settings.previews,
+        ))  # fmt: skip
+        kinds.register(models.ContainerTask, ContainerTask(
+            kube=kube, enabled=settings.container_tasks,
+            ttl_seconds=settings.container_ttl_seconds,
+            log_bytes=settings.container_log_bytes, previews=settings.previews,
+        ))  # fmt: skip
         runner = Runner(
             queue=queue, kube=kube, events=events, metrics=metrics, kinds=kinds,
             worker_name=settings.name, lease_seconds=settings.lease_seconds,

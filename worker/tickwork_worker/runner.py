@@ -37,7 +37,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from tickwork.api.models import ActiveRun, CancelRequest, ScheduledJob
+from tickwork.api.models import ActiveRun, CancelRequest, ScheduledJob, ScheduledJobSpec
 from tickwork.core.errors import PermanentTaskError, QueueUnavailableError
 from tickwork.core.states import RunState
 from tickwork.kube.cache import JobCache
@@ -59,7 +59,7 @@ from tickwork_worker.decisions import (
 from tickwork_worker.job_access import JobAccess, RunningMarker
 from tickwork_worker.lease import Lease, LeaseLostError, heartbeat, under_lease
 from tickwork_worker.metrics import WorkerMetrics
-from tickwork_worker.tasks.base import RetryableTaskError, RunContext, TaskKind
+from tickwork_worker.tasks.base import RetryableTaskError, RunContext, TaskKinds, TaskResult
 from tickwork_worker.tasks.secrets import SecretValues
 
 logger = logging.getLogger(__name__)
@@ -73,7 +73,7 @@ class Runner:
         kube: KubeClient,
         events: EventRecorder,
         metrics: WorkerMetrics,
-        kinds: dict[str, TaskKind],
+        kinds: TaskKinds,
         worker_name: str,
         lease_seconds: float,
         soft_timeout_ratio: float,
@@ -277,12 +277,15 @@ class Runner:
         logger.error("%s", self.stuck, extra=log)
         await asyncio.Future()  # hold the run, and its lease, until the worker stops
 
+    async def _execute_kind(self, spec: ScheduledJobSpec, context: RunContext) -> TaskResult:
+        """The task, by the kind registered for its spec's model (none: it fails for good)."""
+        return await self.kinds.of(spec.task).execute(spec, context)
+
     async def _attempt_in(self, claim: Claim, job: ScheduledJob, context: RunContext) -> Outcome:
         spec = job.spec
-        kind = self.kinds[spec.task.kind]
         lease = self._leases[claim.token]
         lease.check()  # a run that waited for its Running mark may have lost it meanwhile
-        task = asyncio.create_task(kind.execute(spec, context))
+        task = asyncio.create_task(self._execute_kind(spec, context))
         watch = asyncio.create_task(self._watch_for_cancel(claim, task, context))
         soft = spec.timeout_seconds * self.soft_timeout_ratio
         try:

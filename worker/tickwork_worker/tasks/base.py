@@ -8,7 +8,9 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from tickwork.api.models import ScheduledJobSpec, SecretKeyRef, ValueSource
+from pydantic import BaseModel
+
+from tickwork.api.models import ScheduledJobSpec, SecretKeyRef, Task, ValueSource
 from tickwork.core.errors import PermanentTaskError, TaskTimeoutError
 from tickwork.core.templates import RunValues
 from tickwork.kube.status import timestamp
@@ -106,11 +108,38 @@ class TaskKind(Protocol):
         ...
 
 
+class TaskKinds:
+    """The worker's task kinds, each under the model class of its spec in
+    :class:`~tickwork.api.models.Task` (``EchoTask`` → the echo kind): a run's kind is
+    found by the type of the spec it was given, not by a name."""
+
+    def __init__(self) -> None:
+        self._by_model: dict[type[BaseModel], TaskKind] = {}
+
+    def register(self, model: type[BaseModel], kind: TaskKind) -> None:
+        if model in self._by_model:
+            raise ValueError(f"a task kind is registered for {model.__name__} already")
+        self._by_model[model] = kind
+
+    def of(self, task: Task) -> TaskKind:
+        """The kind that executes ``task``; a spec no kind is registered for is a
+        permanent failure of the run (retrying cannot help)."""
+        chosen = task.chosen()
+        kind = self._by_model.get(type(chosen))
+        if kind is None:
+            raise PermanentTaskError(f"this worker has no {task.kind} tasks")
+        return kind
+
+    def __contains__(self, model: object) -> bool:
+        return model in self._by_model
+
+
 __all__ = [
     "PermanentTaskError",
     "RetryableTaskError",
     "RunContext",
     "TaskKind",
+    "TaskKinds",
     "TaskResult",
     "TaskTimeoutError",
 ]
