@@ -1,7 +1,7 @@
 """With ``finishing_per_slot``, a slot is an execution: a run whose task has ended frees
 its slot while its record is still being written, so the next runs of a burst start
 meanwhile; runs waiting for their write are bounded, and a drain still waits for them.
-Without it (the default), a slot is held until the record is written (against the
+With 0, a slot is held until the record is written (against the
 in-memory queue, with a runner that stands in for the executions and the writes)."""
 
 from __future__ import annotations
@@ -158,7 +158,7 @@ def test_after_the_grace_a_drain_hands_back_executing_runs_and_lets_records_be_w
     asyncio.run(scenario())
 
 
-def test_by_default_a_slot_is_held_until_the_record_is_written() -> None:
+def test_with_none_finishing_a_slot_is_held_until_the_record_is_written() -> None:
     async def scenario() -> None:
         _, runner, worker = await _stage(2, 1)
         stop = asyncio.Event()

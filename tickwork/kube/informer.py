@@ -116,8 +116,6 @@ class Informer:
         self._subscriber = subscriber
         self.settings = settings or InformerSettings()
         self._sleep = sleep
-        self.lists = 0
-        """Lists that came in whole (the first ones and every relist)."""
         self._at: dict[Scope, str] = {}
         """Per scope, the resourceVersion to watch from (the last the watch brought)."""
         self._came: dict[Scope, int] = {}
@@ -175,7 +173,6 @@ class Informer:
                 await self._take(items, sink.add)
                 del items  # the page taken and the next one are all that is held
         _call(sink.end)
-        self.lists += 1
         # A list parses every object once: give the allocator's free pages back.
         await trim_now(f"the list of {self._path(scope)}")
         return str(metadata.get("resourceVersion") or "")

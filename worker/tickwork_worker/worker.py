@@ -5,8 +5,7 @@ then waits for its record's write and its ack without one, at most
 ``finishing_per_slot`` such runs per slot (the worker setting, 16 by default), so
 that a burst's next runs start while the API server takes the last ones' records
 (docs/performance.md, "Slots free when a task ends"); their leases are renewed all
-along. With 0 a run holds its
-slot until its outcome is written and acknowledged.
+along. With 0 a run holds its slot until its outcome is written and acknowledged.
 
 On shutdown the worker stops claiming at once, lets in-flight runs finish
 for ``grace_seconds``, then cancels the runs still executing — each hands its run
