@@ -13,6 +13,7 @@ tasks create, watch and delete a batch/v1 Job and read its Pod's log.
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import AsyncIterator
 from types import TracebackType
 from typing import Any, Self
@@ -32,6 +33,9 @@ _METADATA_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=
 #: Statuses that mean "not now" rather than "no": no answer, timeout, throttled.
 _RETRYABLE = frozenset({0, 408, 429})
 _UNAUTHORIZED = 401
+
+
+_LEAKS_CLOSED_TLS = sys.version_info < (3, 12, 8) or (3, 13, 0) <= sys.version_info < (3, 13, 1)
 
 
 class KubeApiError(Exception):
@@ -95,6 +99,12 @@ class KubeClient:
                 # a fresh TLS handshake per request at the top of every minute costs
                 # the API server more than the requests themselves.
                 keepalive_timeout=600.0,
+                # A watch cancelled mid-stream closes its TLS connection without the
+                # shutdown handshake; CPython before 3.12.8 then never closes the socket
+                # (python/cpython#118960), one file descriptor lost per relist. aiohttp
+                # aborts such transports itself when asked (and warns if asked where
+                # CPython is fixed).
+                enable_cleanup_closed=_LEAKS_CLOSED_TLS,
             )
             self._session = aiohttp.ClientSession(
                 self._configuration.host,
