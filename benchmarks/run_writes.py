@@ -188,7 +188,7 @@ async def trim_as_shipped(kube: KubeClient, job: Job, k: int) -> int:
     """The trim after run ``k``'s record, once it is due (``JobAccess.trim``)."""
     status = ScheduledJobStatus.model_validate(job.written.get("status") or {})
     drop = to_drop(status.runs, record(job, k), successful=KEEP, failed=KEEP)
-    patch = trim_patch(job.written, drop) if trim_due(drop, len(status.runs)) else []
+    patch = trim_patch(job.written, drop) if trim_due(drop, len(status.runs), placed=False) else []
     if not patch:
         return 0
     job.written = await kube.request("PATCH", job.status_path, body=patch,

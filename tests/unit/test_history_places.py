@@ -58,7 +58,14 @@ class ApiServer:
         self.applies.append((options["field_manager"], version, body))
         if version is not None and version != self.current["metadata"]["resourceVersion"]:
             raise KubeApiError(409, "Conflict", "the object has been modified")
-        return self.current
+        # What the API server returns: a place's manager's record replaces the one it
+        # held there (an apply states all of its manager's intent).
+        places = {record.get("slot") for record in body.get("runs", [])} - {None}
+        runs = [record for record in self.current["status"]["runs"]
+                if record.get("slot") not in places] + body.get("runs", [])  # fmt: skip
+        metadata = self.current["metadata"]
+        moved = {**metadata, "resourceVersion": str(int(metadata["resourceVersion"]) + 1)}
+        return {**self.current, "metadata": moved, "status": {"runs": runs}}
 
     async def get_job(self, *job: str) -> dict[str, Any]:
         assert job == ("ns", "j")

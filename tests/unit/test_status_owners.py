@@ -170,10 +170,30 @@ def test_the_first_trim_after_an_upgrade_lets_the_old_workers_manager_go() -> No
 
 def test_records_past_the_limits_leave_in_batches_or_near_the_schema_bound() -> None:
     drop = [f"old{index}" for index in range(TRIM_BATCH)]
-    assert trim_due(drop, held=10)
-    assert not trim_due(drop[:-1], held=10)  # a few over: left for a later run
-    assert trim_due(drop[:1], held=RUNS_LIMIT - TRIM_BATCH + 1)  # near maxItems: now
-    assert not trim_due([], held=RUNS_LIMIT)  # nothing over the limits: nothing to do
+    assert trim_due(drop, held=10, placed=False)
+    assert not trim_due(drop[:-1], held=10, placed=False)  # a few over: left for a later run
+    assert trim_due(drop[:1], held=RUNS_LIMIT - TRIM_BATCH + 1, placed=False)  # near maxItems
+    assert not trim_due([], held=RUNS_LIMIT, placed=True)  # nothing over the limits
+
+
+def test_records_over_the_limits_leave_at_once_after_a_placed_record() -> None:
+    """An older version's records have no place, and placed records never displace
+    them: without a trim after a placed write, a job whose runs all succeed would keep
+    them over its limits for good (found by the upgrade test in Pods)."""
+    history = [_record(f"old{minute}", minute) for minute in range(3)]
+    trims = 0
+    for minute in range(3, 9):
+        record = _record(f"new{minute}", minute)
+        slot = writes.history_slot(history, record.outcome, successful=3, failed=3)
+        record = record.model_copy(update={"slot": slot})
+        history = [r for r in history if r.slot is None or r.slot != slot] + [record]
+        drop = to_drop(history, record, successful=3, failed=3)
+        assert not trim_due(drop, len(history), placed=False)  # never a batch of 4
+        if trim_due(drop, len(history), placed=True):
+            trims += 1
+            history = [r for r in history if r.id not in drop]
+    assert [r.id for r in history] == ["new6", "new7", "new8"]
+    assert trims == 3  # one per old record, while the places filled; none after
 
 
 def test_a_trim_patch_tests_each_removed_records_id_at_its_index_from_the_end() -> None:

@@ -69,7 +69,7 @@ def test_the_history_keeps_short_texts_and_the_last_run_the_full_ones() -> None:
         drop = to_drop(held, record, successful=20, failed=20)
         if len(runs) > len(fullest):
             fullest = dict(runs)
-        if trim_due(drop, len(held)):  # records leave in batches
+        if trim_due(drop, len(held), placed=False):  # records leave in batches
             for run_id in drop:
                 del runs[run_id]
     # The most a history holds: the limits, and a batch about to leave.

@@ -167,7 +167,7 @@ async def test_a_trim_is_sent_only_once_the_watch_has_brought_the_record_before_
     written = body("12", ["r1", "r2", "r3", "r4", "r5"])
     record = RunRecord(id="r5", scheduled_at=T0, outcome=RunState.SUCCEEDED, finished_at=T0)
     job = ScheduledJob.model_validate(body("5"))
-    trim = asyncio.create_task(access.trim(claim(), written, record, job))
+    trim = asyncio.create_task(access.trim(claim(), written, record, job, placed=False))
     await kube.events.put(modified("11"))
     await settle()
     assert kube.patches == []  # the watch cache may not hold the record yet
@@ -186,5 +186,6 @@ async def test_without_the_watched_copy_a_trim_is_sent_at_once() -> None:
     written = body("12", ["r1", "r2", "r3", "r4", "r5"])
     record = RunRecord(id="r5", scheduled_at=T0, outcome=RunState.SUCCEEDED, finished_at=T0)
     await asyncio.wait_for(access.trim(claim(), written, record,
-                                       ScheduledJob.model_validate(body("5"))), 1)  # fmt: skip
+                                       ScheduledJob.model_validate(body("5")), placed=False),
+                           1)  # fmt: skip
     assert len(kube.patches) == 1

@@ -404,10 +404,18 @@ def cap_record(record: RunRecord, limit: int) -> RunRecord:
                                      "error": cap_optional(record.error, limit)})  # fmt: skip
 
 
-def trim_due(drop: list[str], held: int) -> bool:
+def trim_due(drop: list[str], held: int, *, placed: bool) -> bool:
     """Is it time to let the records ``drop`` go? Once :data:`TRIM_BATCH` of them are
-    past the limits, or ``status.runs`` (``held`` records) nears its schema bound."""
-    return len(drop) >= TRIM_BATCH or (bool(drop) and held > RUNS_LIMIT - TRIM_BATCH)
+    past the limits, or ``status.runs`` (``held`` records) nears its schema bound, or
+    at once after a record ``placed`` in a place of the history (:func:`history_slot`).
+
+    A placed record takes the place of the one before it, so it never adds one: the
+    records over the limits then are ones outside the places (an older version's,
+    a manual or retried run's), and no later placed record would ever make them a
+    batch. A history of runs that all succeed at once would keep them for good."""
+    if not drop:
+        return False
+    return placed or len(drop) >= TRIM_BATCH or held > RUNS_LIMIT - TRIM_BATCH
 
 
 def trim_patch(written: dict[str, Any], drop: list[str]) -> list[dict[str, Any]]:

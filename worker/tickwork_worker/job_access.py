@@ -245,7 +245,7 @@ class JobAccess:
             done = await self._place(claim, lease, job, record, written)
             if done is not None:
                 if done and written:
-                    await self.trim(claim, written, record, job)
+                    await self.trim(claim, written, record, job, placed=True)
                 return done
         # A failed run goes to the dead-letter queue: it lists itself in deadRuns.
         dead = None
@@ -256,7 +256,7 @@ class JobAccess:
         if not await self.write(claim, lease, body, record=True, written=written):
             return False
         if written:
-            await self.trim(claim, written, record, job)
+            await self.trim(claim, written, record, job, placed=False)
         return True
 
     async def _place(
@@ -313,10 +313,12 @@ class JobAccess:
             return job
 
     async def trim(
-        self, claim: Claim, written: dict[str, Any], record: RunRecord, job: ScheduledJob
-    ) -> None:
+        self, claim: Claim, written: dict[str, Any], record: RunRecord, job: ScheduledJob,
+        *, placed: bool,
+    ) -> None:  # fmt: skip
         """Let records past the history limits go, as seen in the object just written,
-        in batches (:func:`~tickwork.kube.status.trim_due`): one JSON patch removes
+        in batches or at once after a ``placed`` record
+        (:func:`~tickwork.kube.status.trim_due`): one JSON patch removes
         them all, each ``test``-ed by its ``id`` at its index, so a history another
         run changed meanwhile refuses it and nothing another run added is touched.
         A refused or failed trim is left for the job's next run. With the watched copy
@@ -330,7 +332,8 @@ class JobAccess:
         message = claim.message
         drop = to_drop(status.runs, record, successful=limits.successful_runs,
                        failed=limits.failed_runs)  # fmt: skip
-        patch = trim_patch(written, drop) if trim_due(drop, len(status.runs)) else []
+        due = trim_due(drop, len(status.runs), placed=placed)
+        patch = trim_patch(written, drop) if due else []
         if patch:
             if self.jobs is not None:
                 # Sent at once, the patch would find the record not yet in the API
