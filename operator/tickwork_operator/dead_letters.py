@@ -17,8 +17,9 @@ from collections.abc import Callable
 from typing import Any
 
 from tickwork.api.models import ScheduledJobStatus
+from tickwork.core.annotations import DeadLetterRequest
 from tickwork.core.errors import QueueUnavailableError
-from tickwork.core.runs import DeadLetterRequest, belongs_to
+from tickwork.core.runs import belongs_to
 from tickwork.kube.client import KubeApiError, KubeClient
 from tickwork.kube.events import NORMAL, WARNING, EventRecorder
 from tickwork.kube.status import run_manager, updated, withdrawal_body

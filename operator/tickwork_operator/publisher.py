@@ -29,6 +29,7 @@ from tickwork.api.models import (
     OperatorStatus,
     QueuedRun,
 )
+from tickwork.core.annotations import same_trigger, trigger_key
 from tickwork.core.backfill import next_backfill_run, refusal
 from tickwork.core.cancel import CANCELLED_BY_USER, policy_reason
 from tickwork.core.catchup import CatchupPolicy
@@ -42,7 +43,7 @@ from tickwork.core.planning import (
     decide,
     overlap,
 )
-from tickwork.core.runs import backfill_run_id, manual_run_id, same_trigger, trigger_key
+from tickwork.core.runs import backfill_run_id, manual_run_id
 from tickwork.core.states import JobPhase
 from tickwork.kube.events import NORMAL, WARNING, EventRecorder
 from tickwork.kube.status import updated

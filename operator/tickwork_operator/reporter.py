@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tickwork.api.models import OperatorStatus, RunRecord
+from tickwork.core.annotations import RESUME_ANNOTATION
 from tickwork.core.errors import QueueUnavailableError
-from tickwork.core.failures import RESUME_ANNOTATION
 from tickwork.core.states import JobPhase, RunState
 from tickwork.kube.client import KubeApiError, KubeClient
 from tickwork.kube.events import NORMAL, WARNING, EventRecorder, JobRef

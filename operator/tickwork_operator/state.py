@@ -21,19 +21,21 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tickwork.api.models import OperatorStatus
-from tickwork.core.buckets import BucketIndex
-from tickwork.core.cancel import CANCEL_ANNOTATION, cancel_ids
-from tickwork.core.failures import RESUME_ANNOTATION, describe_pause
-from tickwork.core.params import RUN_PARAMS_ANNOTATION
-from tickwork.core.planning import pending_for, pending_run
-from tickwork.core.runs import (
+from tickwork.core.annotations import (
+    CANCEL_ANNOTATION,
     DEAD_LETTER_ANNOTATIONS,
+    RESUME_ANNOTATION,
     RUN_NOW_ANNOTATION,
+    RUN_PARAMS_ANNOTATION,
     DeadLetterRequest,
+    cancel_ids,
     dead_letter_request,
     same_trigger,
     trigger_key,
 )
+from tickwork.core.buckets import BucketIndex
+from tickwork.core.failures import describe_pause
+from tickwork.core.planning import pending_for, pending_run
 from tickwork.core.states import FINAL_STATES, JobPhase, job_phase, readiness
 from tickwork.kube.status import (
     CONDITION_PAUSED,
@@ -583,7 +585,6 @@ def _differs(wanted: OperatorStatus, written: OperatorStatus) -> bool:
 
 
 __all__ = [
-    "RUN_NOW_ANNOTATION",
     "IndexKey",
     "JobEntry",
     "JobKey",

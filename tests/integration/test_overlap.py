@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 
 from tests.support import Jobs, QueueProbe, alive, lead, rfc3339, whole_seconds_from_now
-from tickwork.core.cancel import CANCEL_ANNOTATION, CANCELLED_BY_USER
+from tickwork.core.annotations import CANCEL_ANNOTATION
+from tickwork.core.cancel import CANCELLED_BY_USER
 from tickwork.core.runs import scheduled_run_id
 from tickwork.queue.messages import RunLocation
 from tickwork_dev.devcluster.components import TickworkProcess, wait_for

@@ -10,7 +10,7 @@ import yaml
 
 from tickwork.cli import completion, parser, render, render_jobs, render_runs
 from tickwork.cli.commands import pending_runs
-from tickwork.core.cancel import CANCEL_IDS_LIMIT, cancel_ids, with_cancel
+from tickwork.core.annotations import CANCEL_IDS_LIMIT, cancel_ids, with_cancel
 
 pytestmark = pytest.mark.unit
 NOW = dt.datetime(2026, 12, 1, 9, 5, tzinfo=dt.UTC)

@@ -15,18 +15,16 @@ from typing import Any
 
 import pytest
 
-from tickwork.core.buckets import BucketIndex
-from tickwork.core.errors import QueueUnavailableError
-from tickwork.core.failures import RESUME_ANNOTATION
-from tickwork.core.params import RUN_PARAMS_ANNOTATION
-from tickwork.core.runs import (
+from tickwork.core.annotations import (
     PURGE_ANNOTATION,
     REQUEUE_ANNOTATION,
+    RESUME_ANNOTATION,
     RUN_NOW_ANNOTATION,
-    jitter_seconds,
-    manual_run_id,
-    scheduled_run_id,
+    RUN_PARAMS_ANNOTATION,
 )
+from tickwork.core.buckets import BucketIndex
+from tickwork.core.errors import QueueUnavailableError
+from tickwork.core.runs import jitter_seconds, manual_run_id, scheduled_run_id
 from tickwork.kube.client import KubeApiError
 from tickwork.kube.status import run_manager
 from tickwork.queue.memory import MemoryRunQueue

@@ -20,9 +20,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tickwork.core.annotations import RUN_NOW_ANNOTATION
 from tickwork.core.buckets import BucketIndex
 from tickwork.core.runs import belongs_to, scheduled_run_id
-from tickwork_operator.state import RUN_NOW_ANNOTATION, WatchState
+from tickwork_operator.state import WatchState
 
 pytestmark = pytest.mark.unit
 NS = "team-a"

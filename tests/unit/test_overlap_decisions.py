@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 from tests.unit.test_operator_decisions import UID, Leader, minute, running, worker_took
-from tickwork.core.cancel import CANCEL_ANNOTATION, CANCELLED_BY_USER
+from tickwork.core.annotations import CANCEL_ANNOTATION
+from tickwork.core.cancel import CANCELLED_BY_USER
 from tickwork.core.planning import BUFFER_LIMIT
 from tickwork.core.runs import scheduled_run_id
 from tickwork.kube.status import run_manager

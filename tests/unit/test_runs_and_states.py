@@ -7,6 +7,7 @@ from collections.abc import Callable
 
 import pytest
 
+from tickwork.core.annotations import trigger_key
 from tickwork.core.catchup import catch_up
 from tickwork.core.cron import CronExpression
 from tickwork.core.errors import IllegalTransitionError, InvalidSpecError
@@ -16,7 +17,6 @@ from tickwork.core.runs import (
     manual_run_id,
     parse_run_id,
     scheduled_run_id,
-    trigger_key,
 )
 from tickwork.core.schedule import OneShotSchedule, cron_schedule
 from tickwork.core.states import (

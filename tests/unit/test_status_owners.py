@@ -21,7 +21,7 @@ from tickwork.api.models import (
     RunStatus,
     ScheduledJobStatus,
 )
-from tickwork.core.runs import DeadLetterRequest, dead_letter_request
+from tickwork.core.annotations import DeadLetterRequest, dead_letter_request
 from tickwork.core.states import JobPhase, RunState
 from tickwork.kube import status as writes
 from tickwork.kube.status import (

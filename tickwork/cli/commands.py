@@ -15,17 +15,18 @@ from typing import Any
 from tickwork.api.models import Backfill, ScheduledJobSpec
 from tickwork.cli import completion, render
 from tickwork.cli.access import CliError, ConflictError, Jobs, connect
-from tickwork.core.backfill import MAX_BACKFILLS, backfill_runs, refusal
-from tickwork.core.cancel import CANCEL_ANNOTATION, with_cancel
-from tickwork.core.errors import InvalidParamsError, InvalidSpecError, QueueUnavailableError
-from tickwork.core.failures import RESUME_ANNOTATION
-from tickwork.core.params import (
+from tickwork.core.annotations import (
+    CANCEL_ANNOTATION,
+    DEAD_LETTER_ANNOTATIONS,
+    RESUME_ANNOTATION,
+    RUN_NOW_ANNOTATION,
     RUN_PARAMS_ANNOTATION,
-    check_params,
-    encode_params,
-    parse_assignment,
+    with_cancel,
 )
-from tickwork.core.runs import DEAD_LETTER_ANNOTATIONS, RUN_NOW_ANNOTATION, parse_run_id
+from tickwork.core.backfill import MAX_BACKFILLS, backfill_runs, refusal
+from tickwork.core.errors import InvalidParamsError, InvalidSpecError, QueueUnavailableError
+from tickwork.core.params import check_params, encode_params, parse_assignment
+from tickwork.core.runs import parse_run_id
 from tickwork.core.schedule import Schedule
 from tickwork.queue import RedisRunQueue, RedisSettings
 from tickwork.queue.connection import create_client

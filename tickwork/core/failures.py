@@ -23,13 +23,11 @@ import datetime as dt
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
+from tickwork.core.annotations import RESUME_ANNOTATION
 from tickwork.core.states import RunState
 
 #: Run IDs a streak keeps (the newest): what its condition and Event name.
 STREAK_RUN_IDS = 10
-#: The annotation `tickwork resume` sets (to a fresh token): each new token resumes
-#: a paused job once, without a change of its spec.
-RESUME_ANNOTATION = "tickwork.dev/resume"
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,19 +21,14 @@ import json
 import re
 from collections.abc import Mapping
 
+from tickwork.core.annotations import ANNOTATION_LIMIT, RUN_PARAMS_ANNOTATION
 from tickwork.core.errors import InvalidParamsError
 
-#: The annotation that carries a manual run's parameters (a JSON object of strings),
-#: read with the run-now token of the same change.
-RUN_PARAMS_ANNOTATION = "tickwork.dev/run-params"
 #: The most parameters one run takes.
 MAX_PARAMS = 8
 #: The most text the names and values of one run's parameters hold together: each
 #: of a job's 40 history records keeps them (see docs/operations.md, "Sizing").
 PARAMS_TEXT_LIMIT = 128
-#: The longest annotation value read at all (the JSON of the most parameters, with
-#: every character escaped, stays well below it).
-ANNOTATION_LIMIT = 2048
 PARAM_NAME_PATTERN = r"^[A-Za-z][A-Za-z0-9_]{0,31}$"
 _NAME = re.compile(PARAM_NAME_PATTERN)
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")

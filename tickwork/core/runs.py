@@ -11,15 +11,11 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
-import re
 from dataclasses import dataclass
 
-from tickwork.core.errors import InvalidSpecError
+from tickwork.core.annotations import manual_token_key
 
-#: The annotation `tickwork run-now` sets (to a fresh token) to ask for a manual run.
-RUN_NOW_ANNOTATION = "tickwork.dev/run-now"
 _TIMESTAMP_FORMAT = "%Y%m%dT%H%M%SZ"
-_SAFE_TOKEN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 _MANUAL = "manual"
 _BACKFILL = "backfill"
 
@@ -36,38 +32,6 @@ def scheduled_run_id(uid: str, scheduled_at: dt.datetime) -> str:
         raise ValueError("scheduled_at must be timezone-aware")
     stamp = scheduled_at.astimezone(dt.UTC).strftime(_TIMESTAMP_FORMAT)
     return f"{uid}.{stamp}"
-
-
-def manual_token_key(token: str) -> str:
-    """The token as it appears in a run ID: itself if short and plain, else a digest."""
-    token = token.strip()
-    if not token:
-        raise InvalidSpecError("the run-now token must not be empty", field="run-now")
-    if _SAFE_TOKEN.match(token):
-        return token
-    return "h" + hashlib.sha256(token.encode()).hexdigest()[:32]
-
-
-def same_trigger(token: str, recorded: str | None) -> bool:
-    """Whether ``recorded`` (status.lastTriggerToken) already stands for ``token``.
-
-    Status records the token's key (a short digest for a long or odd token, so
-    that any annotation value fits the field); the token itself was recorded
-    before, and still counts.
-    """
-    if recorded is None:
-        return False
-    return recorded == token or recorded == trigger_key(token)
-
-
-def trigger_key(token: str) -> str | None:
-    """The key status records for ``token``; None for a blank token (no trigger)."""
-    if not token or token.isspace():
-        return None  # most jobs have none: no exception raised and caught per watch event
-    try:
-        return manual_token_key(token)
-    except InvalidSpecError:
-        return None
 
 
 def manual_run_id(uid: str, token: str) -> str:
@@ -134,31 +98,3 @@ def jitter_seconds(run_id: str, max_seconds: int) -> int:
         return 0
     digest = hashlib.sha256(run_id.encode()).digest()
     return int.from_bytes(digest[:8], "big") % (max_seconds + 1)
-
-
-#: Annotations that ask the operator to requeue or purge a job's dead runs: the
-#: value is a token (each new one acts once), optionally ``TOKEN:RUN_ID`` for one run.
-REQUEUE_ANNOTATION = "tickwork.dev/requeue"
-PURGE_ANNOTATION = "tickwork.dev/purge"
-DEAD_LETTER_ANNOTATIONS = {"requeue": REQUEUE_ANNOTATION, "purge": PURGE_ANNOTATION}
-
-
-@dataclass(frozen=True)
-class DeadLetterRequest:
-    """What a requeue or purge annotation asks: ``run_id`` None means every dead run."""
-
-    verb: str
-    token: str
-    run_id: str | None
-
-
-def dead_letter_request(verb: str, value: str | None) -> DeadLetterRequest | None:
-    """The request an annotation value makes; None for a blank one. The token is kept
-    as its key (see :func:`manual_token_key`), so any value fits status."""
-    if verb not in DEAD_LETTER_ANNOTATIONS:
-        raise ValueError(f"no dead-letter verb {verb!r}")
-    token, _, run_id = (value or "").strip().partition(":")
-    key = trigger_key(token)
-    if key is None:
-        return None
-    return DeadLetterRequest(verb=verb, token=key, run_id=run_id.strip() or None)

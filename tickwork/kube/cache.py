@@ -59,6 +59,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tickwork.api import models
+from tickwork.core.annotations import RUN_NOW_ANNOTATION
 from tickwork.kube.client import KubeClient
 from tickwork.kube.informer import Informer, InformerSettings, Scope
 
@@ -182,7 +183,7 @@ _DICTIONARY = json.dumps({
                                    "python": {"callable": "", "kwargs": {}},
                                    "http": {"body": "", "headers": {}, "method": "POST",
                                             "url": "https://"}}, "schedule": "0 * * * *"},
-    "metadata": {"annotations": {"tickwork.dev/run-now": ""}, "labels": {},
+    "metadata": {"annotations": {RUN_NOW_ANNOTATION: ""}, "labels": {},
                  "creationTimestamp": "2026-01-01T00:00:00Z", "generation": 1,
                  "name": "", "namespace": "default", "resourceVersion": "",
                  "uid": "00000000-0000-0000-0000-000000000000"},
