@@ -129,7 +129,7 @@ bench-cronjob: install controlplane-bin ## Tickwork vs the CronJob controller (b
 bench-cpu: install controlplane-bin ## CPU per run by process at 5,000 schedules a minute (cpu_per_run.*)
 	$(BIN)/python benchmarks/cronjob.py --sizes 5000 --tickwork-only --out benchmarks/results/cpu_per_run.json
 
-crd: install ## regenerate the CRD from the pydantic models (tickwork/api/models.py)
+crd: install ## regenerate the CRD from the pydantic models (tickwork/api/)
 	$(BIN)/python -m tickwork.api.crd --write
 
 manifests: crd ## render manifests/tickwork.yaml from the Helm chart

@@ -14,12 +14,11 @@ from tickwork.api.models import (
     RUNS_LIMIT,
     OperatorStatus,
     RunRecord,
-    RunState,
     ScheduledJobStatus,
 )
 from tickwork.core.params import MAX_PARAMS, PARAMS_TEXT_LIMIT, check_params
 from tickwork.core.planning import NEXT_RUNS
-from tickwork.core.states import JobPhase
+from tickwork.core.states import JobPhase, RunState
 from tickwork.core.text import HISTORY_TEXT_LIMIT, TEXT_LIMIT
 from tickwork.kube.status import (
     TRIM_BATCH,
