@@ -26,13 +26,13 @@ from tickwork.api.models import (
     RunStatusOutline,
     ScheduledJobSpec,
 )
+from tickwork.api.sharing import compact, shared_instants
 from tickwork.core.annotations import same_trigger, trigger_key
 from tickwork.core.failures import FinishedRun, Streak, follow, restart
 from tickwork.core.planning import JobFacts, PendingRun, upcoming
 from tickwork.core.runs import belongs_to, parse_run_id
 from tickwork.core.schedule import Schedule
 from tickwork.core.states import JobPhase, RunState
-from tickwork.kube.status import compact, shared_instants
 
 JobKey = tuple[str, str]
 IndexKey = tuple[str, str, str]

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tickwork.api.models import OperatorStatus
+from tickwork.api.sharing import compact
 from tickwork.core.annotations import (
     CANCEL_ANNOTATION,
     DEAD_LETTER_ANNOTATIONS,
@@ -41,7 +42,6 @@ from tickwork.kube.status import (
     CONDITION_PAUSED,
     CONDITION_READY,
     CONDITION_SUSPENDED,
-    compact,
     operator_body,
     updated,
     with_condition,

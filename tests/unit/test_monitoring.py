@@ -20,10 +20,10 @@ from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry
 
 from tickwork.api.models import OperatorStatus
+from tickwork.api.sharing import compact
 from tickwork.core.buckets import BucketIndex
 from tickwork.core.errors import QueueUnavailableError
 from tickwork.core.states import JobPhase
-from tickwork.kube.status import compact
 from tickwork.queue.memory import MemoryRunQueue
 from tickwork_operator.clock import Clock
 from tickwork_operator.metrics import OperatorMetrics

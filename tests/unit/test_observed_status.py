@@ -143,7 +143,8 @@ def test_jobs_share_one_set_of_field_names_and_models_behave_as_before() -> None
     each, two per job); equality, dumps without unset fields and copies with changes
     behave as with sets of their own."""
     from tickwork.api.models import OperatorStatus  # noqa: PLC0415
-    from tickwork.kube.status import compact, operator_body, updated  # noqa: PLC0415
+    from tickwork.api.sharing import compact  # noqa: PLC0415
+    from tickwork.kube.status import operator_body, updated  # noqa: PLC0415
 
     state = WatchState(index=BucketIndex(start=T0.timestamp(), width=1.0))
     shares = []
@@ -246,7 +247,7 @@ def test_jobs_on_one_schedule_share_their_lists_which_nothing_can_change() -> No
     import copy  # noqa: PLC0415
 
     from tickwork.api.models import OperatorStatus  # noqa: PLC0415
-    from tickwork.kube.status import SharedList  # noqa: PLC0415
+    from tickwork.api.sharing import SharedList  # noqa: PLC0415
     from tickwork_operator.entry import status_of  # noqa: PLC0415
 
     status = {"phase": "Scheduled", "nextRunAt": at(60),
@@ -335,7 +336,8 @@ def test_the_share_a_watch_event_brings_back_unchanged_is_the_one_held(
     worker's write): the share read from it is the one the job holds, and is not
     compacted again; a share that changed is new. Jobs without status yet hold one
     pair of empty shares."""
-    from tickwork.kube.status import compact, operator_body  # noqa: PLC0415
+    from tickwork.api.sharing import compact  # noqa: PLC0415
+    from tickwork.kube.status import operator_body  # noqa: PLC0415
     from tickwork_operator import entry as entries  # noqa: PLC0415
 
     state = WatchState(index=BucketIndex(start=T0.timestamp(), width=1.0))
