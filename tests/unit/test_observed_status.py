@@ -10,6 +10,7 @@ import json
 from typing import Any
 
 import pytest
+from pydantic import BaseModel
 
 from tickwork.core.buckets import BucketIndex
 from tickwork.core.failures import FinishedRun
@@ -360,3 +361,33 @@ def test_the_share_a_watch_event_brings_back_unchanged_is_the_one_held(
         "OperatorStatus",
         "RunStatusOutline",
     ]
+
+
+def test_the_read_outline_of_the_runs_share_is_a_projection_of_the_written_one() -> None:
+    """The operator validates the workers' share with RunStatusOutline (no result,
+    error or parameters): every field it reads is a field of what workers write, with
+    the same wire name and type, so that a change to one is a change to both."""
+    from tickwork.api.status import (  # noqa: PLC0415
+        DeadRun,
+        RunName,
+        RunOutline,
+        RunRecord,
+        RunStatus,
+        RunStatusOutline,
+    )
+
+    def alias(model: type[BaseModel], name: str) -> str | None:
+        return model.model_fields[name].alias
+
+    projections = {RunStatusOutline: RunStatus, RunOutline: RunRecord, RunName: DeadRun}
+    for outline, whole in projections.items():
+        assert set(outline.model_fields) <= set(whole.model_fields), outline
+        for name, field in outline.model_fields.items():
+            assert alias(outline, name) == alias(whole, name), (outline, name)
+            assert field.is_required() == whole.model_fields[name].is_required(), (outline, name)
+            kept = whole.model_fields[name].annotation
+            read = field.annotation
+            # A list or record of the outline reads an outline of the whole's items.
+            for part, of in projections.items():
+                read = read if read != list[part] else list[of]
+            assert read == kept, (outline, name, read, kept)
