@@ -21,7 +21,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tickwork.api.models import OperatorStatus
-from tickwork.api.sharing import compact
 from tickwork.core.annotations import (
     CANCEL_ANNOTATION,
     DEAD_LETTER_ANNOTATIONS,
@@ -35,16 +34,10 @@ from tickwork.core.annotations import (
     trigger_key,
 )
 from tickwork.core.buckets import BucketIndex
-from tickwork.core.failures import describe_pause
 from tickwork.core.planning import pending_for, pending_run
-from tickwork.core.states import FINAL_STATES, JobPhase, job_phase, readiness
+from tickwork.core.states import FINAL_STATES, JobPhase
 from tickwork.kube.status import (
-    CONDITION_PAUSED,
-    CONDITION_READY,
-    CONDITION_SUSPENDED,
     operator_body,
-    updated,
-    with_condition,
 )
 from tickwork_operator.entry import (
     NO_ASKS,
@@ -54,12 +47,12 @@ from tickwork_operator.entry import (
     JobKey,
     created_at,
     parse,
-    recorded_streak,
     shared_status,
     shown_in,
     status_of,
     still_unheard,
 )
+from tickwork_operator.wanted import wanted_share
 
 
 @dataclass(frozen=True)
@@ -407,69 +400,10 @@ class WatchState:
         )
 
     def refresh_wanted(self, entry: JobEntry, *, now: dt.datetime) -> None:
-        """Work out the operator's share of status; mark the job dirty if it must be sent."""
-        current = entry.wanted.observed_generation == entry.generation
-        base = entry.wanted if current else entry.written
-        phase = job_phase(
-            suspended=entry.suspended, valid=entry.spec is not None,
-            finished=entry.finished(now=now, last_schedule_time=base.last_schedule_time),
-            active=entry.active_run_id() is not None, paused=entry.paused,
-        )  # fmt: skip
-        shown = entry.pending if entry.spec and not entry.suspended else None
-        if not self.keeps_schedule(entry):
-            shown = None  # status keeps no schedule (nor an old nextRunAt, nextRuns)
-        next_run_at = shown.scheduled_at if shown else None
-        finished = entry.finished_run_ids()
-        # Each step below leaves a new share as it is; the last one is compacted.
-        wanted = updated(
-            base, lean=False, observed_generation=entry.generation,
-            cancel_requests=[r for r in base.cancel_requests if r.id not in finished],
-            phase=phase, next_run_at=next_run_at,
-            next_runs=entry.next_runs(next_run_at),
-            failure_streak=recorded_streak(entry.streak), last_resume_token=entry.resumed_token,
-            backfills=entry.backfill_progress(),
-        )  # fmt: skip
-        paused = _pause_text(entry)
-        last = entry.observed.last_run
-        ready = readiness(
-            phase=phase, invalid_reason=entry.invalid_reason,
-            last_outcome=last.outcome if last else None, last_run_id=last.id if last else None,
-            last_error=last.error if last else None,
-            missed_one_shot=wanted.missed_runs is not None and wanted.missed_runs > 0
-            and wanted.last_missed_time == wanted.last_schedule_time and last is None
-            and bool(entry.spec and entry.spec.one_shot),
-            pause_message=paused, one_shot=entry.spec is None or entry.spec.one_shot,
-        )  # fmt: skip
-        wanted = with_condition(
-            wanted, CONDITION_READY, status=ready.ready, reason=ready.reason,
-            message=ready.message, now=now, lean=False,
-        )  # fmt: skip
-        if entry.spec is not None and entry.suspended:
-            wanted = with_condition(
-                wanted, CONDITION_SUSPENDED, status=True, reason="Suspended",
-                message="spec.suspend is true: no run is published", now=now, lean=False,
-            )  # fmt: skip
-        elif entry.spec is not None and any(
-            c.type == CONDITION_SUSPENDED for c in wanted.conditions
-        ):
-            wanted = with_condition(
-                wanted, CONDITION_SUSPENDED, status=False, reason="Resumed",
-                message="runs are published again, from the resume on", now=now, lean=False,
-            )  # fmt: skip
-        if paused is not None:
-            wanted = with_condition(
-                wanted, CONDITION_PAUSED, status=True, reason="ConsecutiveFailures",
-                message=paused, now=now, lean=False,
-            )  # fmt: skip
-        elif any(c.type == CONDITION_PAUSED for c in wanted.conditions):
-            wanted = with_condition(
-                wanted, CONDITION_PAUSED, status=False, reason="Resumed",
-                message=f"resumed ({RESUME_ANNOTATION} or a new spec): runs are published "
-                "again, from the resume on", now=now, lean=False,
-            )  # fmt: skip
-        if wanted is not base:
-            wanted = compact(wanted)
-        entry.wanted = wanted
+        """Work out the operator's share of status (:func:`wanted_share`, no effect);
+        keep it, and mark the job dirty if it must be sent."""
+        entry.wanted = wanted_share(entry, now=now, keeps_schedule=self.keeps_schedule(entry))
+        wanted = entry.wanted
         if _differs(wanted, entry.written) or self.shows_owed(entry):
             if entry.key not in self.dirty:
                 # Already dirty: whatever was making it wait (a report on its way, a
@@ -570,13 +504,6 @@ class WatchState:
             else:
                 found.append(entry)
         return found
-
-
-def _pause_text(entry: JobEntry) -> str | None:
-    """Why the job is paused, or None if it is not."""
-    if not entry.paused or entry.streak is None or entry.spec is None:
-        return None
-    return describe_pause(entry.streak, entry.spec.pause_after or entry.streak.count)
 
 
 def _differs(wanted: OperatorStatus, written: OperatorStatus) -> bool:
