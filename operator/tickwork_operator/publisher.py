@@ -49,6 +49,7 @@ from tickwork.kube.events import NORMAL, WARNING, EventRecorder
 from tickwork.kube.status import updated
 from tickwork.queue.messages import EnqueueOutcome, RunMessage
 from tickwork.queue.protocol import RunQueue
+from tickwork_operator.buffers import DropAll, PublishHead, buffer_plan
 from tickwork_operator.claims import NamespaceClaims, schedules
 from tickwork_operator.clock import Clock
 from tickwork_operator.metrics import OperatorMetrics
@@ -371,12 +372,11 @@ class Publisher:
             await self.events.post(job_ref(entry), type_=NORMAL, reason="RunCancelled",
                                    message=f"buffered run {run_id} cancelled: "
                                    f"{CANCELLED_BY_USER}")  # fmt: skip
-        waiting = entry.wanted.buffered_runs
-        if not waiting:
-            return
-        if entry.spec is None or entry.suspended or entry.paused:
-            why = ("the spec is invalid" if entry.spec is None else "the job is suspended"
-                   if entry.suspended else "the job is paused after failed runs")  # fmt: skip
+        plan = buffer_plan(entry.wanted.buffered_runs, valid=entry.spec is not None,
+                           suspended=entry.suspended, paused=entry.paused,
+                           active=entry.active_run_id() is not None)  # fmt: skip
+        if isinstance(plan, DropAll):
+            waiting = plan.runs
             self.metrics.runs_skipped.labels(reason="missed").inc(len(waiting))
             entry.wanted = updated(
                 entry.wanted, buffered_runs=[],
@@ -388,20 +388,18 @@ class Publisher:
                 ", ..." if len(waiting) > _NAMED else "")  # fmt: skip
             await self.events.post(job_ref(entry), type_=WARNING, reason="BufferDropped",
                                    message=f"{len(waiting)} buffered run(s) dropped and counted "
-                                   f"missed: {why} ({named})")  # fmt: skip
-            return
-        if entry.active_run_id() is not None:
-            return  # published when status shows the active run ended
-        head, rest = waiting[0], waiting[1:]
-        queued = QueuedRun(id=head.id, scheduled_at=head.scheduled_at,
-                           queued_at=self.clock.now())  # fmt: skip
-        if await self._publish(entry, queued, trigger="buffer") is None:
-            return
-        entry.wanted = updated(entry.wanted, buffered_runs=rest)
-        await self.reporter.write(entry)
-        await self.events.post(job_ref(entry), type_=NORMAL, reason="RunReleased",
-                               message=f"buffered run {head.id} published: no run is active "
-                               f"now ({len(rest)} still buffered)")  # fmt: skip
+                                   f"missed: {plan.why} ({named})")  # fmt: skip
+        elif isinstance(plan, PublishHead):
+            head, rest = plan.head, list(plan.rest)
+            queued = QueuedRun(id=head.id, scheduled_at=head.scheduled_at,
+                               queued_at=self.clock.now())  # fmt: skip
+            if await self._publish(entry, queued, trigger="buffer") is None:
+                return
+            entry.wanted = updated(entry.wanted, buffered_runs=rest)
+            await self.reporter.write(entry)
+            await self.events.post(job_ref(entry), type_=NORMAL, reason="RunReleased",
+                                   message=f"buffered run {head.id} published: no run is active "
+                                   f"now ({len(rest)} still buffered)")  # fmt: skip
 
     async def cancel(self, run_id: str) -> bool | None:
         """Take a run out of the queue if it has not started; None if Redis is away."""
