@@ -294,3 +294,44 @@ def test_a_record_takes_the_first_free_place_of_its_kind_then_the_oldest() -> No
     assert place(legacy, ok) == "s0"
     assert writes.history_slot(full, ok, successful=0, failed=2) is None
     assert writes.history_manager("s1") == "tickwork-runs-s1"
+
+
+def _written(*records: RunRecord) -> dict[str, object]:
+    runs = [r.model_dump(mode="json", by_alias=True, exclude_none=True) for r in records]
+    return {"metadata": {"uid": "u"}, "status": {"runs": runs}}
+
+
+def _ok(run_id: str, minute: int, slot: str | None = None) -> RunRecord:
+    return _record(run_id, minute).model_copy(update={"slot": slot})
+
+
+def _bad(run_id: str, minute: int) -> RunRecord:
+    return _record(run_id, minute, RunState.FAILED)
+
+
+# history as written (the new record last), placed -> the records the patch removes
+TRIM_TABLE = [
+    ([_ok("a", 0, "s0"), _ok("b", 1, "s1")], True, []),  # within the limits (2 + 2)
+    ([_ok("old", 0), _ok("a", 1, "s0"), _ok("b", 2, "s1")], True, ["old"]),  # at once
+    ([_ok("old", 0), _ok("a", 1), _ok("b", 2)], False, []),  # 1 over: waits for a batch
+    ([_bad(f"f{i}", i) for i in range(6)], False, ["f0", "f1", "f2", "f3"]),  # a batch of 4
+    ([_bad(f"f{i}", i) for i in range(5)], False, []),  # 3 over: not yet
+    ([_bad("f0", 0), _bad("f1", 1), _bad("f2", 2), _ok("a", 3, "s0")], True, ["f0"]),
+]
+
+
+@pytest.mark.parametrize(("history", "placed", "removed"), TRIM_TABLE)
+def test_the_trim_plan(history: list[RunRecord], placed: bool, removed: list[str]) -> None:
+    patch = writes.trim_plan(_written(*history), history[-1], successful=2, failed=2,
+                             placed=placed)  # fmt: skip
+    removals = [op["path"] for op in patch if op["op"] == "remove"]
+    ids = [r.id for r in history]
+    assert removals == [f"/status/runs/{ids.index(run_id)}" for run_id in reversed(removed)]
+    assert (patch[0] if patch else None) == (
+        {"op": "test", "path": "/metadata/uid", "value": "u"} if removed else None
+    )
+
+
+def test_a_history_this_version_cannot_read_is_left_as_it_is() -> None:
+    written = {"metadata": {"uid": "u"}, "status": {"runs": [{"id": "x"}]}}  # no outcome
+    assert writes.trim_plan(written, _ok("a", 0), successful=0, failed=0, placed=True) == []

@@ -332,6 +332,21 @@ def trim_patch(written: dict[str, Any], drop: list[str]) -> list[dict[str, Any]]
     return operations
 
 
+def trim_plan(
+    written: dict[str, Any], record: RunRecord, *, successful: int, failed: int, placed: bool
+) -> list[dict[str, Any]]:
+    """The trim after ``record`` was written (``placed`` in a place of the history, or
+    not), as a decision: the JSON patch to send (:func:`trim_patch`) if records past
+    the limits are due to leave (:func:`to_drop`, :func:`trim_due`), else none. The
+    history is read from ``written``, the object as the API server returned it."""
+    try:
+        status = ScheduledJobStatus.model_validate(written.get("status") or {})
+    except ValueError:
+        return []  # a history this version cannot read: left as it is
+    drop = to_drop(status.runs, record, successful=successful, failed=failed)
+    return trim_patch(written, drop) if trim_due(drop, len(status.runs), placed=placed) else []
+
+
 def holds_legacy_share(metadata: dict[str, Any]) -> bool:
     """Does the workers' single manager of older versions still own fields here?"""
     return any(entry.get("manager") == LEGACY_WORKER_MANAGER

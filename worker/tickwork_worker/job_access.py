@@ -19,7 +19,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from tickwork.api.models import ActiveRun, RunRecord, ScheduledJob, ScheduledJobStatus
+from tickwork.api.models import ActiveRun, RunRecord, ScheduledJob
 from tickwork.core.states import RunState
 from tickwork.kube.cache import JobCache
 from tickwork.kube.client import KubeApiError, KubeClient
@@ -33,9 +33,7 @@ from tickwork.kube.status import (
     keeps,
     record_body,
     run_manager,
-    to_drop,
-    trim_due,
-    trim_patch,
+    trim_plan,
     withdrawal_body,
 )
 from tickwork.queue.messages import Claim
@@ -324,16 +322,10 @@ class JobAccess:
         A refused or failed trim is left for the job's next run. With the watched copy
         on, the patch waits (briefly) until the watch has brought the object just
         written, so that the API server does it once."""
-        try:
-            status = ScheduledJobStatus.model_validate(written.get("status") or {})
-        except ValueError:
-            return
         limits = job.spec.history
         message = claim.message
-        drop = to_drop(status.runs, record, successful=limits.successful_runs,
-                       failed=limits.failed_runs)  # fmt: skip
-        due = trim_due(drop, len(status.runs), placed=placed)
-        patch = trim_patch(written, drop) if due else []
+        patch = trim_plan(written, record, successful=limits.successful_runs,
+                          failed=limits.failed_runs, placed=placed)  # fmt: skip
         if patch:
             if self.jobs is not None:
                 # Sent at once, the patch would find the record not yet in the API
