@@ -17,6 +17,7 @@ if [ "$#" -gt 0 ]; then shift; fi
 image="tickwork:e2e"
 upgrade="tickwork:e2e-upgrade"
 demo="tickwork-demo:e2e"
+previous="tickwork:e2e-previous"
 here="$(cd "$(dirname "$0")/.." && pwd)"
 
 for tool in docker kind python3 go make; do
@@ -35,8 +36,11 @@ docker build -t "$image" "$here"
 docker build --target demo -t "$demo" "$here"
 # A different image from the same sources: `helm upgrade` rolls every Pod to it.
 printf 'FROM %s\nLABEL dev.tickwork.rebuild="upgrade"\n' "$image" | docker build -t "$upgrade" -
+# The release `helm upgrade` starts from in tests/pods/test_upgrade.py, from its tree.
+previous_commit="$(sed -n 's/^PREVIOUS_RELEASE = "\(.*\)"$/\1/p' "$here/dev/tickwork_dev/devcluster/images.py")"
+git -C "$here" archive --format=tar "$previous_commit" | docker build -t "$previous" -
 kind get clusters | grep -qx "$cluster" || kind create cluster --name "$cluster" --wait 120s
-kind load docker-image "$image" "$upgrade" "$demo" --name "$cluster"
+kind load docker-image "$image" "$upgrade" "$demo" "$previous" --name "$cluster"
 kind get kubeconfig --name "$cluster" > "$kubeconfig"
 
 make -C "$here" install
@@ -45,5 +49,6 @@ TICKWORK_TEST_KUBECONFIG="$kubeconfig" \
 TICKWORK_TEST_IMAGE="$image" \
 TICKWORK_TEST_UPGRADE_IMAGE="$upgrade" \
 TICKWORK_TEST_DEMO_IMAGE="$demo" \
+TICKWORK_TEST_PREVIOUS_IMAGE="$previous" \
     .venv/bin/pytest tests/pods -ra "$@"
 echo "e2e on kind: ok"

@@ -238,16 +238,18 @@ class BuildReport:
     cached: bool
 
 
-def tickwork_image(*, tag_suffix: str = "") -> BuildReport:
-    """Tickwork's image from the repository's Dockerfile, on the Debian base.
+def tickwork_image(*, tag_suffix: str = "", root: Path = ROOT) -> BuildReport:
+    """Tickwork's image from the Dockerfile of the tree at ``root`` (this repository's
+    by default; :func:`previous_release_tree` for the previous release), on the
+    Debian base.
 
     ``tag_suffix`` builds a *different* image from the same sources (one more
     label), as a release with a new image would be; the upgrade journey uses it.
     """
     started = time.monotonic()
     base = debian_base()
-    files = _files_under(ROOT, _TICKWORK_CONTEXT, _TICKWORK_TREES)
-    key = _context_digest(ROOT, files, base.ref, tag_suffix)
+    files = _files_under(root, _TICKWORK_CONTEXT, _TICKWORK_TREES)
+    key = _context_digest(root, files, base.ref, tag_suffix)
     repository, tag = "localhost/tickwork", f"dev-{key}"
     cached = (images_dir() / f"tickwork-{key}.tar").exists()
 
@@ -255,10 +257,10 @@ def tickwork_image(*, tag_suffix: str = "") -> BuildReport:
         ref = f"{repository}:{tag}"
         args = {"PYTHON_IMAGE": base.ref}
         if not tag_suffix:
-            _podman_build(dockerfile=ROOT / "Dockerfile", context=ROOT, ref=ref,
+            _podman_build(dockerfile=root / "Dockerfile", context=root, ref=ref,
                           build_args=args, target=target)  # fmt: skip
             return
-        plain = tickwork_image().image
+        plain = tickwork_image(root=root).image
         _podman_load(plain.ref, plain.archive)
         with tempfile.TemporaryDirectory() as scratch:
             derived = Path(scratch) / "Containerfile"
@@ -271,6 +273,38 @@ def tickwork_image(*, tag_suffix: str = "") -> BuildReport:
     archive = _cached("tickwork", key, make)
     image = Image(repository, tag, archive)
     return BuildReport(image, time.monotonic() - started, _image_size(image, archive), cached)
+
+
+#: The release the upgrade test in Pods starts from (tests/pods/test_upgrade.py): the
+#: main of the round before issue 48 changed where a run's record goes in the history.
+PREVIOUS_RELEASE = "b92c9d7e5368f93ccdb8cfd064c89782bbb7afe6"
+
+
+def previous_release_tree(commit: str = PREVIOUS_RELEASE) -> Path:
+    """The files of ``commit`` (its chart, Dockerfile and sources), taken from this
+    clone's history once and kept in the cache, outside the repository."""
+    target = build.cache_root() / "trees" / commit
+    if (target / "Dockerfile").exists():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with (target.parent / f".{commit}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if (target / "Dockerfile").exists():
+            return target
+        staging = target.parent / f".{commit}.partial"
+        shutil.rmtree(staging, ignore_errors=True)
+        staging.mkdir()
+        archive = subprocess.run(["git", "-C", str(ROOT), "archive", "--format=tar", commit],
+                                 capture_output=True, check=False)  # fmt: skip
+        if archive.returncode != 0:
+            raise BuildError(
+                f"the previous release {commit} is not in this clone's history (a shallow "
+                f"clone?): git archive said {archive.stderr.decode().strip()!r}"
+            )
+        with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
+            tar.extractall(staging, filter="data")
+        staging.rename(target)
+    return target
 
 
 def demo_image() -> Image:

@@ -26,6 +26,7 @@ CHART = build.HACK_DIR.parent / "charts" / "tickwork"
 IMAGE_ENV = "TICKWORK_TEST_IMAGE"
 UPGRADE_IMAGE_ENV = "TICKWORK_TEST_UPGRADE_IMAGE"
 DEMO_IMAGE_ENV = "TICKWORK_TEST_DEMO_IMAGE"
+PREVIOUS_IMAGE_ENV = "TICKWORK_TEST_PREVIOUS_IMAGE"
 #: The Redis StatefulSet's data volume (volumeClaimTemplates `data`, replica 0).
 _REDIS_UID = 999
 
@@ -131,6 +132,25 @@ def cluster_images(cluster: Cluster) -> ClusterImages:
     return ClusterImages(cluster, tickwork, upgrade, redis, prometheus, adapter, demo)
 
 
+def previous_release(cluster: Cluster) -> tuple[str, Path]:
+    """The image and the chart of the release an upgrade starts from
+    (:data:`images.PREVIOUS_RELEASE`): built from its tree and loaded into the local
+    node, or, on an existing cluster, the image :data:`PREVIOUS_IMAGE_ENV` names
+    (scripts/kind-e2e.sh builds and loads it)."""
+    tree = images.previous_release_tree()
+    chart = tree / "charts" / "tickwork"
+    node = cluster.node
+    if node is None:
+        image = os.environ.get(PREVIOUS_IMAGE_ENV)
+        if not image:
+            raise StartError(f"{PREVIOUS_IMAGE_ENV} must name the image of Tickwork "
+                             f"{images.PREVIOUS_RELEASE}, loaded into the cluster")  # fmt: skip
+        return image, chart
+    built = images.tickwork_image(root=tree).image
+    node.load_image(built)
+    return built.ref, chart
+
+
 @dataclass
 class Release:
     """One release of the chart: ``helm install``/``upgrade``/``uninstall`` and what it made."""
@@ -139,6 +159,8 @@ class Release:
     namespace: str
     name: str = "tickwork"
     values: dict[str, object] = field(default_factory=dict)
+    chart: Path = CHART
+    """The chart ``install`` and ``upgrade`` use (another release's, for an upgrade)."""
 
     @property
     def fullname(self) -> str:
@@ -158,7 +180,7 @@ class Release:
         with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as handle:
             yaml.safe_dump(values, handle)
         try:
-            return self.helm(verb, self.name, str(CHART), "-f", handle.name, *extra)
+            return self.helm(verb, self.name, str(self.chart), "-f", handle.name, *extra)
         finally:
             Path(handle.name).unlink(missing_ok=True)
 
