@@ -63,7 +63,7 @@ from kubernetes import watch as k8s_watch
 
 from tickwork.api import models
 from tickwork_dev.devcluster.cluster import Cluster, kubectl_binary
-from tickwork_dev.devcluster.components import TickworkProcess, wait_for
+from tickwork_dev.devcluster.components import READY_TIMEOUT_SECONDS, TickworkProcess, wait_for
 from tickwork_dev.devcluster.controlplane import ControlPlane
 from tickwork_dev.devcluster.measure import (
     CRDS,
@@ -343,8 +343,14 @@ def run_tickwork(workdir: Path, plane: ControlPlane, api: k8s.ApiClient, n: int,
             *(TickworkProcess(command="tickwork-worker", env={**env, "TICKWORK_WORKER_NAME": w},
                               log_path=workdir / f"{w}-{n}.log") for w in ("w0", "w1")),
         ]  # fmt: skip
-        for component in components:
-            component.start().wait_ready()
+        # A worker lists every job of its namespaces before it is ready: with 100,000
+        # there, that takes longer than a component's usual minute.
+        ready_timeout = READY_TIMEOUT_SECONDS + indexed * 0.003
+        ready_seconds: dict[str, float] = {}
+        for index, component in enumerate(components):
+            started = time.monotonic()
+            component.start().wait_ready(timeout=ready_timeout)
+            ready_seconds[f"{component.command}-{index}"] = round(time.monotonic() - started, 1)
         try:
             # POSTs over one HTTP/2 connection, 32 in flight: kubectl's server-side
             # apply of 5,000 took over 10 min while the first jobs already fired.
@@ -356,6 +362,7 @@ def run_tickwork(workdir: Path, plane: ControlPlane, api: k8s.ApiClient, n: int,
                 cluster, collector, minutes, pids, warmup=warmup, profile=profile
             )
             window["redis_memory"] = redis.memory()
+            window["ready_seconds"] = ready_seconds
         finally:
             collector.stop()
             for component in components:
@@ -416,6 +423,7 @@ def summarize(window: dict[str, Any], n: int, minutes: int) -> dict[str, Any]:
         lags += [math.inf] * never + [window["observed_until"] - start] * (missing - never)
     p50, p99 = statistics.median(lags), percentile(lags, 0.99)
     return {
+        **({"ready_seconds": window["ready_seconds"]} if "ready_seconds" in window else {}),
         "expected_runs": n * minutes,
         "runs": runs,
         "runs_not_started_in_time": n * minutes - runs,
