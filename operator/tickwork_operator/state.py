@@ -403,8 +403,7 @@ class WatchState:
         """Work out the operator's share of status (:func:`wanted_share`, no effect);
         keep it, and mark the job dirty if it must be sent."""
         entry.wanted = wanted_share(entry, now=now, keeps_schedule=self.keeps_schedule(entry))
-        wanted = entry.wanted
-        if _differs(wanted, entry.written) or self.shows_owed(entry):
+        if _differs(entry.wanted, entry.written) or self.shows_owed(entry):
             if entry.key not in self.dirty:
                 # Already dirty: whatever was making it wait (a report on its way, a
                 # write in flight) still does, and owes it again (its news) when it ends.
