@@ -30,8 +30,14 @@ from tickwork_dev.devcluster.redis import RedisServer
 
 _TESTS = Path(__file__).parent
 _CRDS = _TESTS.parent / "manifests" / "crds"
-_MARK_BY_FOLDER = {"unit": "unit", "integration": "integration", "faults": "integration",
-                   "attacks": "integration", "e2e": "e2e", "pods": "pods"}  # fmt: skip
+_MARK_BY_FOLDER = {
+    "unit": "unit",
+    "integration": "integration",
+    "faults": "integration",
+    "attacks": "integration",
+    "e2e": "e2e",
+    "pods": "pods",
+}
 
 
 _SPENT: dict[str, float] = {}
@@ -288,11 +294,21 @@ def command_runner(commands_volume: Path) -> Iterator[Path]:
     socket = commands_volume / "runner.sock"
     with (commands_volume / "runner.log").open("w") as log:
         process = subprocess.Popen(
-            ["/usr/bin/setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups",
-             "--inh-caps=-all", "--bounding-set=-all", "--",
-             console_script("tickwork-command-runner"), "--socket", str(socket)],
-            stdout=subprocess.DEVNULL, stderr=log,
-        )  # fmt: skip
+            [
+                "/usr/bin/setpriv",
+                f"--reuid={NOBODY}",
+                f"--regid={NOBODY}",
+                "--clear-groups",
+                "--inh-caps=-all",
+                "--bounding-set=-all",
+                "--",
+                console_script("tickwork-command-runner"),
+                "--socket",
+                str(socket),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=log,
+        )
         try:
             wait_for(socket.exists, timeout=30, what="the command runner's socket")
             yield socket

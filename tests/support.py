@@ -118,9 +118,11 @@ class Jobs:
 
     def create(self, name: str, spec: dict[str, Any], **metadata: Any) -> dict[str, Any]:
         body = {
-            "apiVersion": models.API_VERSION, "kind": models.KIND,
-            "metadata": {"name": name, **metadata}, "spec": spec,
-        }  # fmt: skip
+            "apiVersion": models.API_VERSION,
+            "kind": models.KIND,
+            "metadata": {"name": name, **metadata},
+            "spec": spec,
+        }
         created: dict[str, Any] = self.api.create_namespaced_custom_object(*self._args, body)
         return created
 
@@ -193,16 +195,27 @@ def publish(jobs: Jobs, probe: QueueProbe, name: str, spec: dict[str, Any]) -> t
     uid = job["metadata"]["uid"]
     scheduled = dt.datetime.fromisoformat(spec.get("runAt") or rfc3339(whole_seconds_from_now(0)))
     run_id = scheduled_run_id(uid, scheduled)
-    probe.enqueue(RunMessage(run_id=run_id, namespace=jobs.namespace, name=name, uid=uid,
-                             scheduled_at=scheduled.isoformat()))  # fmt: skip
+    probe.enqueue(
+        RunMessage(
+            run_id=run_id,
+            namespace=jobs.namespace,
+            name=name,
+            uid=uid,
+            scheduled_at=scheduled.isoformat(),
+        )
+    )
     return uid, run_id
 
 
 def publish_manual(
-    jobs: Jobs, probe: QueueProbe, name: str, spec: dict[str, Any], *,
+    jobs: Jobs,
+    probe: QueueProbe,
+    name: str,
+    spec: dict[str, Any],
+    *,
     token: str = "t1",  # noqa: S107 - a run-now token, not a password
     params: dict[str, str] | None = None,
-) -> tuple[str, dt.datetime]:  # fmt: skip
+) -> tuple[str, dt.datetime]:
     """Create a job and put a manual run of it in the queue, as the operator would for
     a trigger with ``params``; return (run ID, the trigger's time)."""
     from tickwork.core.runs import manual_run_id  # noqa: PLC0415 - helpers stay light
@@ -211,8 +224,16 @@ def publish_manual(
     uid = job["metadata"]["uid"]
     run_id = manual_run_id(uid, token)
     at = dt.datetime.now(dt.UTC).replace(microsecond=0)
-    probe.enqueue(RunMessage(run_id=run_id, namespace=jobs.namespace, name=name, uid=uid,
-                             triggered_at=at.isoformat(), params=params))  # fmt: skip
+    probe.enqueue(
+        RunMessage(
+            run_id=run_id,
+            namespace=jobs.namespace,
+            name=name,
+            uid=uid,
+            triggered_at=at.isoformat(),
+            params=params,
+        )
+    )
     return run_id, at
 
 
@@ -388,8 +409,11 @@ def assert_a_timeout_kills_the_whole_group(jobs: Jobs, probe: QueueProbe) -> Non
     """A command that leaves a background process and waits, stopped by its 3 s
     timeout: the run fails so, and the background process is killed with it."""
     sleep = unique_sleep()
-    spec = {"timeoutSeconds": 3, "retry": {"maxAttempts": 1}, "task": {"command": {
-        "args": ["sh", "-c", f"{sleep} & wait"]}}}  # fmt: skip
+    spec = {
+        "timeoutSeconds": 3,
+        "retry": {"maxAttempts": 1},
+        "task": {"command": {"args": ["sh", "-c", f"{sleep} & wait"]}},
+    }
     publish(jobs, probe, "hang", spec)
     wait_for(lambda: sleeping(sleep), timeout=30, interval=0.05, what="the background sleep")
     last = finished(jobs, "hang", timeout=30)["lastRun"]
@@ -402,10 +426,24 @@ def tenant_account(cluster: Cluster, namespace: str) -> str:
     """A ServiceAccount that may create and read ScheduledJobs in ``namespace``, nothing
     else; returns the name to impersonate."""
     cluster.kubectl("-n", namespace, "create", "serviceaccount", "tenant")
-    cluster.kubectl("-n", namespace, "create", "role", "tenant", "--verb=create,get,list",
-                    "--resource=scheduledjobs.tickwork.dev")  # fmt: skip
-    cluster.kubectl("-n", namespace, "create", "rolebinding", "tenant", "--role=tenant",
-                    f"--serviceaccount={namespace}:tenant")  # fmt: skip
+    cluster.kubectl(
+        "-n",
+        namespace,
+        "create",
+        "role",
+        "tenant",
+        "--verb=create,get,list",
+        "--resource=scheduledjobs.tickwork.dev",
+    )
+    cluster.kubectl(
+        "-n",
+        namespace,
+        "create",
+        "rolebinding",
+        "tenant",
+        "--role=tenant",
+        f"--serviceaccount={namespace}:tenant",
+    )
     return f"system:serviceaccount:{namespace}:tenant"
 
 
@@ -413,22 +451,49 @@ def apply_as(
     cluster: Cluster, who: str, namespace: str, obj: dict[str, Any]
 ) -> subprocess.CompletedProcess[str]:
     """``kubectl apply`` of ``obj`` by ``who`` (impersonated); the caller checks the result."""
-    return cluster.kubectl("--as", who, "-n", namespace, "apply", "-f", "-",
-                           input_text=json.dumps(obj), check=False)  # fmt: skip
+    return cluster.kubectl(
+        "--as", who, "-n", namespace, "apply", "-f", "-", input_text=json.dumps(obj), check=False
+    )
 
 
 def row(cluster: Cluster, namespace: str, name: str) -> dict[str, str]:
     """One line of `kubectl get scheduledjobs`, by column."""
     lines = cluster.kubectl("get", "scheduledjobs", "-n", namespace).stdout.splitlines()
     header = lines[0]
-    titles = ("NAME", "SCHEDULE", "RUN AT", "SUSPEND", "PHASE", "ACTIVE", "LAST", "LAST RUN",
-              "NEXT RUN", "AGE")  # fmt: skip
+    titles = (
+        "NAME",
+        "SCHEDULE",
+        "RUN AT",
+        "SUSPEND",
+        "PHASE",
+        "ACTIVE",
+        "LAST",
+        "LAST RUN",
+        "NEXT RUN",
+        "AGE",
+    )
     starts = [header.index(title) for title in titles]
     for line in lines[1:]:
         if line.split()[0] == name:
             cells = [line[a:b].strip() for a, b in zip(starts, [*starts[1:], None], strict=True)]
-            return dict(zip(["name", "schedule", "runAt", "suspend", "phase", "active", "last",
-                             "lastRun", "nextRun", "age"], cells, strict=True))  # fmt: skip
+            return dict(
+                zip(
+                    [
+                        "name",
+                        "schedule",
+                        "runAt",
+                        "suspend",
+                        "phase",
+                        "active",
+                        "last",
+                        "lastRun",
+                        "nextRun",
+                        "age",
+                    ],
+                    cells,
+                    strict=True,
+                )
+            )
     raise AssertionError(f"{name} not in kubectl get output")
 
 
@@ -446,13 +511,18 @@ def service_account_kubeconfig(
     )
     token = core.create_namespaced_service_account_token(name, namespace, request).status.token
     admin = json.loads(cluster.kubeconfig.read_text())
-    path.write_text(json.dumps({
-        "apiVersion": "v1", "kind": "Config",
-        "clusters": [{"name": "c", "cluster": admin["clusters"][0]["cluster"]}],
-        "users": [{"name": name, "user": {"token": token}}],
-        "contexts": [{"name": "c", "context": {"cluster": "c", "user": name}}],
-        "current-context": "c",
-    }))  # fmt: skip
+    path.write_text(
+        json.dumps(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "c", "cluster": admin["clusters"][0]["cluster"]}],
+                "users": [{"name": name, "user": {"token": token}}],
+                "contexts": [{"name": "c", "context": {"cluster": "c", "user": name}}],
+                "current-context": "c",
+            }
+        )
+    )
     return path
 
 

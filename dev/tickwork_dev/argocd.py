@@ -53,8 +53,9 @@ def health(obj: dict[str, Any], script: Path = HEALTH_SCRIPT) -> tuple[str, str]
     with tempfile.NamedTemporaryFile("w", suffix=".lua") as file:
         file.write(program)
         file.flush()
-        result = subprocess.run([str(glua), file.name], capture_output=True, text=True,
-                                timeout=30, check=False)  # fmt: skip
+        result = subprocess.run(
+            [str(glua), file.name], capture_output=True, text=True, timeout=30, check=False
+        )
     if result.returncode != 0 or result.stderr:
         raise RuntimeError(f"the health script failed: {result.stderr or result.stdout}")
     status, _, message = result.stdout.partition("\n")

@@ -95,8 +95,11 @@ def resolve(data: Any, path: str) -> Any:
                 raise KeyError(f"no item {index} in {path!r}")
             value = value[int(index)]
         else:
-            items = [item for item in (value if isinstance(value, list) else [])
-                     if isinstance(item, dict) and str(item.get(field)) == wanted]  # fmt: skip
+            items = [
+                item
+                for item in (value if isinstance(value, list) else [])
+                if isinstance(item, dict) and str(item.get(field)) == wanted
+            ]
             if len(items) != 1:
                 raise KeyError(f"{len(items)} items with {field}={wanted} in {path!r}")
             value = items[0]

@@ -16,8 +16,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "architecture.md"
-PACKAGES = (ROOT / "tickwork", ROOT / "operator" / "tickwork_operator",
-            ROOT / "worker" / "tickwork_worker")  # fmt: skip
+PACKAGES = (
+    ROOT / "tickwork",
+    ROOT / "operator" / "tickwork_operator",
+    ROOT / "worker" / "tickwork_worker",
+)
 BEGIN = "<!-- every module: made by python -m tickwork_dev.moduledocs --write -->"
 END = "<!-- end of every module -->"
 _SENTENCE = re.compile(r"^(.+?[.:;])(\s|$)", re.DOTALL)
@@ -62,8 +65,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.write:
         DOC.write_text(new)
     elif new != doc:
-        sys.stderr.write("docs/architecture.md's module list is out of date: "
-                         "python -m tickwork_dev.moduledocs --write\n")  # fmt: skip
+        sys.stderr.write(
+            "docs/architecture.md's module list is out of date: "
+            "python -m tickwork_dev.moduledocs --write\n"
+        )
         return 1
     return 0
 

@@ -70,8 +70,15 @@ def test_a_command_leaves_nothing_running_and_cannot_take_the_runners_socket(
     assert command_runner.is_socket()
     assert command_runner.stat().st_ino == before
 
-    publish(jobs, probe, "victim", {"retry": {"maxAttempts": 1}, "task": {"command": {
-        "args": ["sh", "-c", "echo genuine $TICKWORK_JOB"]}}})  # fmt: skip
+    publish(
+        jobs,
+        probe,
+        "victim",
+        {
+            "retry": {"maxAttempts": 1},
+            "task": {"command": {"args": ["sh", "-c", "echo genuine $TICKWORK_JOB"]}},
+        },
+    )
     victim = finished(jobs, "victim")["lastRun"]
     assert isinstance(victim, dict)
     assert victim["result"] == "exit 0: genuine victim", victim
@@ -83,8 +90,17 @@ def test_a_command_cannot_read_or_kill_another_command_running_beside_it(
     start_worker(**commands_through(command_runner))
     canary = "canary-" + os.urandom(6).hex()
     sleep = unique_sleep()
-    publish(jobs, probe, "victim", {"retry": {"maxAttempts": 1}, "task": {"command": {
-        "args": sleep.split(), "env": [{"name": "TOKEN", "value": canary}]}}})  # fmt: skip
+    publish(
+        jobs,
+        probe,
+        "victim",
+        {
+            "retry": {"maxAttempts": 1},
+            "task": {
+                "command": {"args": sleep.split(), "env": [{"name": "TOKEN", "value": canary}]}
+            },
+        },
+    )
     wait_for(lambda: sleeping(sleep), timeout=30, interval=0.05, what="the victim's command")
     [victim] = sleeping(sleep)
     steal = (

@@ -35,8 +35,11 @@ SOURCE = (
 
 def _spec(path: Path, seconds: float) -> dict[str, object]:
     python = {"name": "acme.task", "args": [str(path), str(seconds)]}
-    return {"timeoutSeconds": 1, "task": {"python": python},
-            "retry": {"maxAttempts": 2, "backoffSeconds": 1, "maxBackoffSeconds": 1}}  # fmt: skip
+    return {
+        "timeoutSeconds": 1,
+        "task": {"python": python},
+        "retry": {"maxAttempts": 2, "backoffSeconds": 1, "maxBackoffSeconds": 1},
+    }
 
 
 def test_a_retry_never_runs_beside_the_thread_of_the_attempt_before(
@@ -54,13 +57,17 @@ def test_a_retry_never_runs_beside_the_thread_of_the_attempt_before(
 def test_a_thread_that_never_ends_makes_the_worker_restart_holding_its_run(
     start_worker: Start, jobs: Jobs, probe: QueueProbe, tmp_path: Path
 ) -> None:
-    worker = start_worker(PYTHONPATH=task_package(tmp_path, SOURCE),
-                          TICKWORK_WORKER_STUCK_SECONDS="2")  # fmt: skip
+    worker = start_worker(
+        PYTHONPATH=task_package(tmp_path, SOURCE), TICKWORK_WORKER_STUCK_SECONDS="2"
+    )
     log = tmp_path / "attempts.log"
     _, run_id = publish(jobs, probe, "stuck", _spec(log, 3600))
     # Waited for by its reason: a slow claim loop on a busy machine fails liveness too.
-    wait_for(lambda: "still runs 2s after its timeout" in worker.get("/healthz")[1],
-             timeout=30, what="the worker to report its thread")  # fmt: skip
+    wait_for(
+        lambda: "still runs 2s after its timeout" in worker.get("/healthz")[1],
+        timeout=30,
+        what="the worker to report its thread",
+    )
     assert worker.get("/healthz")[0] != 200
     assert log.read_text() == "start 1\n"  # no second attempt beside it
     # SIGTERM, as the kubelet restarts it: the process ends, not held by the thread.

@@ -45,9 +45,16 @@ def _left_behind(jobs: Jobs, probe: QueueProbe, worker: TickworkProcess, name: s
 
 @pytest.fixture
 def worker(start_worker: Start, api_client: k8s.ApiClient, namespace: str) -> TickworkProcess:
-    create_secret(api_client, namespace, "api", {
-        "from-file": VALUE + "\n", "two-lines": f"{VALUE}\nsecond-line-{MARK}", "plain": VALUE,
-    })  # fmt: skip
+    create_secret(
+        api_client,
+        namespace,
+        "api",
+        {
+            "from-file": VALUE + "\n",
+            "two-lines": f"{VALUE}\nsecond-line-{MARK}",
+            "plain": VALUE,
+        },
+    )
     # Previews on, as an installer may ask: the worst case for what status may show.
     return start_worker(TICKWORK_WORKER_PREVIEWS="true")
 
@@ -67,8 +74,10 @@ def test_a_value_with_a_final_newline_is_sent_trimmed_and_never_shown(
 def test_a_value_a_header_cannot_carry_fails_once_naming_the_header_only(
     worker: TickworkProcess, jobs: Jobs, probe: QueueProbe, endpoint: ScriptedServer
 ) -> None:
-    spec = {"retry": {"maxAttempts": 3, "backoffSeconds": 1, "maxBackoffSeconds": 1},
-            "task": _task(endpoint.url, "two-lines")}  # fmt: skip
+    spec = {
+        "retry": {"maxAttempts": 3, "backoffSeconds": 1, "maxBackoffSeconds": 1},
+        "task": _task(endpoint.url, "two-lines"),
+    }
     publish(jobs, probe, "two-lines", spec)
     last = finished(jobs, "two-lines")["lastRun"]
     assert MARK not in _left_behind(jobs, probe, worker, "two-lines")
@@ -81,8 +90,14 @@ def test_a_value_a_header_cannot_carry_fails_once_naming_the_header_only(
 def test_a_server_echoing_the_value_in_every_encoding_gets_none_into_status(
     worker: TickworkProcess, jobs: Jobs, probe: QueueProbe, endpoint: ScriptedServer
 ) -> None:
-    echoes = [repr(VALUE), repr(VALUE.encode()), json.dumps(VALUE), html.escape(VALUE),
-              urllib.parse.quote(VALUE, safe=""), urllib.parse.quote_plus(VALUE)]  # fmt: skip
+    echoes = [
+        repr(VALUE),
+        repr(VALUE.encode()),
+        json.dumps(VALUE),
+        html.escape(VALUE),
+        urllib.parse.quote(VALUE, safe=""),
+        urllib.parse.quote_plus(VALUE),
+    ]
     endpoint.script = [(500, 0.0)]
     # The value last, cut by the 512-byte preview: a piece of it at the cut goes too.
     endpoint.body = (" | ".join(echoes) + " " * 512).encode()[: 512 - 20] + VALUE.encode()

@@ -24,10 +24,20 @@ pytestmark = [
 def bench(script: str, tmp_path: Path, *args: str) -> dict[str, Any]:
     out = tmp_path / "result.json"
     result = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / script), "--out", str(out),
-         "--plot", str(tmp_path / "plot.png"), *args],
-        capture_output=True, text=True, timeout=540, check=False,
-    )  # fmt: skip
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / script),
+            "--out",
+            str(out),
+            "--plot",
+            str(tmp_path / "plot.png"),
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=540,
+        check=False,
+    )
     assert out.exists(), f"{script} wrote no result:\n{result.stdout}\n{result.stderr[-3000:]}"
     assert (tmp_path / "plot.png").stat().st_size > 0
     report: dict[str, Any] = json.loads(out.read_text())
@@ -53,9 +63,22 @@ def test_the_watcher_benchmark_publishes_the_whole_burst(tmp_path: Path) -> None
 def test_the_watcher_benchmark_compares_two_trees_first_statuses_by_turns(
     tmp_path: Path,
 ) -> None:
-    report = bench("watcher.py", tmp_path, "--sizes", "100", "--compare-with", str(ROOT),
-                   "--rounds", "1", "--ceiling-writes", "100",
-                   "--ceiling-concurrency", "16", "32", "--same-jobs-ceiling")  # fmt: skip
+    report = bench(
+        "watcher.py",
+        tmp_path,
+        "--sizes",
+        "100",
+        "--compare-with",
+        str(ROOT),
+        "--rounds",
+        "1",
+        "--ceiling-writes",
+        "100",
+        "--ceiling-concurrency",
+        "16",
+        "32",
+        "--same-jobs-ceiling",
+    )
     found = report["first_statuses"]
     assert [start["tree"] for start in found["starts"]] == ["before", "after"]
     for start in found["starts"]:
@@ -110,8 +133,13 @@ def test_the_run_writes_benchmark_sends_each_variants_writes_as_described(
     # rounds (at its 4th record past the limit), by a write of its own unless the
     # record's JSON patch trims it.
     report = bench("run_writes.py", tmp_path, "--jobs", "4", "--rounds", "4")
-    assert report["writes_per_run"] == {"shipped": 2.25, "no_rules": 2.25, "one_writer": 2.0,
-                                        "records_only": 1.25, "outcome_only": 1.0}  # fmt: skip
+    assert report["writes_per_run"] == {
+        "shipped": 2.25,
+        "no_rules": 2.25,
+        "one_writer": 2.0,
+        "records_only": 1.25,
+        "outcome_only": 1.0,
+    }
     held = report["a_job_after_the_rounds"]
     for variant, job in held.items():
         assert job["last_run"] == job["expected_last_run"], variant
@@ -134,8 +162,16 @@ def test_the_run_writes_benchmark_sends_each_variants_writes_as_described(
 
 
 def test_the_run_queue_benchmark_loses_and_repeats_nothing(tmp_path: Path) -> None:
-    report = bench("runqueue.py", tmp_path, "--runs", "300",
-                   "--systems", "tickwork", "tickwork-fair", "dramatiq")  # fmt: skip
+    report = bench(
+        "runqueue.py",
+        tmp_path,
+        "--runs",
+        "300",
+        "--systems",
+        "tickwork",
+        "tickwork-fair",
+        "dramatiq",
+    )
     rows = {row["system"]: row for row in report["results"]}
     assert set(rows) == {"tickwork", "tickwork-fair", "dramatiq"}
     for row in rows.values():

@@ -31,8 +31,9 @@ def grid(start: dt.datetime, end: dt.datetime, *, first: int) -> list[dt.datetim
 
 
 def succeeded(jobs: Jobs, name: str) -> list[str]:
-    return sorted(r["scheduledAt"] for r in jobs.status(name).get("runs") or []
-                  if r["outcome"] == "Succeeded")  # fmt: skip
+    return sorted(
+        r["scheduledAt"] for r in jobs.status(name).get("runs") or [] if r["outcome"] == "Succeeded"
+    )
 
 
 def test_an_every_job_lists_its_next_runs_runs_repeatedly_and_stops_at_not_after(
@@ -42,16 +43,30 @@ def test_an_every_job_lists_its_next_runs_runs_repeatedly_and_stops_at_not_after
     start_worker()
     history = {"successfulRuns": 10, "failedRuns": 10}
     not_after = whole_seconds_from_now(42)
-    job = jobs.create("every-10s", {"schedule": "@every 10s", "notAfter": rfc3339(not_after),
-                                    "history": history, "task": TICK})  # fmt: skip
+    job = jobs.create(
+        "every-10s",
+        {
+            "schedule": "@every 10s",
+            "notAfter": rfc3339(not_after),
+            "history": history,
+            "task": TICK,
+        },
+    )
     created = dt.datetime.fromisoformat(job["metadata"]["creationTimestamp"])
     expected = [rfc3339(run) for run in grid(created, not_after, first=1)]
     assert len(expected) in (4, 5)
     # Not before creation, from it: notBefore waits and anchors the second job's grid.
     not_before = whole_seconds_from_now(15)
-    jobs.create("later", {"schedule": "@every 10s", "notBefore": rfc3339(not_before),
-                          "notAfter": rfc3339(not_before + 15 * dt.timedelta(seconds=1)),
-                          "history": history, "task": TICK})  # fmt: skip
+    jobs.create(
+        "later",
+        {
+            "schedule": "@every 10s",
+            "notBefore": rfc3339(not_before),
+            "notAfter": rfc3339(not_before + 15 * dt.timedelta(seconds=1)),
+            "history": history,
+            "task": TICK,
+        },
+    )
 
     # status.nextRuns: the next due times, nextRunAt first and in the printer column.
     wait_for(lambda: "nextRuns" in jobs.status("every-10s"), timeout=15, what="nextRuns")
@@ -62,8 +77,12 @@ def test_an_every_job_lists_its_next_runs_runs_repeatedly_and_stops_at_not_after
     assert jobs.status("later")["nextRuns"] == [rfc3339(not_before), rfc3339(not_before + TEN)]
 
     # Runs, one every ten seconds on the creation's grid, each by a worker; then no more.
-    wait_for(lambda: row(cluster, namespace, "every-10s")["phase"] == "Completed", timeout=90,
-             interval=0.5, what="Completed after notAfter")  # fmt: skip
+    wait_for(
+        lambda: row(cluster, namespace, "every-10s")["phase"] == "Completed",
+        timeout=90,
+        interval=0.5,
+        what="Completed after notAfter",
+    )
     assert succeeded(jobs, "every-10s") == expected
     status = jobs.status("every-10s")
     assert "nextRunAt" not in status
@@ -73,8 +92,12 @@ def test_an_every_job_lists_its_next_runs_runs_repeatedly_and_stops_at_not_after
     assert (ready["status"], ready["reason"]) == ("True", "Completed")
     assert row(cluster, namespace, "every-10s")["nextRun"] == ""
 
-    wait_for(lambda: row(cluster, namespace, "later")["phase"] == "Completed", timeout=60,
-             interval=0.5, what="the second job Completed")  # fmt: skip
+    wait_for(
+        lambda: row(cluster, namespace, "later")["phase"] == "Completed",
+        timeout=60,
+        interval=0.5,
+        what="the second job Completed",
+    )
     assert succeeded(jobs, "later") == [rfc3339(not_before), rfc3339(not_before + TEN)]
 
     # The grid's next slot after notAfter passes: nothing more runs.

@@ -31,8 +31,11 @@ def succeeded(jobs: Jobs, name: str) -> list[dict[str, Any]]:
 def test_missed_runs_are_caught_up_by_workers_and_a_backfill_runs_a_range_again(
     start_operator: Start, start_worker: Start, cluster: Cluster, jobs: Jobs, namespace: str
 ) -> None:
-    spec = {"concurrencyPolicy": "Allow", "catchup": {"policy": "All", "windowSeconds": 3600},
-            "history": {"successfulRuns": 20, "failedRuns": 5}}  # fmt: skip
+    spec = {
+        "concurrencyPolicy": "Allow",
+        "catchup": {"policy": "All", "windowSeconds": 3600},
+        "history": {"successfulRuns": 20, "failedRuns": 5},
+    }
     uid, missed = down_since(cluster, jobs, "nightly", spec, minutes=4)
     lead(start_operator())
     start_worker()
@@ -42,27 +45,49 @@ def test_missed_runs_are_caught_up_by_workers_and_a_backfill_runs_a_range_again(
     # test_catchup.py: here the worker may claim several at once and start them side
     # by side (concurrencyPolicy Allow), so their start times need not follow it.
     outage = [scheduled_run_id(uid, moment) for moment in missed]
-    wait_for(lambda: {r["id"] for r in succeeded(jobs, "nightly")} >= set(outage), timeout=90,
-             interval=0.5, what="every missed run run by a worker")  # fmt: skip
+    wait_for(
+        lambda: {r["id"] for r in succeeded(jobs, "nightly")} >= set(outage),
+        timeout=90,
+        interval=0.5,
+        what="every missed run run by a worker",
+    )
     # status.runs is in the order the records were written: by when runs finished.
-    runs = sorted((r for r in succeeded(jobs, "nightly") if r["id"] in outage),
-                  key=lambda r: r["scheduledAt"])  # fmt: skip
+    runs = sorted(
+        (r for r in succeeded(jobs, "nightly") if r["id"] in outage), key=lambda r: r["scheduledAt"]
+    )
     assert [r["id"] for r in runs] == outage
     assert [r["scheduledAt"] for r in runs] == [rfc3339(m) for m in missed]
     assert all(r["attempts"] == 1 for r in runs)
     assert jobs.status("nightly").get("missedRuns") is None
 
     # A backfill of the first two instants: they run again, as runs of their own.
-    done = tickwork(cluster, namespace, "backfill", "nightly", "--from", rfc3339(missed[0]),
-                    "--to", rfc3339(missed[1]), "--name", "redo")  # fmt: skip
+    done = tickwork(
+        cluster,
+        namespace,
+        "backfill",
+        "nightly",
+        "--from",
+        rfc3339(missed[0]),
+        "--to",
+        rfc3339(missed[1]),
+        "--name",
+        "redo",
+    )
     assert done.returncode == 0, done.stderr
     again = [backfill_run_id(uid, "redo", moment) for moment in missed[:2]]
-    wait_for(lambda: {r["id"] for r in succeeded(jobs, "nightly")} >= set(again), timeout=90,
-             interval=0.5, what="the backfilled runs run by a worker")  # fmt: skip
+    wait_for(
+        lambda: {r["id"] for r in succeeded(jobs, "nightly")} >= set(again),
+        timeout=90,
+        interval=0.5,
+        what="the backfilled runs run by a worker",
+    )
     records = {r["id"]: r for r in succeeded(jobs, "nightly")}
     assert [records[i]["scheduledAt"] for i in again] == [rfc3339(m) for m in missed[:2]]
-    wait_for(lambda: (jobs.status("nightly").get("backfills") or [{}])[0].get("completedAt"),
-             timeout=30, what="the backfill recorded complete")  # fmt: skip
+    wait_for(
+        lambda: (jobs.status("nightly").get("backfills") or [{}])[0].get("completedAt"),
+        timeout=30,
+        what="the backfill recorded complete",
+    )
     [progress] = jobs.status("nightly")["backfills"]
     assert (progress["name"], progress["published"], progress["skipped"]) == ("redo", 2, 0)
     # The spec keeps the request (GitOps-visible); the outage's runs ran once each.

@@ -31,13 +31,17 @@ def _at(year: int, month: int, day: int, hour: int, minute: int, fold: int = 0) 
 
 
 # 2025-11-02: 01:00-01:59 happens twice (EDT, then EST). 01:30 daily over Nov 1-3.
-FALL = {"schedule": "30 1 * * *", "range": (dt.datetime(2025, 11, 1, tzinfo=dt.UTC),
-                                            dt.datetime(2025, 11, 4, tzinfo=dt.UTC))}  # fmt: skip
+FALL = {
+    "schedule": "30 1 * * *",
+    "range": (dt.datetime(2025, 11, 1, tzinfo=dt.UTC), dt.datetime(2025, 11, 4, tzinfo=dt.UTC)),
+}
 NOV1, NOV3 = _at(2025, 11, 1, 1, 30), _at(2025, 11, 3, 1, 30)
 NOV2_FIRST, NOV2_LAST = _at(2025, 11, 2, 1, 30), _at(2025, 11, 2, 1, 30, fold=1)
 # 2025-03-09: 02:00-02:59 does not happen (02:00 EST is followed by 03:00 EDT).
-SPRING = {"schedule": "30 2 * * *", "range": (dt.datetime(2025, 3, 8, tzinfo=dt.UTC),
-                                              dt.datetime(2025, 3, 11, tzinfo=dt.UTC))}  # fmt: skip
+SPRING = {
+    "schedule": "30 2 * * *",
+    "range": (dt.datetime(2025, 3, 8, tzinfo=dt.UTC), dt.datetime(2025, 3, 11, tzinfo=dt.UTC)),
+}
 MAR8, MAR10 = _at(2025, 3, 8, 2, 30), _at(2025, 3, 10, 2, 30)
 MAR9_SHIFTED = _at(2025, 3, 9, 3, 0)  # the first instant after the jump
 
@@ -64,10 +68,13 @@ def test_each_daylight_saving_choice_runs_the_instants_it_names(
     for name, base, choice, _ in CASES:
         start, end = base["range"]  # type: ignore[misc]
         spec: dict[str, object] = {
-            "schedule": base["schedule"], "timeZone": "America/New_York", "task": ECHO,
-            "concurrencyPolicy": "AllowAll", "history": {"successfulRuns": 10},
+            "schedule": base["schedule"],
+            "timeZone": "America/New_York",
+            "task": ECHO,
+            "concurrencyPolicy": "AllowAll",
+            "history": {"successfulRuns": 10},
             "backfills": [{"name": "dst", "from": rfc3339(start), "to": rfc3339(end)}],
-        }  # fmt: skip
+        }
         if choice is not None:
             spec["daylightSaving"] = choice
         uids[name] = jobs.create(name, spec)["metadata"]["uid"]
@@ -75,19 +82,30 @@ def test_each_daylight_saving_choice_runs_the_instants_it_names(
     def recorded(name: str) -> dict[str, str]:
         """Backfill run ID -> scheduledAt of each run a worker recorded Succeeded."""
         runs = jobs.status(name).get("runs") or []
-        return {r["id"]: r["scheduledAt"] for r in runs
-                if r["outcome"] == "Succeeded" and ".dst." in r["id"]}  # fmt: skip
+        return {
+            r["id"]: r["scheduledAt"]
+            for r in runs
+            if r["outcome"] == "Succeeded" and ".dst." in r["id"]
+        }
 
     def done(name: str) -> bool:
         progress = jobs.status(name).get("backfills") or [{}]
         return bool(progress[0].get("completedAt"))
 
-    wait_for(lambda: all(done(name) for name, *_ in CASES), timeout=120, interval=0.5,
-             what="every backfill published")  # fmt: skip
+    wait_for(
+        lambda: all(done(name) for name, *_ in CASES),
+        timeout=120,
+        interval=0.5,
+        what="every backfill published",
+    )
     for name, _, _, instants in CASES:
         expected = {backfill_run_id(uids[name], "dst", m): rfc3339(m) for m in instants}
-        wait_for(lambda name=name, expected=expected: recorded(name).keys() >= expected.keys(),
-                 timeout=60, interval=0.5, what=f"the runs of {name} recorded")  # fmt: skip
+        wait_for(
+            lambda name=name, expected=expected: recorded(name).keys() >= expected.keys(),
+            timeout=60,
+            interval=0.5,
+            what=f"the runs of {name} recorded",
+        )
         assert recorded(name) == expected, name
         [progress] = jobs.status(name)["backfills"]
         assert progress["published"] == len(instants), name

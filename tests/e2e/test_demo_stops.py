@@ -31,13 +31,23 @@ def test_a_signal_stops_the_demo_through_its_clean_up(
     log = tmp_path / "demo.out"
     with log.open("w") as out:
         demo = subprocess.Popen(
-            [console_script("tickwork-demo"), "--queue", "redis", "--workdir",
-             str(tmp_path / "demo")],
-            stdout=out, stderr=subprocess.STDOUT,
-        )  # fmt: skip
+            [
+                console_script("tickwork-demo"),
+                "--queue",
+                "redis",
+                "--workdir",
+                str(tmp_path / "demo"),
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
     try:
-        wait_for(lambda: "kubectl get scheduledjobs" in log.read_text() or demo.poll() is not None,
-                 timeout=120, interval=0.2, what="the demo's first table")  # fmt: skip
+        wait_for(
+            lambda: "kubectl get scheduledjobs" in log.read_text() or demo.poll() is not None,
+            timeout=120,
+            interval=0.2,
+            what="the demo's first table",
+        )
         assert demo.poll() is None, log.read_text()
         started = process.descendants(demo.pid)  # control plane, Redis, operator, worker
         assert len(started) >= 4, started
@@ -65,8 +75,11 @@ def test_what_an_earlier_demo_left_and_cannot_be_removed_is_named_in_one_line(
     try:
         result = subprocess.run(
             [console_script("tickwork-demo"), "--queue", "memory", "--workdir", str(workdir)],
-            capture_output=True, text=True, timeout=60, check=False,
-        )  # fmt: skip
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
     finally:
         subprocess.run(["umount", str(mount)], check=False)
     assert result.returncode == 1, result.stdout + result.stderr

@@ -64,8 +64,9 @@ def test_apply_the_job_example_and_it_succeeds_with_its_result(
     status = jobs.status(name)
     assert status["lastRun"]["result"] == "Executed: hello from Tickwork"
     # The operator's lifecycle follows the run's record: the one-shot job is over.
-    wait_for(lambda: row(cluster, namespace, name)["phase"] == "Completed", timeout=10,
-             what="Completed")  # fmt: skip
+    wait_for(
+        lambda: row(cluster, namespace, name)["phase"] == "Completed", timeout=10, what="Completed"
+    )
     after = row(cluster, namespace, name)
     assert (after["active"], after["last"], after["nextRun"]) == ("", "Succeeded", "")
     assert after["lastRun"].endswith("d")  # when it was due: days ago
@@ -83,8 +84,9 @@ def test_a_recurring_job_runs_three_times_and_stays_scheduled(
     `test_the_cron_job_ran_three_times_once_a_minute` in Pods, and the demo's
     `every-minute` job in `test_the_demo_runs_until_its_jobs_succeed`)."""
     jobs.create("thrice", {"schedule": "@every 10s", "task": {"echo": {"message": "tick"}}})
-    wait_for(lambda: row(cluster, namespace, "thrice")["nextRun"] != "", timeout=30,
-             what="Next Run")  # fmt: skip
+    wait_for(
+        lambda: row(cluster, namespace, "thrice")["nextRun"] != "", timeout=30, what="Next Run"
+    )
     assert row(cluster, namespace, "thrice")["phase"] == "Scheduled"
     shown: set[tuple[str, str]] = set()
 
@@ -113,15 +115,21 @@ def test_a_failing_webhook_is_retried_dead_lettered_then_requeued_and_succeeds(
     redis_url: str,
 ) -> None:
     endpoint.script = [(503, 0.0)] * 3
-    jobs.create("webhook", {
-        "runAt": rfc3339(whole_seconds_from_now(2)),
-        "retry": {"maxAttempts": 3, "backoffSeconds": 1, "maxBackoffSeconds": 2},
-        "task": {"http": {"url": endpoint.url}},
-    })  # fmt: skip
+    jobs.create(
+        "webhook",
+        {
+            "runAt": rfc3339(whole_seconds_from_now(2)),
+            "retry": {"maxAttempts": 3, "backoffSeconds": 1, "maxBackoffSeconds": 2},
+            "task": {"http": {"url": endpoint.url}},
+        },
+    )
     wait_for(lambda: last_outcome(jobs, "webhook") == "Failed", timeout=90, what="dead letter")
     assert row(cluster, namespace, "webhook")["last"] == "Failed"
-    wait_for(lambda: row(cluster, namespace, "webhook")["phase"] == "Completed", timeout=10,
-             what="Completed")  # fmt: skip
+    wait_for(
+        lambda: row(cluster, namespace, "webhook")["phase"] == "Completed",
+        timeout=10,
+        what="Completed",
+    )
     assert len(endpoint.requests) == 3
 
     def ready() -> dict[str, str]:
@@ -147,8 +155,9 @@ def test_a_failing_webhook_is_retried_dead_lettered_then_requeued_and_succeeds(
     assert asyncio.run(dead_letter_ids(redis_url, namespace)) == [run_id]
 
     endpoint.script = []  # the receiver is fixed
-    requeued = subprocess.run([*cli, "requeue", run_id], env=env, capture_output=True, text=True,
-                              check=True)  # fmt: skip
+    requeued = subprocess.run(
+        [*cli, "requeue", run_id], env=env, capture_output=True, text=True, check=True
+    )
     assert requeued.stdout.startswith("asked the operator to requeue 1 dead run(s)")
     wait_for(lambda: last_outcome(jobs, "webhook") == "Succeeded", timeout=60, what="success")
     assert not jobs.status("webhook").get("deadRuns")  # it left the list as it started again
@@ -172,8 +181,11 @@ async def dead_letter_ids(redis_url: str, queue_name: str) -> list[str]:
 
 def _run_events(process: TickworkProcess, run_id: str) -> list[dict[str, object]]:
     """The JSON log lines of ``process`` about ``run_id``, in order."""
-    lines = [json.loads(line) for line in process.log_path.read_text().splitlines()
-             if line.startswith("{")]  # fmt: skip
+    lines = [
+        json.loads(line)
+        for line in process.log_path.read_text().splitlines()
+        if line.startswith("{")
+    ]
     return [line for line in lines if line.get("run_id") == run_id and "event" in line]
 
 
@@ -186,22 +198,36 @@ def test_one_run_can_be_followed_across_the_operators_and_the_workers_json_logs(
     run_at = whole_seconds_from_now(3)
     retry = {"maxAttempts": 2, "backoffSeconds": 1, "maxBackoffSeconds": 1}
     ok = jobs.create("fine", {"runAt": rfc3339(run_at), "task": {"echo": {"message": "x"}}})
-    bad = jobs.create("broken", {"runAt": rfc3339(run_at), "retry": retry,
-                                 "task": {"python": {"name": "tickwork.fail"}}})  # fmt: skip
+    bad = jobs.create(
+        "broken",
+        {"runAt": rfc3339(run_at), "retry": retry, "task": {"python": {"name": "tickwork.fail"}}},
+    )
     wait_for(lambda: last_outcome(jobs, "fine") == "Succeeded", timeout=60, what="success")
     wait_for(lambda: last_outcome(jobs, "broken") == "Failed", timeout=60, what="dead letter")
     expected = {
         "fine": ([("claimed", 1), ("started", 1), ("finished", 1)], "Succeeded"),
-        "broken": ([("claimed", 1), ("started", 1), ("retrying", 1), ("claimed", 2),
-                    ("started", 2), ("dead-lettered", 2)], "Failed"),
-    }  # fmt: skip
+        "broken": (
+            [
+                ("claimed", 1),
+                ("started", 1),
+                ("retrying", 1),
+                ("claimed", 2),
+                ("started", 2),
+                ("dead-lettered", 2),
+            ],
+            "Failed",
+        ),
+    }
     for job in (ok, bad):
         name = job["metadata"]["name"]
         events, outcome = expected[name]
         run_id = scheduled_run_id(job["metadata"]["uid"], run_at)
         count = len(events)
-        wait_for(lambda run_id=run_id, count=count: len(_run_events(worker, run_id)) >= count,
-                 timeout=10, what="the worker's log lines")  # fmt: skip
+        wait_for(
+            lambda run_id=run_id, count=count: len(_run_events(worker, run_id)) >= count,
+            timeout=10,
+            what="the worker's log lines",
+        )
         published, seen = _run_events(operator, run_id), _run_events(worker, run_id)
         assert [e["event"] for e in published] == ["published"]
         assert [(e["event"], e["attempt"]) for e in seen] == events
@@ -219,18 +245,29 @@ def test_suspending_a_job_while_its_run_is_queued_skips_the_run(
     namespace: str,
 ) -> None:
     lead(start_operator())
-    jobs.create("paused", {"runAt": rfc3339(whole_seconds_from_now(2)),
-                           "task": {"echo": {"message": "should not run"}}})  # fmt: skip
+    jobs.create(
+        "paused",
+        {
+            "runAt": rfc3339(whole_seconds_from_now(2)),
+            "task": {"echo": {"message": "should not run"}},
+        },
+    )
     wait_for(lambda: "queuedRun" in jobs.status("paused"), timeout=30, what="queuedRun")
     jobs.patch("paused", {"spec": {"suspend": True}})
-    wait_for(lambda: row(cluster, namespace, "paused")["phase"] == "Suspended", timeout=30,
-             what="Suspended")  # fmt: skip
+    wait_for(
+        lambda: row(cluster, namespace, "paused")["phase"] == "Suspended",
+        timeout=30,
+        what="Suspended",
+    )
     start_worker()  # a worker comes along and finds the run
     wait_for(lambda: last_outcome(jobs, "paused") == "Skipped", timeout=60, what="skip")
     assert jobs.status("paused")["lastRun"]["error"] == "skipped: the job is suspended"
     # Its one run is over (a resume would not bring back a time that has passed).
-    wait_for(lambda: row(cluster, namespace, "paused")["phase"] == "Completed", timeout=10,
-             what="Completed")  # fmt: skip
+    wait_for(
+        lambda: row(cluster, namespace, "paused")["phase"] == "Completed",
+        timeout=10,
+        what="Completed",
+    )
     assert row(cluster, namespace, "paused")["last"] == "Skipped"
     assert row(cluster, namespace, "paused")["suspend"] == "true"
 
@@ -250,8 +287,11 @@ def test_a_manual_trigger_runs_once_per_token(
     assert status["lastRun"]["id"].endswith(".manual.t1")
     subprocess.run([*trigger, "--token", "t1"], env=env, capture_output=True, check=True)
     subprocess.run([*trigger, "--token", "t2"], env=env, capture_output=True, check=True)
-    wait_for(lambda: len(jobs.status("on-demand").get("runs") or []) == 2, timeout=60,
-             what="the second token's run")  # fmt: skip
+    wait_for(
+        lambda: len(jobs.status("on-demand").get("runs") or []) == 2,
+        timeout=60,
+        what="the second token's run",
+    )
     ids = sorted(r["id"].rsplit(".", 1)[-1] for r in jobs.status("on-demand")["runs"])
     assert ids == ["t1", "t2"]
     assert row(cluster, namespace, "on-demand")["nextRun"].startswith(
@@ -260,14 +300,20 @@ def test_a_manual_trigger_runs_once_per_token(
 
 
 def test_a_manual_run_with_parameters_reaches_the_webhook_and_the_program(
-    start_operator: Start, start_worker: Start, cluster: Cluster, jobs: Jobs, namespace: str,
+    start_operator: Start,
+    start_worker: Start,
+    cluster: Cluster,
+    jobs: Jobs,
+    namespace: str,
     endpoint: ScriptedServer,
-) -> None:  # fmt: skip
+) -> None:
     lead(start_operator())
     start_worker(TICKWORK_WORKER_COMMAND_TASKS="true")
     template = '{"region": "{{ params.region }}", "run": "{{runId}}", "due": "{{scheduledTime}}"}'
-    script = ('echo "$TICKWORK_JOB in $TICKWORK_PARAM_REGION at $TICKWORK_SCHEDULED_TIME, '
-              'attempt $TICKWORK_ATTEMPT of $TICKWORK_RUN_ID"')  # fmt: skip
+    script = (
+        'echo "$TICKWORK_JOB in $TICKWORK_PARAM_REGION at $TICKWORK_SCHEDULED_TIME, '
+        'attempt $TICKWORK_ATTEMPT of $TICKWORK_RUN_ID"'
+    )
     never = "0 0 1 1 *"  # runs only when triggered
     http = {"url": endpoint.url, "bodyTemplate": template}
     jobs.create("export", {"schedule": never, "task": {"http": http}})
@@ -275,11 +321,18 @@ def test_a_manual_run_with_parameters_reaches_the_webhook_and_the_program(
     env = {**os.environ, "KUBECONFIG": str(cluster.kubeconfig)}
     cli = [console_script("tickwork"), "-n", namespace]
     for name in ("export", "script"):
-        subprocess.run([*cli, "trigger", name, "--token", "eu-1", "--param", "region=eu"],
-                       env=env, capture_output=True, check=True)  # fmt: skip
+        subprocess.run(
+            [*cli, "trigger", name, "--token", "eu-1", "--param", "region=eu"],
+            env=env,
+            capture_output=True,
+            check=True,
+        )
     for name in ("export", "script"):
-        wait_for(lambda name=name: last_outcome(jobs, name) == "Succeeded", timeout=60,
-                 what=f"{name} to succeed")  # fmt: skip
+        wait_for(
+            lambda name=name: last_outcome(jobs, name) == "Succeeded",
+            timeout=60,
+            what=f"{name} to succeed",
+        )
 
     # The webhook got the run's headers and its body filled in with the parameter.
     status = jobs.status("export")
@@ -296,14 +349,16 @@ def test_a_manual_run_with_parameters_reaches_the_webhook_and_the_program(
     # The run's history says what it was given (and the operator's queuedRun, too).
     assert last["params"] == status["runs"][0]["params"] == {"region": "eu"}
     assert status["queuedRun"]["params"] == {"region": "eu"}
-    described = subprocess.run([*cli, "describe", run_id], env=env, capture_output=True,
-                               text=True, check=True).stdout  # fmt: skip
+    described = subprocess.run(
+        [*cli, "describe", run_id], env=env, capture_output=True, text=True, check=True
+    ).stdout
     assert "Parameters: region=eu\n" in described
 
     # The program got them in its environment.
     script_run = jobs.status("script")["lastRun"]
-    assert script_run["result"] == (f"exit 0: script in eu at {script_run['scheduledAt']}, "
-                                    f"attempt 1 of {script_run['id']}")  # fmt: skip
+    assert script_run["result"] == (
+        f"exit 0: script in eu at {script_run['scheduledAt']}, attempt 1 of {script_run['id']}"
+    )
     assert script_run["params"] == {"region": "eu"}
 
 
@@ -311,10 +366,21 @@ def test_a_manual_run_with_parameters_reaches_the_webhook_and_the_program(
 @pytest.mark.timeout(400)
 def test_the_demo_runs_until_its_jobs_succeed(tmp_path: Path, queue: str) -> None:
     result = subprocess.run(
-        [console_script("tickwork-demo"), "--queue", queue, "--until-succeeded",
-         "--duration", "240", "--workdir", str(tmp_path / "demo")],
-        capture_output=True, text=True, timeout=360, check=False,
-    )  # fmt: skip
+        [
+            console_script("tickwork-demo"),
+            "--queue",
+            queue,
+            "--until-succeeded",
+            "--duration",
+            "240",
+            "--workdir",
+            str(tmp_path / "demo"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=360,
+        check=False,
+    )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert "The demo jobs succeeded." in result.stdout
     assert "kubectl get scheduledjobs" in result.stdout
@@ -332,14 +398,19 @@ def test_quick_runs_stay_succeeded_after_the_operator_reports_them(
 
     def all_reported() -> bool:
         statuses = [jobs.status(name) for name in names]
-        return all((s.get("lastRun") or {}).get("outcome") == "Succeeded"
-                   and (s.get("queuedRun") or {}).get("id") == s["lastRun"]["id"]
-                   for s in statuses)  # fmt: skip
+        return all(
+            (s.get("lastRun") or {}).get("outcome") == "Succeeded"
+            and (s.get("queuedRun") or {}).get("id") == s["lastRun"]["id"]
+            for s in statuses
+        )
 
     # Both sides have written: the worker its outcome, the operator its queuedRun.
     wait_for(all_reported, timeout=90, interval=0.5, what="every run reported by both")
-    wait_for(lambda: {jobs.status(name).get("phase") for name in names} == {"Completed"},
-             timeout=30, what="every job Completed")  # fmt: skip
+    wait_for(
+        lambda: {jobs.status(name).get("phase") for name in names} == {"Completed"},
+        timeout=30,
+        what="every job Completed",
+    )
     assert not any(jobs.status(name).get("activeRuns") for name in names)
 
 
@@ -355,19 +426,35 @@ def test_a_job_whose_runs_keep_failing_pauses_itself_until_it_is_resumed(
     endpoint.script = [(503, 0.0)] * 10  # the receiver is broken until the script ends
     # Runs on a 10 s grid from notBefore (docs/scheduling.md): the instants are known.
     anchor = whole_seconds_from_now(8)
-    job = jobs.create("flaky", {
-        "schedule": f"@every {GRID.seconds}s", "notBefore": rfc3339(anchor),
-        "failurePolicy": {"pauseAfter": 2},
-        "retry": {"maxAttempts": 1}, "task": {"http": {"url": endpoint.url}},
-    })  # fmt: skip
+    job = jobs.create(
+        "flaky",
+        {
+            "schedule": f"@every {GRID.seconds}s",
+            "notBefore": rfc3339(anchor),
+            "failurePolicy": {"pauseAfter": 2},
+            "retry": {"maxAttempts": 1},
+            "task": {"http": {"url": endpoint.url}},
+        },
+    )
     uid = job["metadata"]["uid"]
-    env = {**os.environ, "KUBECONFIG": str(cluster.kubeconfig),
-           "PATH": f"{Path(console_script('tickwork')).parent}:{os.environ['PATH']}"}  # fmt: skip
+    env = {
+        **os.environ,
+        "KUBECONFIG": str(cluster.kubeconfig),
+        "PATH": f"{Path(console_script('tickwork')).parent}:{os.environ['PATH']}",
+    }
     # A manual run fails first (a failure is a failure), then the next scheduled one.
-    subprocess.run([console_script("tickwork"), "-n", namespace, "trigger", "flaky"], env=env,
-                   capture_output=True, check=True)  # fmt: skip
-    wait_for(lambda: jobs.status("flaky").get("phase") == "Paused", timeout=200, interval=0.5,
-             what="the pause")  # fmt: skip
+    subprocess.run(
+        [console_script("tickwork"), "-n", namespace, "trigger", "flaky"],
+        env=env,
+        capture_output=True,
+        check=True,
+    )
+    wait_for(
+        lambda: jobs.status("flaky").get("phase") == "Paused",
+        timeout=200,
+        interval=0.5,
+        what="the pause",
+    )
 
     status = jobs.status("flaky")
     failed = [r["id"] for r in status["runs"] if r["outcome"] == "Failed"]
@@ -378,7 +465,9 @@ def test_a_job_whose_runs_keep_failing_pauses_itself_until_it_is_resumed(
     assert "nextRunAt" not in status
     conditions = {c["type"]: c for c in status["conditions"]}
     assert (conditions["Paused"]["status"], conditions["Paused"]["reason"]) == (
-        "True", "ConsecutiveFailures")  # fmt: skip
+        "True",
+        "ConsecutiveFailures",
+    )
     assert all(run_id in conditions["Paused"]["message"] for run_id in failed)
     assert (conditions["Ready"]["status"], conditions["Ready"]["reason"]) == ("False", "Paused")
     assert row(cluster, namespace, "flaky")["phase"] == "Paused"
@@ -396,21 +485,34 @@ def test_a_job_whose_runs_keep_failing_pauses_itself_until_it_is_resumed(
     # runs, and by then the paused job's run would have been in the queue.
     passed = (dt.datetime.now(dt.UTC) - anchor) // GRID + 1
     skipped = anchor + passed * GRID
-    jobs.create("sentinel", {"runAt": rfc3339(skipped + dt.timedelta(seconds=2)),
-                             "task": {"echo": {"message": "after the paused minute"}}})  # fmt: skip
-    wait_for(lambda: last_outcome(jobs, "sentinel") == "Succeeded", timeout=120,
-             what="the sentinel's run")  # fmt: skip
+    jobs.create(
+        "sentinel",
+        {
+            "runAt": rfc3339(skipped + dt.timedelta(seconds=2)),
+            "task": {"echo": {"message": "after the paused minute"}},
+        },
+    )
+    wait_for(
+        lambda: last_outcome(jobs, "sentinel") == "Succeeded",
+        timeout=120,
+        what="the sentinel's run",
+    )
     assert probe.locate(scheduled_run_id(uid, skipped)) is None
     assert len(endpoint.requests) == 2
 
     # Fixed elsewhere (the receiver), so no spec change: kubectl tickwork resume.
     endpoint.script = []
-    resumed = subprocess.run([console_script("kubectl"), "tickwork", "-n", namespace, "resume",
-                              "flaky"], env=env, capture_output=True, text=True,
-                             check=True)  # fmt: skip
+    resumed = subprocess.run(
+        [console_script("kubectl"), "tickwork", "-n", namespace, "resume", "flaky"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert resumed.stdout.startswith('scheduledjob "flaky" resumed (token ')
-    wait_for(lambda: jobs.status("flaky").get("phase") == "Scheduled", timeout=30,
-             what="the resume")  # fmt: skip
+    wait_for(
+        lambda: jobs.status("flaky").get("phase") == "Scheduled", timeout=30, what="the resume"
+    )
     status = jobs.status("flaky")
     assert {c["type"]: c["status"] for c in status["conditions"]}["Paused"] == "False"
     assert status["failureStreak"]["count"] == 0
@@ -418,9 +520,15 @@ def test_a_job_whose_runs_keep_failing_pauses_itself_until_it_is_resumed(
     assert status["lastResumeToken"] == resumed.stdout.split("token ")[1].rstrip(")\n")
     next_run = dt.datetime.fromisoformat(status["nextRunAt"])
     assert next_run <= dt.datetime.now(dt.UTC) + GRID  # from now on
-    wait_for(lambda: last_outcome(jobs, "flaky") == "Succeeded", timeout=120,
-             what="a run after the resume")  # fmt: skip
+    wait_for(
+        lambda: last_outcome(jobs, "flaky") == "Succeeded",
+        timeout=120,
+        what="a run after the resume",
+    )
     assert jobs.status("flaky")["lastRun"]["scheduledAt"] == rfc3339(next_run)
     assert len(endpoint.requests) == 3
-    wait_for(lambda: any(e[1] == "Resumed" for e in jobs.events("flaky")), timeout=30,
-             what="the Resumed Event")  # fmt: skip
+    wait_for(
+        lambda: any(e[1] == "Resumed" for e in jobs.events("flaky")),
+        timeout=30,
+        what="the Resumed Event",
+    )

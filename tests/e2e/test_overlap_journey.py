@@ -29,8 +29,11 @@ def cli(cluster: Cluster, namespace: str, *args: str) -> subprocess.CompletedPro
     return subprocess.run(
         [console_script("tickwork"), "-n", namespace, *args],
         env={**os.environ, "KUBECONFIG": str(cluster.kubeconfig)},
-        capture_output=True, text=True, timeout=60, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
 
 
 def record(jobs: Jobs, name: str, run_id: str) -> dict[str, Any] | None:
@@ -45,22 +48,34 @@ def alive(pid: int) -> bool:
 
 
 def test_a_buffered_job_survives_a_leader_change_and_its_runs_can_be_cancelled(
-    start_operator: Start, start_worker: Start, cluster: Cluster, jobs: Jobs, namespace: str,
+    start_operator: Start,
+    start_worker: Start,
+    cluster: Cluster,
+    jobs: Jobs,
+    namespace: str,
     tmp_path: Path,
-) -> None:  # fmt: skip
+) -> None:
     first_leader = start_operator("op-a")
     lead(first_leader)
     start_worker(TICKWORK_WORKER_COMMAND_TASKS="true")
     pids = tmp_path / "pids"
-    jobs.create("queue-up", {
-        "schedule": "@every 10s", "concurrencyPolicy": "BufferAll",
-        "history": {"successfulRuns": 10, "failedRuns": 10},
-        "task": {"command": {"args": ["sh", "-c", f"sleep 300 & echo $! >> {pids}; wait"]}},
-    })  # fmt: skip
+    jobs.create(
+        "queue-up",
+        {
+            "schedule": "@every 10s",
+            "concurrencyPolicy": "BufferAll",
+            "history": {"successfulRuns": 10, "failedRuns": 10},
+            "task": {"command": {"args": ["sh", "-c", f"sleep 300 & echo $! >> {pids}; wait"]}},
+        },
+    )
 
     # The first run runs on; the next ones wait in status.
-    wait_for(lambda: len(jobs.status("queue-up").get("bufferedRuns") or []) >= 2, timeout=60,
-             interval=0.5, what="two buffered runs")  # fmt: skip
+    wait_for(
+        lambda: len(jobs.status("queue-up").get("bufferedRuns") or []) >= 2,
+        timeout=60,
+        interval=0.5,
+        what="two buffered runs",
+    )
     [running] = jobs.status("queue-up")["activeRuns"]
     doomed, waiting = [b["id"] for b in jobs.status("queue-up")["bufferedRuns"][:2]]
 
@@ -94,8 +109,11 @@ def test_a_buffered_job_survives_a_leader_change_and_its_runs_can_be_cancelled(
         CANCELLED_BY_USER,
     )
     wait_for(lambda: not alive(grandchild), timeout=15, what="the process group killed")
-    wait_for(lambda: any(a["id"] == waiting for a in jobs.status("queue-up").get("activeRuns")
-                         or []), timeout=30, what="the next buffered run")  # fmt: skip
+    wait_for(
+        lambda: any(a["id"] == waiting for a in jobs.status("queue-up").get("activeRuns") or []),
+        timeout=30,
+        what="the next buffered run",
+    )
     started = next(a for a in jobs.status("queue-up")["activeRuns"] if a["id"] == waiting)
     assert started["startedAt"] >= stopped["finishedAt"]
 
@@ -104,7 +122,10 @@ def test_a_buffered_job_survives_a_leader_change_and_its_runs_can_be_cancelled(
     assert again.returncode == 1
     assert "already finished (Cancelled)" in again.stderr
     assert cli(cluster, namespace, "suspend", "queue-up").returncode == 0
-    wait_for(lambda: not jobs.status("queue-up").get("bufferedRuns"), timeout=30,
-             what="the buffer dropped")  # fmt: skip
+    wait_for(
+        lambda: not jobs.status("queue-up").get("bufferedRuns"),
+        timeout=30,
+        what="the buffer dropped",
+    )
     assert jobs.status("queue-up")["missedRuns"] >= 1
     assert any(reason == "BufferDropped" for _, reason, _ in jobs.events("queue-up"))

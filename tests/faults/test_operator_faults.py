@@ -50,16 +50,20 @@ def test_the_queued_run_of_a_deleted_job_is_withdrawn_a_suspended_ones_stays(
         job = jobs.create(name, {"runAt": rfc3339(run_at), "task": ECHO})
         runs[name] = scheduled_run_id(job["metadata"]["uid"], run_at)
     for name, run_id in runs.items():
-        wait_for(lambda run_id=run_id: probe.locate(run_id) is RunLocation.READY, timeout=30,
-                 what="the run queued")  # fmt: skip
-        wait_for(lambda name=name: "queuedRun" in jobs.status(name), timeout=10,
-                 what="queuedRun")  # fmt: skip
+        wait_for(
+            lambda run_id=run_id: probe.locate(run_id) is RunLocation.READY,
+            timeout=30,
+            what="the run queued",
+        )
+        wait_for(lambda name=name: "queuedRun" in jobs.status(name), timeout=10, what="queuedRun")
     jobs.patch("held", {"spec": {"suspend": True}})
     jobs.delete("gone")
-    wait_for(lambda: probe.locate(runs["gone"]) is RunLocation.CANCELLED, timeout=15,
-             what="the deleted job's run withdrawn")  # fmt: skip
-    wait_for(lambda: jobs.status("held").get("phase") == "Suspended", timeout=15,
-             what="Suspended")  # fmt: skip
+    wait_for(
+        lambda: probe.locate(runs["gone"]) is RunLocation.CANCELLED,
+        timeout=15,
+        what="the deleted job's run withdrawn",
+    )
+    wait_for(lambda: jobs.status("held").get("phase") == "Suspended", timeout=15, what="Suspended")
     assert probe.locate(runs["held"]) is RunLocation.READY
     assert [m.run_id for m in probe.drain()] == [runs["held"]]
 
@@ -80,9 +84,14 @@ def test_a_run_redis_refuses_to_take_is_published_once_it_takes_writes_again(
         run_at = whole_seconds_from_now(2)
         job = jobs.create("refused", {"runAt": rfc3339(run_at), "task": ECHO})
         run_id = scheduled_run_id(job["metadata"]["uid"], run_at)
-        wait_for(lambda: (operator.metric("tickwork_api_errors_total",
-                                          'operation="queue.enqueue"') or 0) >= 2,
-                 timeout=30, what="refused publishes")  # fmt: skip
+        wait_for(
+            lambda: (
+                (operator.metric("tickwork_api_errors_total", 'operation="queue.enqueue"') or 0)
+                >= 2
+            ),
+            timeout=30,
+            what="refused publishes",
+        )
         assert probe.locate(run_id) is None
         assert operator.log_matches(r"could not publish .* refuses writes .*maxmemory")
     finally:
@@ -111,22 +120,29 @@ def test_a_leader_cut_off_from_the_api_server_stops_publishing_before_its_lease_
         for at, name in due.items():
             job = jobs.create(name, {"runAt": rfc3339(at), "task": ECHO})
             runs[at] = scheduled_run_id(job["metadata"]["uid"], at)
-        wait_for(lambda: probe.locate(runs[first]) is RunLocation.READY, timeout=30,
-                 what="the first run")  # fmt: skip
+        wait_for(
+            lambda: probe.locate(runs[first]) is RunLocation.READY, timeout=30, what="the first run"
+        )
         # The leader's renewals now hang, as under a paused API server. Its lease may
         # end 6 s after its last renewal began: from then on it must publish nothing.
         proxy.pause()
         paused = dt.datetime.now(dt.UTC)
-        wait_for(lambda: dt.datetime.now(dt.UTC) > paused + dt.timedelta(seconds=13),
-                 timeout=20, what="runs falling due while cut off")  # fmt: skip
+        wait_for(
+            lambda: dt.datetime.now(dt.UTC) > paused + dt.timedelta(seconds=13),
+            timeout=20,
+            what="runs falling due while cut off",
+        )
         window = (paused + dt.timedelta(seconds=7), paused + dt.timedelta(seconds=12))
         cut_off = [run for at, run in runs.items() if window[0] < at < window[1]]
         assert len(cut_off) >= 3
         assert [probe.locate(run) for run in cut_off] == [None] * len(cut_off)
         # A standby takes over and publishes them: no run lost.
         lead(start_operator("op-b", **lease))
-        wait_for(lambda: all(probe.locate(run) is not None for run in runs.values()),
-                 timeout=60, what="every run published")  # fmt: skip
+        wait_for(
+            lambda: all(probe.locate(run) is not None for run in runs.values()),
+            timeout=60,
+            what="every run published",
+        )
     finally:
         proxy.close()
 
@@ -143,12 +159,24 @@ def test_a_run_id_of_another_job_forged_into_status_is_never_published(
     # own current run; the reconciler used to re-publish it under the forger, and
     # the victim's real run then deduplicated against it.
     jobs.api.patch_namespaced_custom_object_status(
-        *jobs._args, "forger",
-        {"status": {"activeRuns": [{"id": victim_run, "scheduledAt": rfc3339(run_at),
-                                    "state": "Running", "attempt": 1}]}},
-    )  # fmt: skip
-    wait_for(lambda: probe.locate(victim_run) is RunLocation.READY, timeout=30,
-             what="the victim's run")  # fmt: skip
+        *jobs._args,
+        "forger",
+        {
+            "status": {
+                "activeRuns": [
+                    {
+                        "id": victim_run,
+                        "scheduledAt": rfc3339(run_at),
+                        "state": "Running",
+                        "attempt": 1,
+                    }
+                ]
+            }
+        },
+    )
+    wait_for(
+        lambda: probe.locate(victim_run) is RunLocation.READY, timeout=30, what="the victim's run"
+    )
     [message] = probe.drain()
     assert message.run_id == victim_run
     assert (message.name, message.uid) == ("victim", victim["metadata"]["uid"])
@@ -167,14 +195,18 @@ def test_a_run_now_token_longer_than_status_holds_runs_once_and_status_follows(
     wait_for(lambda: probe.locate(run_id) is not None, timeout=30, what="manual run")
     # Status records the token's key; before, every write of this job's status was
     # refused (422) from then on.
-    wait_for(lambda: "lastTriggerToken" in jobs.status("long-token"), timeout=30,
-             what="status written")  # fmt: skip
+    wait_for(
+        lambda: "lastTriggerToken" in jobs.status("long-token"), timeout=30, what="status written"
+    )
     recorded = jobs.status("long-token")["lastTriggerToken"]
     assert len(recorded) <= 33
     assert run_id.endswith(recorded)
     jobs.patch("long-token", {"metadata": {"labels": {"touched": "yes"}}})
     jobs.patch("long-token", annotate)  # the same token again: nothing more
     jobs.patch("long-token", {"metadata": {"annotations": {"tickwork.dev/run-now": "next"}}})
-    wait_for(lambda: probe.locate(manual_run_id(uid, "next")) is not None, timeout=30,
-             what="the next manual run")  # fmt: skip
+    wait_for(
+        lambda: probe.locate(manual_run_id(uid, "next")) is not None,
+        timeout=30,
+        what="the next manual run",
+    )
     assert sorted(m.run_id for m in probe.drain()) == sorted([run_id, manual_run_id(uid, "next")])

@@ -56,14 +56,20 @@ def test_the_copy_answers_a_batch_only_once_its_watch_passed_the_batchs_read(
             copy = JobCache(watching, [jobs.namespace])
             follow = asyncio.create_task(copy.run())
             try:
-                await _until(lambda: copy.synced and copy.jobs_in(jobs.namespace) == 3 + idle,
-                             "the copy to hold the jobs")  # fmt: skip
+                await _until(
+                    lambda: copy.synced and copy.jobs_in(jobs.namespace) == 3 + idle,
+                    "the copy to hold the jobs",
+                )
                 relay.pause()  # the copy's watch stalls here; the checks' reads do not
                 jobs.patch("suspended", {"spec": {"suspend": True}})
                 jobs.delete("deleted")
                 counted: list[tuple[str, int]] = []
-                checks = StartChecks(kube, copy=copy, watch_wait=60,
-                                     counted=lambda read, n: counted.append((read, n)))  # fmt: skip
+                checks = StartChecks(
+                    kube,
+                    copy=copy,
+                    watch_wait=60,
+                    counted=lambda read, n: counted.append((read, n)),
+                )
                 names = ("kept", "suspended", "deleted")
                 asked = [asyncio.ensure_future(checks.metadata(jobs.namespace, n)) for n in names]
                 await _until(asked[0].done, "the first job's own read")

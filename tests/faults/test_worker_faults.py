@@ -75,8 +75,7 @@ def test_any_exception_from_a_task_is_a_failed_attempt_under_the_retry_policy(
     # httpx cannot encode a non-ASCII header value: UnicodeEncodeError, which is no
     # HTTP error. It used to escape and leave the run to wait out its lease.
     task = {"http": {"url": endpoint.url, "headers": [{"name": "X-Team", "value": "café"}]}}
-    spec = {"retry": {"maxAttempts": 2, "backoffSeconds": 1, "maxBackoffSeconds": 1},
-            "task": task}  # fmt: skip
+    spec = {"retry": {"maxAttempts": 2, "backoffSeconds": 1, "maxBackoffSeconds": 1}, "task": task}
     publish(jobs, probe, "accented", spec)
     last = finished(jobs, "accented", timeout=30)["lastRun"]
     assert isinstance(last, dict)
@@ -98,8 +97,9 @@ def test_a_job_the_worker_may_not_read_is_dead_lettered_not_redelivered(
     tmp_path: Path,
 ) -> None:
     # A worker whose RBAC does not cover the namespace (a token without any grant).
-    kubeconfig = service_account_kubeconfig(cluster, api_client, namespace, "no-rbac",
-                                            tmp_path / "kubeconfig")  # fmt: skip
+    kubeconfig = service_account_kubeconfig(
+        cluster, api_client, namespace, "no-rbac", tmp_path / "kubeconfig"
+    )
     start_worker(KUBECONFIG=str(kubeconfig), TICKWORK_WORKER_JOB_CACHE="false")
     _, run_id = publish(jobs, probe, "unreadable", {"task": {"echo": {}}})
     # Before: a 403 was treated like an unreachable API server, and the run was
@@ -122,10 +122,15 @@ def test_a_worker_that_loses_its_lease_stops_the_attempt_and_writes_nothing(
     relay, through_relay = relayed_redis(redis_url)
     endpoint = HoldingServer()
     try:
-        a = start_worker("worker-a", TICKWORK_REDIS_URL=through_relay,
-                         TICKWORK_WORKER_LEASE_SECONDS="3")  # fmt: skip
-        _, run_id = publish(jobs, probe, "held", {"timeoutSeconds": 120, "task": {"http": {
-            "url": endpoint.url, "method": "POST"}}})  # fmt: skip
+        a = start_worker(
+            "worker-a", TICKWORK_REDIS_URL=through_relay, TICKWORK_WORKER_LEASE_SECONDS="3"
+        )
+        _, run_id = publish(
+            jobs,
+            probe,
+            "held",
+            {"timeoutSeconds": 120, "task": {"http": {"url": endpoint.url, "method": "POST"}}},
+        )
         wait_for(lambda: endpoint.saw(("start", 1)), timeout=30, what="A's request")
         if fault == "redis-unreachable":
             relay.pause()
@@ -145,8 +150,11 @@ def test_a_worker_that_loses_its_lease_stops_the_attempt_and_writes_nothing(
         last = finished(jobs, "held")["lastRun"]
         assert isinstance(last, dict)
         assert (last["id"], last["outcome"], last["attempts"]) == (run_id, "Succeeded", 2)
-        wait_for(lambda: a.metric("tickwork_worker_leases_lost_total") == 1.0, timeout=10,
-                 what="A to count the lost lease")  # fmt: skip
+        wait_for(
+            lambda: a.metric("tickwork_worker_leases_lost_total") == 1.0,
+            timeout=10,
+            what="A to count the lost lease",
+        )
         assert [(r["id"], r["attempts"]) for r in jobs.status("held")["runs"]] == [(run_id, 2)]
         assert [e for e in endpoint.events if e[0] == "start"] == [("start", 1), ("start", 2)]
         assert probe.locate(run_id) is RunLocation.DONE
@@ -165,28 +173,47 @@ def test_a_run_never_starts_from_a_copy_older_than_the_one_it_was_published_from
     from tickwork.core.runs import scheduled_run_id  # noqa: PLC0415
 
     relay, through_relay = relayed_api_server(cluster, tmp_path / "through-relay.kubeconfig")
-    job = jobs.create("edited", {"schedule": "@daily", "concurrencyPolicy": "Allow",
-                                 "task": {"echo": {"message": "v1"}}})  # fmt: skip
+    job = jobs.create(
+        "edited",
+        {"schedule": "@daily", "concurrencyPolicy": "Allow", "task": {"echo": {"message": "v1"}}},
+    )
     uid = job["metadata"]["uid"]
     try:
         worker = start_worker(KUBECONFIG=str(through_relay))
-        wait_for(lambda: worker.metric("tickwork_worker_job_cache_synced") == 1.0,
-                 timeout=30, what="the job cache to be listed")  # fmt: skip
+        wait_for(
+            lambda: worker.metric("tickwork_worker_job_cache_synced") == 1.0,
+            timeout=30,
+            what="the job cache to be listed",
+        )
         results = []
         for version in range(2, 7):
             relay.pause()  # the worker's watch (and anything else it asks) stalls here
-            edited = jobs.patch("edited", {"spec": {"task": {"echo": {
-                "message": f"v{version}"}}}})  # fmt: skip
+            edited = jobs.patch("edited", {"spec": {"task": {"echo": {"message": f"v{version}"}}}})
             scheduled = dt.datetime(2026, 12, 1, 9, tzinfo=dt.UTC) + dt.timedelta(days=version)
             run_id = scheduled_run_id(uid, scheduled)
-            probe.enqueue(RunMessage(run_id=run_id, namespace=jobs.namespace, name="edited",
-                                     uid=uid, scheduled_at=scheduled.isoformat(),
-                                     generation=edited["metadata"]["generation"]))  # fmt: skip
-            wait_for(lambda run_id=run_id: probe.locate(run_id) is RunLocation.IN_FLIGHT,
-                     timeout=30, what="the worker to claim the run")  # fmt: skip
+            probe.enqueue(
+                RunMessage(
+                    run_id=run_id,
+                    namespace=jobs.namespace,
+                    name="edited",
+                    uid=uid,
+                    scheduled_at=scheduled.isoformat(),
+                    generation=edited["metadata"]["generation"],
+                )
+            )
+            wait_for(
+                lambda run_id=run_id: probe.locate(run_id) is RunLocation.IN_FLIGHT,
+                timeout=30,
+                what="the worker to claim the run",
+            )
             relay.resume()
-            wait_for(lambda run_id=run_id: (jobs.status("edited").get("lastRun") or {}).get(
-                "id") == run_id, timeout=30, what=f"run {run_id}")  # fmt: skip
+            wait_for(
+                lambda run_id=run_id: (
+                    (jobs.status("edited").get("lastRun") or {}).get("id") == run_id
+                ),
+                timeout=30,
+                what=f"run {run_id}",
+            )
             results.append(jobs.status("edited")["lastRun"]["result"])
         assert results == [f"Executed: v{version}" for version in range(2, 7)]
     finally:
@@ -202,10 +229,14 @@ def watched_through_a_relay(
     (its size tells what the watch brought), listed and watching."""
     relay, through_relay = relayed_api_server(cluster, tmp_path / "through-relay.kubeconfig")
     try:
-        worker = start_worker(KUBECONFIG=str(through_relay),
-                              TICKWORK_WORKER_NAMESPACES=jobs.namespace)  # fmt: skip
-        wait_for(lambda: worker.metric("tickwork_worker_job_cache_synced") == 1.0,
-                 timeout=30, what="the job cache to be listed")  # fmt: skip
+        worker = start_worker(
+            KUBECONFIG=str(through_relay), TICKWORK_WORKER_NAMESPACES=jobs.namespace
+        )
+        wait_for(
+            lambda: worker.metric("tickwork_worker_job_cache_synced") == 1.0,
+            timeout=30,
+            what="the job cache to be listed",
+        )
         yield worker, relay
     finally:
         relay.close()
@@ -240,8 +271,9 @@ def test_a_suspend_or_delete_between_publish_and_claim_stops_the_run(
         job = jobs.create(name, spec, finalizers=finalizers)
         uid, generation = job["metadata"]["uid"], job["metadata"]["generation"]
         # The worker's watch brought the job: it would start the run from its copy.
-        wait_for(lambda known=known: copied(known + 1), timeout=30,
-                 what="the worker's copy of the job")  # fmt: skip
+        wait_for(
+            lambda known=known: copied(known + 1), timeout=30, what="the worker's copy of the job"
+        )
         relay.pause()  # the worker's watch (and anything else it asks) stalls here
         if change == "suspend":
             jobs.patch(name, {"spec": {"suspend": True}})
@@ -249,14 +281,27 @@ def test_a_suspend_or_delete_between_publish_and_claim_stops_the_run(
             jobs.delete(name)
         scheduled = dt.datetime(2026, 12, 2, 9, tzinfo=dt.UTC)
         run_id = scheduled_run_id(uid, scheduled)
-        probe.enqueue(RunMessage(run_id=run_id, namespace=jobs.namespace, name=name,
-                                 uid=uid, scheduled_at=scheduled.isoformat(),
-                                 generation=generation))  # fmt: skip
-        wait_for(lambda run_id=run_id: probe.locate(run_id) is RunLocation.IN_FLIGHT,
-                 timeout=30, what="the worker to claim the run")  # fmt: skip
+        probe.enqueue(
+            RunMessage(
+                run_id=run_id,
+                namespace=jobs.namespace,
+                name=name,
+                uid=uid,
+                scheduled_at=scheduled.isoformat(),
+                generation=generation,
+            )
+        )
+        wait_for(
+            lambda run_id=run_id: probe.locate(run_id) is RunLocation.IN_FLIGHT,
+            timeout=30,
+            what="the worker to claim the run",
+        )
         relay.resume()
-        wait_for(lambda run_id=run_id: probe.locate(run_id) is RunLocation.DONE,
-                 timeout=30, what=f"run {run_id} to end")  # fmt: skip
+        wait_for(
+            lambda run_id=run_id: probe.locate(run_id) is RunLocation.DONE,
+            timeout=30,
+            what=f"run {run_id} to end",
+        )
         assert endpoint.requests == [], f"round {round_}: executed after the {change}"
         if change == "suspend":
             last = jobs.status(name)["lastRun"]
@@ -286,8 +331,11 @@ def test_claims_checked_together_stop_only_the_runs_of_a_suspended_or_deleted_jo
         task = {"http": {"url": f"{endpoint.url}/{name}", "method": "POST"}}
         spec = {"schedule": "@daily", "task": task}
         created[name] = jobs.create(name, spec)["metadata"]
-    wait_for(lambda: worker.metric("tickwork_worker_job_cache_objects") == 4.0,
-             timeout=30, what="the worker's copy of the four jobs")  # fmt: skip
+    wait_for(
+        lambda: worker.metric("tickwork_worker_job_cache_objects") == 4.0,
+        timeout=30,
+        what="the worker's copy of the four jobs",
+    )
     relay.pause()  # the worker's watch (and the check) stalls here
     jobs.patch("suspended", {"spec": {"suspend": True}})
     jobs.delete("deleted")
@@ -304,13 +352,17 @@ def test_claims_checked_together_stop_only_the_runs_of_a_suspended_or_deleted_jo
         for name, meta in created.items()
     }
     probe.enqueue_together(list(messages.values()))
-    wait_for(lambda: all(probe.locate(m.run_id) is RunLocation.IN_FLIGHT
-                         for m in messages.values()),
-             timeout=30, what="the worker to claim the four runs")  # fmt: skip
+    wait_for(
+        lambda: all(probe.locate(m.run_id) is RunLocation.IN_FLIGHT for m in messages.values()),
+        timeout=30,
+        what="the worker to claim the four runs",
+    )
     relay.resume()
-    wait_for(lambda: all(probe.locate(m.run_id) is RunLocation.DONE
-                         for m in messages.values()),
-             timeout=30, what="the four runs to end")  # fmt: skip
+    wait_for(
+        lambda: all(probe.locate(m.run_id) is RunLocation.DONE for m in messages.values()),
+        timeout=30,
+        what="the four runs to end",
+    )
     assert sorted(str(r["path"]) for r in endpoint.requests) == ["/hook/kept-a", "/hook/kept-b"]
     last = jobs.status("suspended")["lastRun"]
     assert (last["id"], last["outcome"]) == (messages["suspended"].run_id, "Skipped")
@@ -319,8 +371,7 @@ def test_claims_checked_together_stop_only_the_runs_of_a_suspended_or_deleted_jo
         assert worker.metric("tickwork_runs_skipped_by_worker_total", labels) == 1.0
     # One read answered the claims (a namespace's list), not one read per run.
     assert worker.metric("tickwork_worker_start_checks_total", 'read="namespace"') == 1.0
-    assert worker.metric("tickwork_worker_start_checks_answered_total",
-                         'read="namespace"') == 4.0  # fmt: skip
+    assert worker.metric("tickwork_worker_start_checks_answered_total", 'read="namespace"') == 4.0
     assert worker.metric("tickwork_worker_start_checks_total", 'read="job"') in (None, 0.0)
 
 
@@ -333,11 +384,15 @@ def test_runs_of_one_job_ending_together_keep_every_record(
     from tickwork.core.runs import manual_run_id, scheduled_run_id  # noqa: PLC0415
 
     endpoint = HoldingServer()
-    job = jobs.create("overlapping", {
-        "schedule": "@daily", "concurrencyPolicy": "Allow",
-        "history": {"successfulRuns": 20},
-        "task": {"http": {"url": endpoint.url, "method": "POST"}},
-    })  # fmt: skip
+    job = jobs.create(
+        "overlapping",
+        {
+            "schedule": "@daily",
+            "concurrencyPolicy": "Allow",
+            "history": {"successfulRuns": 20},
+            "task": {"http": {"url": endpoint.url, "method": "POST"}},
+        },
+    )
     uid = job["metadata"]["uid"]
     start_worker(TICKWORK_WORKER_RUNNING_AFTER_SECONDS="0")
     expected: list[str] = []
@@ -345,25 +400,48 @@ def test_runs_of_one_job_ending_together_keep_every_record(
         for round_ in range(3):
             endpoint.released.clear()
             base = dt.datetime(2026, 12, 1, 9, tzinfo=dt.UTC) + dt.timedelta(days=2 * round_)
-            ids = [scheduled_run_id(uid, base), scheduled_run_id(uid, base + dt.timedelta(days=1)),
-                   manual_run_id(uid, f"by-hand-{round_}")]  # fmt: skip
+            ids = [
+                scheduled_run_id(uid, base),
+                scheduled_run_id(uid, base + dt.timedelta(days=1)),
+                manual_run_id(uid, f"by-hand-{round_}"),
+            ]
             for run_id in ids:
-                scheduled = None if "by-hand" in run_id else run_id.split(".")[1]
-                probe.enqueue(RunMessage(
-                    run_id=run_id, namespace=jobs.namespace, name="overlapping", uid=uid,
-                    scheduled_at=dt.datetime.strptime(scheduled, "%Y%m%dT%H%M%SZ").replace(
-                        tzinfo=dt.UTC).isoformat() if scheduled else None,
-                ))  # fmt: skip
+                scheduled_at = None
+                if "by-hand" not in run_id:
+                    stamp = run_id.split(".")[1]
+                    at = dt.datetime.strptime(stamp, "%Y%m%dT%H%M%SZ").replace(tzinfo=dt.UTC)
+                    scheduled_at = at.isoformat()
+                probe.enqueue(
+                    RunMessage(
+                        run_id=run_id,
+                        namespace=jobs.namespace,
+                        name="overlapping",
+                        uid=uid,
+                        scheduled_at=scheduled_at,
+                    )
+                )
             arrived = 3 * (round_ + 1)
-            wait_for(lambda arrived=arrived: endpoint.saw(("start", arrived)), timeout=30,
-                     what="all three requests held at once")  # fmt: skip
+            wait_for(
+                lambda arrived=arrived: endpoint.saw(("start", arrived)),
+                timeout=30,
+                what="all three requests held at once",
+            )
             # Each run's own entry, side by side: none overwrote another's.
-            wait_for(lambda ids=ids: {r["id"] for r in jobs.status("overlapping").get(
-                "activeRuns") or []} == set(ids), timeout=10, what="three active runs")  # fmt: skip
+            wait_for(
+                lambda ids=ids: (
+                    {r["id"] for r in jobs.status("overlapping").get("activeRuns") or []}
+                    == set(ids)
+                ),
+                timeout=10,
+                what="three active runs",
+            )
             endpoint.released.set()  # all three end together
             expected += ids
-            wait_for(lambda ids=ids: all(probe.locate(r) is RunLocation.DONE for r in ids),
-                     timeout=30, what="the three runs acknowledged")  # fmt: skip
+            wait_for(
+                lambda ids=ids: all(probe.locate(r) is RunLocation.DONE for r in ids),
+                timeout=30,
+                what="the three runs acknowledged",
+            )
             history = {r["id"] for r in jobs.status("overlapping").get("runs", [])}
             assert set(expected) <= history, sorted(set(expected) - history)
             assert not jobs.status("overlapping").get("activeRuns")
@@ -390,8 +468,11 @@ def test_a_response_slower_than_the_timeout_is_one_execution_per_attempt(
 ) -> None:
     endpoint.script = [(200, 6.0), (200, 6.0)]  # each answer comes after the timeout
     start_worker()
-    spec = {"timeoutSeconds": 2, "task": {"http": {"url": endpoint.url}},
-            "retry": {"maxAttempts": 2, "backoffSeconds": 1, "maxBackoffSeconds": 1}}  # fmt: skip
+    spec = {
+        "timeoutSeconds": 2,
+        "task": {"http": {"url": endpoint.url}},
+        "retry": {"maxAttempts": 2, "backoffSeconds": 1, "maxBackoffSeconds": 1},
+    }
     _, run_id = publish(jobs, probe, "slow", spec)
     last = finished(jobs, "slow", timeout=60)["lastRun"]
     assert isinstance(last, dict)

@@ -36,11 +36,23 @@ def promtool() -> str:
 def groups() -> list[dict[str, Any]]:
     """The rule groups of the rendered PrometheusRule."""
     result = subprocess.run(
-        [manifests.helm(), "template", "tw", str(manifests.CHART), "--namespace", "tickwork",
-         "--set", "metrics.prometheusRule.enabled=true",
-         "--show-only", "templates/prometheusrule.yaml"],
-        capture_output=True, text=True, timeout=120, check=False,
-    )  # fmt: skip
+        [
+            manifests.helm(),
+            "template",
+            "tw",
+            str(manifests.CHART),
+            "--namespace",
+            "tickwork",
+            "--set",
+            "metrics.prometheusRule.enabled=true",
+            "--show-only",
+            "templates/prometheusrule.yaml",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert result.returncode == 0, result.stderr
     rule: dict[str, Any] = yaml.safe_load(result.stdout)
     assert rule["kind"] == "PrometheusRule"
@@ -57,15 +69,29 @@ def run_cases(
 ) -> subprocess.CompletedProcess[str]:
     """Run the recorded cases against ``groups`` (annotations left out), with the
     expressions of the alerts named in ``exprs`` replaced."""
-    bare = [{**group, "rules": [{**{k: v for k, v in rule.items() if k != "annotations"},
-                                 "expr": (exprs or {}).get(rule["alert"], rule["expr"])}
-                                for rule in group["rules"]]}
-            for group in groups]  # fmt: skip
+    bare = [
+        {
+            **group,
+            "rules": [
+                {
+                    **{k: v for k, v in rule.items() if k != "annotations"},
+                    "expr": (exprs or {}).get(rule["alert"], rule["expr"]),
+                }
+                for rule in group["rules"]
+            ],
+        }
+        for group in groups
+    ]
     (folder / "rules.yaml").write_text(yaml.safe_dump({"groups": bare}))
     cases = {**yaml.safe_load(CASES.read_text()), "rule_files": ["rules.yaml"]}
     (folder / "cases.yaml").write_text(yaml.safe_dump(cases, sort_keys=False))
-    return subprocess.run([promtool, "test", "rules", str(folder / "cases.yaml")],
-                          capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+    return subprocess.run(
+        [promtool, "test", "rules", str(folder / "cases.yaml")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
 
 
 def test_the_rendered_rules_pass_promtool_check(
@@ -73,8 +99,13 @@ def test_the_rendered_rules_pass_promtool_check(
 ) -> None:
     path = tmp_path / "rules.yaml"
     path.write_text(yaml.safe_dump({"groups": groups}))
-    result = subprocess.run([promtool, "check", "rules", str(path)],
-                            capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+    result = subprocess.run(
+        [promtool, "check", "rules", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     assert f"SUCCESS: {len(alerts(groups))} rules found" in result.stdout
 
@@ -82,10 +113,16 @@ def test_the_rendered_rules_pass_promtool_check(
 def test_every_alert_fires_and_stays_quiet_as_the_recorded_series_expect(
     promtool: str, groups: list[dict[str, Any]], tmp_path: Path
 ) -> None:
-    assert alerts(groups) == ["TickworkNoLeader", "TickworkMissedRuns", "TickworkRunsFailing",
-                              "TickworkRedisDown", "TickworkRedisMemoryNearLimit",
-                              "TickworkDeadLetterGrowing", "TickworkJobsPaused",
-                              "TickworkNamespaceClaimedElsewhere"]  # fmt: skip
+    assert alerts(groups) == [
+        "TickworkNoLeader",
+        "TickworkMissedRuns",
+        "TickworkRunsFailing",
+        "TickworkRedisDown",
+        "TickworkRedisMemoryNearLimit",
+        "TickworkDeadLetterGrowing",
+        "TickworkJobsPaused",
+        "TickworkNamespaceClaimedElsewhere",
+    ]
     result = run_cases(promtool, groups, tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
 

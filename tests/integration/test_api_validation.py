@@ -32,9 +32,14 @@ def _job(name: str, spec: dict[str, Any]) -> dict[str, Any]:
 
 def _create(api_client: k8s.ApiClient, namespace: str, body: dict[str, Any], **kw: Any) -> Any:
     return k8s.CustomObjectsApi(api_client).create_namespaced_custom_object(
-        models.GROUP, models.VERSION, namespace, models.PLURAL, body,
-        field_validation="Strict", **kw,
-    )  # fmt: skip
+        models.GROUP,
+        models.VERSION,
+        namespace,
+        models.PLURAL,
+        body,
+        field_validation="Strict",
+        **kw,
+    )
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=[p.stem for p in EXAMPLES])
@@ -55,9 +60,15 @@ def test_bad_specs_are_refused_with_a_message_that_says_what_to_fix(
 ) -> None:
     body = _job(entry["name"], entry["spec"])
     applied = cluster.kubectl(
-        "apply", "--dry-run=server", "-n", namespace, "-f", "-",
-        input_text=json.dumps(body), check=False,
-    )  # fmt: skip
+        "apply",
+        "--dry-run=server",
+        "-n",
+        namespace,
+        "-f",
+        "-",
+        input_text=json.dumps(body),
+        check=False,
+    )
     assert applied.returncode != 0, f"kubectl apply accepted {entry['name']}"
     assert entry["expect"] in applied.stderr
 
@@ -85,15 +96,41 @@ def test_an_update_is_checked_by_the_same_rules_as_a_create(
     how they run, e.g. skipping unchanged values, would do); an update of another
     field leaves the job valid and is accepted."""
     name = f"edit-{edit}"
-    _create(api_client, namespace, _job(name, {"schedule": "*/5 * * * *", "task": {"http": {
-        "url": "https://example.com/x", "bodyTemplate": "{{ runId }}"}}}))  # fmt: skip
+    _create(
+        api_client,
+        namespace,
+        _job(
+            name,
+            {
+                "schedule": "*/5 * * * *",
+                "task": {"http": {"url": "https://example.com/x", "bodyTemplate": "{{ runId }}"}},
+            },
+        ),
+    )
     patch, expect = _BAD_EDITS[edit]
-    refused = cluster.kubectl("patch", "sj", name, "-n", namespace, "--type=merge",
-                              "-p", json.dumps({"spec": patch}), check=False)  # fmt: skip
+    refused = cluster.kubectl(
+        "patch",
+        "sj",
+        name,
+        "-n",
+        namespace,
+        "--type=merge",
+        "-p",
+        json.dumps({"spec": patch}),
+        check=False,
+    )
     assert refused.returncode != 0, f"the {edit} edit was accepted"
     assert expect in refused.stderr, refused.stderr
-    other = cluster.kubectl("patch", "sj", name, "-n", namespace, "--type=merge",
-                            "-p", json.dumps({"spec": {"suspend": True}}))  # fmt: skip
+    other = cluster.kubectl(
+        "patch",
+        "sj",
+        name,
+        "-n",
+        namespace,
+        "--type=merge",
+        "-p",
+        json.dumps({"spec": {"suspend": True}}),
+    )
     assert "patched" in other.stdout
 
 
@@ -137,9 +174,20 @@ def test_kubectl_get_shows_the_printer_columns(cluster: Cluster, crd: None, name
     table = cluster.kubectl("get", "sj", "-n", namespace).stdout.splitlines()
     header = table[0].split()
     assert header == [
-        "NAME", "SCHEDULE", "RUN", "AT", "SUSPEND", "PHASE", "ACTIVE", "LAST", "LAST", "RUN",
-        "NEXT", "RUN", "AGE",
-    ]  # fmt: skip
+        "NAME",
+        "SCHEDULE",
+        "RUN",
+        "AT",
+        "SUSPEND",
+        "PHASE",
+        "ACTIVE",
+        "LAST",
+        "LAST",
+        "RUN",
+        "NEXT",
+        "RUN",
+        "AGE",
+    ]
     rows = {line.split()[0]: line for line in table[1:]}
     assert "2026-01-01T00:00:00Z" in rows["hello-once"]  # manifests/examples/job.yaml
     assert "0 3 1 jan,apr,jul,oct *" in rows["quarterly-cleanup"]

@@ -35,8 +35,9 @@ SLOW = {"TICKWORK_OPERATOR_CATCHUP_RUNS_PER_SECOND": "0.5"}
 IN_STATUS = {"TICKWORK_OPERATOR_SCHEDULE_IN_STATUS": "true"}
 
 
-def down_since(cluster: Cluster, jobs: Jobs, name: str, spec: dict[str, Any], *,
-               minutes: int) -> tuple[str, list[dt.datetime]]:  # fmt: skip
+def down_since(
+    cluster: Cluster, jobs: Jobs, name: str, spec: dict[str, Any], *, minutes: int
+) -> tuple[str, list[dt.datetime]]:
     """A per-minute job whose status says the operator last published a run ``minutes``
     minutes ago (and went down): its uid, and the runs due since then."""
     job = jobs.create(name, {"schedule": "* * * * *", **spec, "task": ECHO})
@@ -48,17 +49,25 @@ def down_since(cluster: Cluster, jobs: Jobs, name: str, spec: dict[str, Any], *,
     # ... and of the grace after this one: a run less than 10 s late is on time for every
     # policy (None too), so the last run of the outage must be older than that.
     settled = latest + dt.timedelta(seconds=15)
-    wait_for(lambda: dt.datetime.now(dt.UTC) >= settled, timeout=40,
-             what="15 s past the minute")  # fmt: skip
+    wait_for(lambda: dt.datetime.now(dt.UTC) >= settled, timeout=40, what="15 s past the minute")
     last = latest - minutes * MINUTE
-    share = OperatorStatus(observed_generation=job["metadata"]["generation"], phase=None,
-                           last_schedule_time=last, next_run_at=last + MINUTE)  # fmt: skip
+    share = OperatorStatus(
+        observed_generation=job["metadata"]["generation"],
+        phase=None,
+        last_schedule_time=last,
+        next_run_at=last + MINUTE,
+    )
 
     async def write() -> None:
         async with KubeClient(load_configuration(str(cluster.kubeconfig))) as kube:
-            await kube.apply_job_status(jobs.namespace, name, uid, writes.operator_body(share),
-                                        field_manager=writes.OPERATOR_MANAGER,
-                                        force=True)  # fmt: skip
+            await kube.apply_job_status(
+                jobs.namespace,
+                name,
+                uid,
+                writes.operator_body(share),
+                field_manager=writes.OPERATOR_MANAGER,
+                force=True,
+            )
 
     asyncio.run(write())
     return uid, [last + k * MINUTE for k in range(1, minutes + 1)]
@@ -81,8 +90,13 @@ def test_after_an_outage_all_publishes_each_missed_run_once_even_across_a_kill(
     uid, missed = down_since(cluster, jobs, "all", spec, minutes=6)
     # AllowAll: no worker runs the caught-up run here, so under the default Skip a run
     # on time while the test lasts (the minute may move on) is skipped and counted missed.
-    latest_uid, _ = down_since(cluster, jobs, "latest", {"catchup": {"policy": "Latest"},
-                               "concurrencyPolicy": "AllowAll"}, minutes=6)  # fmt: skip
+    latest_uid, _ = down_since(
+        cluster,
+        jobs,
+        "latest",
+        {"catchup": {"policy": "Latest"}, "concurrencyPolicy": "AllowAll"},
+        minutes=6,
+    )
     none_uid, _ = down_since(cluster, jobs, "none", {"catchup": {"policy": "None"}}, minutes=6)
     expected = [scheduled_run_id(uid, moment) for moment in missed]
     seen: list[RunMessage] = []
@@ -93,18 +107,29 @@ def test_after_an_outage_all_publishes_each_missed_run_once_even_across_a_kill(
     # the next leader does not decide them again after the minute has moved on (when a
     # seventh run would be due and the count would include one more). Latest's decision
     # (the count, the run it started) is written before its run is queued.
-    wait_for(lambda: all(jobs.status(name).get("missedRuns") for name in ("latest", "none"))
-             and jobs.status("latest").get("lastScheduleTime", "") >= rfc3339(missed[-1]),
-             timeout=60, what="Latest and None decided and reported")  # fmt: skip
+    wait_for(
+        lambda: (
+            all(jobs.status(name).get("missedRuns") for name in ("latest", "none"))
+            and jobs.status("latest").get("lastScheduleTime", "") >= rfc3339(missed[-1])
+        ),
+        timeout=60,
+        what="Latest and None decided and reported",
+    )
     # Killed in the middle, once status records some of the runs (not all).
-    wait_for(lambda: jobs.status("all").get("lastScheduleTime", "") >= rfc3339(missed[1]),
-             timeout=60, what="two runs recorded")  # fmt: skip
+    wait_for(
+        lambda: jobs.status("all").get("lastScheduleTime", "") >= rfc3339(missed[1]),
+        timeout=60,
+        what="two runs recorded",
+    )
     first.kill()
     assert jobs.status("all")["lastScheduleTime"] < rfc3339(missed[-1])
     second = start_operator("op-b", **SLOW, **IN_STATUS)
     lead(second)
-    wait_for(lambda: jobs.status("all").get("lastScheduleTime", "") >= rfc3339(missed[-1]),
-             timeout=90, what="every run caught up")  # fmt: skip
+    wait_for(
+        lambda: jobs.status("all").get("lastScheduleTime", "") >= rfc3339(missed[-1]),
+        timeout=90,
+        what="every run caught up",
+    )
     wait_for(lambda: set(expected) <= set(published(probe, seen)), timeout=30, what="the queue")
 
     def runs_of(job_uid: str) -> list[str]:
@@ -129,12 +154,19 @@ def test_after_an_outage_all_publishes_each_missed_run_once_even_across_a_kill(
     assert jobs.status("latest")["missedRuns"] == len(missed) - len(latest)
     assert runs_of(none_uid) == []
     # (One more if the next minute fell due while no operator led, past the 10 s grace.)
-    wait_for(lambda: (jobs.status("none").get("missedRuns") or 0) >= len(missed), timeout=30,
-             what="None counts every run missed")  # fmt: skip
+    wait_for(
+        lambda: (jobs.status("none").get("missedRuns") or 0) >= len(missed),
+        timeout=30,
+        what="None counts every run missed",
+    )
 
 
-BACKFILL_SPEC = {"schedule": "@every 1h", "notBefore": "2026-11-01T00:00:00Z",
-                 "concurrencyPolicy": "Allow", "task": ECHO}  # fmt: skip
+BACKFILL_SPEC = {
+    "schedule": "@every 1h",
+    "notBefore": "2026-11-01T00:00:00Z",
+    "concurrencyPolicy": "Allow",
+    "task": ECHO,
+}
 HOURS = [dt.datetime(2026, 11, 2, h, tzinfo=dt.UTC) for h in range(12)]
 
 
@@ -142,8 +174,18 @@ def test_a_backfill_from_the_cli_is_published_in_order_and_recorded(
     start_operator: Start, cluster: Cluster, jobs: Jobs, namespace: str, probe: QueueProbe
 ) -> None:
     uid = jobs.create("reports", BACKFILL_SPEC)["metadata"]["uid"]
-    done = tickwork(cluster, namespace, "backfill", "reports", "--from", rfc3339(HOURS[0]),
-                    "--to", rfc3339(HOURS[-1]), "--name", "nov-2")  # fmt: skip
+    done = tickwork(
+        cluster,
+        namespace,
+        "backfill",
+        "reports",
+        "--from",
+        rfc3339(HOURS[0]),
+        "--to",
+        rfc3339(HOURS[-1]),
+        "--name",
+        "nov-2",
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == (
         'scheduledjob "reports" backfill nov-2: 12 run(s) from 2026-11-02T00:00:00+00:00 to '
@@ -157,29 +199,44 @@ def test_a_backfill_from_the_cli_is_published_in_order_and_recorded(
         (("--from", "2026-11-01T00:00:00Z", "--to", "2027-01-15T00:00:00Z"), "more than the 1000"),
         (("--from", "2026-11-03T00:00:00Z", "--to", "2026-11-02T00:00:00Z"), "later than"),
         (("--from", "yesterday", "--to", "2026-11-02T00:00:00Z"), "RFC 3339"),
-    ):  # fmt: skip
+    ):
         refused = tickwork(cluster, namespace, "backfill", "reports", *args)
         assert refused.returncode == 1
         assert why in refused.stderr
     jobs.create("once", {"runAt": "2027-01-01T00:00:00Z", "task": ECHO})
-    refused = tickwork(cluster, namespace, "backfill", "once", "--from", rfc3339(HOURS[0]),
-                       "--to", rfc3339(HOURS[-1]))  # fmt: skip
+    refused = tickwork(
+        cluster,
+        namespace,
+        "backfill",
+        "once",
+        "--from",
+        rfc3339(HOURS[0]),
+        "--to",
+        rfc3339(HOURS[-1]),
+    )
     assert "recurring jobs only" in refused.stderr
 
     lead(start_operator())
-    wait_for(lambda: (jobs.status("reports").get("backfills") or [{}])[0].get("completedAt"),
-             timeout=60, what="the backfill complete")  # fmt: skip
+    wait_for(
+        lambda: (jobs.status("reports").get("backfills") or [{}])[0].get("completedAt"),
+        timeout=60,
+        what="the backfill complete",
+    )
     expected = [backfill_run_id(uid, "nov-2", hour) for hour in HOURS]
     seen: list[RunMessage] = []
     wait_for(lambda: len(backfilled(probe, seen)) >= len(expected), timeout=30, what="the runs")
     assert backfilled(probe, seen) == expected
     assert [m.scheduled_at for m in seen if ".backfill." in m.run_id] == [
-        hour.isoformat() for hour in HOURS]  # fmt: skip
+        hour.isoformat() for hour in HOURS
+    ]
     [progress] = jobs.status("reports")["backfills"]
     assert (progress["published"], progress["skipped"]) == (12, 0)
     assert progress["doneUntil"] == rfc3339(HOURS[-1])
-    wait_for(lambda: any(e[1] == "BackfillComplete" for e in jobs.events("reports")),
-             timeout=30, what="the BackfillComplete Event")  # fmt: skip
+    wait_for(
+        lambda: any(e[1] == "BackfillComplete" for e in jobs.events("reports")),
+        timeout=30,
+        what="the BackfillComplete Event",
+    )
 
 
 def test_a_leader_change_in_the_middle_of_a_backfill_goes_on_without_duplicates(

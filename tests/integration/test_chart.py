@@ -29,8 +29,9 @@ def helm() -> str:
 
 
 def run(*argv: str, input_text: str | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(list(argv), input=input_text, capture_output=True, text=True,
-                          timeout=120, check=False)  # fmt: skip
+    return subprocess.run(
+        list(argv), input=input_text, capture_output=True, text=True, timeout=120, check=False
+    )
 
 
 def render(helm: str, namespace: str, *extra: str) -> str:
@@ -44,8 +45,12 @@ def third_party_crds(cluster: Cluster) -> None:
     """Prometheus Operator and KEDA CRDs, so that objects of those kinds can be validated."""
     for path in build.third_party_crds():
         cluster.kubectl("apply", "--server-side", "-f", str(path))
-    for name in ("servicemonitors.monitoring.coreos.com", "prometheusrules.monitoring.coreos.com",
-                 "scaledobjects.keda.sh", "triggerauthentications.keda.sh"):  # fmt: skip
+    for name in (
+        "servicemonitors.monitoring.coreos.com",
+        "prometheusrules.monitoring.coreos.com",
+        "scaledobjects.keda.sh",
+        "triggerauthentications.keda.sh",
+    ):
         cluster.wait_established(name)
 
 
@@ -71,13 +76,21 @@ def test_the_values_schema_catches_typos_and_bad_choices(helm: str) -> None:
 def test_the_worker_lists_and_watches_jobs_only_for_its_job_cache(helm: str) -> None:
     def worker_view(*extra: str) -> tuple[list[str], str]:
         objects = _objects(render(helm, "tickwork", *extra))
-        [role] = [o for o in objects if o["kind"] == "ClusterRole"
-                  and o["metadata"]["name"].endswith("-worker")]  # fmt: skip
+        [role] = [
+            o
+            for o in objects
+            if o["kind"] == "ClusterRole" and o["metadata"]["name"].endswith("-worker")
+        ]
         [verbs] = [r["verbs"] for r in role["rules"] if r["resources"] == ["scheduledjobs"]]
-        [deployment] = [o for o in objects if o["kind"] == "Deployment"
-                        and o["metadata"]["name"].endswith("-worker")]  # fmt: skip
-        env = {e["name"]: e.get("value") for e in
-               deployment["spec"]["template"]["spec"]["containers"][0]["env"]}  # fmt: skip
+        [deployment] = [
+            o
+            for o in objects
+            if o["kind"] == "Deployment" and o["metadata"]["name"].endswith("-worker")
+        ]
+        env = {
+            e["name"]: e.get("value")
+            for e in deployment["spec"]["template"]["spec"]["containers"][0]["env"]
+        }
         return verbs, env["TICKWORK_WORKER_JOB_CACHE"]
 
     assert worker_view() == (["get", "list", "watch"], "true")
@@ -86,30 +99,42 @@ def test_the_worker_lists_and_watches_jobs_only_for_its_job_cache(helm: str) -> 
 
 def _worker_env(helm: str, *extra: str) -> dict[str, str | None]:
     """The worker container's environment as the chart renders it with ``extra``."""
-    [deployment] = [o for o in _objects(render(helm, "tickwork", *extra))
-                    if o["kind"] == "Deployment"
-                    and o["metadata"]["name"].endswith("-worker")]  # fmt: skip
-    return {e["name"]: e.get("value") for e in
-            deployment["spec"]["template"]["spec"]["containers"][0]["env"]}  # fmt: skip
+    [deployment] = [
+        o
+        for o in _objects(render(helm, "tickwork", *extra))
+        if o["kind"] == "Deployment" and o["metadata"]["name"].endswith("-worker")
+    ]
+    return {
+        e["name"]: e.get("value")
+        for e in deployment["spec"]["template"]["spec"]["containers"][0]["env"]
+    }
 
 
 def test_a_tenant_gets_half_the_live_slots_unless_the_installer_says(helm: str) -> None:
     def limits(*extra: str) -> tuple[str | None, str | None, str | None]:
         env = _worker_env(helm, *extra)
-        return (env["TICKWORK_WORKER_SHARE_PER_NAMESPACE"],
-                env["TICKWORK_WORKER_MAX_RUNS_PER_NAMESPACE"],
-                env["TICKWORK_WORKER_RUNS_PER_MINUTE_PER_NAMESPACE"])  # fmt: skip
+        return (
+            env["TICKWORK_WORKER_SHARE_PER_NAMESPACE"],
+            env["TICKWORK_WORKER_MAX_RUNS_PER_NAMESPACE"],
+            env["TICKWORK_WORKER_RUNS_PER_MINUTE_PER_NAMESPACE"],
+        )
 
     # A share of the slots that exist, never a number sized for workers that may not.
     assert limits() == ("0.5", "0", "0")
-    assert limits("--set", "worker.fairShare.sharePerNamespace=0.25",
-                  "--set", "worker.fairShare.maxRunsPerNamespace=7",
-                  "--set", "worker.fairShare.runsPerMinutePerNamespace=120") == (
-        "0.25", "7", "120")  # fmt: skip
+    assert limits(
+        "--set",
+        "worker.fairShare.sharePerNamespace=0.25",
+        "--set",
+        "worker.fairShare.maxRunsPerNamespace=7",
+        "--set",
+        "worker.fairShare.runsPerMinutePerNamespace=120",
+    ) == ("0.25", "7", "120")
     refused = subprocess.run(
         [helm, "template", "tickwork", str(CHART), "--set", "worker.fairShare.sharePerNamespace=2"],
-        capture_output=True, text=True, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert refused.returncode != 0
 
 
@@ -121,9 +146,11 @@ def test_status_keeps_what_tasks_bring_back_only_when_the_installer_asks(helm: s
 
 def test_the_workers_egress_policy_follows_their_egress_rules(helm: str) -> None:
     def egress(*extra: str) -> list[dict[str, Any]] | None:
-        found = [o for o in _objects(render(helm, "tickwork", *extra))
-                 if o["kind"] == "NetworkPolicy"
-                 and "Egress" in o["spec"]["policyTypes"]]  # fmt: skip
+        found = [
+            o
+            for o in _objects(render(helm, "tickwork", *extra))
+            if o["kind"] == "NetworkPolicy" and "Egress" in o["spec"]["policyTypes"]
+        ]
         if not found:
             return None
         [policy] = found
@@ -139,37 +166,63 @@ def test_the_workers_egress_policy_follows_their_egress_rules(helm: str) -> None
     dns, redis, public, *rest = egress() or []
     assert {(p["port"], p["protocol"]) for p in dns["ports"]} == {(53, "UDP"), (53, "TCP")}
     # The cluster DNS only: port 53 elsewhere is a way out (a tunnel over DNS, say).
-    assert dns["to"] == [{"namespaceSelector": {"matchLabels": {
-        "kubernetes.io/metadata.name": "kube-system"}},
-        "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}}}]  # fmt: skip
+    assert dns["to"] == [
+        {
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
+            "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}},
+        }
+    ]
     # No cluster to look the API server up in: no rule for it here (never its ports at
     # any address); the operator keeps a policy of its own with its addresses.
     assert redis["to"][0]["podSelector"]["matchLabels"]["app.kubernetes.io/component"] == "redis"
     assert blocks(public) == ["0.0.0.0/0", "::/0"]
     refused = public["to"][0]["ipBlock"]["except"] + public["to"][1]["ipBlock"]["except"]
-    for private in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "169.254.0.0/16",
-                    "127.0.0.0/8", "100.64.0.0/10", "fc00::/7", "fe80::/10"):  # fmt: skip
+    for private in (
+        "10.0.0.0/8",
+        "172.16.0.0/12",
+        "192.168.0.0/16",
+        "169.254.0.0/16",
+        "127.0.0.0/8",
+        "100.64.0.0/10",
+        "fc00::/7",
+        "fe80::/10",
+    ):
         assert private in refused
     assert rest == []
 
     peer = {"to": [{"podSelector": {"matchLabels": {"app": "recorder"}}}]}
-    *_, allowed, more = egress(
-        "--set", "worker.egress.allow={10.20.0.0/16,*.svc.cluster.local,192.168.7.7}",
-        "--set-json", 'worker.tenants={"a": {"egressAllow": ["fd00::5", "x.example"]}}',
-        "--set-json", f"networkPolicy.workerEgress.extra=[{json.dumps(peer)}]",
-        "--set", "networkPolicy.workerEgress.apiServerCIDRs={10.1.2.3/32}",
-        "--set", "networkPolicy.workerEgress.apiServerPorts={6443}",
-    ) or []  # fmt: skip
+    *_, allowed, more = (
+        egress(
+            "--set",
+            "worker.egress.allow={10.20.0.0/16,*.svc.cluster.local,192.168.7.7}",
+            "--set-json",
+            'worker.tenants={"a": {"egressAllow": ["fd00::5", "x.example"]}}',
+            "--set-json",
+            f"networkPolicy.workerEgress.extra=[{json.dumps(peer)}]",
+            "--set",
+            "networkPolicy.workerEgress.apiServerCIDRs={10.1.2.3/32}",
+            "--set",
+            "networkPolicy.workerEgress.apiServerPorts={6443}",
+        )
+        or []
+    )
     assert blocks(allowed) == ["10.20.0.0/16", "192.168.7.7/32", "fd00::5/128"]  # no patterns
     assert more == peer
     api = (egress("--set", "networkPolicy.workerEgress.apiServerCIDRs={10.1.2.3/32}") or [])[1]
     assert (blocks(api), [p["port"] for p in api["ports"]]) == (["10.1.2.3/32"], [443, 6443])
     local = {"ipBlock": {"cidr": "169.254.20.10/32"}}
-    dns = (egress("--set-json", f"networkPolicy.workerEgress.dnsPeers=[{json.dumps(local)}]")
-           or [])[0]  # fmt: skip
+    dns = (
+        egress("--set-json", f"networkPolicy.workerEgress.dnsPeers=[{json.dumps(local)}]") or []
+    )[0]
     assert dns["to"] == [local]
-    refused = run(helm, "template", "tw", str(CHART), "--set",
-                  "networkPolicy.workerEgress.keepApiServerAddresses=false")  # fmt: skip
+    refused = run(
+        helm,
+        "template",
+        "tw",
+        str(CHART),
+        "--set",
+        "networkPolicy.workerEgress.keepApiServerAddresses=false",
+    )
     assert refused.returncode != 0
     assert "the API server's addresses are not known here" in refused.stderr
     assert egress("--set", "networkPolicy.workerEgress.enabled=false") is None
@@ -178,9 +231,11 @@ def test_the_workers_egress_policy_follows_their_egress_rules(helm: str) -> None
 
 def test_commands_get_a_container_without_tickworks_credentials(helm: str) -> None:
     def pod(*extra: str) -> dict[str, Any]:
-        [deployment] = [o for o in _objects(render(helm, "tickwork", *extra))
-                        if o["kind"] == "Deployment"
-                        and o["metadata"]["name"].endswith("-worker")]  # fmt: skip
+        [deployment] = [
+            o
+            for o in _objects(render(helm, "tickwork", *extra))
+            if o["kind"] == "Deployment" and o["metadata"]["name"].endswith("-worker")
+        ]
         spec: dict[str, Any] = deployment["spec"]["template"]["spec"]
         return spec
 
@@ -192,8 +247,10 @@ def test_commands_get_a_container_without_tickworks_credentials(helm: str) -> No
     off = pod()
     assert [c["name"] for c in off["containers"]] == ["worker"]
     assert "automountServiceAccountToken" not in off
-    for extra in (("--set", "worker.commandTasks.enabled=true"),
-                  ("--set-json", 'worker.tenants={"a": {"commandTasks": true}}')):  # fmt: skip
+    for extra in (
+        ("--set", "worker.commandTasks.enabled=true"),
+        ("--set-json", 'worker.tenants={"a": {"commandTasks": true}}'),
+    ):
         on = pod(*extra)
         worker, runner = on["containers"]
         assert (worker["name"], runner["name"]) == ("worker", "commands")
@@ -209,8 +266,12 @@ def test_commands_get_a_container_without_tickworks_credentials(helm: str) -> No
         runner_env = {e["name"]: e.get("value") for e in runner["env"]}
         assert runner_env["TICKWORK_COMMAND_RUNNER_ISOLATION"] == "required"
         assert runner_env["TICKWORK_COMMAND_RUNNER_WORKER_UID"] == "10001"  # the worker's
-    accepting = pod("--set", "worker.commandTasks.enabled=true",
-                    "--set", "worker.commandTasks.isolation=bestEffort")  # fmt: skip
+    accepting = pod(
+        "--set",
+        "worker.commandTasks.enabled=true",
+        "--set",
+        "worker.commandTasks.isolation=bestEffort",
+    )
     runner_env = {e["name"]: e.get("value") for e in accepting["containers"][1]["env"]}
     assert runner_env["TICKWORK_COMMAND_RUNNER_ISOLATION"] == "bestEffort"
 
@@ -219,13 +280,18 @@ def test_the_workers_may_run_their_own_image_and_the_operator_keeps_tickworks(
     helm: str,
 ) -> None:
     def images(*extra: str) -> dict[str, list[str]]:
-        return {o["metadata"]["name"].rsplit("-", 1)[-1]:
-                [c["image"] for c in o["spec"]["template"]["spec"]["containers"]]
-                for o in _objects(render(helm, "tickwork", "--set", "image.tag=1.2.3", *extra))
-                if o["kind"] == "Deployment"}  # fmt: skip
+        return {
+            o["metadata"]["name"].rsplit("-", 1)[-1]: [
+                c["image"] for c in o["spec"]["template"]["spec"]["containers"]
+            ]
+            for o in _objects(render(helm, "tickwork", "--set", "image.tag=1.2.3", *extra))
+            if o["kind"] == "Deployment"
+        }
 
-    assert images() == {"operator": ["ghcr.io/tickwork/tickwork:1.2.3"],
-                        "worker": ["ghcr.io/tickwork/tickwork:1.2.3"]}  # fmt: skip
+    assert images() == {
+        "operator": ["ghcr.io/tickwork/tickwork:1.2.3"],
+        "worker": ["ghcr.io/tickwork/tickwork:1.2.3"],
+    }
     own = images(
         "--set",
         "worker.image.repository=example.com/acme/tasks",
@@ -247,31 +313,64 @@ DIGEST = "sha256:" + "0123456789abcdef" * 4
     ("values", "operator", "worker"),
     [
         ([], "ghcr.io/tickwork/tickwork:{app}", "ghcr.io/tickwork/tickwork:{app}"),
-        (["image.registry=registry.example.com", "image.repository=acme/tickwork",
-          "image.tag=1.2.3"],
-         "registry.example.com/acme/tickwork:1.2.3", "registry.example.com/acme/tickwork:1.2.3"),
-        ([f"image.digest={DIGEST}", "image.tag=1.2.3"],
-         f"ghcr.io/tickwork/tickwork@{DIGEST}", f"ghcr.io/tickwork/tickwork@{DIGEST}"),
-        (["global.imageRegistry=mirror.example.com:5000", "image.registry=registry.example.com"],
-         "mirror.example.com:5000/tickwork/tickwork:{app}",
-         "mirror.example.com:5000/tickwork/tickwork:{app}"),
+        (
+            [
+                "image.registry=registry.example.com",
+                "image.repository=acme/tickwork",
+                "image.tag=1.2.3",
+            ],
+            "registry.example.com/acme/tickwork:1.2.3",
+            "registry.example.com/acme/tickwork:1.2.3",
+        ),
+        (
+            [f"image.digest={DIGEST}", "image.tag=1.2.3"],
+            f"ghcr.io/tickwork/tickwork@{DIGEST}",
+            f"ghcr.io/tickwork/tickwork@{DIGEST}",
+        ),
+        (
+            ["global.imageRegistry=mirror.example.com:5000", "image.registry=registry.example.com"],
+            "mirror.example.com:5000/tickwork/tickwork:{app}",
+            "mirror.example.com:5000/tickwork/tickwork:{app}",
+        ),
         # Values written when the repository held the registry name the same image.
-        (["image.repository=ghcr.io/tickwork/tickwork", "image.tag=0.0.9"],
-         "ghcr.io/tickwork/tickwork:0.0.9", "ghcr.io/tickwork/tickwork:0.0.9"),
-        (["image.repository=localhost/tickwork", "image.tag=dev"],
-         "localhost/tickwork:dev", "localhost/tickwork:dev"),
+        (
+            ["image.repository=ghcr.io/tickwork/tickwork", "image.tag=0.0.9"],
+            "ghcr.io/tickwork/tickwork:0.0.9",
+            "ghcr.io/tickwork/tickwork:0.0.9",
+        ),
+        (
+            ["image.repository=localhost/tickwork", "image.tag=dev"],
+            "localhost/tickwork:dev",
+            "localhost/tickwork:dev",
+        ),
         # No registry: the repository alone, as `kind load docker-image tickwork:dev` names it.
-        (["image.registry=", "image.repository=tickwork", "image.tag=dev"],
-         "tickwork:dev", "tickwork:dev"),
-        (["worker.image.repository=acme/tasks", "worker.image.tag=4.5"],
-         "ghcr.io/tickwork/tickwork:{app}", "ghcr.io/acme/tasks:4.5"),
-        (["worker.image.registry=docker.io", "worker.image.repository=acme/tasks",
-          f"worker.image.digest={DIGEST}", "worker.image.tag=4.5"],
-         "ghcr.io/tickwork/tickwork:{app}", f"docker.io/acme/tasks@{DIGEST}"),
-        (["global.imageRegistry=mirror.example.com", "worker.image.repository=acme/tasks"],
-         "mirror.example.com/tickwork/tickwork:{app}", "mirror.example.com/acme/tasks:{app}"),
+        (
+            ["image.registry=", "image.repository=tickwork", "image.tag=dev"],
+            "tickwork:dev",
+            "tickwork:dev",
+        ),
+        (
+            ["worker.image.repository=acme/tasks", "worker.image.tag=4.5"],
+            "ghcr.io/tickwork/tickwork:{app}",
+            "ghcr.io/acme/tasks:4.5",
+        ),
+        (
+            [
+                "worker.image.registry=docker.io",
+                "worker.image.repository=acme/tasks",
+                f"worker.image.digest={DIGEST}",
+                "worker.image.tag=4.5",
+            ],
+            "ghcr.io/tickwork/tickwork:{app}",
+            f"docker.io/acme/tasks@{DIGEST}",
+        ),
+        (
+            ["global.imageRegistry=mirror.example.com", "worker.image.repository=acme/tasks"],
+            "mirror.example.com/tickwork/tickwork:{app}",
+            "mirror.example.com/acme/tasks:{app}",
+        ),
     ],
-)  # fmt: skip
+)
 def test_images_are_named_by_registry_repository_and_tag_or_digest(
     helm: str, values: list[str], operator: str, worker: str
 ) -> None:
@@ -279,9 +378,13 @@ def test_images_are_named_by_registry_repository_and_tag_or_digest(
     empty worker.image is Tickwork's image, all of it."""
     app = yaml.safe_load((CHART / "Chart.yaml").read_text())["appVersion"]
     rendered = render(helm, "tickwork", *[a for v in values for a in ("--set", v)])
-    images = {o["metadata"]["name"].rsplit("-", 1)[-1]:
-              o["spec"]["template"]["spec"]["containers"][0]["image"]
-              for o in _objects(rendered) if o["kind"] == "Deployment"}  # fmt: skip
+    images = {
+        o["metadata"]["name"].rsplit("-", 1)[-1]: o["spec"]["template"]["spec"]["containers"][0][
+            "image"
+        ]
+        for o in _objects(rendered)
+        if o["kind"] == "Deployment"
+    }
     assert images == {"operator": operator.format(app=app), "worker": worker.format(app=app)}
 
 
@@ -305,17 +408,19 @@ def test_workers_get_secrets_only_when_the_installer_allows_it(helm: str) -> Non
         return found
 
     assert secret_rules() == {"*": []}
-    assert secret_rules("--set", "worker.secrets.enabled=true",
-                        "--set", "watchNamespaces={team-a,team-b}") == {
-        "team-a": [["get"]], "team-b": [["get"]]}  # fmt: skip
+    assert secret_rules(
+        "--set", "worker.secrets.enabled=true", "--set", "watchNamespaces={team-a,team-b}"
+    ) == {"team-a": [["get"]], "team-b": [["get"]]}
     # Every namespace watched: Secrets only where the installer names them, never all.
-    assert secret_rules("--set", "worker.secrets.enabled=true",
-                        "--set", "worker.secrets.namespaces={team-a}") == {
-        "*": [], "team-a": [["get"]]}  # fmt: skip
+    assert secret_rules(
+        "--set", "worker.secrets.enabled=true", "--set", "worker.secrets.namespaces={team-a}"
+    ) == {"*": [], "team-a": [["get"]]}
     refused = subprocess.run(
         [helm, "template", "tickwork", str(CHART), "--set", "worker.secrets.enabled=true"],
-        capture_output=True, text=True, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert refused.returncode != 0
     assert "would let the workers read every Secret of the cluster" in refused.stderr
 
@@ -329,30 +434,38 @@ def test_the_operator_may_claim_only_the_namespaces_it_schedules(helm: str) -> N
                 "-operator"
             ):
                 where = obj["metadata"].get("namespace", "*")
-                found[where] = [(r["verbs"], r.get("resourceNames")) for r in obj["rules"]
-                                if "leases" in r["resources"]]  # fmt: skip
+                found[where] = [
+                    (r["verbs"], r.get("resourceNames"))
+                    for r in obj["rules"]
+                    if "leases" in r["resources"]
+                ]
         return found
 
     claim = [(["create"], None), (["get", "update"], ["tickwork-scheduler"])]
     assert lease_rules() == {"*": claim}
     assert lease_rules("--set", "watchNamespaces={team-a,team-b}") == {
-        "team-a": claim, "team-b": claim}  # fmt: skip
+        "team-a": claim,
+        "team-b": claim,
+    }
     assert lease_rules("--set", "namespaceClaims=false") == {"*": []}
 
 
 def test_the_schedule_in_status_is_the_installers_choice(helm: str) -> None:
     def operator_env(*extra: str) -> dict[str, str | None]:
-        [deployment] = [o for o in _objects(render(helm, "tickwork", *extra))
-                        if o["kind"] == "Deployment"
-                        and o["metadata"]["name"].endswith("-operator")]  # fmt: skip
-        return {e["name"]: e.get("value") for e in
-                deployment["spec"]["template"]["spec"]["containers"][0]["env"]}  # fmt: skip
+        [deployment] = [
+            o
+            for o in _objects(render(helm, "tickwork", *extra))
+            if o["kind"] == "Deployment" and o["metadata"]["name"].endswith("-operator")
+        ]
+        return {
+            e["name"]: e.get("value")
+            for e in deployment["spec"]["template"]["spec"]["containers"][0]["env"]
+        }
 
     assert operator_env()["TICKWORK_OPERATOR_SCHEDULE_IN_STATUS"] == "false"
     on = operator_env("--set", "operator.scheduleInStatus=true")
     assert on["TICKWORK_OPERATOR_SCHEDULE_IN_STATUS"] == "true"
-    wrong = run(helm, "template", "tw", str(CHART), "--set-string",
-                "operator.scheduleInStatus=no")  # fmt: skip
+    wrong = run(helm, "template", "tw", str(CHART), "--set-string", "operator.scheduleInStatus=no")
     assert wrong.returncode != 0
     assert "scheduleInStatus" in wrong.stderr
 
@@ -367,8 +480,9 @@ def test_every_scenario_is_accepted_by_the_api_server(
         if not exists:
             cluster.kubectl("create", "namespace", extra)
     rendered = render(helm, namespace, "-f", str(values))
-    applied = cluster.kubectl("apply", "--dry-run=server", "-f", "-", input_text=rendered,
-                              check=False)  # fmt: skip
+    applied = cluster.kubectl(
+        "apply", "--dry-run=server", "-f", "-", input_text=rendered, check=False
+    )
     assert applied.returncode == 0, applied.stderr
     kinds = {doc["kind"] for doc in yaml.safe_load_all(rendered) if doc}
     assert len(applied.stdout.splitlines()) == sum(1 for d in yaml.safe_load_all(rendered) if d)
@@ -379,8 +493,11 @@ def test_every_scenario_is_accepted_by_the_api_server(
         # Tickwork's own grants are per namespace; cluster-wide are only the rules it
         # adds to the default user roles (rbac.aggregateToDefaultRoles).
         assert "ClusterRoleBinding" not in kinds
-        cluster_roles = {d["metadata"]["name"] for d in yaml.safe_load_all(rendered)
-                         if d and d["kind"] == "ClusterRole"}  # fmt: skip
+        cluster_roles = {
+            d["metadata"]["name"]
+            for d in yaml.safe_load_all(rendered)
+            if d and d["kind"] == "ClusterRole"
+        }
         assert cluster_roles <= {"tw-tickwork-view", "tw-tickwork-edit"}
 
 
@@ -423,8 +540,18 @@ def test_helm_install_creates_everything_with_least_privilege(
 ) -> None:
     cluster = fresh_cluster
     env_kube = ["--kubeconfig", str(cluster.kubeconfig)]
-    installed = run(helm, *env_kube, "install", "tw", str(CHART), "--namespace", "tickwork",
-                    "--create-namespace", "--set", "image.tag=test")  # fmt: skip
+    installed = run(
+        helm,
+        *env_kube,
+        "install",
+        "tw",
+        str(CHART),
+        "--namespace",
+        "tickwork",
+        "--create-namespace",
+        "--set",
+        "image.tag=test",
+    )
     assert installed.returncode == 0, installed.stderr
     assert "kubectl get scheduledjobs -w" in installed.stdout  # NOTES.txt tells what is next
 
@@ -435,74 +562,98 @@ def test_helm_install_creates_everything_with_least_privilege(
         where = ["-n", meta["namespace"]] if "namespace" in meta else []
         cluster.kubectl("get", f"{obj['kind'].lower()}/{meta['name']}", *where)
     kinds = {obj["kind"] for obj in objects}
-    assert {"CustomResourceDefinition", "Deployment", "StatefulSet", "HorizontalPodAutoscaler",
-            "NetworkPolicy", "PodDisruptionBudget", "Secret", "ClusterRole"} <= kinds  # fmt: skip
+    assert {
+        "CustomResourceDefinition",
+        "Deployment",
+        "StatefulSet",
+        "HorizontalPodAutoscaler",
+        "NetworkPolicy",
+        "PodDisruptionBudget",
+        "Secret",
+        "ClusterRole",
+    } <= kinds
 
     operator = "system:serviceaccount:tickwork:tw-tickwork-operator"
     worker = "system:serviceaccount:tickwork:tw-tickwork-worker"
     everywhere = "--all-namespaces"
-    for question in (("watch", "scheduledjobs.tickwork.dev", everywhere),
-                     ("patch", "scheduledjobs.tickwork.dev", "--subresource=status", "-n", "any"),
-                     ("delete", "scheduledjobs.tickwork.dev", "-n", "any"),
-                     ("create", "events", "-n", "any"),
-                     ("create", "leases.coordination.k8s.io", "-n", "tickwork"),
-                     ("update", "leases.coordination.k8s.io/tw-tickwork-operator",
-                      "-n", "tickwork"),
-                     # The claim on each namespace it schedules (cluster-wide: any).
-                     ("create", "leases.coordination.k8s.io", "-n", "any"),
-                     ("update", "leases.coordination.k8s.io/tickwork-scheduler", "-n", "any"),
-                     ("get", "leases.coordination.k8s.io/tickwork-scheduler",
-                      "-n", "any"),
-                     # The workers' NetworkPolicy for the API server, and where it is.
-                     ("get", "endpointslices.discovery.k8s.io/kubernetes", "-n", "default"),
-                     ("create", "networkpolicies.networking.k8s.io", "-n", "tickwork"),
-                     ("update", "networkpolicies.networking.k8s.io/tw-tickwork-worker-apiserver",
-                      "-n", "tickwork")):  # fmt: skip
+    for question in (
+        ("watch", "scheduledjobs.tickwork.dev", everywhere),
+        ("patch", "scheduledjobs.tickwork.dev", "--subresource=status", "-n", "any"),
+        ("delete", "scheduledjobs.tickwork.dev", "-n", "any"),
+        ("create", "events", "-n", "any"),
+        ("create", "leases.coordination.k8s.io", "-n", "tickwork"),
+        ("update", "leases.coordination.k8s.io/tw-tickwork-operator", "-n", "tickwork"),
+        # The claim on each namespace it schedules (cluster-wide: any).
+        ("create", "leases.coordination.k8s.io", "-n", "any"),
+        ("update", "leases.coordination.k8s.io/tickwork-scheduler", "-n", "any"),
+        ("get", "leases.coordination.k8s.io/tickwork-scheduler", "-n", "any"),
+        # The workers' NetworkPolicy for the API server, and where it is.
+        ("get", "endpointslices.discovery.k8s.io/kubernetes", "-n", "default"),
+        ("create", "networkpolicies.networking.k8s.io", "-n", "tickwork"),
+        (
+            "update",
+            "networkpolicies.networking.k8s.io/tw-tickwork-worker-apiserver",
+            "-n",
+            "tickwork",
+        ),
+    ):
         assert _can_i(cluster, operator, *question), f"operator may not {question}"
-    for question in (("get", "secrets", "-n", "tickwork"), ("list", "pods", everywhere),
-                     ("create", "deployments.apps", "-n", "tickwork"),
-                     ("update", "leases.coordination.k8s.io/other", "-n", "tickwork"),
-                     ("update", "leases.coordination.k8s.io/kube-scheduler",
-                      "-n", "kube-system"),
-                     ("get", "leases.coordination.k8s.io/other", "-n", "any"),
-                     ("list", "leases.coordination.k8s.io", everywhere),
-                     ("patch", "scheduledjobs.tickwork.dev", "-n", "any"),
-                     ("get", "configmaps", "-n", "tickwork"),
-                     ("get", "endpointslices.discovery.k8s.io/other", "-n", "default"),
-                     ("list", "endpointslices.discovery.k8s.io", "-n", "default"),
-                     ("update", "networkpolicies.networking.k8s.io/tw-tickwork-redis",
-                      "-n", "tickwork"),
-                     ("create", "networkpolicies.networking.k8s.io", "-n", "any")):  # fmt: skip
+    for question in (
+        ("get", "secrets", "-n", "tickwork"),
+        ("list", "pods", everywhere),
+        ("create", "deployments.apps", "-n", "tickwork"),
+        ("update", "leases.coordination.k8s.io/other", "-n", "tickwork"),
+        ("update", "leases.coordination.k8s.io/kube-scheduler", "-n", "kube-system"),
+        ("get", "leases.coordination.k8s.io/other", "-n", "any"),
+        ("list", "leases.coordination.k8s.io", everywhere),
+        ("patch", "scheduledjobs.tickwork.dev", "-n", "any"),
+        ("get", "configmaps", "-n", "tickwork"),
+        ("get", "endpointslices.discovery.k8s.io/other", "-n", "default"),
+        ("list", "endpointslices.discovery.k8s.io", "-n", "default"),
+        ("update", "networkpolicies.networking.k8s.io/tw-tickwork-redis", "-n", "tickwork"),
+        ("create", "networkpolicies.networking.k8s.io", "-n", "any"),
+    ):
         assert not _can_i(cluster, operator, *question), f"operator may {question}"
     # Workers read jobs (list + watch for their job cache); they never change a spec.
-    for question in (("get", "scheduledjobs.tickwork.dev", "-n", "any"),
-                     ("list", "scheduledjobs.tickwork.dev", everywhere),
-                     ("watch", "scheduledjobs.tickwork.dev", everywhere),
-                     ("patch", "scheduledjobs.tickwork.dev", "--subresource=status", "-n", "any"),
-                     ("create", "events", "-n", "any")):  # fmt: skip
+    for question in (
+        ("get", "scheduledjobs.tickwork.dev", "-n", "any"),
+        ("list", "scheduledjobs.tickwork.dev", everywhere),
+        ("watch", "scheduledjobs.tickwork.dev", everywhere),
+        ("patch", "scheduledjobs.tickwork.dev", "--subresource=status", "-n", "any"),
+        ("create", "events", "-n", "any"),
+    ):
         assert _can_i(cluster, worker, *question), f"worker may not {question}"
-    for question in (("patch", "scheduledjobs.tickwork.dev", "-n", "any"),
-                     ("update", "scheduledjobs.tickwork.dev", "-n", "any"),
-                     ("delete", "scheduledjobs.tickwork.dev", "-n", "any"),
-                     ("get", "secrets", "-n", "tickwork"), ("create", "pods", "-n", "any"),
-                     ("delete", "pods", "-n", "any"), ("patch", "jobs.batch", "-n", "any"),
-                     # Container tasks are off by default: no Jobs, no Pods, no logs.
-                     ("create", "jobs.batch", "-n", "any"), ("list", "pods", everywhere),
-                     ("get", "pods", "--subresource=log", "-n", "any"),
-                     ("create", "pods", "--subresource=exec", "-n", "any"),
-                     ("get", "leases.coordination.k8s.io", "-n", "tickwork")):  # fmt: skip
+    for question in (
+        ("patch", "scheduledjobs.tickwork.dev", "-n", "any"),
+        ("update", "scheduledjobs.tickwork.dev", "-n", "any"),
+        ("delete", "scheduledjobs.tickwork.dev", "-n", "any"),
+        ("get", "secrets", "-n", "tickwork"),
+        ("create", "pods", "-n", "any"),
+        ("delete", "pods", "-n", "any"),
+        ("patch", "jobs.batch", "-n", "any"),
+        # Container tasks are off by default: no Jobs, no Pods, no logs.
+        ("create", "jobs.batch", "-n", "any"),
+        ("list", "pods", everywhere),
+        ("get", "pods", "--subresource=log", "-n", "any"),
+        ("create", "pods", "--subresource=exec", "-n", "any"),
+        ("get", "leases.coordination.k8s.io", "-n", "tickwork"),
+    ):
         assert not _can_i(cluster, worker, *question), f"worker may {question}"
 
-    hpa = json.loads(cluster.kubectl("get", "hpa", "tw-tickwork-worker", "-n", "tickwork",
-                                     "-o", "json").stdout)  # fmt: skip
+    hpa = json.loads(
+        cluster.kubectl("get", "hpa", "tw-tickwork-worker", "-n", "tickwork", "-o", "json").stdout
+    )
     [metric] = hpa["spec"]["metrics"]
     assert metric["type"] == "External"
     assert metric["external"]["metric"]["name"] == "tickwork_queue_backlog"
     assert hpa["spec"]["scaleTargetRef"]["name"] == "tw-tickwork-worker"
     assert hpa["spec"]["behavior"]["scaleDown"]["stabilizationWindowSeconds"] == 300
 
-    deployment = json.loads(cluster.kubectl("get", "deployment", "tw-tickwork-worker", "-n",
-                                            "tickwork", "-o", "json").stdout)  # fmt: skip
+    deployment = json.loads(
+        cluster.kubectl(
+            "get", "deployment", "tw-tickwork-worker", "-n", "tickwork", "-o", "json"
+        ).stdout
+    )
     container = deployment["spec"]["template"]["spec"]["containers"][0]
     assert container["securityContext"]["readOnlyRootFilesystem"] is True
     assert container["securityContext"]["allowPrivilegeEscalation"] is False
@@ -511,23 +662,60 @@ def test_helm_install_creates_everything_with_least_privilege(
     _assert_the_password_is_a_file(deployment)
     assert env["TICKWORK_WORKER_COMMAND_TASKS"]["value"] == "false"
 
-    password = cluster.kubectl("get", "secret", "tw-tickwork-redis", "-n", "tickwork",
-                               "-o", "jsonpath={.data.redis-password}").stdout  # fmt: skip
-    upgraded = run(helm, *env_kube, "upgrade", "tw", str(CHART), "--namespace", "tickwork",
-                   "--set", "image.tag=test2")  # fmt: skip
+    password = cluster.kubectl(
+        "get",
+        "secret",
+        "tw-tickwork-redis",
+        "-n",
+        "tickwork",
+        "-o",
+        "jsonpath={.data.redis-password}",
+    ).stdout
+    upgraded = run(
+        helm,
+        *env_kube,
+        "upgrade",
+        "tw",
+        str(CHART),
+        "--namespace",
+        "tickwork",
+        "--set",
+        "image.tag=test2",
+    )
     assert upgraded.returncode == 0, upgraded.stderr
-    assert cluster.kubectl("get", "secret", "tw-tickwork-redis", "-n", "tickwork", "-o",
-                           "jsonpath={.data.redis-password}").stdout == password  # fmt: skip
+    assert (
+        cluster.kubectl(
+            "get",
+            "secret",
+            "tw-tickwork-redis",
+            "-n",
+            "tickwork",
+            "-o",
+            "jsonpath={.data.redis-password}",
+        ).stdout
+        == password
+    )
 
     uninstalled = run(helm, *env_kube, "uninstall", "tw", "--namespace", "tickwork")
     assert uninstalled.returncode == 0, uninstalled.stderr
     cluster.kubectl("get", "crd", "scheduledjobs.tickwork.dev")  # kept
-    assert cluster.kubectl("get", "deployment", "tw-tickwork-worker", "-n", "tickwork",
-                           check=False).returncode != 0  # fmt: skip
+    assert (
+        cluster.kubectl(
+            "get", "deployment", "tw-tickwork-worker", "-n", "tickwork", check=False
+        ).returncode
+        != 0
+    )
 
     # The plain manifests install the same things with kubectl alone.
-    secret = ["create", "secret", "generic", "tickwork-redis", "-n", "tickwork",
-              "--from-literal=redis-password=s3cret"]  # fmt: skip
+    secret = [
+        "create",
+        "secret",
+        "generic",
+        "tickwork-redis",
+        "-n",
+        "tickwork",
+        "--from-literal=redis-password=s3cret",
+    ]
     cluster.kubectl(*secret)
     applied = cluster.kubectl("apply", "-f", str(manifests.ROOT / "manifests"))
     assert "deployment.apps/tickwork-operator created" in applied.stdout

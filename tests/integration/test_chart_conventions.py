@@ -49,17 +49,21 @@ def _one(objects: list[dict[str, Any]], kind: str, name: str) -> dict[str, Any]:
 
 
 def _pod(objects: list[dict[str, Any]], component: str) -> dict[str, Any]:
-    template: dict[str, Any] = _one(objects, "Deployment", f"tw-tickwork-{component}")[
-        "spec"]["template"]  # fmt: skip
+    template: dict[str, Any] = _one(objects, "Deployment", f"tw-tickwork-{component}")["spec"][
+        "template"
+    ]
     return template
 
 
 def _bound_accounts(objects: list[dict[str, Any]], role_prefix: str) -> set[tuple[str, str]]:
     """(binding kind, ServiceAccount) of every binding of the component's roles."""
-    return {(o["kind"], s["name"]) for o in objects
-            if o["kind"] in ("RoleBinding", "ClusterRoleBinding")
-            and o["roleRef"]["name"].startswith(role_prefix)
-            for s in o["subjects"]}  # fmt: skip
+    return {
+        (o["kind"], s["name"])
+        for o in objects
+        if o["kind"] in ("RoleBinding", "ClusterRoleBinding")
+        and o["roleRef"]["name"].startswith(role_prefix)
+        for s in o["subjects"]
+    }
 
 
 # -- ServiceAccounts ----------------------------------------------------------
@@ -78,17 +82,30 @@ def test_roles_bind_the_service_account_the_installer_brings(
     assert _pod(own, component)["spec"]["serviceAccountName"] == prefix
     assert {name for _, name in _bound_accounts(own, prefix)} == {prefix}
 
-    borrowed = _render(helm, *where, "--set", f"{component}.serviceAccount.create=false",
-                       "--set", f"{component}.serviceAccount.name=ops-{component}")  # fmt: skip
-    assert [o for o in borrowed if o["kind"] == "ServiceAccount"
-            and o["metadata"]["name"] == prefix] == []  # fmt: skip
+    borrowed = _render(
+        helm,
+        *where,
+        "--set",
+        f"{component}.serviceAccount.create=false",
+        "--set",
+        f"{component}.serviceAccount.name=ops-{component}",
+    )
+    assert [
+        o for o in borrowed if o["kind"] == "ServiceAccount" and o["metadata"]["name"] == prefix
+    ] == []
     assert _pod(borrowed, component)["spec"]["serviceAccountName"] == f"ops-{component}"
     assert {name for _, name in _bound_accounts(borrowed, prefix)} == {f"ops-{component}"}
     # The same roles as with the chart's own account: least privilege does not change.
-    roles = {(o["kind"], o["metadata"].get("namespace"), json.dumps(o.get("rules")))
-             for o in own if o["kind"] in ("Role", "ClusterRole")}  # fmt: skip
-    assert roles == {(o["kind"], o["metadata"].get("namespace"), json.dumps(o.get("rules")))
-                     for o in borrowed if o["kind"] in ("Role", "ClusterRole")}  # fmt: skip
+    roles = {
+        (o["kind"], o["metadata"].get("namespace"), json.dumps(o.get("rules")))
+        for o in own
+        if o["kind"] in ("Role", "ClusterRole")
+    }
+    assert roles == {
+        (o["kind"], o["metadata"].get("namespace"), json.dumps(o.get("rules")))
+        for o in borrowed
+        if o["kind"] in ("Role", "ClusterRole")
+    }
 
     renamed = _render(helm, *where, "--set", f"{component}.serviceAccount.name=tickwork-x")
     assert _one(renamed, "ServiceAccount", "tickwork-x")
@@ -97,11 +114,14 @@ def test_roles_bind_the_service_account_the_installer_brings(
 
 @pytest.mark.parametrize("component", COMPONENTS)
 def test_a_borrowed_service_account_must_be_named(helm: str, component: str) -> None:
-    result = _run(helm, "template", "tw", str(CHART),
-                  "--set", f"{component}.serviceAccount.create=false")  # fmt: skip
+    result = _run(
+        helm, "template", "tw", str(CHART), "--set", f"{component}.serviceAccount.create=false"
+    )
     assert result.returncode != 0
-    assert (f"{component}.serviceAccount.name is required when "
-            f"{component}.serviceAccount.create is false") in result.stderr  # fmt: skip
+    assert (
+        f"{component}.serviceAccount.name is required when "
+        f"{component}.serviceAccount.create is false"
+    ) in result.stderr
 
 
 def test_service_account_annotations_add_to_the_shared_ones(helm: str) -> None:
@@ -126,9 +146,13 @@ def test_pod_conventions_reach_the_operators_pods(helm: str) -> None:
     assert spec["priorityClassName"] == "tickwork-operator"  # its own, over the global one
     assert spec["imagePullSecrets"] == [{"name": "global-pull"}, {"name": "chart-pull"}]
     [spread] = spec["topologySpreadConstraints"]
-    assert spread["labelSelector"] == {"matchLabels": {
-        "app.kubernetes.io/name": "tickwork", "app.kubernetes.io/instance": "tw",
-        "app.kubernetes.io/component": "operator"}}  # fmt: skip
+    assert spread["labelSelector"] == {
+        "matchLabels": {
+            "app.kubernetes.io/name": "tickwork",
+            "app.kubernetes.io/instance": "tw",
+            "app.kubernetes.io/component": "operator",
+        }
+    }
     assert "podAntiAffinity" in spec["affinity"]  # the default spread over nodes stays
     [container] = spec["containers"]
     assert container["envFrom"] == [{"configMapRef": {"name": "operator-settings"}}]
@@ -137,13 +161,19 @@ def test_pod_conventions_reach_the_operators_pods(helm: str) -> None:
         container["volumeMounts"]
     )
     assert {"name": "ca", "configMap": {"name": "corporate-ca"}} in spec["volumes"]
-    assert container["startupProbe"] == {"httpGet": {"path": "/healthz", "port": "http"},
-                                         "periodSeconds": 5, "timeoutSeconds": 5,
-                                         "failureThreshold": 120}  # fmt: skip
-    assert container["livenessProbe"] == {"httpGet": {"path": "/healthz", "port": "http"},
-                                          "periodSeconds": 20, "timeoutSeconds": 3,
-                                          "failureThreshold": 5,
-                                          "initialDelaySeconds": 1}  # fmt: skip
+    assert container["startupProbe"] == {
+        "httpGet": {"path": "/healthz", "port": "http"},
+        "periodSeconds": 5,
+        "timeoutSeconds": 5,
+        "failureThreshold": 120,
+    }
+    assert container["livenessProbe"] == {
+        "httpGet": {"path": "/healthz", "port": "http"},
+        "periodSeconds": 20,
+        "timeoutSeconds": 3,
+        "failureThreshold": 5,
+        "initialDelaySeconds": 1,
+    }
     assert container["readinessProbe"]["successThreshold"] == 2
     assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http"}
     _assert_locked_down(spec)
@@ -166,9 +196,12 @@ def test_pod_conventions_reach_the_workers_container_but_not_the_command_runner(
     assert {"name": "scratch", "mountPath": "/scratch"} in worker["volumeMounts"]
     assert "envFrom" not in runner
     assert "scratch" not in {m["name"] for m in runner["volumeMounts"]}
-    assert worker["livenessProbe"] == {"httpGet": {"path": "/healthz", "port": "http"},
-                                       "periodSeconds": 30, "timeoutSeconds": 10,
-                                       "failureThreshold": 2}  # fmt: skip
+    assert worker["livenessProbe"] == {
+        "httpGet": {"path": "/healthz", "port": "http"},
+        "periodSeconds": 30,
+        "timeoutSeconds": 10,
+        "failureThreshold": 2,
+    }
     _assert_locked_down(spec)
 
 
@@ -185,13 +218,21 @@ def test_the_defaults_keep_the_probes_and_add_no_scheduling_fields(helm: str) ->
     objects = _render(helm)
     for component in COMPONENTS:
         spec = _pod(objects, component)["spec"]
-        assert not {"priorityClassName", "topologySpreadConstraints", "imagePullSecrets",
-                    "nodeSelector", "tolerations"} & set(spec)  # fmt: skip
+        assert not {
+            "priorityClassName",
+            "topologySpreadConstraints",
+            "imagePullSecrets",
+            "nodeSelector",
+            "tolerations",
+        } & set(spec)
         assert "envFrom" not in spec["containers"][0]
     worker = _pod(objects, "worker")["spec"]["containers"][0]
-    assert worker["livenessProbe"] == {"httpGet": {"path": "/healthz", "port": "http"},
-                                       "periodSeconds": 15, "timeoutSeconds": 10,
-                                       "failureThreshold": 3}  # fmt: skip
+    assert worker["livenessProbe"] == {
+        "httpGet": {"path": "/healthz", "port": "http"},
+        "periodSeconds": 15,
+        "timeoutSeconds": 10,
+        "failureThreshold": 3,
+    }
 
 
 # -- A subchart ---------------------------------------------------------------
@@ -202,14 +243,28 @@ def test_the_chart_works_as_a_subchart_with_global_values(helm: str, tmp_path: P
     (parent / "charts").mkdir(parents=True)
     shutil.copytree(CHART, parent / "charts" / "tickwork")
     version = yaml.safe_load((CHART / "Chart.yaml").read_text())["version"]
-    (parent / "Chart.yaml").write_text(yaml.safe_dump({
-        "apiVersion": "v2", "name": "platform", "version": "1.0.0",
-        "dependencies": [{"name": "tickwork", "version": version}]}))  # fmt: skip
-    (parent / "values.yaml").write_text(yaml.safe_dump({
-        "global": {"imagePullSecrets": [{"name": "platform-pull"}],
-                   "priorityClassName": "platform-critical",
-                   "imageRegistryOfAnotherChart": "mirror.example.com"},
-        "tickwork": {"operator": {"replicas": 3}}}))  # fmt: skip
+    (parent / "Chart.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v2",
+                "name": "platform",
+                "version": "1.0.0",
+                "dependencies": [{"name": "tickwork", "version": version}],
+            }
+        )
+    )
+    (parent / "values.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "global": {
+                    "imagePullSecrets": [{"name": "platform-pull"}],
+                    "priorityClassName": "platform-critical",
+                    "imageRegistryOfAnotherChart": "mirror.example.com",
+                },
+                "tickwork": {"operator": {"replicas": 3}},
+            }
+        )
+    )
 
     linted = _run(helm, "lint", "--strict", str(parent))
     assert linted.returncode == 0, linted.stdout + linted.stderr
@@ -255,8 +310,11 @@ def test_every_number_in_the_values_schema_is_bounded() -> None:
     unbounded = [path for path, s in numbers if "minimum" not in s and "exclusiveMinimum" not in s]
     assert unbounded == [], "give these a minimum in values.schema.json"
     capped = ("port", "percent")
-    uncapped = [path for path, s in numbers
-                if any(word in path.lower() for word in capped) and "maximum" not in s]  # fmt: skip
+    uncapped = [
+        path
+        for path, s in numbers
+        if any(word in path.lower() for word in capped) and "maximum" not in s
+    ]
     assert uncapped == [], "ports and percentages need a maximum too"
 
 
@@ -270,34 +328,53 @@ BAD_VALUES = [
     (["operator.tickSeconds=0"], "at '/operator/tickSeconds': exclusiveMinimum"),
     (["worker.leaseSeconds=1"], "at '/worker/leaseSeconds': minimum: got 1, want 3"),
     (["autoscaling.minReplicas=0"], "at '/autoscaling/minReplicas': minimum: got 0, want 1"),
-    (["autoscaling.behavior.scaleDownPercent=101"],
-     "at '/autoscaling/behavior/scaleDownPercent': maximum: got 101, want 100"),
+    (
+        ["autoscaling.behavior.scaleDownPercent=101"],
+        "at '/autoscaling/behavior/scaleDownPercent': maximum: got 101, want 100",
+    ),
     (["autoscaling.behavior.scaleUpPercent=0"], "/autoscaling/behavior/scaleUpPercent"),
-    (["autoscaling.behavior.scaleDownStabilizationSeconds=-1"],
-     "/autoscaling/behavior/scaleDownStabilizationSeconds"),
-    (["operator.livenessProbe.periodSeconds=0"],
-     "at '/operator/livenessProbe/periodSeconds': minimum: got 0, want 1"),
+    (
+        ["autoscaling.behavior.scaleDownStabilizationSeconds=-1"],
+        "/autoscaling/behavior/scaleDownStabilizationSeconds",
+    ),
+    (
+        ["operator.livenessProbe.periodSeconds=0"],
+        "at '/operator/livenessProbe/periodSeconds': minimum: got 0, want 1",
+    ),
     (["worker.readinessProbe.failureThreshold=0"], "/worker/readinessProbe/failureThreshold"),
-    (["worker.livenessProbe.exec=true"],
-     "at '/worker/livenessProbe': additional properties 'exec' not allowed"),
-    (["operator.podDisruptionBudget.minAvailable=150%"],
-     "/operator/podDisruptionBudget/minAvailable': '150%' does not match pattern"),
-    (["operator.podDisruptionBudget.minAvailable=-1"],
-     "/operator/podDisruptionBudget/minAvailable"),
+    (
+        ["worker.livenessProbe.exec=true"],
+        "at '/worker/livenessProbe': additional properties 'exec' not allowed",
+    ),
+    (
+        ["operator.podDisruptionBudget.minAvailable=150%"],
+        "/operator/podDisruptionBudget/minAvailable': '150%' does not match pattern",
+    ),
+    (
+        ["operator.podDisruptionBudget.minAvailable=-1"],
+        "/operator/podDisruptionBudget/minAvailable",
+    ),
     (["worker.commandTasks.runAsUser=0"], "at '/worker/commandTasks/runAsUser': minimum"),
     (["worker.commandTasks.isolation=none"], "at '/worker/commandTasks/isolation'"),
-    (["worker.topologySpreadConstraints[0].maxSkew=0",
-      "worker.topologySpreadConstraints[0].topologyKey=zone",
-      "worker.topologySpreadConstraints[0].whenUnsatisfiable=DoNotSchedule"],
-     "/worker/topologySpreadConstraints/0/maxSkew"),
+    (
+        [
+            "worker.topologySpreadConstraints[0].maxSkew=0",
+            "worker.topologySpreadConstraints[0].topologyKey=zone",
+            "worker.topologySpreadConstraints[0].whenUnsatisfiable=DoNotSchedule",
+        ],
+        "/worker/topologySpreadConstraints/0/maxSkew",
+    ),
     (["operator.serviceAccount.name=Not_A_Name"], "/operator/serviceAccount/name"),
-    (["autoscaling.minReplicas=5", "autoscaling.maxReplicas=3"],
-     "autoscaling.maxReplicas (3) must be at least autoscaling.minReplicas (5)"),
-]  # fmt: skip
+    (
+        ["autoscaling.minReplicas=5", "autoscaling.maxReplicas=3"],
+        "autoscaling.maxReplicas (3) must be at least autoscaling.minReplicas (5)",
+    ),
+]
 
 
-@pytest.mark.parametrize(("settings", "message"), BAD_VALUES,
-                         ids=[" ".join(s) for s, _ in BAD_VALUES])  # fmt: skip
+@pytest.mark.parametrize(
+    ("settings", "message"), BAD_VALUES, ids=[" ".join(s) for s, _ in BAD_VALUES]
+)
 def test_bad_values_are_refused_with_a_clear_message(
     helm: str, settings: list[str], message: str
 ) -> None:
@@ -345,9 +422,15 @@ def test_the_operators_budget_is_rendered_only_when_it_can_be_met(
 ) -> None:
     set_min = "--set-string" if min_available.endswith("%") else "--set"
     budget = "operator.podDisruptionBudget"
-    objects = _render(helm, "--set", f"operator.replicas={replicas}",
-                      set_min, f"{budget}.minAvailable={min_available}",
-                      "--set", f"{budget}.enabled={str(enabled).lower()}")  # fmt: skip
+    objects = _render(
+        helm,
+        "--set",
+        f"operator.replicas={replicas}",
+        set_min,
+        f"{budget}.minAvailable={min_available}",
+        "--set",
+        f"{budget}.enabled={str(enabled).lower()}",
+    )
     budgets = [o for o in objects if o["kind"] == "PodDisruptionBudget"]
     assert bool(budgets) is rendered
     if budgets:
@@ -358,9 +441,14 @@ def test_the_operators_budget_is_rendered_only_when_it_can_be_met(
 
 
 def _aggregated(objects: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    return {o["metadata"]["name"]: o for o in objects if o["kind"] == "ClusterRole"
-            and any(k.startswith("rbac.authorization.k8s.io/aggregate-to-")
-                    for k in o["metadata"]["labels"])}  # fmt: skip
+    return {
+        o["metadata"]["name"]: o
+        for o in objects
+        if o["kind"] == "ClusterRole"
+        and any(
+            k.startswith("rbac.authorization.k8s.io/aggregate-to-") for k in o["metadata"]["labels"]
+        )
+    }
 
 
 def test_the_default_roles_cover_scheduledjobs_unless_turned_off(helm: str) -> None:
@@ -369,18 +457,29 @@ def test_the_default_roles_cover_scheduledjobs_unless_turned_off(helm: str) -> N
 
     def aggregates_to(role: dict[str, Any]) -> set[str]:
         prefix = "rbac.authorization.k8s.io/aggregate-to-"
-        return {k.removeprefix(prefix) for k, v in role["metadata"]["labels"].items()
-                if k.startswith(prefix) and v == "true"}  # fmt: skip
+        return {
+            k.removeprefix(prefix)
+            for k, v in role["metadata"]["labels"].items()
+            if k.startswith(prefix) and v == "true"
+        }
 
     view, edit = roles["tw-tickwork-view"], roles["tw-tickwork-edit"]
     assert aggregates_to(view) == {"view", "edit", "admin"}
     assert aggregates_to(edit) == {"edit", "admin"}
-    assert view["rules"] == [{"apiGroups": ["tickwork.dev"],
-                              "resources": ["scheduledjobs", "scheduledjobs/status"],
-                              "verbs": ["get", "list", "watch"]}]  # fmt: skip
-    assert edit["rules"] == [{"apiGroups": ["tickwork.dev"], "resources": ["scheduledjobs"],
-                              "verbs": ["create", "update", "patch", "delete",
-                                        "deletecollection"]}]  # fmt: skip
+    assert view["rules"] == [
+        {
+            "apiGroups": ["tickwork.dev"],
+            "resources": ["scheduledjobs", "scheduledjobs/status"],
+            "verbs": ["get", "list", "watch"],
+        }
+    ]
+    assert edit["rules"] == [
+        {
+            "apiGroups": ["tickwork.dev"],
+            "resources": ["scheduledjobs"],
+            "verbs": ["create", "update", "patch", "delete", "deletecollection"],
+        }
+    ]
     assert _aggregated(_render(helm, "--set", "rbac.aggregateToDefaultRoles=false")) == {}
     # Namespaced installs extend the default roles too: users are bound per namespace.
     assert set(_aggregated(_render(helm, "--set", "watchNamespaces={team-a}"))) == set(roles)
@@ -403,30 +502,40 @@ def test_namespace_users_reach_scheduledjobs_through_their_default_roles(
     cluster.kubectl("apply", "-f", "-", input_text=manifest)
     try:
         for user, role in (("viewer", "view"), ("editor", "edit"), ("owner", "admin")):
-            cluster.kubectl("create", "rolebinding", f"{user}-{role}", f"--clusterrole={role}",
-                            f"--user={user}", "-n", namespace)  # fmt: skip
+            cluster.kubectl(
+                "create",
+                "rolebinding",
+                f"{user}-{role}",
+                f"--clusterrole={role}",
+                f"--user={user}",
+                "-n",
+                namespace,
+            )
         jobs = "scheduledjobs.tickwork.dev"
         deadline = time.monotonic() + 60
-        while not (_can_i(cluster, "viewer", "list", jobs, "-n", namespace)
-                   and _can_i(cluster, "editor", "create", jobs, "-n", namespace)):  # fmt: skip
+        while not (
+            _can_i(cluster, "viewer", "list", jobs, "-n", namespace)
+            and _can_i(cluster, "editor", "create", jobs, "-n", namespace)
+        ):
             assert time.monotonic() < deadline, "view/edit never got the ScheduledJob rules"
             time.sleep(0.5)  # the aggregation controller announces nothing to wait on
 
         view = json.loads(cluster.kubectl("get", "clusterrole", "view", "-o", "json").stdout)
         resources = ["scheduledjobs", "scheduledjobs/status"]
-        assert {"apiGroups": ["tickwork.dev"], "resources": resources,
-                "verbs": ["get", "list", "watch"]} in view["rules"]  # fmt: skip
+        assert {
+            "apiGroups": ["tickwork.dev"],
+            "resources": resources,
+            "verbs": ["get", "list", "watch"],
+        } in view["rules"]
         for verb in ("get", "list", "watch"):
             assert _can_i(cluster, "viewer", verb, jobs, "-n", namespace)
         for verb in ("create", "update", "patch", "delete"):
             assert not _can_i(cluster, "viewer", verb, jobs, "-n", namespace)
         for user in ("editor", "owner"):
-            for verb in ("get", "list", "create", "update", "patch", "delete",
-                         "deletecollection"):  # fmt: skip
+            for verb in ("get", "list", "create", "update", "patch", "delete", "deletecollection"):
                 assert _can_i(cluster, user, verb, jobs, "-n", namespace), (user, verb)
             # The status is Tickwork's to write, and the grant ends at the namespace.
-            assert not _can_i(cluster, user, "patch", jobs, "--subresource=status",
-                              "-n", namespace)  # fmt: skip
+            assert not _can_i(cluster, user, "patch", jobs, "--subresource=status", "-n", namespace)
             assert not _can_i(cluster, user, "list", jobs, "-n", "default")
     finally:
         cluster.kubectl("delete", "-f", "-", "--ignore-not-found", input_text=manifest)

@@ -28,8 +28,7 @@ def helm() -> str:
 
 
 def helm_run(helm: str, *argv: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([helm, *argv], capture_output=True, text=True, timeout=120,
-                          check=False)  # fmt: skip
+    return subprocess.run([helm, *argv], capture_output=True, text=True, timeout=120, check=False)
 
 
 def objects(helm: str, *values: str) -> dict[tuple[str, str], dict[str, Any]]:
@@ -51,8 +50,9 @@ def redis_conf(rendered: dict[tuple[str, str], dict[str, Any]]) -> dict[str, str
     return dict(pairs)
 
 
-def container(rendered: dict[tuple[str, str], dict[str, Any]], kind: str, name: str
-              ) -> dict[str, Any]:  # fmt: skip
+def container(
+    rendered: dict[tuple[str, str], dict[str, Any]], kind: str, name: str
+) -> dict[str, Any]:
     [first, *_] = rendered[kind, name]["spec"]["template"]["spec"]["containers"]
     return first
 
@@ -61,8 +61,14 @@ def env(rendered: dict[tuple[str, str], dict[str, Any]], name: str) -> dict[str,
     return {e["name"]: e.get("value", "") for e in container(rendered, "Deployment", name)["env"]}
 
 
-EXTERNAL = ["--set", "redis.enabled=false", "--set", "externalRedis.url=redis://r.example:6390/2",
-            "--set", "externalRedis.existingSecret=my-redis"]  # fmt: skip
+EXTERNAL = [
+    "--set",
+    "redis.enabled=false",
+    "--set",
+    "externalRedis.url=redis://r.example:6390/2",
+    "--set",
+    "externalRedis.existingSecret=my-redis",
+]
 
 
 # -- The bundled server -------------------------------------------------------
@@ -72,17 +78,28 @@ def test_the_default_server_is_valkey_and_follows_the_registry_settings(helm: st
     image = container(objects(helm), "StatefulSet", "tw-tickwork-redis")["image"]
     assert image == "docker.io/valkey/valkey:8.1-alpine"
     mirrored = objects(helm, "--set", "global.imageRegistry=mirror.example:5000")
-    assert (container(mirrored, "StatefulSet", "tw-tickwork-redis")["image"]
-            == "mirror.example:5000/valkey/valkey:8.1-alpine")  # fmt: skip
+    assert (
+        container(mirrored, "StatefulSet", "tw-tickwork-redis")["image"]
+        == "mirror.example:5000/valkey/valkey:8.1-alpine"
+    )
     digest = "sha256:" + "ab" * 32
     pinned = objects(helm, "--set", f"redis.image.digest={digest}")
-    assert (container(pinned, "StatefulSet", "tw-tickwork-redis")["image"]
-            == f"docker.io/valkey/valkey@{digest}")  # fmt: skip
+    assert (
+        container(pinned, "StatefulSet", "tw-tickwork-redis")["image"]
+        == f"docker.io/valkey/valkey@{digest}"
+    )
     # Values written for the old single-field image keep naming the same image.
-    old = objects(helm, "--set", "redis.image.repository=docker.io/library/redis",
-                  "--set", "redis.image.tag=7.2.5-alpine")  # fmt: skip
-    assert (container(old, "StatefulSet", "tw-tickwork-redis")["image"]
-            == "docker.io/library/redis:7.2.5-alpine")  # fmt: skip
+    old = objects(
+        helm,
+        "--set",
+        "redis.image.repository=docker.io/library/redis",
+        "--set",
+        "redis.image.tag=7.2.5-alpine",
+    )
+    assert (
+        container(old, "StatefulSet", "tw-tickwork-redis")["image"]
+        == "docker.io/library/redis:7.2.5-alpine"
+    )
 
 
 def test_the_server_command_works_with_valkey_or_redis_images(helm: str, tmp_path: Path) -> None:
@@ -98,18 +115,25 @@ def test_the_server_command_works_with_valkey_or_redis_images(helm: str, tmp_pat
         stand_in.write_text(f'#!/bin/sh\necho "{server} $*"\n')
         stand_in.chmod(0o755)
         result = subprocess.run(
-            [*command], capture_output=True, text=True, check=False, timeout=10,
-            env={"PATH": f"{bin_dir}:/usr/bin:/bin", "REDIS_PASSWORD": "pw"})  # fmt: skip
+            [*command],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=10,
+            env={"PATH": f"{bin_dir}:/usr/bin:/bin", "REDIS_PASSWORD": "pw"},
+        )
         assert result.returncode == 0, result.stderr
         assert result.stdout.strip() == f"{server} /etc/redis/redis.conf --requirepass pw"
 
 
 def test_maxmemory_is_half_the_memory_limit_unless_set(helm: str) -> None:
     assert redis_conf(objects(helm))["maxmemory"] == str(256 * 1024 * 1024)
-    assert redis_conf(objects(helm, "--set", "redis.resources.limits.memory=1.5Gi")
-                      )["maxmemory"] == str(768 * 1024 * 1024)  # fmt: skip
-    assert redis_conf(objects(helm, "--set", "redis.resources.limits.memory=1G")
-                      )["maxmemory"] == str(500_000_000)  # fmt: skip
+    assert redis_conf(objects(helm, "--set", "redis.resources.limits.memory=1.5Gi"))[
+        "maxmemory"
+    ] == str(768 * 1024 * 1024)
+    assert redis_conf(objects(helm, "--set", "redis.resources.limits.memory=1G"))[
+        "maxmemory"
+    ] == str(500_000_000)
     explicit = objects(helm, "--set", "redis.maxMemory=100mb")
     assert redis_conf(explicit)["maxmemory"] == str(100 * 1024 * 1024)
     assert redis_conf(explicit)["maxmemory-policy"] == "noeviction"
@@ -125,8 +149,9 @@ def test_maxmemory_above_half_the_limit_or_without_a_limit_is_refused(helm: str)
 def test_a_new_limit_or_fsync_policy_restarts_redis(helm: str) -> None:
     def config_checksum(*values: str) -> str:
         rendered = objects(helm, "--set", "redis.auth.existingSecret=pw", *values)
-        annotations = rendered["StatefulSet", "tw-tickwork-redis"]["spec"]["template"][
-            "metadata"]["annotations"]  # fmt: skip
+        annotations = rendered["StatefulSet", "tw-tickwork-redis"]["spec"]["template"]["metadata"][
+            "annotations"
+        ]
         return str(annotations["checksum/config"])
 
     base = config_checksum()
@@ -154,8 +179,14 @@ def test_a_generated_password_changes_between_renders_which_is_why_gitops_is_ref
 
 
 def test_with_an_existing_secret_every_render_is_the_same(helm: str) -> None:
-    values = ["--set", "redis.auth.generate=false", "--set", "redis.auth.existingSecret=pw",
-              "--set", "redis.auth.passwordKey=secret"]  # fmt: skip
+    values = [
+        "--set",
+        "redis.auth.generate=false",
+        "--set",
+        "redis.auth.existingSecret=pw",
+        "--set",
+        "redis.auth.passwordKey=secret",
+    ]
     first = helm_run(helm, "template", "tw", str(CHART), *values)
     second = helm_run(helm, "template", "tw", str(CHART), *values)
     assert first.returncode == 0, first.stderr
@@ -181,9 +212,12 @@ def _annotation(cluster: Cluster, namespace: str, kind: str, name: str) -> str:
 
 def _secret(cluster: Cluster, namespace: str, name: str, password: str) -> None:
     data = base64.b64encode(password.encode()).decode()
-    manifest = {"apiVersion": "v1", "kind": "Secret",
-                "metadata": {"name": name, "namespace": namespace},
-                "data": {"redis-password": data}}  # fmt: skip
+    manifest = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": name, "namespace": namespace},
+        "data": {"redis-password": data},
+    }
     cluster.kubectl("apply", "-f", "-", input_text=yaml.safe_dump(manifest))
 
 
@@ -195,16 +229,25 @@ def test_rotating_the_secret_and_upgrading_restarts_redis_and_its_clients(
     password), and an upgrade without a rotation changes nothing."""
     release = f"tw{uuid.uuid4().hex[:6]}"
     kube = ["--kubeconfig", str(cluster.kubeconfig), "--namespace", namespace]
-    values = ["--set", "crds.install=false", "--set", "rbac.aggregateToDefaultRoles=false",
-              "--set", "redis.auth.existingSecret=rotating",
-              "--set", "redis.auth.generate=false"]  # fmt: skip
+    values = [
+        "--set",
+        "crds.install=false",
+        "--set",
+        "rbac.aggregateToDefaultRoles=false",
+        "--set",
+        "redis.auth.existingSecret=rotating",
+        "--set",
+        "redis.auth.generate=false",
+    ]
     _secret(cluster, namespace, "rotating", "first-password")
     installed = helm_run(helm, *kube, "install", release, str(CHART), *values)
     assert installed.returncode == 0, installed.stderr
     try:
-        workloads = [("statefulset", f"{release}-tickwork-redis"),
-                     ("deployment", f"{release}-tickwork-operator"),
-                     ("deployment", f"{release}-tickwork-worker")]  # fmt: skip
+        workloads = [
+            ("statefulset", f"{release}-tickwork-redis"),
+            ("deployment", f"{release}-tickwork-operator"),
+            ("deployment", f"{release}-tickwork-worker"),
+        ]
         before = [_annotation(cluster, namespace, *w) for w in workloads]
         assert all(before), before
         unchanged = helm_run(helm, *kube, "upgrade", release, str(CHART), *values)
@@ -220,8 +263,9 @@ def test_rotating_the_secret_and_upgrading_restarts_redis_and_its_clients(
         helm_run(helm, *kube, "uninstall", release)
 
 
-def test_a_generated_password_survives_upgrades(helm: str, cluster: Cluster, namespace: str
-                                               ) -> None:  # fmt: skip
+def test_a_generated_password_survives_upgrades(
+    helm: str, cluster: Cluster, namespace: str
+) -> None:
     """`helm upgrade` finds the generated password again (lookup), so nothing restarts."""
     release = f"tw{uuid.uuid4().hex[:6]}"
     kube = ["--kubeconfig", str(cluster.kubeconfig), "--namespace", namespace]
@@ -239,18 +283,27 @@ def test_a_generated_password_survives_upgrades(helm: str, cluster: Cluster, nam
         assert _annotation(cluster, namespace, "statefulset", secret) == checksum
     finally:
         helm_run(helm, *kube, "uninstall", release)
-        cluster.kubectl("delete", "secret", f"{release}-tickwork-redis", "-n", namespace,
-                        "--ignore-not-found")  # fmt: skip
+        cluster.kubectl(
+            "delete", "secret", f"{release}-tickwork-redis", "-n", namespace, "--ignore-not-found"
+        )
 
 
 # -- An external Redis ---------------------------------------------------------
 
 
 def test_an_external_redis_with_a_user_and_tls_from_a_ca_secret(helm: str) -> None:
-    rendered = objects(helm, *EXTERNAL, "--set", "externalRedis.username=tickwork",
-                       "--set", "externalRedis.tls.enabled=true",
-                       "--set", "externalRedis.tls.caSecret=corp-ca",
-                       "--set", "externalRedis.tls.caKey=bundle.pem")  # fmt: skip
+    rendered = objects(
+        helm,
+        *EXTERNAL,
+        "--set",
+        "externalRedis.username=tickwork",
+        "--set",
+        "externalRedis.tls.enabled=true",
+        "--set",
+        "externalRedis.tls.caSecret=corp-ca",
+        "--set",
+        "externalRedis.tls.caKey=bundle.pem",
+    )
     assert ("StatefulSet", "tw-tickwork-redis") not in rendered
     for name in ("tw-tickwork-operator", "tw-tickwork-worker"):
         variables = env(rendered, name)
@@ -260,19 +313,26 @@ def test_an_external_redis_with_a_user_and_tls_from_a_ca_secret(helm: str) -> No
         ca_file = variables["TICKWORK_REDIS_TLS_CA_FILE"]
         assert "TICKWORK_REDIS_TLS_VERIFY" not in variables
         pod = rendered["Deployment", name]["spec"]["template"]["spec"]
-        [mount] = [m for m in container(rendered, "Deployment", name)["volumeMounts"]
-                   if ca_file.startswith(m["mountPath"] + "/")]  # fmt: skip
+        [mount] = [
+            m
+            for m in container(rendered, "Deployment", name)["volumeMounts"]
+            if ca_file.startswith(m["mountPath"] + "/")
+        ]
         [volume] = [v for v in pod["volumes"] if v["name"] == mount["name"]]
         assert volume["secret"]["secretName"] == "corp-ca"
         assert volume["secret"]["items"] == [{"key": "bundle.pem", "path": Path(ca_file).name}]
     # The workers' egress reaches the external port only.
     policy = rendered["NetworkPolicy", "tw-tickwork-worker-egress"]["spec"]["egress"]
-    assert any(rule.get("ports") == [{"port": 6390, "protocol": "TCP"}] and "to" not in rule
-               for rule in policy)  # fmt: skip
+    assert any(
+        rule.get("ports") == [{"port": 6390, "protocol": "TCP"}] and "to" not in rule
+        for rule in policy
+    )
     plain = env(objects(helm, *EXTERNAL), "tw-tickwork-worker")
     assert not {"TICKWORK_REDIS_TLS", "TICKWORK_REDIS_USERNAME"} & set(plain)
-    rediss = env(objects(helm, *EXTERNAL, "--set", "externalRedis.url=rediss://r.example/0"),
-                 "tw-tickwork-worker")  # fmt: skip
+    rediss = env(
+        objects(helm, *EXTERNAL, "--set", "externalRedis.url=rediss://r.example/0"),
+        "tw-tickwork-worker",
+    )
     assert rediss["TICKWORK_REDIS_TLS"] == "true"
     assert "TICKWORK_REDIS_TLS_CA_FILE" not in rediss  # the image's system CAs
 
@@ -289,9 +349,12 @@ def test_an_external_redis_behind_sentinel(helm: str) -> None:
     assert variables["TICKWORK_REDIS_SENTINEL_PASSWORD_FILE"].startswith("/var/run/secrets/")
     triggers = rendered["ScaledObject", "tw-tickwork-worker"]["spec"]["triggers"]
     assert {t["type"] for t in triggers} == {"redis-sentinel"}
-    assert all(t["metadata"]["sentinelMasterFromEnv"] == "TICKWORK_REDIS_SENTINEL_MASTER"
-               and t["metadata"]["usernameFromEnv"] == "TICKWORK_REDIS_USERNAME"
-               and t["metadata"]["enableTLS"] == "true" for t in triggers)  # fmt: skip
+    assert all(
+        t["metadata"]["sentinelMasterFromEnv"] == "TICKWORK_REDIS_SENTINEL_MASTER"
+        and t["metadata"]["usernameFromEnv"] == "TICKWORK_REDIS_USERNAME"
+        and t["metadata"]["enableTLS"] == "true"
+        for t in triggers
+    )
     auth = rendered["TriggerAuthentication", "tw-tickwork-worker"]["spec"]["secretTargetRef"]
     assert {(a["parameter"], a["name"]) for a in auth} == {
         ("password", "my-redis"),
@@ -304,5 +367,10 @@ def test_an_external_redis_behind_sentinel(helm: str) -> None:
     missing = refused(helm, *EXTERNAL, "--set", "externalRedis.sentinel.masterSet=m")
     assert "externalRedis.sentinel.hosts is required" in missing
     assert "/externalRedis/sentinel/hosts/0" in refused(
-        helm, *EXTERNAL, "--set", "externalRedis.sentinel.masterSet=m",
-        "--set", "externalRedis.sentinel.hosts={no-port}")  # fmt: skip
+        helm,
+        *EXTERNAL,
+        "--set",
+        "externalRedis.sentinel.masterSet=m",
+        "--set",
+        "externalRedis.sentinel.hosts={no-port}",
+    )

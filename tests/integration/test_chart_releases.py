@@ -32,8 +32,19 @@ def plane(tmp_path_factory: pytest.TempPathFactory, cluster: Cluster) -> Iterato
 
 def _helm(plane: Cluster, verb: str, release: str, *values: str) -> Answer:
     """``helm install`` or ``upgrade`` of ``release`` into a namespace of its own."""
-    argv = [manifests.helm(), "--kubeconfig", str(plane.kubeconfig), verb, release, str(CHART),
-            "--namespace", f"tw-{release}", "--set", "image.tag=test", *values]  # fmt: skip
+    argv = [
+        manifests.helm(),
+        "--kubeconfig",
+        str(plane.kubeconfig),
+        verb,
+        release,
+        str(CHART),
+        "--namespace",
+        f"tw-{release}",
+        "--set",
+        "image.tag=test",
+        *values,
+    ]
     if verb == "install":
         argv.append("--create-namespace")
     return subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
@@ -47,8 +58,15 @@ def _watching(*namespaces: str) -> list[str]:
 
 def _operators(plane: Cluster) -> set[str]:
     each = "jsonpath={range .items[*]}{.metadata.namespace}/{.metadata.name} {end}"
-    listed = plane.kubectl("get", "deployments", "--all-namespaces", "-l",
-                           "app.kubernetes.io/component=operator", "-o", each)  # fmt: skip
+    listed = plane.kubectl(
+        "get",
+        "deployments",
+        "--all-namespaces",
+        "-l",
+        "app.kubernetes.io/component=operator",
+        "-o",
+        each,
+    )
     return set(listed.stdout.split())
 
 
@@ -91,8 +109,9 @@ def test_a_namespace_gets_a_second_operator_only_when_the_installer_says(plane: 
     assert _operators(plane) == {"tw-one/one-tickwork-operator", "tw-two/two-operator"}
 
     # The installer may still decide otherwise, and a later release sees that one too.
-    allowed = _helm(plane, "install", "three", *_watching(), "--set",
-                    "refuseOverlappingReleases=false")  # fmt: skip
+    allowed = _helm(
+        plane, "install", "three", *_watching(), "--set", "refuseOverlappingReleases=false"
+    )
     assert allowed.returncode == 0, allowed.stderr
     later = _helm(plane, "install", "four", *_watching("team-d"))
     assert later.returncode != 0
@@ -101,8 +120,15 @@ def test_a_namespace_gets_a_second_operator_only_when_the_installer_says(plane: 
 
 def test_the_plain_manifests_operator_counts_as_a_release(plane: Cluster) -> None:
     plane.kubectl("create", "namespace", "tickwork")
-    plane.kubectl("create", "secret", "generic", "tickwork-redis", "-n", "tickwork",
-                  "--from-literal=redis-password=s3cret")  # fmt: skip
+    plane.kubectl(
+        "create",
+        "secret",
+        "generic",
+        "tickwork-redis",
+        "-n",
+        "tickwork",
+        "--from-literal=redis-password=s3cret",
+    )
     plane.kubectl(
         "apply", "--server-side", "--force-conflicts", "-f", str(manifests.ROOT / "manifests")
     )

@@ -18,15 +18,20 @@ from tickwork_dev.devcluster.cluster import Cluster
 from tickwork_dev.devcluster.components import console_script
 
 
-def tickwork(cluster: Cluster, namespace: str, *args: str, redis_url: str = "",
-             queue: str = "") -> subprocess.CompletedProcess[str]:  # fmt: skip
+def tickwork(
+    cluster: Cluster, namespace: str, *args: str, redis_url: str = "", queue: str = ""
+) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "KUBECONFIG": str(cluster.kubeconfig)}
     if redis_url:
         env |= {"TICKWORK_REDIS_URL": redis_url, "TICKWORK_REDIS_QUEUE": queue}
     return subprocess.run(
         [console_script("tickwork"), "-n", namespace, *args],
-        env=env, capture_output=True, text=True, timeout=60, check=False,
-    )  # fmt: skip
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
 
 
 def test_trigger_suspend_and_resume_edit_the_job(
@@ -48,8 +53,9 @@ def test_trigger_suspend_and_resume_edit_the_job(
 def test_resume_ends_a_pause_with_a_token_and_no_spec_change(
     cluster: Cluster, jobs: Jobs, namespace: str
 ) -> None:
-    created = jobs.create("flaky", {"schedule": "@daily", "failurePolicy": {"pauseAfter": 3},
-                                    "task": {"echo": {}}})  # fmt: skip
+    created = jobs.create(
+        "flaky", {"schedule": "@daily", "failurePolicy": {"pauseAfter": 3}, "task": {"echo": {}}}
+    )
     done = tickwork(cluster, namespace, "resume", "flaky", "--token", "fixed-dns")
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == 'scheduledjob "flaky" resumed (token fixed-dns)'
@@ -66,8 +72,18 @@ def test_trigger_passes_parameters_with_its_token_and_refuses_bad_ones(
     cluster: Cluster, jobs: Jobs, namespace: str
 ) -> None:
     jobs.create("backfill", {"schedule": "@daily", "task": {"echo": {}}})
-    done = tickwork(cluster, namespace, "trigger", "backfill", "--token", "b1",
-                    "--param", "region=eu", "--param", "query=a=b c")  # fmt: skip
+    done = tickwork(
+        cluster,
+        namespace,
+        "trigger",
+        "backfill",
+        "--token",
+        "b1",
+        "--param",
+        "region=eu",
+        "--param",
+        "query=a=b c",
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == (
         'scheduledjob "backfill" triggered (token b1, parameters region=eu, query=a=b c)'
@@ -86,9 +102,10 @@ def test_trigger_passes_parameters_with_its_token_and_refuses_bad_ones(
         ("region", "error: --param 'region' must be NAME=VALUE, like region=eu"),
         ("re-gion=eu", "error: parameter name 're-gion' must be a letter followed by"),
         ("note=" + "x" * 200, "error: parameter names and values may hold at most 128"),
-    ]:  # fmt: skip
-        refused = tickwork(cluster, namespace, "trigger", "backfill", "--token", "b3",
-                           "--param", flag)  # fmt: skip
+    ]:
+        refused = tickwork(
+            cluster, namespace, "trigger", "backfill", "--token", "b3", "--param", flag
+        )
         assert refused.returncode == 1
         assert refused.stderr.startswith(message), refused.stderr
         assert "Traceback" not in refused.stderr
@@ -108,24 +125,43 @@ def test_runs_prints_the_history_as_a_table(cluster: Cluster, jobs: Jobs, namesp
     job = jobs.create("report", {"schedule": "@daily", "task": {"echo": {}}})
     uid = job["metadata"]["uid"]
     runs = [
-        {"id": f"{uid}.20261201T000000Z", "scheduledAt": "2026-12-01T00:00:00Z",
-         "outcome": "Succeeded", "attempts": 1, "startedAt": "2026-12-01T00:00:01Z",
-         "finishedAt": "2026-12-01T00:00:03Z", "result": "Executed: report"},
-        {"id": f"{uid}.20261130T000000Z", "scheduledAt": "2026-11-30T00:00:00Z",
-         "outcome": "Failed", "attempts": 3, "error": "HTTP 500: upstream down"},
-    ]  # fmt: skip
+        {
+            "id": f"{uid}.20261201T000000Z",
+            "scheduledAt": "2026-12-01T00:00:00Z",
+            "outcome": "Succeeded",
+            "attempts": 1,
+            "startedAt": "2026-12-01T00:00:01Z",
+            "finishedAt": "2026-12-01T00:00:03Z",
+            "result": "Executed: report",
+        },
+        {
+            "id": f"{uid}.20261130T000000Z",
+            "scheduledAt": "2026-11-30T00:00:00Z",
+            "outcome": "Failed",
+            "attempts": 3,
+            "error": "HTTP 500: upstream down",
+        },
+    ]
 
     async def write() -> None:
         async with KubeClient(load_configuration(str(cluster.kubeconfig))) as kube:
-            await kube.apply_job_status(namespace, "report", uid, {"runs": runs},
-                                        field_manager="test-writer", force=True)  # fmt: skip
+            await kube.apply_job_status(
+                namespace, "report", uid, {"runs": runs}, field_manager="test-writer", force=True
+            )
 
     asyncio.run(write())
     result = tickwork(cluster, namespace, "runs", "report")
     assert result.returncode == 0, result.stderr
     header, first, second = result.stdout.splitlines()
-    assert header.split() == ["RUN", "SCHEDULED", "OUTCOME", "ATTEMPTS", "STARTED", "DURATION",
-                              "RESULT"]  # fmt: skip
+    assert header.split() == [
+        "RUN",
+        "SCHEDULED",
+        "OUTCOME",
+        "ATTEMPTS",
+        "STARTED",
+        "DURATION",
+        "RESULT",
+    ]
     assert first.split()[:3][0] == "20261201T000000Z"
     assert "Succeeded" in first
     assert "2.0s" in first
@@ -156,8 +192,11 @@ def test_the_kubectl_plugin_is_the_same_cli(cluster: Cluster, jobs: Jobs, namesp
     result = subprocess.run(
         [console_script("kubectl"), "tickwork", "-n", namespace, "suspend", "plugged"],
         env={**os.environ, "PATH": env_path, "KUBECONFIG": str(cluster.kubeconfig)},
-        capture_output=True, text=True, timeout=60, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert result.returncode == 0, result.stderr
     assert jobs.get("plugged")["spec"]["suspend"] is True
 
@@ -172,8 +211,14 @@ def test_dlq_with_redis_lists_requeues_and_purges_every_dead_letter(
         settings = RedisSettings(url=redis_url, queue=namespace)
         queue = RedisRunQueue(create_client(settings), settings)
         for n in (1, 2, 3):
-            await queue.enqueue(RunMessage(run_id=f"u{n}.20261201T090000Z", namespace=namespace,
-                                           name=f"job-{n}", uid=f"u{n}"))  # fmt: skip
+            await queue.enqueue(
+                RunMessage(
+                    run_id=f"u{n}.20261201T090000Z",
+                    namespace=namespace,
+                    name=f"job-{n}",
+                    uid=f"u{n}",
+                )
+            )
             [claim] = await queue.claim(consumer="t", lease_seconds=60)
             await queue.bury(claim, error=f"HTTP 500 from job-{n}\nwith a second line")
         await queue.close()
@@ -181,8 +226,9 @@ def test_dlq_with_redis_lists_requeues_and_purges_every_dead_letter(
     asyncio.run(bury_three())
 
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
-        return tickwork(cluster, namespace, "dlq", *args, "--redis", redis_url=redis_url,
-                        queue=namespace)  # fmt: skip
+        return tickwork(
+            cluster, namespace, "dlq", *args, "--redis", redis_url=redis_url, queue=namespace
+        )
 
     listing = cli("list")
     assert listing.returncode == 0, listing.stderr
@@ -203,9 +249,15 @@ def _with_runs(cluster: Cluster, jobs: Jobs, namespace: str, name: str) -> str:
     """A job whose status holds one finished run (as its worker would write it)."""
     uid = jobs.create(name, {"schedule": "@daily", "task": {"echo": {}}})["metadata"]["uid"]
     run_id = f"{uid}.20261201T000000Z"
-    record = {"id": run_id, "scheduledAt": "2026-12-01T00:00:00Z", "outcome": "Failed",
-              "attempts": 3, "startedAt": "2026-12-01T00:00:01Z",
-              "finishedAt": "2026-12-01T00:00:03Z", "error": "HTTP 500: upstream down"}  # fmt: skip
+    record = {
+        "id": run_id,
+        "scheduledAt": "2026-12-01T00:00:00Z",
+        "outcome": "Failed",
+        "attempts": 3,
+        "startedAt": "2026-12-01T00:00:01Z",
+        "finishedAt": "2026-12-01T00:00:03Z",
+        "error": "HTTP 500: upstream down",
+    }
 
     async def write() -> None:
         async with KubeClient(load_configuration(str(cluster.kubeconfig))) as kube:
@@ -232,19 +284,28 @@ def test_get_lists_jobs_like_kubectl_and_an_unknown_name_exits_1(
     assert "at 2026-01-01T00:00:00Z" in rows[1]
 
     wide = tickwork(cluster, namespace, "get", "alpha", "-o", "wide")
-    assert wide.stdout.splitlines()[0].split()[-8:] == ["ZONE", "REASON", "MISSED", "LAST",
-                                                         "RUN", "ID", "NEXT", "RUNS"]  # fmt: skip
+    assert wide.stdout.splitlines()[0].split()[-8:] == [
+        "ZONE",
+        "REASON",
+        "MISSED",
+        "LAST",
+        "RUN",
+        "ID",
+        "NEXT",
+        "RUNS",
+    ]
     assert wide.stdout.splitlines()[1].split()[-1] == "-"  # no operator here: no nextRuns
     assert "LastRunFailed" not in wide.stdout  # no operator runs here: no condition yet
     assert "20261201T000000Z" in wide.stdout
 
     names = tickwork(cluster, namespace, "get", "-o", "name")
-    assert names.stdout.split() == ["scheduledjob.tickwork.dev/alpha",
-                                    "scheduledjob.tickwork.dev/beta"]  # fmt: skip
+    assert names.stdout.split() == [
+        "scheduledjob.tickwork.dev/alpha",
+        "scheduledjob.tickwork.dev/beta",
+    ]
     everywhere = tickwork(cluster, namespace, "get", "-A")
     assert everywhere.stdout.splitlines()[0].split()[0] == "NAMESPACE"
-    assert any(line.split()[:2] == [namespace, "alpha"]
-               for line in everywhere.stdout.splitlines())  # fmt: skip
+    assert any(line.split()[:2] == [namespace, "alpha"] for line in everywhere.stdout.splitlines())
 
     missing = tickwork(cluster, namespace, "get", "nope")
     assert missing.returncode == 1
@@ -267,12 +328,24 @@ def test_describe_finds_a_run_by_its_id_alone(cluster: Cluster, jobs: Jobs, name
     # From another namespace it takes -A; a run of no job is an error.
     env = {**os.environ, "KUBECONFIG": str(cluster.kubeconfig)}
     script = console_script("tickwork")
-    elsewhere = subprocess.run([script, "describe", run_id, "-n", "default"], env=env,
-                               capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+    elsewhere = subprocess.run(
+        [script, "describe", run_id, "-n", "default"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert elsewhere.returncode == 1
     assert "-A looks everywhere" in elsewhere.stderr
-    found = subprocess.run([script, "describe", run_id, "-A"], env=env, capture_output=True,
-                           text=True, timeout=60, check=False)  # fmt: skip
+    found = subprocess.run(
+        [script, "describe", run_id, "-A"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert found.returncode == 0, found.stderr
     unknown = tickwork(cluster, namespace, "describe", "nouid.20261201T000000Z")
     assert unknown.returncode == 1
@@ -283,15 +356,31 @@ def test_cancel_adds_the_run_to_the_annotation_and_refuses_finished_or_unknown_r
 ) -> None:
     finished_id = _with_runs(cluster, jobs, namespace, "delta")
     uid = jobs.get("delta")["metadata"]["uid"]
-    running, buffered, gone = (f"{uid}.20261201T000100Z", f"{uid}.20261201T000200Z",
-                               f"{uid}.20261201T000300Z")  # fmt: skip
+    running, buffered, gone = (
+        f"{uid}.20261201T000100Z",
+        f"{uid}.20261201T000200Z",
+        f"{uid}.20261201T000300Z",
+    )
 
     async def write() -> None:
         async with KubeClient(load_configuration(str(cluster.kubeconfig))) as kube:
-            status = {"activeRuns": [{"id": running, "scheduledAt": "2026-12-01T00:01:00Z",
-                                      "state": "Running", "attempt": 1}],
-                      "bufferedRuns": [{"id": buffered, "scheduledAt": "2026-12-01T00:02:00Z",
-                                        "bufferedAt": "2026-12-01T00:02:00Z"}]}  # fmt: skip
+            status = {
+                "activeRuns": [
+                    {
+                        "id": running,
+                        "scheduledAt": "2026-12-01T00:01:00Z",
+                        "state": "Running",
+                        "attempt": 1,
+                    }
+                ],
+                "bufferedRuns": [
+                    {
+                        "id": buffered,
+                        "scheduledAt": "2026-12-01T00:02:00Z",
+                        "bufferedAt": "2026-12-01T00:02:00Z",
+                    }
+                ],
+            }
             await kube.apply_job_status(
                 namespace, "delta", uid, status, field_manager="test-runs", force=True
             )
@@ -307,8 +396,9 @@ def test_cancel_adds_the_run_to_the_annotation_and_refuses_finished_or_unknown_r
     # Finished or unknown runs: a clear error, the annotation untouched.
     over = tickwork(cluster, namespace, "cancel", finished_id)
     assert over.returncode == 1
-    assert over.stderr.strip() == (f'error: run "{finished_id}" already finished (Failed): '
-                                   "nothing to cancel")  # fmt: skip
+    assert over.stderr.strip() == (
+        f'error: run "{finished_id}" already finished (Failed): nothing to cancel'
+    )
     unknown = tickwork(cluster, namespace, "cancel", gone)
     assert unknown.returncode == 1
     assert "is not queued, running or buffered" in unknown.stderr
@@ -317,10 +407,12 @@ def test_cancel_adds_the_run_to_the_annotation_and_refuses_finished_or_unknown_r
 
     async def ended() -> None:
         async with KubeClient(load_configuration(str(cluster.kubeconfig))) as kube:
-            record = {"id": running, "scheduledAt": "2026-12-01T00:01:00Z",
-                      "outcome": "Cancelled"}  # fmt: skip
-            waiting = {"id": buffered, "scheduledAt": "2026-12-01T00:02:00Z",
-                       "bufferedAt": "2026-12-01T00:02:00Z"}  # fmt: skip
+            record = {"id": running, "scheduledAt": "2026-12-01T00:01:00Z", "outcome": "Cancelled"}
+            waiting = {
+                "id": buffered,
+                "scheduledAt": "2026-12-01T00:02:00Z",
+                "bufferedAt": "2026-12-01T00:02:00Z",
+            }
             status = {"lastRun": record, "runs": [record], "bufferedRuns": [waiting]}
             await kube.apply_job_status(
                 namespace, "delta", uid, status, field_manager="test-runs", force=True
@@ -338,32 +430,54 @@ def test_bash_completes_commands_and_the_clusters_job_names(
     jobs.create("nightly-report", {"schedule": "@daily", "task": {"echo": {}}})
     jobs.create("nightly-backup", {"schedule": "@daily", "task": {"echo": {}}})
     bin_dir = str(Path(console_script("tickwork")).parent)
-    env = {**os.environ, "KUBECONFIG": str(cluster.kubeconfig),
-           "PATH": f"{bin_dir}:{os.environ['PATH']}"}  # fmt: skip
+    env = {
+        **os.environ,
+        "KUBECONFIG": str(cluster.kubeconfig),
+        "PATH": f"{bin_dir}:{os.environ['PATH']}",
+    }
 
     def complete(*words: str) -> list[str]:
         line = " ".join(f"'{w}'" for w in words)
-        script = ("source <(tickwork completion bash); COMP_WORDS=(tickwork " + line + '); '
-                  'COMP_CWORD=$((${#COMP_WORDS[@]} - 1)); _tickwork; '
-                  'printf "%s\\n" "${COMPREPLY[@]}"')  # fmt: skip
-        done = subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True,
-                              timeout=60, check=True)  # fmt: skip
+        script = (
+            "source <(tickwork completion bash); COMP_WORDS=(tickwork " + line + "); "
+            "COMP_CWORD=$((${#COMP_WORDS[@]} - 1)); _tickwork; "
+            'printf "%s\\n" "${COMPREPLY[@]}"'
+        )
+        done = subprocess.run(
+            ["bash", "-c", script], env=env, capture_output=True, text=True, timeout=60, check=True
+        )
         return sorted(done.stdout.split())
 
-    made = subprocess.run([console_script("tickwork"), "completion", "bash"], env=env,
-                          capture_output=True, text=True, timeout=60, check=True)  # fmt: skip
+    made = subprocess.run(
+        [console_script("tickwork"), "completion", "bash"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
     script = made.stdout
-    subprocess.run([str(Path(bin_dir) / "shellcheck"), "-s", "bash", "-"], input=script,
-                   text=True, timeout=60, check=True)  # fmt: skip
+    subprocess.run(
+        [str(Path(bin_dir) / "shellcheck"), "-s", "bash", "-"],
+        input=script,
+        text=True,
+        timeout=60,
+        check=True,
+    )
     assert complete("ru") == ["runs"]
     assert complete("-n", namespace, "runs", "nightly-") == ["nightly-backup", "nightly-report"]
     assert complete("runs", "-n", namespace, "nightly-r") == ["nightly-report"]
     assert complete("get", "-o", "ya") == ["yaml"]
     assert complete("dlq", "") == ["list", "purge", "requeue"]
     # kubectl's plugin protocol: candidates, then cobra's no-file directive.
-    plugin = subprocess.run([console_script("kubectl_complete-tickwork"), "-n", namespace,
-                             "trigger", "nightly-b"], env=env, capture_output=True, text=True,
-                            timeout=60, check=True)  # fmt: skip
+    plugin = subprocess.run(
+        [console_script("kubectl_complete-tickwork"), "-n", namespace, "trigger", "nightly-b"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
     assert plugin.stdout.split() == ["nightly-backup", ":4"]
 
 
@@ -374,14 +488,22 @@ def test_dlq_lists_the_dead_runs_of_jobs_the_user_may_read_and_asks_the_operator
     Redis address or password anywhere in the environment)."""
     uid = jobs.create("flaky", {"schedule": "@daily", "task": {"echo": {}}})["metadata"]["uid"]
     jobs.create("fine", {"schedule": "@daily", "task": {"echo": {}}})
-    dead = [{"id": f"{uid}.2026120{d}T000000Z", "scheduledAt": f"2026-12-0{d}T00:00:00Z",
-             "failedAt": f"2026-12-0{d}T00:01:00Z", "attempts": 3, "error": f"HTTP 50{d}"}
-            for d in (1, 2)]  # fmt: skip
+    dead = [
+        {
+            "id": f"{uid}.2026120{d}T000000Z",
+            "scheduledAt": f"2026-12-0{d}T00:00:00Z",
+            "failedAt": f"2026-12-0{d}T00:01:00Z",
+            "attempts": 3,
+            "error": f"HTTP 50{d}",
+        }
+        for d in (1, 2)
+    ]
 
     async def write() -> None:
         async with KubeClient(load_configuration(str(cluster.kubeconfig))) as kube:
-            await kube.apply_job_status(namespace, "flaky", uid, {"deadRuns": dead},
-                                        field_manager="test-writer", force=True)  # fmt: skip
+            await kube.apply_job_status(
+                namespace, "flaky", uid, {"deadRuns": dead}, field_manager="test-writer", force=True
+            )
 
     asyncio.run(write())
     listing = tickwork(cluster, namespace, "dlq", "list")

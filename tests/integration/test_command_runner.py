@@ -40,17 +40,25 @@ Start = Callable[..., TickworkProcess]
 
 
 def test_a_command_runs_as_the_runner_and_cannot_read_the_workers_files(
-    start_worker: Start, cluster: Cluster, jobs: Jobs, probe: QueueProbe, command_runner: Path,
+    start_worker: Start,
+    cluster: Cluster,
+    jobs: Jobs,
+    probe: QueueProbe,
+    command_runner: Path,
     tmp_path: Path,
-) -> None:  # fmt: skip
+) -> None:
     secret = tmp_path / "redis-password"
     canary = "canary-" + os.urandom(6).hex()
     secret.write_text(canary)
     secret.chmod(0o440)  # as the chart mounts it: readable by the worker's user and group
     start_worker(**commands_through(command_runner))
     script = f"id -u; cat {secret}; cat {cluster.kubeconfig}; echo TOKEN=$TICKWORK_REDIS_URL"
-    publish(jobs, probe, "peek", {"retry": {"maxAttempts": 1},
-                                  "task": {"command": {"args": ["sh", "-c", script]}}})  # fmt: skip
+    publish(
+        jobs,
+        probe,
+        "peek",
+        {"retry": {"maxAttempts": 1}, "task": {"command": {"args": ["sh", "-c", script]}}},
+    )
     last = finished(jobs, "peek")["lastRun"]
     assert isinstance(last, dict)
     output = last["result"] or ""
@@ -72,11 +80,17 @@ def test_a_timeout_kills_the_whole_group_in_the_runner(
 def test_without_its_runner_a_command_is_retried_not_run_in_the_worker(
     start_worker: Start, jobs: Jobs, probe: QueueProbe, commands_volume: Path
 ) -> None:
-    start_worker(TICKWORK_WORKER_COMMAND_TASKS="true",
-                 TICKWORK_WORKER_COMMAND_RUNNER=str(commands_volume / "absent.sock"))  # fmt: skip
+    start_worker(
+        TICKWORK_WORKER_COMMAND_TASKS="true",
+        TICKWORK_WORKER_COMMAND_RUNNER=str(commands_volume / "absent.sock"),
+    )
     marker = commands_volume / "ran"
-    publish(jobs, probe, "orphan", {"retry": {"maxAttempts": 1}, "task": {"command": {
-        "args": ["touch", str(marker)]}}})  # fmt: skip
+    publish(
+        jobs,
+        probe,
+        "orphan",
+        {"retry": {"maxAttempts": 1}, "task": {"command": {"args": ["touch", str(marker)]}}},
+    )
     last = finished(jobs, "orphan")["lastRun"]
     assert isinstance(last, dict)
     assert last["outcome"] == "Failed"
@@ -86,9 +100,13 @@ def test_without_its_runner_a_command_is_retried_not_run_in_the_worker(
 
 @pytest.mark.parametrize("terminate", [False, True], ids=["cancel", "terminate"])
 def test_a_cancelled_command_is_killed_through_the_runner_with_grace_or_at_once(
-    start_worker: Start, cluster: Cluster, jobs: Jobs, probe: QueueProbe, command_runner: Path,
+    start_worker: Start,
+    cluster: Cluster,
+    jobs: Jobs,
+    probe: QueueProbe,
+    command_runner: Path,
     terminate: bool,
-) -> None:  # fmt: skip
+) -> None:
     """A cancel (CancelOther, kubectl tickwork cancel) reaches the program as SIGTERM
     first; TerminateOther kills it and all it started at once (the worker says
     ``kill`` before it hangs up), so a TERM trap never runs. The trap tells the test
@@ -99,23 +117,39 @@ def test_a_cancelled_command_is_killed_through_the_runner_with_grace_or_at_once(
         port = listener.getsockname()[1]
         tell = f"python3 -c \"import socket; socket.create_connection(('127.0.0.1', {port}))\""
         script = f"term() {{ {tell}; exit 143; }}; trap term TERM; {sleep} & wait"
-        uid, run_id = publish(jobs, probe, "stoppable", {"retry": {"maxAttempts": 3},
-                              "task": {"command": {"args": ["sh", "-c", script]}}})  # fmt: skip
+        uid, run_id = publish(
+            jobs,
+            probe,
+            "stoppable",
+            {"retry": {"maxAttempts": 3}, "task": {"command": {"args": ["sh", "-c", script]}}},
+        )
         wait_for(lambda: sleeping(sleep), timeout=30, interval=0.05, what="running")
 
         async def operator_asks_to_stop() -> None:
             async with KubeClient(load_configuration(str(cluster.kubeconfig))) as kube:
-                request = {"id": run_id, "requestedAt": "2026-12-01T00:00:00Z",
-                           "terminate": terminate, "reason": "cancelled: by the test"}  # fmt: skip
-                await kube.apply_job_status(jobs.namespace, "stoppable", uid,
-                                            {"cancelRequests": [request]},
-                                            field_manager=OPERATOR_MANAGER, force=True)  # fmt: skip
+                request = {
+                    "id": run_id,
+                    "requestedAt": "2026-12-01T00:00:00Z",
+                    "terminate": terminate,
+                    "reason": "cancelled: by the test",
+                }
+                await kube.apply_job_status(
+                    jobs.namespace,
+                    "stoppable",
+                    uid,
+                    {"cancelRequests": [request]},
+                    field_manager=OPERATOR_MANAGER,
+                    force=True,
+                )
 
         asyncio.run(operator_asks_to_stop())
         last = finished(jobs, "stoppable", timeout=30)["lastRun"]
         assert isinstance(last, dict)
         assert (last["outcome"], last["attempts"], last["error"]) == (
-            "Cancelled", 1, "cancelled: by the test")  # fmt: skip
+            "Cancelled",
+            1,
+            "cancelled: by the test",
+        )
         wait_for(lambda: not sleeping(sleep), timeout=15, what="everything it started killed")
         listener.settimeout(0 if terminate else 10)
         try:
@@ -128,17 +162,29 @@ def test_a_cancelled_command_is_killed_through_the_runner_with_grace_or_at_once(
 
 @pytest.mark.parametrize("through_runner", [False, True], ids=["in-worker", "runner"])
 def test_a_stopped_worker_kills_the_commands_it_still_runs_and_hands_their_runs_back(
-    start_worker: Start, jobs: Jobs, probe: QueueProbe, command_runner: Path, through_runner: bool,
-) -> None:  # fmt: skip
+    start_worker: Start,
+    jobs: Jobs,
+    probe: QueueProbe,
+    command_runner: Path,
+    through_runner: bool,
+) -> None:
     """SIGTERM: the worker waits its grace period (1 s here), then ends the command's
     whole process group and hands the run back, attempt unspent; nothing it started
     outlives it (checked before the harness could kill anything itself)."""
     more = {"TICKWORK_WORKER_COMMAND_RUNNER": str(command_runner)} if through_runner else {}
-    worker = start_worker(TICKWORK_WORKER_COMMAND_TASKS="true", TICKWORK_WORKER_GRACE_SECONDS="1",
-                          **more)  # fmt: skip
+    worker = start_worker(
+        TICKWORK_WORKER_COMMAND_TASKS="true", TICKWORK_WORKER_GRACE_SECONDS="1", **more
+    )
     sleep = unique_sleep()
-    _, run_id = publish(jobs, probe, "long", {"retry": {"maxAttempts": 3}, "task": {"command": {
-        "args": ["sh", "-c", f"{sleep} & wait"]}}})  # fmt: skip
+    _, run_id = publish(
+        jobs,
+        probe,
+        "long",
+        {
+            "retry": {"maxAttempts": 3},
+            "task": {"command": {"args": ["sh", "-c", f"{sleep} & wait"]}},
+        },
+    )
     wait_for(lambda: sleeping(sleep), timeout=30, interval=0.05, what="running")
     assert worker.stop(timeout=25) == 0  # on its own, well before the harness's SIGKILL
     wait_for(lambda: not sleeping(sleep), timeout=5, what="the command's group killed")
@@ -224,8 +270,13 @@ def test_the_runner_answers_the_worker_only_not_a_process_of_its_own_user(
     the chart it can read /run), but the runner takes no request from that user."""
     as_user = ["/usr/bin/setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
     prefix = as_user if asker == "runner-user" else []
-    said = subprocess.run([*prefix, "/usr/bin/python3", "-c", ASK, str(command_runner)], check=True,
-                          capture_output=True, text=True, timeout=30).stdout.strip()  # fmt: skip
+    said = subprocess.run(
+        [*prefix, "/usr/bin/python3", "-c", ASK, str(command_runner)],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    ).stdout.strip()
     if asker == "worker":
         assert json.loads(said) == {"code": 0, "output": "ran\n"}
     else:

@@ -28,15 +28,22 @@ OFF = "container tasks are turned off in this installation"
 def _render(namespace: str, *extra: str) -> list[dict[str, Any]]:
     result = subprocess.run(
         [manifests.helm(), "template", "tw", str(CHART), "--namespace", namespace, *extra],
-        capture_output=True, text=True, timeout=120, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert result.returncode == 0, result.stderr
     return [o for o in yaml.safe_load_all(result.stdout) if o]
 
 
 def _job(name: str, task: dict[str, Any]) -> dict[str, Any]:
-    return {"apiVersion": "tickwork.dev/v1alpha1", "kind": "ScheduledJob",
-            "metadata": {"name": name}, "spec": {"schedule": "@daily", "task": task}}  # fmt: skip
+    return {
+        "apiVersion": "tickwork.dev/v1alpha1",
+        "kind": "ScheduledJob",
+        "metadata": {"name": name},
+        "spec": {"schedule": "@daily", "task": task},
+    }
 
 
 CONTAINER = {"container": {"image": "busybox:1.36", "args": ["true"]}}
@@ -50,11 +57,20 @@ def install_policy(cluster: Cluster, crd: None, namespace: str) -> Iterator[Any]
     applied: list[str] = []
 
     def install(*extra: str) -> None:
-        objects = _render(namespace, "--show-only", POLICY_TEMPLATE,
-                          "--set", f"watchNamespaces={{{namespace}}}",
-                          "--set", "worker.containerTasks.enabled=true", *extra)  # fmt: skip
-        assert [o["kind"] for o in objects] == ["ValidatingAdmissionPolicy",
-                                                "ValidatingAdmissionPolicyBinding"]  # fmt: skip
+        objects = _render(
+            namespace,
+            "--show-only",
+            POLICY_TEMPLATE,
+            "--set",
+            f"watchNamespaces={{{namespace}}}",
+            "--set",
+            "worker.containerTasks.enabled=true",
+            *extra,
+        )
+        assert [o["kind"] for o in objects] == [
+            "ValidatingAdmissionPolicy",
+            "ValidatingAdmissionPolicyBinding",
+        ]
         text = yaml.safe_dump_all(objects)
         cluster.kubectl("apply", "-f", "-", input_text=text)
         applied[:] = [f"{o['kind'].lower()}/{o['metadata']['name']}" for o in objects]
@@ -67,10 +83,24 @@ def install_policy(cluster: Cluster, crd: None, namespace: str) -> Iterator[Any]
 def _job_creator(cluster: Cluster, namespace: str) -> str:
     """A ServiceAccount that may create ScheduledJobs and Jobs in ``namespace``."""
     cluster.kubectl("-n", namespace, "create", "serviceaccount", "batcher")
-    cluster.kubectl("-n", namespace, "create", "role", "batcher", "--verb=create,get,list",
-                    "--resource=scheduledjobs.tickwork.dev,jobs.batch")  # fmt: skip
-    cluster.kubectl("-n", namespace, "create", "rolebinding", "batcher", "--role=batcher",
-                    f"--serviceaccount={namespace}:batcher")  # fmt: skip
+    cluster.kubectl(
+        "-n",
+        namespace,
+        "create",
+        "role",
+        "batcher",
+        "--verb=create,get,list",
+        "--resource=scheduledjobs.tickwork.dev,jobs.batch",
+    )
+    cluster.kubectl(
+        "-n",
+        namespace,
+        "create",
+        "rolebinding",
+        "batcher",
+        "--role=batcher",
+        f"--serviceaccount={namespace}:batcher",
+    )
     return f"system:serviceaccount:{namespace}:batcher"
 
 
@@ -79,9 +109,18 @@ def _refused_until(cluster: Cluster, who: str, namespace: str, expect: str) -> N
     within a second or so), probing with a server-side dry run."""
 
     def refused() -> bool:
-        result = cluster.kubectl("--as", who, "-n", namespace, "apply", "--dry-run=server",
-                                 "-f", "-", input_text=yaml.safe_dump(_job("probe", CONTAINER)),
-                                 check=False)  # fmt: skip
+        result = cluster.kubectl(
+            "--as",
+            who,
+            "-n",
+            namespace,
+            "apply",
+            "--dry-run=server",
+            "-f",
+            "-",
+            input_text=yaml.safe_dump(_job("probe", CONTAINER)),
+            check=False,
+        )
         return result.returncode != 0 and expect in result.stderr
 
     wait_for(refused, timeout=30, interval=0.2, what="the admission policy in force")
@@ -111,10 +150,24 @@ def test_a_task_cannot_be_changed_into_a_container_by_who_may_not_create_jobs(
     cluster: Cluster, namespace: str, install_policy: Any
 ) -> None:
     tenant = tenant_account(cluster, namespace)
-    cluster.kubectl("-n", namespace, "create", "role", "tenant-update", "--verb=update,patch",
-                    "--resource=scheduledjobs.tickwork.dev")  # fmt: skip
-    cluster.kubectl("-n", namespace, "create", "rolebinding", "tenant-update",
-                    "--role=tenant-update", f"--serviceaccount={namespace}:tenant")  # fmt: skip
+    cluster.kubectl(
+        "-n",
+        namespace,
+        "create",
+        "role",
+        "tenant-update",
+        "--verb=update,patch",
+        "--resource=scheduledjobs.tickwork.dev",
+    )
+    cluster.kubectl(
+        "-n",
+        namespace,
+        "create",
+        "rolebinding",
+        "tenant-update",
+        "--role=tenant-update",
+        f"--serviceaccount={namespace}:tenant",
+    )
     install_policy()
     _refused_until(cluster, tenant, namespace, REFUSED)
     assert apply_as(cluster, tenant, namespace, _job("hook", HTTP)).returncode == 0
@@ -131,9 +184,16 @@ def test_with_the_kind_turned_off_every_container_task_is_refused(
     _refused_until(cluster, batcher, namespace, OFF)
     for who in (batcher, "admin"):  # "admin": the test cluster's administrator
         args = ("--as", who) if who != "admin" else ()
-        result = cluster.kubectl(*args, "-n", namespace, "apply", "-f", "-",
-                                 input_text=yaml.safe_dump(_job("export", CONTAINER)),
-                                 check=False)  # fmt: skip
+        result = cluster.kubectl(
+            *args,
+            "-n",
+            namespace,
+            "apply",
+            "-f",
+            "-",
+            input_text=yaml.safe_dump(_job("export", CONTAINER)),
+            check=False,
+        )
         assert result.returncode != 0, who
         assert OFF in result.stderr
     allowed = apply_as(cluster, batcher, namespace, _job("hook", HTTP))
@@ -148,8 +208,11 @@ def _worker_rules(*extra: str) -> dict[tuple[str, str], list[list[str]]]:
     out: dict[tuple[str, str], list[list[str]]] = {}
     for obj in _render("tickwork", *extra):
         if obj["kind"] in ("Role", "ClusterRole") and obj["metadata"]["name"].endswith("-worker"):
-            rules = [sorted(rule["verbs"]) for rule in obj["rules"]
-                     if set(rule["resources"]) & {"jobs", "pods", "pods/log"}]  # fmt: skip
+            rules = [
+                sorted(rule["verbs"])
+                for rule in obj["rules"]
+                if set(rule["resources"]) & {"jobs", "pods", "pods/log"}
+            ]
             out[obj["kind"], obj["metadata"].get("namespace", "")] = rules
     return out
 
@@ -160,7 +223,8 @@ def test_the_workers_may_manage_jobs_only_with_container_tasks_on_and_where_jobs
     assert _worker_rules(*on) == {("ClusterRole", ""): granted}
     assert _worker_rules() == {("ClusterRole", ""): []}  # off by default
     assert _worker_rules("--set", "worker.containerTasks.enabled=false") == {
-        ("ClusterRole", ""): []}  # fmt: skip
+        ("ClusterRole", ""): []
+    }
     scoped = _worker_rules(*on, "--set", "watchNamespaces={team-a,team-b}")
     assert set(scoped) == {("Role", "team-a"), ("Role", "team-b")}
     assert all(rules == granted for rules in scoped.values())
@@ -169,13 +233,22 @@ def test_the_workers_may_manage_jobs_only_with_container_tasks_on_and_where_jobs
 def test_the_workers_are_told_the_kinds_state_and_the_jobs_ttl() -> None:
     def env(*extra: str) -> dict[str, str | None]:
         rendered = _render("tickwork", *extra)
-        [deployment] = [o for o in rendered if o["kind"] == "Deployment"
-                        and o["metadata"]["name"].endswith("-worker")]  # fmt: skip
-        return {e["name"]: e.get("value") for e in
-                deployment["spec"]["template"]["spec"]["containers"][0]["env"]}  # fmt: skip
+        [deployment] = [
+            o
+            for o in rendered
+            if o["kind"] == "Deployment" and o["metadata"]["name"].endswith("-worker")
+        ]
+        return {
+            e["name"]: e.get("value")
+            for e in deployment["spec"]["template"]["spec"]["containers"][0]["env"]
+        }
 
     assert env()["TICKWORK_WORKER_CONTAINER_TASKS"] == "false"  # off by default
-    turned_on = env("--set", "worker.containerTasks.enabled=true",
-                    "--set", "worker.containerTasks.ttlSecondsAfterFinished=60")  # fmt: skip
+    turned_on = env(
+        "--set",
+        "worker.containerTasks.enabled=true",
+        "--set",
+        "worker.containerTasks.ttlSecondsAfterFinished=60",
+    )
     assert turned_on["TICKWORK_WORKER_CONTAINER_TASKS"] == "true"
     assert turned_on["TICKWORK_WORKER_CONTAINER_TTL_SECONDS"] == "60"

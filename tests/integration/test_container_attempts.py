@@ -20,15 +20,23 @@ from tickwork_worker.tasks.base import RunContext
 from tickwork_worker.tasks.container import ContainerTask
 
 pytestmark = pytest.mark.timeout(120)
-SPEC = {"schedule": "@daily", "timeoutSeconds": 300,
-        "task": {"container": {"image": "busybox:1.36", "args": ["true"]}}}  # fmt: skip
+SPEC = {
+    "schedule": "@daily",
+    "timeoutSeconds": 300,
+    "task": {"container": {"image": "busybox:1.36", "args": ["true"]}},
+}
 
 
 def _run(jobs: Jobs, name: str, attempt: int) -> RunContext:
     uid = jobs.get(name)["metadata"]["uid"]
-    return RunContext(run_id=f"{jobs.namespace}.{name}.{uid[:8]}.1767225600", attempt=attempt,
-                      namespace=jobs.namespace, name=name,
-                      scheduled_at=dt.datetime(2026, 1, 1, tzinfo=dt.UTC), job_uid=uid)  # fmt: skip
+    return RunContext(
+        run_id=f"{jobs.namespace}.{name}.{uid[:8]}.1767225600",
+        attempt=attempt,
+        namespace=jobs.namespace,
+        name=name,
+        scheduled_at=dt.datetime(2026, 1, 1, tzinfo=dt.UTC),
+        job_uid=uid,
+    )
 
 
 async def _first_job(kube: KubeClient, namespace: str, run: RunContext) -> dict[str, Any]:
@@ -79,13 +87,30 @@ def test_an_attempt_creates_one_job_and_cancelling_it_deletes_the_job(
 def _completed(job: dict[str, Any]) -> dict[str, Any]:
     """A status that says the Job succeeded (what the Job controller would write)."""
     now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    conditions = [{"type": kind, "status": "True", "reason": "CompletionsReached",
-                   "message": "Reached expected number of succeeded pods",
-                   "lastTransitionTime": now, "lastProbeTime": now}
-                  for kind in ("SuccessCriteriaMet", "Complete")]  # fmt: skip
-    return {**job, "status": {"startTime": now, "completionTime": now, "succeeded": 1,
-                              "ready": 0, "terminating": 0, "active": 0,
-                              "uncountedTerminatedPods": {}, "conditions": conditions}}  # fmt: skip
+    conditions = [
+        {
+            "type": kind,
+            "status": "True",
+            "reason": "CompletionsReached",
+            "message": "Reached expected number of succeeded pods",
+            "lastTransitionTime": now,
+            "lastProbeTime": now,
+        }
+        for kind in ("SuccessCriteriaMet", "Complete")
+    ]
+    return {
+        **job,
+        "status": {
+            "startTime": now,
+            "completionTime": now,
+            "succeeded": 1,
+            "ready": 0,
+            "terminating": 0,
+            "active": 0,
+            "uncountedTerminatedPods": {},
+            "conditions": conditions,
+        },
+    }
 
 
 def test_an_attempt_after_a_dead_workers_takes_over_the_runs_job(
@@ -100,8 +125,9 @@ def test_an_attempt_after_a_dead_workers_takes_over_the_runs_job(
     async def scenario() -> None:
         async with KubeClient(load_configuration(str(cluster.kubeconfig))) as kube:
             # Attempt 1's worker made its Job and died; the Job ran on and succeeded.
-            wanted = batch.build_job(spec.task.container, first, owner=owner,
-                                     timeout_seconds=300, ttl_seconds=60)  # fmt: skip
+            wanted = batch.build_job(
+                spec.task.container, first, owner=owner, timeout_seconds=300, ttl_seconds=60
+            )
             # Suspended, so that a job controller (kube-controller-manager runs once a
             # test has asked for it) makes no Pod for it; then completed by hand,
             # again on a conflict with that controller's own status write.
@@ -123,8 +149,9 @@ def test_an_attempt_after_a_dead_workers_takes_over_the_runs_job(
             # Attempt 2 took attempt 1's outcome instead of running the container again.
             assert result.summary.startswith("Job CompletionsReached"), result
             selector = f"{batch.RUN_LABEL}={batch.run_digest(first.run_id)}"
-            names = [j["metadata"]["name"] for j in
-                     await kube.list_batch_jobs(jobs.namespace, selector)]  # fmt: skip
+            names = [
+                j["metadata"]["name"] for j in await kube.list_batch_jobs(jobs.namespace, selector)
+            ]
             assert names == [made["metadata"]["name"]]
 
     asyncio.run(scenario())

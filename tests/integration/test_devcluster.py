@@ -151,23 +151,53 @@ def test_up_with_a_node_runs_pods_with_tickworks_image_and_down_removes_it(
         kubeconfig = Path(up.stdout.splitlines()[-1])
         assert "image loaded: localhost/tickwork:dev-" in up.stdout
         kubectl = [str(Path(sys.executable).parent / "kubectl"), f"--kubeconfig={kubeconfig}"]
-        listed = subprocess.run([*kubectl, "get", "nodes", "-o", "json"],
-                                capture_output=True, text=True, check=True)  # fmt: skip
+        listed = subprocess.run(
+            [*kubectl, "get", "nodes", "-o", "json"], capture_output=True, text=True, check=True
+        )
         nodes = json.loads(listed.stdout)
         [node] = nodes["items"]
         ready = {c["type"]: c["status"] for c in node["status"]["conditions"]}["Ready"]
         assert ready == "True"
         # The image loaded into the node runs as a Pod (it is never pulled: no registry).
         image = up.stdout.split("image loaded: ")[1].split()[0]
-        subprocess.run([*kubectl, "run", "probe", f"--image={image}", "--restart=Never",
-                        "--image-pull-policy=Never", "--command", "--",
-                        "tickwork-worker", "--help"], check=True, capture_output=True)  # fmt: skip
+        subprocess.run(
+            [
+                *kubectl,
+                "run",
+                "probe",
+                f"--image={image}",
+                "--restart=Never",
+                "--image-pull-policy=Never",
+                "--command",
+                "--",
+                "tickwork-worker",
+                "--help",
+            ],
+            check=True,
+            capture_output=True,
+        )
         succeeded = "--for=jsonpath={.status.phase}=Succeeded"
-        subprocess.run([*kubectl, "wait", succeeded, "pod/probe", "--timeout=120s"],
-                       check=True, capture_output=True)  # fmt: skip
-        dns = subprocess.run([*kubectl, "-n", "kube-system", "get", "pods", "-l",
-                              "k8s-app=kube-dns", "-o", "jsonpath={.items[0].status.phase}"],
-                             capture_output=True, text=True, check=True)  # fmt: skip
+        subprocess.run(
+            [*kubectl, "wait", succeeded, "pod/probe", "--timeout=120s"],
+            check=True,
+            capture_output=True,
+        )
+        dns = subprocess.run(
+            [
+                *kubectl,
+                "-n",
+                "kube-system",
+                "get",
+                "pods",
+                "-l",
+                "k8s-app=kube-dns",
+                "-o",
+                "jsonpath={.items[0].status.phase}",
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         assert dns.stdout == "Running"
         assert hostnet.bridge_exists()
     finally:
@@ -175,13 +205,20 @@ def test_up_with_a_node_runs_pods_with_tickworks_image_and_down_removes_it(
     assert down.returncode == 0, down.stderr
     # Nothing of the node is left on the host: bridge, firewall, mounts, processes.
     assert not hostnet.bridge_exists()
-    tables = subprocess.run(["nft", "list", "tables"], capture_output=True, text=True,
-                            check=True).stdout  # fmt: skip
+    tables = subprocess.run(
+        ["nft", "list", "tables"], capture_output=True, text=True, check=True
+    ).stdout
     assert hostnet.FIREWALL_TABLE not in tables
     assert "kube-proxy" not in tables
     assert "/run/tickwork-node" not in Path("/proc/self/mounts").read_text()
-    leftovers = [cmd for cmd in _command_lines() if any(name in cmd for name in (
-        "containerd-shim-runc-v2", "kubelet --config", "kube-router --kubeconfig"))]  # fmt: skip
+    leftovers = [
+        cmd
+        for cmd in _command_lines()
+        if any(
+            name in cmd
+            for name in ("containerd-shim-runc-v2", "kubelet --config", "kube-router --kubeconfig")
+        )
+    ]
     assert leftovers == []
 
 

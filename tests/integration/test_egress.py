@@ -77,10 +77,23 @@ def link_local_server(tmp_path: Path) -> Iterator[Path]:
         ip("-n", netns, "link", "set", "lo", "up")
         with log.open("wb") as sink:
             server = subprocess.Popen(
-                ["ip", "netns", "exec", netns, sys.executable, "-m", "http.server",
-                 "--bind", LINK_LOCAL, "8080", "--directory", str(tmp_path)],
-                stdout=sink, stderr=sink,
-            )  # fmt: skip
+                [
+                    "ip",
+                    "netns",
+                    "exec",
+                    netns,
+                    sys.executable,
+                    "-m",
+                    "http.server",
+                    "--bind",
+                    LINK_LOCAL,
+                    "8080",
+                    "--directory",
+                    str(tmp_path),
+                ],
+                stdout=sink,
+                stderr=sink,
+            )
         wait_for(lambda: "Serving HTTP" in log.read_text(), timeout=15, what="the server")
         yield log
     finally:

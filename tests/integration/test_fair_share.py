@@ -33,8 +33,11 @@ def holds() -> Iterator[tuple[HoldingServer, HoldingServer]]:
 
 
 def _held(url: str) -> dict[str, Any]:
-    return {"task": {"http": {"url": url, "method": "POST"}}, "timeoutSeconds": 120,
-            "retry": {"maxAttempts": 1}}  # fmt: skip
+    return {
+        "task": {"http": {"url": url, "method": "POST"}},
+        "timeoutSeconds": 120,
+        "retry": {"maxAttempts": 1},
+    }
 
 
 def _starts(server: HoldingServer) -> int:
@@ -50,17 +53,26 @@ def _most_at_once(server: HoldingServer) -> int:
 
 
 def test_a_tenant_at_its_limit_leaves_the_other_slots_to_other_tenants(
-    start_worker: Start, jobs: Jobs, team_b: Jobs, probe: QueueProbe,
+    start_worker: Start,
+    jobs: Jobs,
+    team_b: Jobs,
+    probe: QueueProbe,
     holds: tuple[HoldingServer, HoldingServer],
-) -> None:  # fmt: skip
+) -> None:
     hold_a, hold_b = holds
     # Four slots; team A may hold two of them (its own exception), others the default 3.
-    start_worker(TICKWORK_WORKER_CONCURRENCY="4", TICKWORK_WORKER_MAX_RUNS_PER_NAMESPACE="3",
-                 TICKWORK_WORKER_TENANTS=json.dumps({jobs.namespace: {"maxRuns": 2}}))  # fmt: skip
+    start_worker(
+        TICKWORK_WORKER_CONCURRENCY="4",
+        TICKWORK_WORKER_MAX_RUNS_PER_NAMESPACE="3",
+        TICKWORK_WORKER_TENANTS=json.dumps({jobs.namespace: {"maxRuns": 2}}),
+    )
     for n in range(5):
         publish(jobs, probe, f"long-{n}", _held(hold_a.url))
-    wait_for(lambda: _starts(hold_a) == 2 and probe.depth().parked == 3, timeout=30,
-             what="two of team A's runs executing and three parked")  # fmt: skip
+    wait_for(
+        lambda: _starts(hold_a) == 2 and probe.depth().parked == 3,
+        timeout=30,
+        what="two of team A's runs executing and three parked",
+    )
     depth = probe.depth()
     assert (depth.ready, depth.in_flight, depth.backlog) == (0, 2, 5)  # parked runs count
 
@@ -82,16 +94,22 @@ def test_a_tenant_at_its_limit_leaves_the_other_slots_to_other_tenants(
 
 
 def test_a_tenant_holds_its_share_of_the_slots_that_exist_and_more_as_workers_join(
-    start_worker: Start, jobs: Jobs, team_b: Jobs, probe: QueueProbe,
+    start_worker: Start,
+    jobs: Jobs,
+    team_b: Jobs,
+    probe: QueueProbe,
     holds: tuple[HoldingServer, HoldingServer],
-) -> None:  # fmt: skip
+) -> None:
     hold_a, hold_b = holds
     share = {"TICKWORK_WORKER_CONCURRENCY": "8", "TICKWORK_WORKER_SHARE_PER_NAMESPACE": "0.5"}
     start_worker("worker-a", **share)  # the chart's defaults: 8 slots, half for one tenant
     for n in range(12):
         publish(jobs, probe, f"long-{n}", _held(hold_a.url))
-    wait_for(lambda: _starts(hold_a) == 4 and probe.depth().parked == 8, timeout=30,
-             what="half of the one worker's 8 slots taken by team A")  # fmt: skip
+    wait_for(
+        lambda: _starts(hold_a) == 4 and probe.depth().parked == 8,
+        timeout=30,
+        what="half of the one worker's 8 slots taken by team A",
+    )
     assert probe.depth().backlog == 12  # what the autoscaler sees: more workers would help
 
     publish(team_b, probe, "quick", _held(hold_b.url))

@@ -19,8 +19,9 @@ from tickwork_dev.devcluster.cluster import Cluster
 def test_a_service_account_token_authenticates_every_request(
     cluster: Cluster, api_client: k8s.ApiClient, namespace: str, tmp_path: Path
 ) -> None:
-    kubeconfig = service_account_kubeconfig(cluster, api_client, namespace, "runner",
-                                            tmp_path / "kubeconfig")  # fmt: skip
+    kubeconfig = service_account_kubeconfig(
+        cluster, api_client, namespace, "runner", tmp_path / "kubeconfig"
+    )
     configuration = load_configuration(str(kubeconfig))
 
     async def calls() -> tuple[dict[str, object], KubeApiError]:

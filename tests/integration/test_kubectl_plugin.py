@@ -28,8 +28,13 @@ pytestmark = pytest.mark.timeout(600)
 @pytest.fixture(scope="module")
 def archive(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("plugin")
-    built = subprocess.run([str(ROOT / "scripts/build-kubectl-plugin.sh"), str(out)],
-                           capture_output=True, text=True, timeout=540, check=False)  # fmt: skip
+    built = subprocess.run(
+        [str(ROOT / "scripts/build-kubectl-plugin.sh"), str(out)],
+        capture_output=True,
+        text=True,
+        timeout=540,
+        check=False,
+    )
     assert built.returncode == 0, built.stderr[-3000:]
     return Path(built.stdout.strip().splitlines()[-1])
 
@@ -58,13 +63,22 @@ def test_kubectl_finds_the_plugin_and_it_talks_to_the_cluster(
         tar.extractall(tmp_path, filter="data")
     jobs.create("nightly", {"schedule": "@daily", "task": {"echo": {}}})
     # Only the plugin's directory and kubectl's: no Python of ours on PATH.
-    env = {"PATH": f"{tmp_path}:/usr/bin:/bin", "KUBECONFIG": str(cluster.kubeconfig),
-           "HOME": str(tmp_path)}  # fmt: skip
+    env = {
+        "PATH": f"{tmp_path}:/usr/bin:/bin",
+        "KUBECONFIG": str(cluster.kubeconfig),
+        "HOME": str(tmp_path),
+    }
     kubectl = "/usr/bin/kubectl"
 
     def plugin(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([kubectl, "tickwork", *args], env=env, capture_output=True,
-                              text=True, timeout=120, check=False)  # fmt: skip
+        return subprocess.run(
+            [kubectl, "tickwork", *args],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
 
     assert plugin("version").stdout.strip() == f"tickwork {VERSION}"
     listing = plugin("get", "-n", namespace)
@@ -84,15 +98,18 @@ def test_the_krew_manifest_names_each_platforms_archive(archive: Path) -> None:
     assert isinstance(spec, dict)
     assert spec["version"] == TAG
     assert len(spec["shortDescription"]) <= 60  # krew-index's rule
-    platforms = {(p["selector"]["matchLabels"]["os"], p["selector"]["matchLabels"]["arch"]): p
-                 for p in spec["platforms"]}  # fmt: skip
+    platforms = {
+        (p["selector"]["matchLabels"]["os"], p["selector"]["matchLabels"]["arch"]): p
+        for p in spec["platforms"]
+    }
     assert set(platforms) == {(o, a) for o in ("linux", "darwin") for a in ("amd64", "arm64")}
     for (os_, arch), platform in platforms.items():
         assert platform["uri"].endswith(f"/{TAG}/kubectl-tickwork_{TAG}_{os_}_{arch}.tar.gz")
         assert platform["bin"] == "kubectl-tickwork"
         assert {f["from"] for f in platform["files"]} == {"kubectl-tickwork", "LICENSE"}
         assert re.fullmatch(r"[0-9a-f]{64}", platform["sha256"])
-    here = platforms[(os.uname().sysname.lower(), "amd64" if os.uname().machine == "x86_64"
-                      else "arm64")]  # fmt: skip
+    here = platforms[
+        (os.uname().sysname.lower(), "amd64" if os.uname().machine == "x86_64" else "arm64")
+    ]
     assert here["uri"].endswith("/" + archive.name)
     assert here["sha256"] == hashlib.sha256(archive.read_bytes()).hexdigest()

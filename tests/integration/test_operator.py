@@ -84,14 +84,19 @@ def test_a_cron_job_publishes_successive_runs(
     first_at = dt.datetime.fromisoformat(jobs.status("every-minute")["nextRunAt"])
     runs = [scheduled_run_id(uid, first_at + dt.timedelta(minutes=m)) for m in (0, 1)]
     # No worker: both wait in the queue, one after the other (nothing drains them).
-    wait_for(lambda: all(probe.locate(run) is RunLocation.READY for run in runs),
-             timeout=150, interval=0.5, what="two runs queued")  # fmt: skip
+    wait_for(
+        lambda: all(probe.locate(run) is RunLocation.READY for run in runs),
+        timeout=150,
+        interval=0.5,
+        what="two runs queued",
+    )
     # No record is coming to show the next run, so the operator shows it: past the second.
     second_at = rfc3339(first_at + dt.timedelta(minutes=1))
     wait_for(
         lambda: jobs.status("every-minute").get("nextRunAt", "") > second_at,
-        timeout=10, what="nextRunAt past the second run",
-    )  # fmt: skip
+        timeout=10,
+        what="nextRunAt past the second run",
+    )
     assert [m.run_id for m in probe.drain()] == runs  # and no other run was published
 
 
@@ -139,8 +144,11 @@ def test_editing_the_schedule_moves_the_pending_run(
     lead(start_operator())
     later = whole_seconds_from_now(3600)
     job = jobs.create("movable", {"runAt": rfc3339(later), "task": ECHO})
-    wait_for(lambda: jobs.status("movable").get("nextRunAt") == rfc3339(later), timeout=30,
-             what="nextRunAt")  # fmt: skip
+    wait_for(
+        lambda: jobs.status("movable").get("nextRunAt") == rfc3339(later),
+        timeout=30,
+        what="nextRunAt",
+    )
     sooner = whole_seconds_from_now(3)
     jobs.patch("movable", {"spec": {"runAt": rfc3339(sooner)}})
     run_id = scheduled_run_id(job["metadata"]["uid"], sooner)
@@ -187,16 +195,25 @@ def test_run_now_publishes_exactly_one_run_per_distinct_token(
     uid = job["metadata"]["uid"]
     annotate = {"metadata": {"annotations": {"tickwork.dev/run-now": "deploy-1"}}}
     jobs.patch("manual", annotate)
-    wait_for(lambda: probe.locate(manual_run_id(uid, "deploy-1")) is not None, timeout=30,
-             what="manual run")  # fmt: skip
-    wait_for(lambda: jobs.status("manual").get("lastTriggerToken") == "deploy-1", timeout=30,
-             what="token recorded")  # fmt: skip
+    wait_for(
+        lambda: probe.locate(manual_run_id(uid, "deploy-1")) is not None,
+        timeout=30,
+        what="manual run",
+    )
+    wait_for(
+        lambda: jobs.status("manual").get("lastTriggerToken") == "deploy-1",
+        timeout=30,
+        what="token recorded",
+    )
     # The same token again (a re-apply from GitOps, say) does nothing more.
     jobs.patch("manual", {"metadata": {"labels": {"touched": "yes"}}})
     jobs.patch("manual", annotate)
     jobs.patch("manual", {"metadata": {"annotations": {"tickwork.dev/run-now": "deploy-2"}}})
-    wait_for(lambda: probe.locate(manual_run_id(uid, "deploy-2")) is not None, timeout=30,
-             what="second manual run")  # fmt: skip
+    wait_for(
+        lambda: probe.locate(manual_run_id(uid, "deploy-2")) is not None,
+        timeout=30,
+        what="second manual run",
+    )
     runs = probe.drain()
     assert sorted(m.run_id for m in runs) == sorted(
         [manual_run_id(uid, "deploy-1"), manual_run_id(uid, "deploy-2")]
@@ -223,14 +240,19 @@ def test_a_finished_one_shot_job_is_deleted_after_its_ttl(
 ) -> None:
     lead(start_operator())
     run_at = whole_seconds_from_now(-5)
-    job = jobs.create("ephemeral", {"runAt": rfc3339(run_at), "ttlSecondsAfterFinished": 2,
-                                    "task": ECHO})  # fmt: skip
+    job = jobs.create(
+        "ephemeral", {"runAt": rfc3339(run_at), "ttlSecondsAfterFinished": 2, "task": ECHO}
+    )
     uid = job["metadata"]["uid"]
     wait_for(lambda: "queuedRun" in jobs.status("ephemeral"), timeout=30, what="queuedRun")
     # The run's record, written as the worker writes it.
     run_id = scheduled_run_id(uid, run_at)
-    record = RunRecord(id=run_id, scheduled_at=run_at, outcome=RunState.SUCCEEDED,
-                       finished_at=dt.datetime.now(dt.UTC))  # fmt: skip
+    record = RunRecord(
+        id=run_id,
+        scheduled_at=run_at,
+        outcome=RunState.SUCCEEDED,
+        finished_at=dt.datetime.now(dt.UTC),
+    )
     finished = writes.record_body(record, successful=1, failed=1)
 
     async def report() -> None:
@@ -265,8 +287,10 @@ def test_two_operators_one_publishes_and_a_standby_takes_over_within_15_seconds(
 
     # Runs that fall due while the leader is dead or just after it died.
     due = [whole_seconds_from_now(s) for s in (2, 6, 10, 25)]
-    uids = [jobs.create(f"j{i}", {"runAt": rfc3339(t), "task": ECHO})["metadata"]["uid"]
-            for i, t in enumerate(due)]  # fmt: skip
+    uids = [
+        jobs.create(f"j{i}", {"runAt": rfc3339(t), "task": ECHO})["metadata"]["uid"]
+        for i, t in enumerate(due)
+    ]
     a.kill()
     killed = time.monotonic()
     wait_for(b.is_leader, timeout=20, interval=0.2, what="op-b to take over")
@@ -274,8 +298,9 @@ def test_two_operators_one_publishes_and_a_standby_takes_over_within_15_seconds(
     assert takeover <= 15.0, f"standby took {takeover:.1f}s"
 
     expected = {first_run} | {scheduled_run_id(u, t) for u, t in zip(uids, due, strict=True)}
-    wait_for(lambda: all(probe.locate(r) is not None for r in expected), timeout=60,
-             what="every run")  # fmt: skip
+    wait_for(
+        lambda: all(probe.locate(r) is not None for r in expected), timeout=60, what="every run"
+    )
     published = {m.run_id for m in probe.drain()}
     assert published == expected  # none lost, none twice (the queue would hold a duplicate)
 
@@ -286,11 +311,16 @@ def test_a_restarted_operator_duplicates_nothing_and_takes_over_at_once(
     a = start_operator("op-a", TICKWORK_OPERATOR_RECONCILE_SECONDS="1")
     lead(a)
     due = [whole_seconds_from_now(s) for s in (2, 3)]
-    uids = [jobs.create(f"r{i}", {"runAt": rfc3339(t), "task": ECHO})["metadata"]["uid"]
-            for i, t in enumerate(due)]  # fmt: skip
+    uids = [
+        jobs.create(f"r{i}", {"runAt": rfc3339(t), "task": ECHO})["metadata"]["uid"]
+        for i, t in enumerate(due)
+    ]
     runs = [scheduled_run_id(u, t) for u, t in zip(uids, due, strict=True)]
-    wait_for(lambda: all(probe.locate(r) is RunLocation.READY for r in runs), timeout=30,
-             what="both runs")  # fmt: skip
+    wait_for(
+        lambda: all(probe.locate(r) is RunLocation.READY for r in runs),
+        timeout=30,
+        what="both runs",
+    )
     assert a.stop() == 0, a.log()
 
     b = start_operator("op-b", TICKWORK_OPERATOR_RECONCILE_SECONDS="1")
@@ -299,8 +329,11 @@ def test_a_restarted_operator_duplicates_nothing_and_takes_over_at_once(
     assert time.monotonic() - started < 5  # the Lease was released, not left to expire
     # Status says both runs are queued; the new leader checks them against the
     # queue twice over and publishes nothing again.
-    wait_for(lambda: (b.metric("tickwork_reconciliations_total") or 0) >= 2, timeout=30,
-             what="two reconciliation passes")  # fmt: skip
+    wait_for(
+        lambda: (b.metric("tickwork_reconciliations_total") or 0) >= 2,
+        timeout=30,
+        what="two reconciliation passes",
+    )
     assert probe.depth().ready == 2
     assert sorted(m.run_id for m in probe.drain()) == sorted(runs)
     assert b.metric("tickwork_runs_published_total", 'trigger="schedule"') is None
@@ -334,8 +367,9 @@ def test_each_status_field_has_one_writer_and_overlapping_runs_keep_each_other(
     a precondition, and never conflict: two overlapping runs add and remove only their
     own entries; a record leaves the history by the trim's JSON patch, which also drops
     the manager that owned nothing else from managedFields."""
-    job = jobs.create("shared", {"schedule": "@daily", "history": {"successfulRuns": 1},
-                                 "task": ECHO})  # fmt: skip
+    job = jobs.create(
+        "shared", {"schedule": "@daily", "history": {"successfulRuns": 1}, "task": ECHO}
+    )
     uid = job["metadata"]["uid"]
     now = dt.datetime.now(dt.UTC)
     run_a, run_b = manual_run_id(uid, "a"), manual_run_id(uid, "b")
@@ -345,16 +379,22 @@ def test_each_status_field_has_one_writer_and_overlapping_runs_keep_each_other(
         return ActiveRun(id=run_id, scheduled_at=now, state=RunState.RUNNING, attempt=1)
 
     def record(run_id: str) -> RunRecord:
-        return RunRecord(id=run_id, scheduled_at=now, outcome=RunState.SUCCEEDED,
-                         finished_at=dt.datetime.now(dt.UTC))  # fmt: skip
+        return RunRecord(
+            id=run_id,
+            scheduled_at=now,
+            outcome=RunState.SUCCEEDED,
+            finished_at=dt.datetime.now(dt.UTC),
+        )
 
     async def apply_all() -> dict[str, Any]:
         async with KubeClient(load_configuration(str(cluster.kubeconfig))) as kube:
 
-            async def apply(manager: str, body: dict[str, Any] | None, *, force: bool = False
-                            ) -> dict[str, Any]:  # fmt: skip
-                return await kube.apply_job_status(jobs.namespace, "shared", uid, body,
-                                                   field_manager=manager, force=force)  # fmt: skip
+            async def apply(
+                manager: str, body: dict[str, Any] | None, *, force: bool = False
+            ) -> dict[str, Any]:
+                return await kube.apply_job_status(
+                    jobs.namespace, "shared", uid, body, field_manager=manager, force=force
+                )
 
             await apply(writes.OPERATOR_MANAGER, writes.operator_body(lifecycle))
             await apply(writes.run_manager(run_a), writes.active_body(active(run_a)))
@@ -377,8 +417,9 @@ def test_each_status_field_has_one_writer_and_overlapping_runs_keep_each_other(
             assert gone == run_a
             # It leaves by the trim's JSON patch, which no manager's apply could do.
             patch = writes.trim_patch(written, [gone])
-            return await kube.patch_job_status(jobs.namespace, "shared", patch,
-                                               field_manager=writes.TRIM_MANAGER)  # fmt: skip
+            return await kube.patch_job_status(
+                jobs.namespace, "shared", patch, field_manager=writes.TRIM_MANAGER
+            )
 
     final = asyncio.run(apply_all())
     status = ScheduledJobStatus.model_validate(final["status"])
@@ -421,29 +462,40 @@ def test_one_patch_trims_records_keeps_what_else_their_runs_own_refused_if_moved
                     dead_listed=0 if failed else None,
                 )
                 manager = writes.run_manager(run_id)
-                written = await kube.apply_job_status(jobs.namespace, "batched", uid, body,
-                                                      field_manager=manager,
-                                                      force=True)  # fmt: skip
+                written = await kube.apply_job_status(
+                    jobs.namespace, "batched", uid, body, field_manager=manager, force=True
+                )
             # Two trims made from this object: one removes run 0, which shifts the
             # records after it; the other, made before that, finds run 2 moved.
             stale = writes.trim_patch(written, [ids[2]])
-            await kube.patch_job_status(jobs.namespace, "batched",
-                                        writes.trim_patch(written, [ids[0]]),
-                                        field_manager=writes.TRIM_MANAGER)  # fmt: skip
+            await kube.patch_job_status(
+                jobs.namespace,
+                "batched",
+                writes.trim_patch(written, [ids[0]]),
+                field_manager=writes.TRIM_MANAGER,
+            )
             refused = 0
             try:
-                await kube.patch_job_status(jobs.namespace, "batched", stale,
-                                            field_manager=writes.TRIM_MANAGER)  # fmt: skip
+                await kube.patch_job_status(
+                    jobs.namespace, "batched", stale, field_manager=writes.TRIM_MANAGER
+                )
             except KubeApiError as exc:
                 refused = exc.status
             unchanged = await kube.get_job(jobs.namespace, "batched")
             fresh = await kube.apply_job_status(
-                jobs.namespace, "batched", uid,
+                jobs.namespace,
+                "batched",
+                uid,
                 writes.record_body(record(ids[4], 9), successful=20, failed=20),
-                field_manager=writes.run_manager(ids[4]), force=True)  # fmt: skip
-            trimmed = await kube.patch_job_status(jobs.namespace, "batched",
-                                                  writes.trim_patch(fresh, [ids[1], ids[3]]),
-                                                  field_manager=writes.TRIM_MANAGER)  # fmt: skip
+                field_manager=writes.run_manager(ids[4]),
+                force=True,
+            )
+            trimmed = await kube.patch_job_status(
+                jobs.namespace,
+                "batched",
+                writes.trim_patch(fresh, [ids[1], ids[3]]),
+                field_manager=writes.TRIM_MANAGER,
+            )
             return unchanged, trimmed, refused
 
     unchanged, trimmed, refused = asyncio.run(scenario())
@@ -475,19 +527,31 @@ def test_the_operator_indexes_what_its_informer_lists_and_watches_as_it_arrives(
     operator = start_operator(TICKWORK_OPERATOR_LIST_PAGE_SIZE="4")
     lead(operator)
     wait_for(lambda: operator.metric("tickwork_index_jobs") == 40, timeout=60, what="40 jobs")
-    wait_for(lambda: all("nextRunAt" in jobs.status(name) for name in names),
-             timeout=60, what="every job's status")  # fmt: skip
+    wait_for(
+        lambda: all("nextRunAt" in jobs.status(name) for name in names),
+        timeout=60,
+        what="every job's status",
+    )
     assert operator.metric("tickwork_operator_events_total", 'type="LISTED"') == 40
 
     jobs.patch("listed-00", {"spec": {"suspend": True}})
     jobs.create("after-the-list", {"schedule": "@daily", "task": ECHO})
     jobs.delete("listed-01")
-    wait_for(lambda: jobs.status("listed-00").get("phase") == "Suspended",
-             timeout=30, what="the suspend, through the watch")  # fmt: skip
-    wait_for(lambda: "nextRunAt" in jobs.status("after-the-list"), timeout=30,
-             what="the job created after the list")  # fmt: skip
-    wait_for(lambda: operator.metric("tickwork_index_jobs") == 40, timeout=30,
-             what="the deleted job forgotten")  # fmt: skip
+    wait_for(
+        lambda: jobs.status("listed-00").get("phase") == "Suspended",
+        timeout=30,
+        what="the suspend, through the watch",
+    )
+    wait_for(
+        lambda: "nextRunAt" in jobs.status("after-the-list"),
+        timeout=30,
+        what="the job created after the list",
+    )
+    wait_for(
+        lambda: operator.metric("tickwork_index_jobs") == 40,
+        timeout=30,
+        what="the deleted job forgotten",
+    )
     assert operator.metric("tickwork_operator_events_total", 'type="LISTED"') == 40  # no relist
     assert operator.metric("tickwork_operator_events_total", 'type="ADDED"') == 1
     assert operator.metric("tickwork_operator_events_total", 'type="DELETED"') == 1
@@ -507,18 +571,30 @@ def test_a_second_release_leaves_a_claimed_namespace_alone_until_its_claim_expir
     template` or the plain manifests beside a release make): the first to claim the
     namespace schedules it; the other publishes nothing there, and takes it over, losing
     no run, once the first is gone for the claim's duration."""
-    claims = {"TICKWORK_OPERATOR_CLAIM_DURATION_SECONDS": "4",
-              "TICKWORK_OPERATOR_CLAIM_RENEW_SECONDS": "1"}  # fmt: skip
+    claims = {
+        "TICKWORK_OPERATOR_CLAIM_DURATION_SECONDS": "4",
+        "TICKWORK_OPERATOR_CLAIM_RENEW_SECONDS": "1",
+    }
     one = start_operator("one-0", TICKWORK_OPERATOR_LEASE_NAME="one", **claims)
     lead(one)
-    wait_for(lambda: one.metric("tickwork_namespace_claims", 'state="held"') == 1.0,
-             timeout=30, what="release one's claim")  # fmt: skip
-    two = start_operator("two-0", TICKWORK_OPERATOR_LEASE_NAME="two",
-                         TICKWORK_REDIS_QUEUE=f"{namespace}-two", **claims)  # fmt: skip
+    wait_for(
+        lambda: one.metric("tickwork_namespace_claims", 'state="held"') == 1.0,
+        timeout=30,
+        what="release one's claim",
+    )
+    two = start_operator(
+        "two-0",
+        TICKWORK_OPERATOR_LEASE_NAME="two",
+        TICKWORK_REDIS_QUEUE=f"{namespace}-two",
+        **claims,
+    )
     lead(two)  # its own release's leader
     other = QueueProbe(redis_url, queue=f"{namespace}-two")
-    wait_for(lambda: two.metric("tickwork_namespace_claims", 'state="elsewhere"') == 1.0,
-             timeout=30, what="release two to find the namespace claimed")  # fmt: skip
+    wait_for(
+        lambda: two.metric("tickwork_namespace_claims", 'state="elsewhere"') == 1.0,
+        timeout=30,
+        what="release two to find the namespace claimed",
+    )
     assert two.metric("tickwork_namespace_claims", 'state="held"') == 0.0
     assert "another Tickwork release, one/one" not in two.log()  # named by namespace/lease
     assert f"another Tickwork release, {namespace}/one, schedules it" in two.log()
@@ -528,13 +604,20 @@ def test_a_second_release_leaves_a_claimed_namespace_alone_until_its_claim_expir
     first_run = scheduled_run_id(first["metadata"]["uid"], first_at)
     wait_for(lambda: probe.locate(first_run) is not None, timeout=30, what="the first run")
     # Release two saw the run fall due and held it back: release one published it.
-    wait_for(lambda: (two.metric("tickwork_runs_held_back_total",
-                                 'reason="claimed_elsewhere"') or 0) >= 1,
-             timeout=30, what="release two to hold the run back")  # fmt: skip
+    wait_for(
+        lambda: (
+            (two.metric("tickwork_runs_held_back_total", 'reason="claimed_elsewhere"') or 0) >= 1
+        ),
+        timeout=30,
+        what="release two to hold the run back",
+    )
     assert two.metric("tickwork_runs_published_total", 'trigger="schedule"') is None
     assert other.depth().ready == 0
-    wait_for(lambda: jobs.status("first").get("lastScheduleTime") is not None, timeout=30,
-             what="release one's report")  # fmt: skip
+    wait_for(
+        lambda: jobs.status("first").get("lastScheduleTime") is not None,
+        timeout=30,
+        what="release one's report",
+    )
 
     # Release one is gone: its claim expires and release two schedules the namespace,
     # the runs that fell due meanwhile too.
@@ -542,8 +625,11 @@ def test_a_second_release_leaves_a_claimed_namespace_alone_until_its_claim_expir
     second = jobs.create("second", {"runAt": rfc3339(second_at), "task": ECHO})
     second_run = scheduled_run_id(second["metadata"]["uid"], second_at)
     one.kill()
-    wait_for(lambda: two.metric("tickwork_namespace_claims", 'state="held"') == 1.0,
-             timeout=30, what="release two to take the namespace over")  # fmt: skip
+    wait_for(
+        lambda: two.metric("tickwork_namespace_claims", 'state="held"') == 1.0,
+        timeout=30,
+        what="release two to take the namespace over",
+    )
     assert two.metric("tickwork_namespace_claims", 'state="elsewhere"') == 0.0
     wait_for(lambda: other.locate(second_run) is not None, timeout=30, what="the second run")
     # The first run sat in release one's queue and no worker of it ran: status still
@@ -569,8 +655,12 @@ def test_by_default_a_run_is_one_write_that_shows_the_next_run_and_a_new_leader_
     a = start_operator("op-a")
     lead(a)
     start_worker()
-    spec = {"schedule": "@every 10s", "concurrencyPolicy": "Allow",
-            "history": {"successfulRuns": 0, "failedRuns": 0}, "task": ECHO}  # fmt: skip
+    spec = {
+        "schedule": "@every 10s",
+        "concurrencyPolicy": "Allow",
+        "history": {"successfulRuns": 0, "failedRuns": 0},
+        "task": ECHO,
+    }
     created = jobs.create("lean", spec)
     uid = created["metadata"]["uid"]
     versions: list[dict[str, Any]] = []  # every version of the object, as the watch brings it
@@ -580,10 +670,15 @@ def test_by_default_a_run_is_one_write_that_shows_the_next_run_and_a_new_leader_
 
     def watch() -> None:
         stream = k8s_watch.Watch().stream(
-            jobs.api.list_namespaced_custom_object, GROUP, VERSION, jobs.namespace, PLURAL,
+            jobs.api.list_namespaced_custom_object,
+            GROUP,
+            VERSION,
+            jobs.namespace,
+            PLURAL,
             field_selector="metadata.name=lean",
-            resource_version=created["metadata"]["resourceVersion"], timeout_seconds=240,
-        )  # fmt: skip
+            resource_version=created["metadata"]["resourceVersion"],
+            timeout_seconds=240,
+        )
         try:
             for event in stream:
                 if stop.is_set():
@@ -617,8 +712,9 @@ def test_by_default_a_run_is_one_write_that_shows_the_next_run_and_a_new_leader_
     assert (b.metric("tickwork_runs_published_total", 'trigger="schedule"') or 0) >= 1
     # One run every 10 s, none left out, across the change of leader.
     first = dt.datetime.strptime(recorded[0].split(".")[1], "%Y%m%dT%H%M%SZ").replace(tzinfo=dt.UTC)
-    assert recorded == [scheduled_run_id(uid, first + dt.timedelta(seconds=10 * i))
-                        for i in range(len(recorded))]  # fmt: skip
+    assert recorded == [
+        scheduled_run_id(uid, first + dt.timedelta(seconds=10 * i)) for i in range(len(recorded))
+    ]
     status = jobs.status("lean")
     assert "missedRuns" not in status, status
     assert not [e for e in jobs.events("lean") if e[1] == "MissedRuns"]

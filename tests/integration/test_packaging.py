@@ -24,8 +24,15 @@ pytestmark = pytest.mark.timeout(600)
 
 
 def run(*argv: str | Path, cwd: Path = ROOT, env: dict[str, str] | None = None) -> str:
-    result = subprocess.run([str(a) for a in argv], cwd=cwd, env=env, capture_output=True,
-                            text=True, timeout=500, check=False)  # fmt: skip
+    result = subprocess.run(
+        [str(a) for a in argv],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=500,
+        check=False,
+    )
     assert result.returncode == 0, f"{argv}: {result.stdout}\n{result.stderr}"
     return result.stdout
 
@@ -56,16 +63,21 @@ HARNESS = (
 def image_build_context(tmp_path: Path) -> Path:
     """What the Dockerfile's build stage sees (.dockerignore's list), in a fresh folder:
     a wheel built in the checkout would pick up a stale build/ folder."""
-    ignore = [line[1:].rstrip("/") for line in (ROOT / ".dockerignore").read_text().splitlines()
-              if line.startswith("!")]  # fmt: skip
+    ignore = [
+        line[1:].rstrip("/")
+        for line in (ROOT / ".dockerignore").read_text().splitlines()
+        if line.startswith("!")
+    ]
     context = tmp_path / "context"
     context.mkdir()
     for name in ignore:
         source = ROOT / name
         if source.is_dir():
-            shutil.copytree(source, context / name,
-                            ignore=shutil.ignore_patterns("__pycache__", "*.pyc",
-                                                          "*.egg-info"))  # fmt: skip
+            shutil.copytree(
+                source,
+                context / name,
+                ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info"),
+            )
         else:
             shutil.copy2(source, context / name)
     return context
@@ -73,14 +85,26 @@ def image_build_context(tmp_path: Path) -> Path:
 
 def test_the_wheel_holds_the_product_and_nothing_of_the_harness(tmp_path: Path) -> None:
     context = image_build_context(tmp_path)
-    run(sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--wheel-dir", tmp_path,
-        context)  # fmt: skip
+    run(
+        sys.executable,
+        "-m",
+        "pip",
+        "wheel",
+        "--quiet",
+        "--no-deps",
+        "--wheel-dir",
+        tmp_path,
+        context,
+    )
     [wheel] = tmp_path.glob("tickwork-*.whl")
     with zipfile.ZipFile(wheel) as archive:
         names = archive.namelist()
         [metadata] = [n for n in names if n.endswith(".dist-info/METADATA")]
-        requires = [line for line in archive.read(metadata).decode().splitlines()
-                    if line.startswith("Requires-Dist:") and "extra ==" not in line]  # fmt: skip
+        requires = [
+            line
+            for line in archive.read(metadata).decode().splitlines()
+            if line.startswith("Requires-Dist:") and "extra ==" not in line
+        ]
         [entry_points] = [n for n in names if n.endswith(".dist-info/entry_points.txt")]
         scripts = archive.read(entry_points).decode()
     packages = {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")}
@@ -112,8 +136,18 @@ def test_the_wheel_installs_alone_and_both_entry_points_run(
 ) -> None:
     wheels = tmp_path / "wheels"
     # The image's build stage: wheels of Tickwork and every dependency.
-    run(sys.executable, "-m", "pip", "wheel", "--quiet", "--wheel-dir", wheels,
-        "--constraint", "constraints.txt", image_build_context(tmp_path))  # fmt: skip
+    run(
+        sys.executable,
+        "-m",
+        "pip",
+        "wheel",
+        "--quiet",
+        "--wheel-dir",
+        wheels,
+        "--constraint",
+        "constraints.txt",
+        image_build_context(tmp_path),
+    )
     [wheel] = wheels.glob("tickwork-*.whl")
     target = tmp_path / "venv"
     venv.create(target, with_pip=True)
@@ -127,9 +161,11 @@ def test_the_wheel_installs_alone_and_both_entry_points_run(
         assert "usage:" in run(target / "bin" / script, "--help", cwd=tmp_path)
     # The CLI, the operator and the worker load without the harness or its certificates
     # library, whatever the dependencies happen to install.
-    code = ("import sys, tickwork.cli, tickwork_operator.main, tickwork_worker.main; "
-            "print(sorted(m for m in sys.modules if m.split('.')[0] in "
-            "{'tickwork_dev', 'cryptography'}))")  # fmt: skip
+    code = (
+        "import sys, tickwork.cli, tickwork_operator.main, tickwork_worker.main; "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in "
+        "{'tickwork_dev', 'cryptography'}))"
+    )
     assert run(python, "-c", code, cwd=tmp_path).strip() == "[]"
 
     # And it works: the installed worker comes up against the real parts.
@@ -163,8 +199,13 @@ def test_the_kind_script_and_ci_script_pass_shellcheck() -> None:
     )
     script = (ROOT / "scripts" / "kind-e2e.sh").read_text()
     # kind runs the very suite CI runs on its local node, pointed at the kind cluster.
-    for step in ("docker build", "kind load docker-image", "TICKWORK_TEST_KUBECONFIG=",
-                 "TICKWORK_TEST_IMAGE=", "pytest tests/pods"):  # fmt: skip
+    for step in (
+        "docker build",
+        "kind load docker-image",
+        "TICKWORK_TEST_KUBECONFIG=",
+        "TICKWORK_TEST_IMAGE=",
+        "pytest tests/pods",
+    ):
         assert step in script
 
 
@@ -183,9 +224,12 @@ def test_the_github_workflows_pass_actionlint_and_run_the_real_scripts(tmp_path:
 
     # The linter is live: a workflow with an unknown key and a bad expression fails it.
     broken = tmp_path / "broken.yml"
-    broken.write_text("on: push\njobs:\n  x:\n    runs-on: ubuntu-24.04\n    stepz: []\n"
-                      "    steps:\n      - run: echo ${{ github.nope( }}\n")  # fmt: skip
-    result = subprocess.run([str(actionlint), str(broken)], capture_output=True, text=True,
-                            timeout=60, check=False)  # fmt: skip
+    broken.write_text(
+        "on: push\njobs:\n  x:\n    runs-on: ubuntu-24.04\n    stepz: []\n"
+        "    steps:\n      - run: echo ${{ github.nope( }}\n"
+    )
+    result = subprocess.run(
+        [str(actionlint), str(broken)], capture_output=True, text=True, timeout=60, check=False
+    )
     assert result.returncode == 1
     assert "stepz" in result.stdout

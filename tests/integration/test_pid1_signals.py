@@ -52,17 +52,29 @@ def test_sigterm_ends_pid_1_while_it_waits_for_redis(
     entry: str, silent_redis: tuple[str, socket.socket], tmp_path: Path
 ) -> None:
     url, server = silent_redis
-    env = {**os.environ, "TICKWORK_REDIS_URL": url, "KUBECONFIG": str(tmp_path / "none"),
-           "PYTHONPATH": os.pathsep.join(sys.path)}  # fmt: skip
-    process = subprocess.Popen([*_unshare(), console_script(entry)], env=env,
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                               text=True, cwd=tmp_path)  # fmt: skip
+    env = {
+        **os.environ,
+        "TICKWORK_REDIS_URL": url,
+        "KUBECONFIG": str(tmp_path / "none"),
+        "PYTHONPATH": os.pathsep.join(sys.path),
+    }
+    process = subprocess.Popen(
+        [*_unshare(), console_script(entry)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        cwd=tmp_path,
+    )
     try:
         connection, _ = server.accept()  # past its imports, pinging "Redis"
         with connection:
             inner = _child(process.pid)  # the process that connected
-            [pids] = [line.split()[1:] for line in Path(f"/proc/{inner}/status").read_text()
-                      .splitlines() if line.startswith("NSpid:")]  # fmt: skip
+            [pids] = [
+                line.split()[1:]
+                for line in Path(f"/proc/{inner}/status").read_text().splitlines()
+                if line.startswith("NSpid:")
+            ]
             assert pids[-1] == "1"  # its PID in the innermost namespace
             os.kill(inner, signal.SIGTERM)
             # Without a handler it would go on waiting for Redis, and give up (status 1)

@@ -62,8 +62,12 @@ async def test_a_claimed_run_carries_its_identity_only(queue: RunQueue) -> None:
     sent = message(1)
     got = claim.message
     assert (got.run_id, got.namespace, got.name, got.uid, got.attempt) == (
-        sent.run_id, sent.namespace, sent.name, sent.uid, 1,
-    )  # fmt: skip
+        sent.run_id,
+        sent.namespace,
+        sent.name,
+        sent.uid,
+        1,
+    )
     assert got.enqueued_at is not None
     assert await queue.locate(sent.run_id) is RunLocation.IN_FLIGHT
 
@@ -243,8 +247,12 @@ async def test_remembered_runs_are_bounded_by_count_the_oldest_forgotten_first(
 
 
 def run_of(namespace: str, n: int) -> RunMessage:
-    return RunMessage(run_id=f"{namespace}-uid-{n}.20261201T090000Z", namespace=namespace,
-                      name=f"job-{n}", uid=f"{namespace}-uid-{n}")  # fmt: skip
+    return RunMessage(
+        run_id=f"{namespace}-uid-{n}.20261201T090000Z",
+        namespace=namespace,
+        name=f"job-{n}",
+        uid=f"{namespace}-uid-{n}",
+    )
 
 
 def namespaces_of(claims: list[Claim]) -> list[str]:
@@ -258,8 +266,10 @@ async def test_a_namespace_at_its_limit_waits_while_others_run(queue: RunQueue) 
     await queue.enqueue(run_of("team-b", 0))
     claims = await queue.claim(consumer="w1", lease_seconds=30, count=10, fair_share=fair)
     assert [c.message.run_id for c in claims] == [
-        run_of("team-a", 0).run_id, run_of("team-a", 1).run_id, run_of("team-b", 0).run_id,
-    ]  # fmt: skip
+        run_of("team-a", 0).run_id,
+        run_of("team-a", 1).run_id,
+        run_of("team-b", 0).run_id,
+    ]
     depth = await queue.depth()
     assert (depth.ready, depth.parked, depth.in_flight, depth.backlog) == (0, 3, 3, 6)
     # Parked runs wait in the queue: not claimable, not lost, not enqueued twice.
@@ -371,8 +381,7 @@ async def test_a_share_of_the_live_slots_limits_a_namespace_as_they_come_and_go(
     # A worker goes: the share shrinks for new claims, nothing running is touched.
     back_to_one = share.under(await queue.register_consumer("w2", 0, ttl_seconds=30))
     assert await queue.ack(claims[0])
-    assert await queue.claim(consumer="w1", lease_seconds=30, count=4,
-                             fair_share=back_to_one) == []  # fmt: skip
+    assert await queue.claim(consumer="w1", lease_seconds=30, count=4, fair_share=back_to_one) == []
     assert (await queue.depth()).in_flight == 3
 
 

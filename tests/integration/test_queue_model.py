@@ -183,8 +183,11 @@ class QueueMachine(RuleBasedStateMachine):
         m = self.model
         depth = self.run(self.queue.depth())
         assert (depth.ready, depth.in_flight, depth.delayed, depth.dead) == (
-            len(m.ready), len(m.inflight), len(m.delayed), len(m.dead),
-        )  # fmt: skip
+            len(m.ready),
+            len(m.inflight),
+            len(m.delayed),
+            len(m.dead),
+        )
         for n in range(12):
             run_id = message(n).run_id
             where = self.run(self.queue.locate(run_id))
@@ -236,8 +239,9 @@ NAMESPACES = ("a", "b", "c")
 
 
 def tenant_message(n: int) -> RunMessage:
-    return RunMessage(run_id=f"f{n}.20261201T090000Z", namespace=NAMESPACES[n % 3],
-                      name=f"j{n}", uid=f"f{n}")  # fmt: skip
+    return RunMessage(
+        run_id=f"f{n}.20261201T090000Z", namespace=NAMESPACES[n % 3], name=f"j{n}", uid=f"f{n}"
+    )
 
 
 class FairShareMachine(RuleBasedStateMachine):
@@ -272,8 +276,9 @@ class FairShareMachine(RuleBasedStateMachine):
 
     @rule(count=st.integers(1, 4))
     def claim(self, count: int) -> None:
-        claims = self.run(self.queue.claim(consumer="m", lease_seconds=3600, count=count,
-                                           fair_share=self.fair))  # fmt: skip
+        claims = self.run(
+            self.queue.claim(consumer="m", lease_seconds=3600, count=count, fair_share=self.fair)
+        )
         assert len(claims) <= count
         self.held += claims
         for namespace in NAMESPACES:  # held before the limit was lowered may exceed it
@@ -317,8 +322,11 @@ class FairShareMachine(RuleBasedStateMachine):
             self.held = []
             for _ in range(3 * len(self.enqueued) + 3):
                 self.run(self.queue.promote_due())
-                claims = self.run(self.queue.claim(consumer="m", lease_seconds=3600, count=2,
-                                                   fair_share=self.fair))  # fmt: skip
+                claims = self.run(
+                    self.queue.claim(
+                        consumer="m", lease_seconds=3600, count=2, fair_share=self.fair
+                    )
+                )
                 for claim in claims:
                     assert self.run(self.queue.ack(claim))
                     self.done.add(claim.run_id)

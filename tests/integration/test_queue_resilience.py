@@ -227,9 +227,11 @@ async def test_concurrent_enqueues_of_one_run_yield_one_message(redis_url: str) 
 
 async def test_an_unreachable_redis_is_a_clear_error() -> None:
     settings = RedisSettings(
-        url=f"redis://127.0.0.1:{free_port()}/0", password="s3cret-pw", reconnect_attempts=1,
+        url=f"redis://127.0.0.1:{free_port()}/0",
+        password="s3cret-pw",
+        reconnect_attempts=1,
         connect_timeout_seconds=1,
-    )  # fmt: skip
+    )
     client = create_client(settings)
     with pytest.raises(QueueUnavailableError) as excinfo:
         await wait_until_ready(client, settings, timeout_seconds=1)

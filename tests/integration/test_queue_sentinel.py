@@ -71,8 +71,9 @@ class SentinelSet:
         tls = self.master.tls
         options: dict[str, Any] = {"ssl": True, "ssl_ca_certs": str(tls.ca_cert)} if tls else {}
         password = SENTINEL_PASSWORD if isinstance(server, RedisSentinel) else server.password
-        return redis_lib.Redis(port=server.port, password=password, decode_responses=True,
-                               **options)  # fmt: skip
+        return redis_lib.Redis(
+            port=server.port, password=password, decode_responses=True, **options
+        )
 
     def reported_master_port(self) -> int:
         with self.direct(self.sentinel) as sentinel:
@@ -104,10 +105,16 @@ def _start_set(workdir: Path, *, tls: bool = False, replica: bool = True) -> Ite
         if replica:
             second.start()
         try:
-            watched = SentinelSet(master, second, RedisSentinel(
-                workdir=workdir / "sentinel", master=master, master_name=MASTER_SET,
-                password=SENTINEL_PASSWORD,
-            ))  # fmt: skip
+            watched = SentinelSet(
+                master,
+                second,
+                RedisSentinel(
+                    workdir=workdir / "sentinel",
+                    master=master,
+                    master_name=MASTER_SET,
+                    password=SENTINEL_PASSWORD,
+                ),
+            )
             if replica:
                 with watched.direct(second) as client:
                     wait_for("replication", lambda: _link_up(client))
@@ -117,10 +124,13 @@ def _start_set(workdir: Path, *, tls: bool = False, replica: bool = True) -> Ite
                     # sentinel knows the replica and its state at once.
                     sentinel.execute_command("SENTINEL", "DEBUG", "info-period", 100)
                     if replica:
-                        wait_for("the sentinel to know the replica", lambda: any(
-                            r["master-link-status"] == "ok"
-                            for r in sentinel.sentinel_slaves(MASTER_SET)
-                        ))  # fmt: skip
+                        wait_for(
+                            "the sentinel to know the replica",
+                            lambda: any(
+                                r["master-link-status"] == "ok"
+                                for r in sentinel.sentinel_slaves(MASTER_SET)
+                            ),
+                        )
                 yield watched
         finally:
             second.stop()

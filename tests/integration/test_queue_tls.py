@@ -89,9 +89,17 @@ async def test_an_acl_user_with_only_the_queue_keys_works_over_tls(
     # The least a Tickwork user needs: its own keys, every command but the dangerous
     # ones except INFO (the queue depth reads memory from it).
     await admin.execute_command(
-        "ACL", "SETUSER", "tickwork", "reset", "on", ">user-secret", "~tickwork:*",
-        "+@all", "-@dangerous", "+info",
-    )  # fmt: skip
+        "ACL",
+        "SETUSER",
+        "tickwork",
+        "reset",
+        "on",
+        ">user-secret",
+        "~tickwork:*",
+        "+@all",
+        "-@dangerous",
+        "+info",
+    )
     try:
         settings = RedisSettings(
             url=f"redis://127.0.0.1:{tls_redis.port}/0",

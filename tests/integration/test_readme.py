@@ -29,14 +29,16 @@ def test_the_burst_snippet_makes_300_valid_jobs_due_on_one_minute(
 ) -> None:
     [snippet] = [b for b in blocks("sh") if "seq 1 300" in b]
     generator = snippet.split("| kubectl apply -f -")[0]  # stop before the apply
-    made = subprocess.run(["bash", "-c", generator], capture_output=True, text=True,
-                          timeout=30, check=True).stdout  # fmt: skip
+    made = subprocess.run(
+        ["bash", "-c", generator], capture_output=True, text=True, timeout=30, check=True
+    ).stdout
     documents = [d for d in yaml.safe_load_all(made) if d]
     assert len(documents) == 300
     assert len({d["spec"]["runAt"] for d in documents}) == 1
     assert len({d["metadata"]["name"] for d in documents}) == 300
-    result = cluster.kubectl("apply", "-n", namespace, "--dry-run=server", "-f", "-",
-                             input_text=made, timeout=120)  # fmt: skip
+    result = cluster.kubectl(
+        "apply", "-n", namespace, "--dry-run=server", "-f", "-", input_text=made, timeout=120
+    )
     assert result.stdout.count("created (server dry run)") == 300
 
 

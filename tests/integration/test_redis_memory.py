@@ -44,8 +44,13 @@ async def small_redis(tmp_path: Path) -> AsyncIterator[RedisServer]:
 def _message(queue: str, n: int) -> RunMessage:
     scheduled = dt.datetime(2026, 12, 1, tzinfo=dt.UTC) + dt.timedelta(minutes=n)
     uid = f"{queue}-{n:08d}-0000-4000-8000-000000000000"
-    return RunMessage(run_id=f"{uid}.{scheduled:%Y%m%dT%H%M%SZ}", namespace="team-a",
-                      name=f"job-{n:05d}", uid=uid, scheduled_at=scheduled.isoformat())  # fmt: skip
+    return RunMessage(
+        run_id=f"{uid}.{scheduled:%Y%m%dT%H%M%SZ}",
+        namespace="team-a",
+        name=f"job-{n:05d}",
+        uid=uid,
+        scheduled_at=scheduled.isoformat(),
+    )
 
 
 async def _stream(queue: RedisRunQueue, name: str) -> tuple[int, int]:
@@ -67,8 +72,9 @@ async def _stream(queue: RedisRunQueue, name: str) -> tuple[int, int]:
 async def test_a_stream_larger_than_redis_keeps_flowing_within_its_memory(
     small_redis: RedisServer,
 ) -> None:
-    settings = RedisSettings(url=small_redis.url, queue="bounded", dedup_max_runs=5000,
-                             dead_max=2000)  # fmt: skip
+    settings = RedisSettings(
+        url=small_redis.url, queue="bounded", dedup_max_runs=5000, dead_max=2000
+    )
     queue = RedisRunQueue(create_client(settings), settings)
     try:
         assert await _stream(queue, "bounded") == (RUNS, RUNS)  # none lost, none twice

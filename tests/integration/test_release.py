@@ -22,8 +22,14 @@ pytestmark = pytest.mark.timeout(120)
 
 
 def release_check(tag: str, *extra: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "scripts/release_check.py", tag, *extra], cwd=ROOT,
-                          capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "scripts/release_check.py", tag, *extra],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
 
 
 def test_the_release_check_fails_on_a_tag_the_checkout_does_not_carry() -> None:
@@ -38,8 +44,14 @@ def test_the_release_check_passes_on_the_checkouts_version_and_writes_its_notes(
     tmp_path: Path,
 ) -> None:
     checkout = tmp_path / "checkout"
-    for name in ("pyproject.toml", "tickwork/__init__.py", "Dockerfile",
-                 "charts/tickwork/Chart.yaml", "README.md", "CHANGELOG.md"):  # fmt: skip
+    for name in (
+        "pyproject.toml",
+        "tickwork/__init__.py",
+        "Dockerfile",
+        "charts/tickwork/Chart.yaml",
+        "README.md",
+        "CHANGELOG.md",
+    ):
         (checkout / name).parent.mkdir(parents=True, exist_ok=True)
         (checkout / name).write_text((ROOT / name).read_text())
     changelog = checkout / "CHANGELOG.md"
@@ -57,10 +69,13 @@ def test_the_chart_runs_the_image_of_its_app_version_by_default() -> None:
     chart = yaml.safe_load((manifests.CHART / "Chart.yaml").read_text())
     assert chart["appVersion"] == chart["version"] == VERSION
     argv = [manifests.helm(), "template", "tw", str(manifests.CHART)]
-    rendered = subprocess.run(argv, capture_output=True, text=True, timeout=60,
-                              check=True).stdout  # fmt: skip
-    images = {c["image"] for o in yaml.safe_load_all(rendered) if o and o["kind"] == "Deployment"
-              for c in o["spec"]["template"]["spec"]["containers"]}  # fmt: skip
+    rendered = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=True).stdout
+    images = {
+        c["image"]
+        for o in yaml.safe_load_all(rendered)
+        if o and o["kind"] == "Deployment"
+        for c in o["spec"]["template"]["spec"]["containers"]
+    }
     assert images == {f"ghcr.io/tickwork/tickwork:{VERSION}"}
 
 
@@ -82,10 +97,16 @@ def test_the_workflow_checks_the_tag_before_anything_is_published() -> None:
     jobs = _jobs()
     assert 'scripts/release_check.py "$GITHUB_REF_NAME"' in str(jobs["verify"]["steps"])
     publishing = {"image", "chart", "python-package", "kubectl-plugin"}
-    assert all(jobs[name]["needs"] == "verify" or "verify" in jobs[name]["needs"]
-               for name in publishing)  # fmt: skip
-    assert set(jobs["github-release"]["needs"]) == {"verify", "image", "chart", "pypi",
-                                                    "kubectl-plugin"}  # fmt: skip
+    assert all(
+        jobs[name]["needs"] == "verify" or "verify" in jobs[name]["needs"] for name in publishing
+    )
+    assert set(jobs["github-release"]["needs"]) == {
+        "verify",
+        "image",
+        "chart",
+        "pypi",
+        "kubectl-plugin",
+    }
 
 
 def test_the_kubectl_plugin_is_built_per_platform_by_the_suites_script_then_sent_to_krew() -> None:
@@ -108,8 +129,7 @@ def test_the_image_is_multi_arch_with_an_sbom_and_a_keyless_signature() -> None:
     assert build["tags"].endswith(":${{ needs.verify.outputs.version }}")
     _step(image, "docker/setup-qemu-action")
     _step(image, "sigstore/cosign-installer")
-    assert image["permissions"] == {"contents": "read", "packages": "write",
-                                    "id-token": "write"}  # fmt: skip
+    assert image["permissions"] == {"contents": "read", "packages": "write", "id-token": "write"}
     assert 'cosign sign --yes "${IMAGE}@${DIGEST}"' in str(image["steps"])
 
 

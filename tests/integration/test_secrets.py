@@ -47,24 +47,48 @@ def _chart_worker(
     """The worker's Roles as the chart renders them for ``watched`` (release namespace
     ``watched`` too), applied; a kubeconfig of the chart's worker ServiceAccount."""
     rendered = subprocess.run(
-        [manifests.helm(), "template", "tw", str(manifests.CHART), "--namespace", watched,
-         "--set", f"watchNamespaces={{{watched}}}", *values],
-        capture_output=True, text=True, check=True, timeout=120,
-    ).stdout  # fmt: skip
-    rbac = [doc for doc in yaml.safe_load_all(rendered)
-            if doc and doc["kind"] in ("Role", "RoleBinding")
-            and doc["metadata"]["name"].endswith("-worker")]  # fmt: skip
+        [
+            manifests.helm(),
+            "template",
+            "tw",
+            str(manifests.CHART),
+            "--namespace",
+            watched,
+            "--set",
+            f"watchNamespaces={{{watched}}}",
+            *values,
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    ).stdout
+    rbac = [
+        doc
+        for doc in yaml.safe_load_all(rendered)
+        if doc
+        and doc["kind"] in ("Role", "RoleBinding")
+        and doc["metadata"]["name"].endswith("-worker")
+    ]
     assert rbac, "the chart rendered no Role for the worker"
-    cluster.kubectl("apply", "-f", "-", input_text=json.dumps({"apiVersion": "v1",
-                    "kind": "List", "items": rbac}))  # fmt: skip
-    return account_kubeconfig(cluster, api_client, watched, "tw-tickwork-worker",
-                              tmp_path / "worker.kubeconfig")  # fmt: skip
+    cluster.kubectl(
+        "apply",
+        "-f",
+        "-",
+        input_text=json.dumps({"apiVersion": "v1", "kind": "List", "items": rbac}),
+    )
+    return account_kubeconfig(
+        cluster, api_client, watched, "tw-tickwork-worker", tmp_path / "worker.kubeconfig"
+    )
 
 
 def _job(name: str, task: dict[str, Any]) -> dict[str, Any]:
-    return {"apiVersion": "tickwork.dev/v1alpha1", "kind": "ScheduledJob",
-            "metadata": {"name": name},
-            "spec": {"schedule": "@daily", "retry": {"maxAttempts": 1}, "task": task}}  # fmt: skip
+    return {
+        "apiVersion": "tickwork.dev/v1alpha1",
+        "kind": "ScheduledJob",
+        "metadata": {"name": name},
+        "spec": {"schedule": "@daily", "retry": {"maxAttempts": 1}, "task": task},
+    }
 
 
 def test_a_job_reads_secrets_of_its_own_namespace_and_of_no_other(
@@ -81,20 +105,39 @@ def test_a_job_reads_secrets_of_its_own_namespace_and_of_no_other(
     create_secret(api_client, namespace, "api", {"token": TOKEN_A, "payload": PAYLOAD})
     create_secret(api_client, other_namespace, "api", {"token": TOKEN_B})
     create_secret(api_client, other_namespace, "db", {"password": TOKEN_B})
-    kubeconfig = _chart_worker(cluster, api_client, namespace, tmp_path,
-                               "--set", "worker.secrets.enabled=true")  # fmt: skip
+    kubeconfig = _chart_worker(
+        cluster, api_client, namespace, tmp_path, "--set", "worker.secrets.enabled=true"
+    )
     worker = start_worker(KUBECONFIG=str(kubeconfig), TICKWORK_WORKER_NAMESPACES=namespace)
     tenant = tenant_account(cluster, namespace)
     # The tenant cannot read any Secret itself, here or there.
     for where in (namespace, other_namespace):
-        answer = cluster.kubectl("auth", "can-i", f"--as={tenant}", "get", "secrets", "-n",
-                                 where, check=False)  # fmt: skip
+        answer = cluster.kubectl(
+            "auth", "can-i", f"--as={tenant}", "get", "secrets", "-n", where, check=False
+        )
         assert answer.stdout.strip() == "no"
 
     # A reference has no namespace: naming another tenant's is refused at apply.
-    sneaky = _job("sneaky", {"http": {"url": endpoint.url, "headers": [{"name": "X-Key",
-        "valueFrom": {"secretKeyRef": {"name": "db", "key": "password",
-                                       "namespace": other_namespace}}}]}})  # fmt: skip
+    sneaky = _job(
+        "sneaky",
+        {
+            "http": {
+                "url": endpoint.url,
+                "headers": [
+                    {
+                        "name": "X-Key",
+                        "valueFrom": {
+                            "secretKeyRef": {
+                                "name": "db",
+                                "key": "password",
+                                "namespace": other_namespace,
+                            }
+                        },
+                    }
+                ],
+            }
+        },
+    )
     refused = apply_as(cluster, tenant, namespace, sneaky)
     assert refused.returncode != 0
     assert 'unknown field "spec.task.http.headers[0].valueFrom.secretKeyRef.namespace"' in (
@@ -104,10 +147,22 @@ def test_a_job_reads_secrets_of_its_own_namespace_and_of_no_other(
     # Its own namespace's Secret: the header and the body arrive, and the target echoing
     # the token back does not get it written into status.
     endpoint.body = f"accepted, token {TOKEN_A}".encode()
-    own = _job("own", {"http": {"url": endpoint.url, "method": "POST",
-        "headers": [{"name": "Authorization",
-                     "valueFrom": {"secretKeyRef": {"name": "api", "key": "token"}}}],
-        "bodyFrom": {"secretKeyRef": {"name": "api", "key": "payload"}}}})  # fmt: skip
+    own = _job(
+        "own",
+        {
+            "http": {
+                "url": endpoint.url,
+                "method": "POST",
+                "headers": [
+                    {
+                        "name": "Authorization",
+                        "valueFrom": {"secretKeyRef": {"name": "api", "key": "token"}},
+                    }
+                ],
+                "bodyFrom": {"secretKeyRef": {"name": "api", "key": "payload"}},
+            }
+        },
+    )
     assert apply_as(cluster, tenant, namespace, own).returncode == 0
     _publish_existing(jobs, probe, "own")
     last = finished(jobs, "own")["lastRun"]
@@ -119,8 +174,20 @@ def test_a_job_reads_secrets_of_its_own_namespace_and_of_no_other(
     assert last["result"] == "HTTP 200: accepted, token [redacted]"
 
     # A Secret only the other tenant has: not found here, nothing sent.
-    foreign = _job("foreign", {"http": {"url": endpoint.url, "headers": [{"name": "X-Key",
-        "valueFrom": {"secretKeyRef": {"name": "db", "key": "password"}}}]}})  # fmt: skip
+    foreign = _job(
+        "foreign",
+        {
+            "http": {
+                "url": endpoint.url,
+                "headers": [
+                    {
+                        "name": "X-Key",
+                        "valueFrom": {"secretKeyRef": {"name": "db", "key": "password"}},
+                    }
+                ],
+            }
+        },
+    )
     assert apply_as(cluster, tenant, namespace, foreign).returncode == 0
     _publish_existing(jobs, probe, "foreign")
     last = finished(jobs, "foreign")["lastRun"]
@@ -154,8 +221,12 @@ def test_without_the_chart_value_a_secret_reference_fails_and_says_how_to_allow_
     kubeconfig = _chart_worker(cluster, api_client, namespace, tmp_path)  # the default
     start_worker(KUBECONFIG=str(kubeconfig), TICKWORK_WORKER_NAMESPACES=namespace)
     reference = {"secretKeyRef": {"name": "api", "key": "token"}}
-    task = {"http": {"url": endpoint.url,
-                     "headers": [{"name": "Authorization", "valueFrom": reference}]}}  # fmt: skip
+    task = {
+        "http": {
+            "url": endpoint.url,
+            "headers": [{"name": "Authorization", "valueFrom": reference}],
+        }
+    }
     jobs.create("locked", _job("locked", task)["spec"])
     _publish_existing(jobs, probe, "locked")
     last = finished(jobs, "locked")["lastRun"]
@@ -176,7 +247,14 @@ def _publish_existing(jobs: Jobs, probe: QueueProbe, name: str) -> str:
     uid = job["metadata"]["uid"]
     scheduled = dt.datetime(2026, 12, 1, 9, tzinfo=dt.UTC)
     run_id = scheduled_run_id(uid, scheduled)
-    probe.enqueue(RunMessage(run_id=run_id, namespace=jobs.namespace, name=name, uid=uid,
-                             scheduled_at=scheduled.isoformat(),
-                             generation=job["metadata"]["generation"]))  # fmt: skip
+    probe.enqueue(
+        RunMessage(
+            run_id=run_id,
+            namespace=jobs.namespace,
+            name=name,
+            uid=uid,
+            scheduled_at=scheduled.isoformat(),
+            generation=job["metadata"]["generation"],
+        )
+    )
     return run_id

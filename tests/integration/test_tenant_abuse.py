@@ -36,10 +36,14 @@ from tickwork_dev.devcluster.components import TickworkProcess, wait_for
 pytestmark = pytest.mark.timeout(180)
 Start = Callable[..., TickworkProcess]
 #: The production defaults (the chart's), where the test fixtures loosen them.
-PRODUCTION = {"TICKWORK_WORKER_EGRESS_ALLOW": "", "TICKWORK_WORKER_DEMO_TASKS": "false",
-              "TICKWORK_WORKER_CONCURRENCY": "8", "TICKWORK_WORKER_SHARE_PER_NAMESPACE": "0.5",
-              "TICKWORK_WORKER_MAX_RUNS_PER_NAMESPACE": "0",
-              "TICKWORK_WORKER_PREVIEWS": "false"}  # fmt: skip
+PRODUCTION = {
+    "TICKWORK_WORKER_EGRESS_ALLOW": "",
+    "TICKWORK_WORKER_DEMO_TASKS": "false",
+    "TICKWORK_WORKER_CONCURRENCY": "8",
+    "TICKWORK_WORKER_SHARE_PER_NAMESPACE": "0.5",
+    "TICKWORK_WORKER_MAX_RUNS_PER_NAMESPACE": "0",
+    "TICKWORK_WORKER_PREVIEWS": "false",
+}
 
 
 @pytest.fixture
@@ -65,10 +69,16 @@ def tickwork(start_operator: Start, jobs: Jobs, team_b: Jobs) -> Callable[..., N
 
 
 def _now(name: str, task: dict[str, Any]) -> dict[str, Any]:
-    return {"apiVersion": "tickwork.dev/v1alpha1", "kind": "ScheduledJob",
-            "metadata": {"name": name},
-            "spec": {"runAt": rfc3339(whole_seconds_from_now(0)), "retry": {"maxAttempts": 1},
-                     "task": task}}  # fmt: skip
+    return {
+        "apiVersion": "tickwork.dev/v1alpha1",
+        "kind": "ScheduledJob",
+        "metadata": {"name": name},
+        "spec": {
+            "runAt": rfc3339(whole_seconds_from_now(0)),
+            "retry": {"maxAttempts": 1},
+            "task": task,
+        },
+    }
 
 
 def _create(cluster: Cluster, tenant: str, jobs: Jobs, name: str, task: dict[str, Any]) -> None:
@@ -83,13 +93,19 @@ def _last(jobs: Jobs, name: str) -> dict[str, Any]:
 
 
 def test_a_tenant_reaches_no_internal_address_and_calls_nothing_not_allowed(
-    tickwork: Callable[..., None], start_worker: Start, cluster: Cluster, jobs: Jobs,
-    team_b: Jobs, tenants: tuple[str, str], endpoint: ScriptedServer,
-) -> None:  # fmt: skip
+    tickwork: Callable[..., None],
+    start_worker: Start,
+    cluster: Cluster,
+    jobs: Jobs,
+    team_b: Jobs,
+    tenants: tuple[str, str],
+    endpoint: ScriptedServer,
+) -> None:
     tenant_a, tenant_b = tenants
     tickwork(start_worker)
-    api_server = cluster.kubectl("config", "view", "--minify", "-o",
-                                 "jsonpath={.clusters[0].cluster.server}").stdout  # fmt: skip
+    api_server = cluster.kubectl(
+        "config", "view", "--minify", "-o", "jsonpath={.clusters[0].cluster.server}"
+    ).stdout
     abuses = {
         "loopback": {"http": {"url": endpoint.url, "method": "POST", "body": "hi"}},
         "metadata": {"http": {"url": "http://169.254.169.254/latest/meta-data/iam/"}},
@@ -119,20 +135,39 @@ def test_a_tenant_cannot_store_oversized_or_foreign_references(
     cluster: Cluster, jobs: Jobs, team_b: Jobs, tenants: tuple[str, str]
 ) -> None:
     tenant_a, _ = tenants
-    huge = _now("huge", {"http": {"url": "https://example.com", "method": "POST",
-                                  "body": "x" * 17_000}})  # fmt: skip
+    huge = _now(
+        "huge", {"http": {"url": "https://example.com", "method": "POST", "body": "x" * 17_000}}
+    )
     refused = apply_as(cluster, tenant_a, jobs.namespace, huge)
     assert refused.returncode != 0
     assert "spec.task.http.body: Too long: may not be more than 16384 bytes" in refused.stderr
-    foreign = _now("foreign", {"http": {"url": "https://example.com", "headers": [
-        {"name": "X-Key", "valueFrom": {"secretKeyRef": {
-            "name": "db", "key": "password", "namespace": team_b.namespace}}}]}})  # fmt: skip
+    foreign = _now(
+        "foreign",
+        {
+            "http": {
+                "url": "https://example.com",
+                "headers": [
+                    {
+                        "name": "X-Key",
+                        "valueFrom": {
+                            "secretKeyRef": {
+                                "name": "db",
+                                "key": "password",
+                                "namespace": team_b.namespace,
+                            }
+                        },
+                    }
+                ],
+            }
+        },
+    )
     refused = apply_as(cluster, tenant_a, jobs.namespace, foreign)
     assert refused.returncode != 0
     assert "secretKeyRef.namespace" in refused.stderr
     # ... nor place a job in another tenant's namespace.
-    elsewhere = apply_as(cluster, tenant_a, team_b.namespace,
-                         _now("elsewhere", {"echo": {"message": "x"}}))  # fmt: skip
+    elsewhere = apply_as(
+        cluster, tenant_a, team_b.namespace, _now("elsewhere", {"echo": {"message": "x"}})
+    )
     assert elsewhere.returncode != 0
     assert "forbidden" in elsewhere.stderr.lower()
     assert not jobs.exists("huge")
@@ -141,9 +176,14 @@ def test_a_tenant_cannot_store_oversized_or_foreign_references(
 
 
 def test_a_tenant_flooding_long_runs_gets_its_share_of_the_workers_and_no_more(
-    tickwork: Callable[..., None], start_worker: Start, cluster: Cluster, jobs: Jobs,
-    team_b: Jobs, tenants: tuple[str, str], probe: QueueProbe,
-) -> None:  # fmt: skip
+    tickwork: Callable[..., None],
+    start_worker: Start,
+    cluster: Cluster,
+    jobs: Jobs,
+    team_b: Jobs,
+    tenants: tuple[str, str],
+    probe: QueueProbe,
+) -> None:
     tenant_a, tenant_b = tenants
     # As many long runs as the worker has slots, against a server of team A's own that
     # answers only when the test says: on the chart's earlier default (a limit of 40,
@@ -152,14 +192,18 @@ def test_a_tenant_flooding_long_runs_gets_its_share_of_the_workers_and_no_more(
     # (standing in for a public one) is on loopback.
     holding = HoldingServer()
     try:
-        tickwork(start_worker, TICKWORK_WORKER_TENANTS=json.dumps(
-            {jobs.namespace: {"egressAllow": ["127.0.0.1/32"]}}))  # fmt: skip
+        tickwork(
+            start_worker,
+            TICKWORK_WORKER_TENANTS=json.dumps({jobs.namespace: {"egressAllow": ["127.0.0.1/32"]}}),
+        )
         flood = [f"long-{n}" for n in range(8)]
         for name in flood:
-            _create(cluster, tenant_a, jobs, name, {"http": {"url": holding.url,
-                                                             "method": "POST"}})  # fmt: skip
-        wait_for(lambda: probe.depth().parked == 4 and _started(holding) == 4, timeout=30,
-                 what="half of the 8 slots taken by team A, its other runs parked")  # fmt: skip
+            _create(cluster, tenant_a, jobs, name, {"http": {"url": holding.url, "method": "POST"}})
+        wait_for(
+            lambda: probe.depth().parked == 4 and _started(holding) == 4,
+            timeout=30,
+            what="half of the 8 slots taken by team A, its other runs parked",
+        )
 
         # Team B's run takes a free slot at once, while team A's runs hold theirs.
         _create(cluster, tenant_b, team_b, "neighbour", {"echo": {"message": "hello"}})
@@ -171,8 +215,7 @@ def test_a_tenant_flooding_long_runs_gets_its_share_of_the_workers_and_no_more(
         for name in flood:
             assert _last(jobs, name)["outcome"] == "Succeeded"
         assert _started(holding) == 8
-        wait_for(lambda: probe.depth().backlog == 0, timeout=30,
-                 what="the last run acknowledged")  # fmt: skip
+        wait_for(lambda: probe.depth().backlog == 0, timeout=30, what="the last run acknowledged")
     finally:
         holding.released.set()
         holding.close()
@@ -183,9 +226,14 @@ def _started(server: HoldingServer) -> int:
 
 
 def test_a_tenant_failing_on_purpose_cannot_grow_the_dead_letters_past_their_bound(
-    tickwork: Callable[..., None], start_worker: Start, cluster: Cluster, jobs: Jobs,
-    team_b: Jobs, tenants: tuple[str, str], probe: QueueProbe,
-) -> None:  # fmt: skip
+    tickwork: Callable[..., None],
+    start_worker: Start,
+    cluster: Cluster,
+    jobs: Jobs,
+    team_b: Jobs,
+    tenants: tuple[str, str],
+    probe: QueueProbe,
+) -> None:
     tenant_a, tenant_b = tenants
     tickwork(start_worker, TICKWORK_REDIS_DEAD_MAX="3")  # the chart's is 10,000
     failing = [f"fail-{n}" for n in range(6)]

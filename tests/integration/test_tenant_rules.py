@@ -40,12 +40,18 @@ def _tasks(endpoint: ScriptedServer) -> dict[str, dict[str, Any]]:
 def test_each_namespace_gets_its_own_exceptions_and_no_one_elses(
     start_worker: Start, jobs: Jobs, team_b: Jobs, probe: QueueProbe, endpoint: ScriptedServer
 ) -> None:
-    exceptions = {"egressAllow": ["127.0.0.1/32"], "pythonTasks": ["tickwork.sleep"],
-                  "commandTasks": True}  # fmt: skip
+    exceptions = {
+        "egressAllow": ["127.0.0.1/32"],
+        "pythonTasks": ["tickwork.sleep"],
+        "commandTasks": True,
+    }
     tenants = {jobs.namespace: exceptions}
-    start_worker(TICKWORK_WORKER_EGRESS_ALLOW="", TICKWORK_WORKER_PYTHON_TASKS="",
-                 TICKWORK_WORKER_COMMAND_TASKS="false",
-                 TICKWORK_WORKER_TENANTS=json.dumps(tenants))  # fmt: skip
+    start_worker(
+        TICKWORK_WORKER_EGRESS_ALLOW="",
+        TICKWORK_WORKER_PYTHON_TASKS="",
+        TICKWORK_WORKER_COMMAND_TASKS="false",
+        TICKWORK_WORKER_TENANTS=json.dumps(tenants),
+    )
     retry = {"retry": {"maxAttempts": 1}}
     outcomes: dict[tuple[str, str], dict[str, Any]] = {}
     for team in (jobs, team_b):
@@ -58,8 +64,11 @@ def test_each_namespace_gets_its_own_exceptions_and_no_one_elses(
 
     a, b = jobs.namespace, team_b.namespace
     assert {name: outcomes[a, name]["outcome"] for name in _tasks(endpoint)} == {
-        "hook": "Succeeded", "allowed-python": "Succeeded", "other-python": "Failed",
-        "shell": "Succeeded"}  # fmt: skip
+        "hook": "Succeeded",
+        "allowed-python": "Succeeded",
+        "other-python": "Failed",
+        "shell": "Succeeded",
+    }
     refused = outcomes[a, "other-python"]["error"]
     assert "'tickwork.fail' is not allowed for jobs in namespace" in refused
     assert {outcomes[b, name]["outcome"] for name in _tasks(endpoint)} == {"Failed"}
@@ -74,10 +83,16 @@ def test_each_namespace_gets_its_own_exceptions_and_no_one_elses(
 
 
 def test_a_worker_with_a_bad_tenant_rule_refuses_to_start() -> None:
-    env = {**os.environ, "TICKWORK_WORKER_TENANTS":
-           '{"team-a": {"egressAllow": ["10.0.0.0/33"]}}'}  # fmt: skip
-    result = subprocess.run([console_script("tickwork-worker")], env=env, capture_output=True,
-                            text=True, timeout=60, check=False)  # fmt: skip
+    env = {**os.environ, "TICKWORK_WORKER_TENANTS": '{"team-a": {"egressAllow": ["10.0.0.0/33"]}}'}
+    result = subprocess.run(
+        [console_script("tickwork-worker")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert result.returncode == 2
-    assert re.search(r"invalid task rules: tenants\['team-a'\]: .*10\.0\.0\.0/33",
-                     result.stdout + result.stderr)  # fmt: skip
+    assert re.search(
+        r"invalid task rules: tenants\['team-a'\]: .*10\.0\.0\.0/33", result.stdout + result.stderr
+    )

@@ -48,8 +48,11 @@ def test_an_echo_run_succeeds_and_status_tells_the_story(
     last = status["lastRun"]
     assert isinstance(last, dict)
     assert (last["id"], last["outcome"], last["result"], last["attempts"]) == (
-        run_id, "Succeeded", "Executed: hello", 1,
-    )  # fmt: skip
+        run_id,
+        "Succeeded",
+        "Executed: hello",
+        1,
+    )
     assert last["startedAt"] <= last["finishedAt"]
     assert "phase" not in status  # the operator's field (no operator runs here)
     assert not status.get("activeRuns")  # its entry went with the record
@@ -68,8 +71,14 @@ def test_an_http_run_sends_its_run_id_as_the_idempotency_key(
     start_worker: Start, jobs: Jobs, probe: QueueProbe, endpoint: ScriptedServer
 ) -> None:
     start_worker()
-    task = {"http": {"url": endpoint.url, "method": "PUT", "body": '{"a": 1}',
-                     "headers": [{"name": "X-Team", "value": "ops"}]}}  # fmt: skip
+    task = {
+        "http": {
+            "url": endpoint.url,
+            "method": "PUT",
+            "body": '{"a": 1}',
+            "headers": [{"name": "X-Team", "value": "ops"}],
+        }
+    }
     _, run_id = publish(jobs, probe, "hook", {"task": task})
     status = finished(jobs, "hook")
     assert status["lastRun"]["result"] == "HTTP 200: status 200"  # type: ignore[index]
@@ -82,9 +91,11 @@ def test_an_http_run_sends_its_run_id_as_the_idempotency_key(
     assert request["body"] == '{"a": 1}'
 
 
-TEMPLATE = ('{"region": "{{params.region}}", "due": "{{ scheduledTime }}", "try": "{{attempt}}",'
-            ' "text": "run {{runId}} of {{namespace}}/{{job}} in {{params.region}}",'
-            ' "params": "{{params}}"}')  # fmt: skip
+TEMPLATE = (
+    '{"region": "{{params.region}}", "due": "{{ scheduledTime }}", "try": "{{attempt}}",'
+    ' "text": "run {{runId}} of {{namespace}}/{{job}} in {{params.region}}",'
+    ' "params": "{{params}}"}'
+)
 
 
 def test_http_runs_say_which_run_they_are_and_fill_in_their_body_template(
@@ -106,8 +117,9 @@ def test_http_runs_say_which_run_they_are_and_fill_in_their_body_template(
     endpoint.script = [(503, 0.0)]
     region = 'eu", "admin": true, "x": "'
     retry = {"maxAttempts": 2, "backoffSeconds": 1, "maxBackoffSeconds": 1}
-    run_id, at = publish_manual(jobs, probe, "templated", {"retry": retry, "task": task},
-                                params={"region": region})  # fmt: skip
+    run_id, at = publish_manual(
+        jobs, probe, "templated", {"retry": retry, "task": task}, params={"region": region}
+    )
     status = finished(jobs, "templated")
     assert len(endpoint.requests) == 3
     for attempt, request in enumerate(endpoint.requests[1:], 1):
@@ -120,10 +132,12 @@ def test_http_runs_say_which_run_they_are_and_fill_in_their_body_template(
         assert json.loads(headers["Tickwork-Params"]) == {"region": region}
         assert headers["Content-Type"] == "application/json"
         assert json.loads(str(request["body"])) == {
-            "region": region, "due": rfc3339(at), "try": attempt,
+            "region": region,
+            "due": rfc3339(at),
+            "try": attempt,
             "text": f"run {run_id} of {namespace}/templated in {region}",
             "params": {"region": region},
-        }  # fmt: skip
+        }
     last = status["lastRun"]
     assert isinstance(last, dict)
     assert (last["outcome"], last["attempts"]) == ("Succeeded", 2)
@@ -179,12 +193,17 @@ def test_server_errors_are_retried_with_backoff_then_dead_lettered(
     assert worker.metric("tickwork_runs_dead_lettered_total") == 1.0
 
 
-@pytest.mark.parametrize(("code", "says"), [(404, "retrying cannot help"),
-                                            (302, "redirects are not followed")])  # fmt: skip
+@pytest.mark.parametrize(
+    ("code", "says"), [(404, "retrying cannot help"), (302, "redirects are not followed")]
+)
 def test_a_client_error_or_a_redirect_fails_at_once(
-    start_worker: Start, jobs: Jobs, probe: QueueProbe, endpoint: ScriptedServer,
-    code: int, says: str,
-) -> None:  # fmt: skip
+    start_worker: Start,
+    jobs: Jobs,
+    probe: QueueProbe,
+    endpoint: ScriptedServer,
+    code: int,
+    says: str,
+) -> None:
     start_worker()
     endpoint.script = [(code, 0.0)]
     spec = {"retry": {"maxAttempts": 5}, "task": {"http": {"url": endpoint.url}}}
@@ -219,10 +238,18 @@ def test_python_tasks_get_the_run_id_and_can_fail_permanently(
     start_worker: Start, jobs: Jobs, probe: QueueProbe
 ) -> None:
     start_worker()
-    _, run_id = publish(jobs, probe, "nap", {"task": {"python": {
-        "name": "tickwork.sleep", "args": ["0.1"]}}})  # fmt: skip
-    publish(jobs, probe, "refuses", {"retry": {"maxAttempts": 4}, "task": {"python": {
-        "name": "tickwork.refuse", "kwargs": {"message": "no quota left"}}}})  # fmt: skip
+    _, run_id = publish(
+        jobs, probe, "nap", {"task": {"python": {"name": "tickwork.sleep", "args": ["0.1"]}}}
+    )
+    publish(
+        jobs,
+        probe,
+        "refuses",
+        {
+            "retry": {"maxAttempts": 4},
+            "task": {"python": {"name": "tickwork.refuse", "kwargs": {"message": "no quota left"}}},
+        },
+    )
     publish(jobs, probe, "unknown", {"task": {"python": {"name": "acme.missing"}}})
     assert finished(jobs, "nap")["lastRun"]["result"] == f"slept 0.1s in {run_id}"  # type: ignore[index]
     refused = finished(jobs, "refuses")["lastRun"]
@@ -239,8 +266,11 @@ def test_a_soft_timeout_cancels_a_task_before_the_hard_limit(
     start_worker: Start, jobs: Jobs, probe: QueueProbe
 ) -> None:
     start_worker()
-    spec = {"timeoutSeconds": 2, "retry": {"maxAttempts": 1},
-            "task": {"python": {"name": "tickwork.sleep", "args": ["60"]}}}  # fmt: skip
+    spec = {
+        "timeoutSeconds": 2,
+        "retry": {"maxAttempts": 1},
+        "task": {"python": {"name": "tickwork.sleep", "args": ["60"]}},
+    }
     publish(jobs, probe, "slowpoke", spec)
     last = finished(jobs, "slowpoke", timeout=30)["lastRun"]
     assert isinstance(last, dict)
@@ -265,9 +295,19 @@ def test_enabled_command_tasks_run_clean_and_a_timeout_kills_the_whole_group(
     start_worker: Start, jobs: Jobs, probe: QueueProbe, tmp_path: Path
 ) -> None:
     start_worker(TICKWORK_WORKER_COMMAND_TASKS="true")
-    _, run_id = publish(jobs, probe, "env", {"task": {"command": {
-        "args": ["sh", "-c", "echo run=$TICKWORK_RUN_ID; env"],
-        "env": [{"name": "GREETING", "value": "hi"}]}}})  # fmt: skip
+    _, run_id = publish(
+        jobs,
+        probe,
+        "env",
+        {
+            "task": {
+                "command": {
+                    "args": ["sh", "-c", "echo run=$TICKWORK_RUN_ID; env"],
+                    "env": [{"name": "GREETING", "value": "hi"}],
+                }
+            }
+        },
+    )
     result = finished(jobs, "env")["lastRun"]["result"]  # type: ignore[index]
     assert f"run={run_id}" in result
     assert "GREETING=hi" in result
@@ -277,9 +317,13 @@ def test_enabled_command_tasks_run_clean_and_a_timeout_kills_the_whole_group(
 
 
 def test_a_command_cannot_read_the_workers_memory_or_environment(
-    cluster: Cluster, redis_url: str, namespace: str, jobs: Jobs, probe: QueueProbe,
+    cluster: Cluster,
+    redis_url: str,
+    namespace: str,
+    jobs: Jobs,
+    probe: QueueProbe,
     tmp_path: Path,
-) -> None:  # fmt: skip
+) -> None:
     """The worker runs as in a Pod, without capabilities (setpriv drops them all; it
     stays uid 0 here). A command it starts runs as the same user and could read the
     worker's environment and memory through /proc, the Redis password and API token
@@ -288,14 +332,19 @@ def test_a_command_cannot_read_the_workers_memory_or_environment(
     canary = "canary-" + os.urandom(6).hex()
     worker = TickworkProcess(
         command="tickwork-worker",
-        env={"KUBECONFIG": str(cluster.kubeconfig), "TICKWORK_REDIS_URL": redis_url,
-             "TICKWORK_REDIS_QUEUE": namespace, "TICKWORK_WORKER_NAME": "capless",
-             "TICKWORK_WORKER_COMMAND_TASKS": "true", "TICKWORK_WORKER_PREVIEWS": "true",
-             "TICKWORK_CANARY": canary},
+        env={
+            "KUBECONFIG": str(cluster.kubeconfig),
+            "TICKWORK_REDIS_URL": redis_url,
+            "TICKWORK_REDIS_QUEUE": namespace,
+            "TICKWORK_WORKER_NAME": "capless",
+            "TICKWORK_WORKER_COMMAND_TASKS": "true",
+            "TICKWORK_WORKER_PREVIEWS": "true",
+            "TICKWORK_CANARY": canary,
+        },
         log_path=tmp_path / "capless.log",
         executable="/usr/bin/setpriv",
         args=["--inh-caps=-all", "--bounding-set=-all", "--", console_script("tickwork-worker")],
-    ).start()  # fmt: skip
+    ).start()
     try:
         worker.wait_ready()
         own = "cat /proc/self/environ | tr '\\0' '\\n' | grep -c TICKWORK_RUN_ID"
@@ -320,8 +369,11 @@ def test_runs_that_must_not_execute_are_skipped(
     gone = jobs.create("gone", {"runAt": rfc3339(whole_seconds_from_now(0)), "task": {"echo": {}}})
     jobs.delete("gone")  # before its run is published: the worker finds nothing to run
     gone_run = f"{gone['metadata']['uid']}.20261201T090000Z"
-    probe.enqueue(RunMessage(run_id=gone_run, namespace=jobs.namespace, name="gone",
-                             uid=gone["metadata"]["uid"]))  # fmt: skip
+    probe.enqueue(
+        RunMessage(
+            run_id=gone_run, namespace=jobs.namespace, name="gone", uid=gone["metadata"]["uid"]
+        )
+    )
     publish(jobs, probe, "paused", {"schedule": "@daily", "suspend": True, "task": {"echo": {}}})
     wait_for(lambda: probe.locate(gone_run) is RunLocation.DONE, timeout=30, what="ack of gone")
     last = finished(jobs, "paused")["lastRun"]
@@ -331,10 +383,16 @@ def test_runs_that_must_not_execute_are_skipped(
     # A run ID of another object, under this job's identity: never executed.
     real = jobs.create("real", {"runAt": rfc3339(whole_seconds_from_now(0)), "task": {"echo": {}}})
     foreign_run = "some-other-uid.20261201T090000Z"
-    probe.enqueue(RunMessage(run_id=foreign_run, namespace=jobs.namespace, name="real",
-                             uid=real["metadata"]["uid"]))  # fmt: skip
-    wait_for(lambda: probe.locate(foreign_run) is RunLocation.DONE, timeout=30,
-             what="ack of the foreign run")  # fmt: skip
+    probe.enqueue(
+        RunMessage(
+            run_id=foreign_run, namespace=jobs.namespace, name="real", uid=real["metadata"]["uid"]
+        )
+    )
+    wait_for(
+        lambda: probe.locate(foreign_run) is RunLocation.DONE,
+        timeout=30,
+        what="ack of the foreign run",
+    )
     assert "lastRun" not in jobs.status("real")
     assert worker.metric("tickwork_runs_skipped_by_worker_total", 'reason="foreign"') == 1.0
 
@@ -343,19 +401,35 @@ def test_a_run_queued_before_a_pause_is_skipped_and_one_after_the_resume_runs(
     start_worker: Start, jobs: Jobs, probe: QueueProbe, cluster: Cluster
 ) -> None:
     worker = start_worker()
-    spec = {"schedule": "@daily", "failurePolicy": {"pauseAfter": 1},
-            "task": {"echo": {"message": "after the fix"}}}  # fmt: skip
+    spec = {
+        "schedule": "@daily",
+        "failurePolicy": {"pauseAfter": 1},
+        "task": {"echo": {"message": "after the fix"}},
+    }
     uid = jobs.create("flaky", spec)["metadata"]["uid"]
 
     async def operator_writes(phase: str) -> None:
         async with KubeClient(load_configuration(str(cluster.kubeconfig))) as kube:
-            await kube.apply_job_status(jobs.namespace, "flaky", uid, {"phase": phase},
-                                        field_manager=OPERATOR_MANAGER, force=True)  # fmt: skip
+            await kube.apply_job_status(
+                jobs.namespace,
+                "flaky",
+                uid,
+                {"phase": phase},
+                field_manager=OPERATOR_MANAGER,
+                force=True,
+            )
 
     asyncio.run(operator_writes("Paused"))
     before = f"{uid}.20261201T000000Z"
-    probe.enqueue(RunMessage(run_id=before, namespace=jobs.namespace, name="flaky", uid=uid,
-                             scheduled_at="2026-12-01T00:00:00+00:00"))  # fmt: skip
+    probe.enqueue(
+        RunMessage(
+            run_id=before,
+            namespace=jobs.namespace,
+            name="flaky",
+            uid=uid,
+            scheduled_at="2026-12-01T00:00:00+00:00",
+        )
+    )
     wait_for(lambda: last_outcome(jobs, "flaky") == "Skipped", timeout=30, what="the skip")
     assert "paused after consecutive failed runs" in jobs.status("flaky")["lastRun"]["error"]
     assert worker.metric("tickwork_runs_skipped_by_worker_total", 'reason="paused"') == 1.0
@@ -363,8 +437,15 @@ def test_a_run_queued_before_a_pause_is_skipped_and_one_after_the_resume_runs(
     # API server's copy decides (a pause is status: no new generation to wait for).
     asyncio.run(operator_writes("Scheduled"))
     after = f"{uid}.20261202T000000Z"
-    probe.enqueue(RunMessage(run_id=after, namespace=jobs.namespace, name="flaky", uid=uid,
-                             scheduled_at="2026-12-02T00:00:00+00:00"))  # fmt: skip
+    probe.enqueue(
+        RunMessage(
+            run_id=after,
+            namespace=jobs.namespace,
+            name="flaky",
+            uid=uid,
+            scheduled_at="2026-12-02T00:00:00+00:00",
+        )
+    )
     wait_for(lambda: jobs.status("flaky")["lastRun"]["id"] == after, timeout=30, what="the run")
     assert jobs.status("flaky")["lastRun"]["outcome"] == "Succeeded"
 
@@ -373,23 +454,40 @@ def test_a_run_redelivered_after_it_finished_is_not_executed_again(
     start_worker: Start, jobs: Jobs, probe: QueueProbe, cluster: Cluster
 ) -> None:
     worker = start_worker()
-    job = jobs.create("once", {"runAt": rfc3339(whole_seconds_from_now(0)),
-                               "task": {"echo": {"message": "again?"}}})  # fmt: skip
+    job = jobs.create(
+        "once",
+        {"runAt": rfc3339(whole_seconds_from_now(0)), "task": {"echo": {"message": "again?"}}},
+    )
     uid = job["metadata"]["uid"]
     run_id = f"{uid}.20261201T090000Z"
     # A previous worker finished the run and wrote status, then died before its ack.
-    done = {"lastRun": {
-        "id": run_id, "scheduledAt": "2026-12-01T09:00:00Z", "outcome": "Succeeded",
-        "result": "done before", "finishedAt": "2026-12-01T09:00:01Z"}}  # fmt: skip
+    done = {
+        "lastRun": {
+            "id": run_id,
+            "scheduledAt": "2026-12-01T09:00:00Z",
+            "outcome": "Succeeded",
+            "result": "done before",
+            "finishedAt": "2026-12-01T09:00:01Z",
+        }
+    }
 
     async def previous_worker_reported() -> None:
         async with KubeClient(load_configuration(str(cluster.kubeconfig))) as kube:
-            await kube.apply_job_status(jobs.namespace, "once", uid, done,
-                                        field_manager=run_manager(run_id), force=True)  # fmt: skip
+            await kube.apply_job_status(
+                jobs.namespace, "once", uid, done, field_manager=run_manager(run_id), force=True
+            )
 
     asyncio.run(previous_worker_reported())
-    probe.enqueue(RunMessage(run_id=run_id, namespace=jobs.namespace, name="once", uid=uid,
-                             scheduled_at="2026-12-01T09:00:00+00:00", attempt=2))  # fmt: skip
+    probe.enqueue(
+        RunMessage(
+            run_id=run_id,
+            namespace=jobs.namespace,
+            name="once",
+            uid=uid,
+            scheduled_at="2026-12-01T09:00:00+00:00",
+            attempt=2,
+        )
+    )
     wait_for(lambda: probe.locate(run_id) is RunLocation.DONE, timeout=30, what="the ack")
     assert worker.metric("tickwork_runs_skipped_by_worker_total", 'reason="already-finished"') == 1
     assert jobs.status("once")["lastRun"]["result"] == "done before"  # not executed again
@@ -402,22 +500,37 @@ def test_runs_start_from_the_watched_copy_which_follows_spec_changes(
 ) -> None:
     from tickwork.core.runs import scheduled_run_id  # noqa: PLC0415
 
-    job = jobs.create("cached", {"schedule": "@daily", "concurrencyPolicy": "Allow",
-                                 "task": {"echo": {"message": "v1"}}})  # fmt: skip
+    job = jobs.create(
+        "cached",
+        {"schedule": "@daily", "concurrencyPolicy": "Allow", "task": {"echo": {"message": "v1"}}},
+    )
     uid = job["metadata"]["uid"]
     worker = start_worker()
-    wait_for(lambda: worker.metric("tickwork_worker_job_cache_synced") == 1.0,
-             timeout=30, what="the job cache to be listed")  # fmt: skip
+    wait_for(
+        lambda: worker.metric("tickwork_worker_job_cache_synced") == 1.0,
+        timeout=30,
+        what="the job cache to be listed",
+    )
     assert (worker.metric("tickwork_worker_job_cache_objects") or 0) >= 1
     done: list[str] = []
 
     def run_once() -> str:
         scheduled = dt.datetime(2026, 12, 1, 9, tzinfo=dt.UTC) + dt.timedelta(days=len(done))
         run_id = scheduled_run_id(uid, scheduled)
-        probe.enqueue(RunMessage(run_id=run_id, namespace=jobs.namespace, name="cached",
-                                 uid=uid, scheduled_at=scheduled.isoformat()))  # fmt: skip
-        wait_for(lambda: (jobs.status("cached").get("lastRun") or {}).get("id") == run_id,
-                 timeout=30, what=f"run {run_id}")  # fmt: skip
+        probe.enqueue(
+            RunMessage(
+                run_id=run_id,
+                namespace=jobs.namespace,
+                name="cached",
+                uid=uid,
+                scheduled_at=scheduled.isoformat(),
+            )
+        )
+        wait_for(
+            lambda: (jobs.status("cached").get("lastRun") or {}).get("id") == run_id,
+            timeout=30,
+            what=f"run {run_id}",
+        )
         done.append(run_id)
         return str(jobs.status("cached")["lastRun"]["result"])
 
@@ -442,11 +555,15 @@ def test_sigterm_lets_short_runs_finish_and_hands_long_ones_back(
 ) -> None:
     worker = start_worker(TICKWORK_WORKER_GRACE_SECONDS="3")
     publish(jobs, probe, "short", {"task": {"python": {"name": "tickwork.sleep", "args": ["1"]}}})
-    _, long_run = publish(jobs, probe, "long", {"task": {"python": {
-        "name": "tickwork.sleep", "args": ["120"]}}})  # fmt: skip
+    _, long_run = publish(
+        jobs, probe, "long", {"task": {"python": {"name": "tickwork.sleep", "args": ["120"]}}}
+    )
     wait_for(lambda: active_state(jobs, "long") == "Running", timeout=30, what="Running")
-    wait_for(lambda: active_state(jobs, "short") == "Running" or last_outcome(jobs, "short"),
-             timeout=30, what="short running")  # fmt: skip
+    wait_for(
+        lambda: active_state(jobs, "short") == "Running" or last_outcome(jobs, "short"),
+        timeout=30,
+        what="short running",
+    )
     assert worker.stop(timeout=30) == 0
     assert last_outcome(jobs, "short") == "Succeeded"
     assert last_outcome(jobs, "long") is None
@@ -457,8 +574,9 @@ def test_sigterm_lets_short_runs_finish_and_hands_long_ones_back(
 
 def test_a_killed_worker_loses_no_run(start_worker: Start, jobs: Jobs, probe: QueueProbe) -> None:
     a = start_worker("worker-a")
-    _, run_id = publish(jobs, probe, "survivor", {"task": {"python": {
-        "name": "tickwork.sleep", "args": ["3"]}}})  # fmt: skip
+    _, run_id = publish(
+        jobs, probe, "survivor", {"task": {"python": {"name": "tickwork.sleep", "args": ["3"]}}}
+    )
     wait_for(lambda: active_state(jobs, "survivor") == "Running", timeout=30, what="Running")
     a.kill()
     start_worker("worker-b")
@@ -471,19 +589,28 @@ def test_a_run_named_in_cancel_requests_is_stopped_and_recorded_cancelled(
     start_worker: Start, jobs: Jobs, probe: QueueProbe, cluster: Cluster
 ) -> None:
     start_worker()
-    spec = {"concurrencyPolicy": "CancelOther", "runAt": rfc3339(whole_seconds_from_now(0)),
-            "retry": {"maxAttempts": 3},
-            "task": {"python": {"name": "tickwork.sleep", "args": ["120"]}}}  # fmt: skip
+    spec = {
+        "concurrencyPolicy": "CancelOther",
+        "runAt": rfc3339(whole_seconds_from_now(0)),
+        "retry": {"maxAttempts": 3},
+        "task": {"python": {"name": "tickwork.sleep", "args": ["120"]}},
+    }
     uid, run_id = publish(jobs, probe, "replaceable", spec)
     wait_for(lambda: active_state(jobs, "replaceable") == "Running", timeout=30, what="Running")
     now = rfc3339(whole_seconds_from_now(0))
 
     async def operator_asks_to_cancel() -> None:
+        reason = "cancelled: a newer run fell due (concurrencyPolicy CancelOther)"
+        request = {"id": run_id, "requestedAt": now, "terminate": False, "reason": reason}
         async with KubeClient(load_configuration(str(cluster.kubeconfig))) as kube:
-            await kube.apply_job_status(jobs.namespace, "replaceable", uid, {"cancelRequests": [{
-                "id": run_id, "requestedAt": now, "terminate": False,
-                "reason": "cancelled: a newer run fell due (concurrencyPolicy CancelOther)"}]},
-                field_manager=OPERATOR_MANAGER, force=True)  # fmt: skip
+            await kube.apply_job_status(
+                jobs.namespace,
+                "replaceable",
+                uid,
+                {"cancelRequests": [request]},
+                field_manager=OPERATOR_MANAGER,
+                force=True,
+            )
 
     asyncio.run(operator_asks_to_cancel())
     last = finished(jobs, "replaceable", timeout=30)["lastRun"]
@@ -530,10 +657,14 @@ def test_stuck_synchronous_tasks_do_not_starve_name_lookups(
     record = tmp_path / "started.txt"
     blocking = {"name": "tickwork.record", "kwargs": {"path": str(record), "seconds": "60"}}
     for n in range(36):
-        publish(jobs, probe, f"stuck-{n:02d}", {"timeoutSeconds": 600,
-                                                "task": {"python": blocking}})  # fmt: skip
-    wait_for(lambda: record.exists() and len(record.read_text().split()) == 36, timeout=30,
-             what="36 blocking tasks running")  # fmt: skip
+        publish(
+            jobs, probe, f"stuck-{n:02d}", {"timeoutSeconds": 600, "task": {"python": blocking}}
+        )
+    wait_for(
+        lambda: record.exists() and len(record.read_text().split()) == 36,
+        timeout=30,
+        what="36 blocking tasks running",
+    )
     url = endpoint.url.replace("127.0.0.1", "localhost")
     publish(jobs, probe, "lookup", {"task": {"http": {"url": url}}})
     last = finished(jobs, "lookup", timeout=20)["lastRun"]
@@ -548,15 +679,24 @@ def test_records_past_the_history_limit_leave_four_at_a_time(
     then removes them in one patch; the removed runs' managers leave managedFields.
     (Without batching each run would trim: 1 record after every run.)"""
     start_worker()
-    job = jobs.create("trimmed", {"schedule": "0 0 1 1 *", "history": {"successfulRuns": 1},
-                                  "task": {"echo": {"message": "hi"}}})  # fmt: skip
+    job = jobs.create(
+        "trimmed",
+        {
+            "schedule": "0 0 1 1 *",
+            "history": {"successfulRuns": 1},
+            "task": {"echo": {"message": "hi"}},
+        },
+    )
     uid = job["metadata"]["uid"]
     seen: list[list[str]] = []
     ids = [manual_run_id(uid, f"t{index}") for index in range(6)]
     for run_id in ids:
         now = dt.datetime.now(dt.UTC).isoformat()
-        probe.enqueue(RunMessage(run_id=run_id, namespace=jobs.namespace, name="trimmed",
-                                 uid=uid, triggered_at=now))  # fmt: skip
+        probe.enqueue(
+            RunMessage(
+                run_id=run_id, namespace=jobs.namespace, name="trimmed", uid=uid, triggered_at=now
+            )
+        )
 
         def done(run_id: str = run_id) -> bool:  # recorded, trimmed if due, acknowledged
             return probe.locate(run_id) is RunLocation.DONE
@@ -584,28 +724,52 @@ def test_a_run_on_time_is_one_write_that_replaces_the_oldest_record_of_its_kind(
     from tickwork.api.models import GROUP, PLURAL, VERSION  # noqa: PLC0415
     from tickwork.core.runs import scheduled_run_id  # noqa: PLC0415
 
-    job = jobs.create("placed", {"schedule": "0 9 * * *", "concurrencyPolicy": "Allow",
-                                 "history": {"successfulRuns": 2, "failedRuns": 1},
-                                 "task": {"echo": {"message": "hi"}}})  # fmt: skip
+    job = jobs.create(
+        "placed",
+        {
+            "schedule": "0 9 * * *",
+            "concurrencyPolicy": "Allow",
+            "history": {"successfulRuns": 2, "failedRuns": 1},
+            "task": {"echo": {"message": "hi"}},
+        },
+    )
     uid = job["metadata"]["uid"]
     worker = start_worker()
-    wait_for(lambda: worker.metric("tickwork_worker_job_cache_synced") == 1.0,
-             timeout=30, what="the job cache to be listed")  # fmt: skip
+    wait_for(
+        lambda: worker.metric("tickwork_worker_job_cache_synced") == 1.0,
+        timeout=30,
+        what="the job cache to be listed",
+    )
     stream = k8s_watch.Watch().stream(
-        jobs.api.list_namespaced_custom_object, GROUP, VERSION, jobs.namespace, PLURAL,
+        jobs.api.list_namespaced_custom_object,
+        GROUP,
+        VERSION,
+        jobs.namespace,
+        PLURAL,
         field_selector="metadata.name=placed",
-        resource_version=job["metadata"]["resourceVersion"], timeout_seconds=120,
-    )  # fmt: skip
+        resource_version=job["metadata"]["resourceVersion"],
+        timeout_seconds=120,
+    )
     done: list[str] = []
     for day in range(5):
         scheduled = dt.datetime(2026, 12, 1, 9, tzinfo=dt.UTC) + dt.timedelta(days=day)
         run_id = scheduled_run_id(uid, scheduled)
         if day == 3:  # this one is skipped: a run that did not succeed takes f0
             jobs.patch("placed", {"spec": {"suspend": True}})
-        probe.enqueue(RunMessage(run_id=run_id, namespace=jobs.namespace, name="placed",
-                                 uid=uid, scheduled_at=scheduled.isoformat()))  # fmt: skip
-        wait_for(lambda run_id=run_id: probe.locate(run_id) is RunLocation.DONE,
-                 timeout=30, what=f"run {run_id}")  # fmt: skip
+        probe.enqueue(
+            RunMessage(
+                run_id=run_id,
+                namespace=jobs.namespace,
+                name="placed",
+                uid=uid,
+                scheduled_at=scheduled.isoformat(),
+            )
+        )
+        wait_for(
+            lambda run_id=run_id: probe.locate(run_id) is RunLocation.DONE,
+            timeout=30,
+            what=f"run {run_id}",
+        )
         if day == 3:
             jobs.patch("placed", {"spec": {"suspend": False}})
         done.append(run_id)
@@ -621,8 +785,11 @@ def test_a_run_on_time_is_one_write_that_replaces_the_oldest_record_of_its_kind(
     assert max(len(v.get("runs") or []) for v in versions) <= 3
     final = jobs.get("placed")
     kept = {r["id"]: (r["slot"], r["outcome"]) for r in final["status"]["runs"]}
-    assert kept == {done[2]: ("s0", "Succeeded"), done[4]: ("s1", "Succeeded"),
-                    done[3]: ("f0", "Skipped")}, kept  # fmt: skip
+    assert kept == {
+        done[2]: ("s0", "Succeeded"),
+        done[4]: ("s1", "Succeeded"),
+        done[3]: ("f0", "Skipped"),
+    }, kept
     assert records[0]["nextRunAt"] == "2026-12-02T09:00:00Z"  # the run after the first
     managers = {m["manager"] for m in final["metadata"]["managedFields"]}
     assert {"tickwork-runs-s0", "tickwork-runs-s1", "tickwork-runs-f0"} <= managers

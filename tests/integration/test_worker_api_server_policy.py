@@ -24,13 +24,20 @@ def test_the_policy_follows_the_api_servers_endpoint_slice(
     cluster: Cluster, api_client: k8s.ApiClient, namespace: str
 ) -> None:
     networking = k8s.NetworkingV1Api(api_client)
-    networking.create_namespaced_network_policy(namespace, {
-        "metadata": {"name": "tw-worker-egress"},
-        "spec": {"podSelector": {"matchLabels": {"app": "worker"}}, "policyTypes": ["Egress"]},
-    })  # fmt: skip
-    target = PolicyTarget(name="tw-worker-apiserver", namespace=namespace,
-                          selector={"app": "worker"}, owner="tw-worker-egress",
-                          endpoint_slice=f"{namespace}/kubernetes")  # fmt: skip
+    networking.create_namespaced_network_policy(
+        namespace,
+        {
+            "metadata": {"name": "tw-worker-egress"},
+            "spec": {"podSelector": {"matchLabels": {"app": "worker"}}, "policyTypes": ["Egress"]},
+        },
+    )
+    target = PolicyTarget(
+        name="tw-worker-apiserver",
+        namespace=namespace,
+        selector={"app": "worker"},
+        owner="tw-worker-egress",
+        endpoint_slice=f"{namespace}/kubernetes",
+    )
     discovery = k8s.DiscoveryV1Api(api_client)
     _slice(discovery, namespace, ["10.11.0.5", "10.11.0.6"], 6443)
 
@@ -44,13 +51,15 @@ def test_the_policy_follows_the_api_servers_endpoint_slice(
 
     assert asyncio.run(keep()) == "created"
     [rule] = egress()
-    assert rule == {"to": [{"ipBlock": {"cidr": "10.11.0.5/32"}},
-                           {"ipBlock": {"cidr": "10.11.0.6/32"}}],
-                    "ports": [{"port": 6443, "protocol": "TCP"}]}  # fmt: skip
+    assert rule == {
+        "to": [{"ipBlock": {"cidr": "10.11.0.5/32"}}, {"ipBlock": {"cidr": "10.11.0.6/32"}}],
+        "ports": [{"port": 6443, "protocol": "TCP"}],
+    }
     assert asyncio.run(keep()) is None  # right as it is: not written again
 
-    networking.patch_namespaced_network_policy(target.name, namespace, {"spec": {
-        "egress": [{"to": [{"ipBlock": {"cidr": "0.0.0.0/0"}}]}]}})  # fmt: skip
+    networking.patch_namespaced_network_policy(
+        target.name, namespace, {"spec": {"egress": [{"to": [{"ipBlock": {"cidr": "0.0.0.0/0"}}]}]}}
+    )
     assert asyncio.run(keep()) == "updated"
     assert egress() == [rule]
     owner = networking.read_namespaced_network_policy(target.name, namespace).metadata
@@ -58,18 +67,19 @@ def test_the_policy_follows_the_api_servers_endpoint_slice(
 
     _slice(discovery, namespace, ["10.12.0.9"], 443)  # a new control plane
     assert asyncio.run(keep()) == "updated"
-    assert egress() == [{"to": [{"ipBlock": {"cidr": "10.12.0.9/32"}}],
-                         "ports": [{"port": 443, "protocol": "TCP"}]}]  # fmt: skip
+    assert egress() == [
+        {"to": [{"ipBlock": {"cidr": "10.12.0.9/32"}}], "ports": [{"port": 443, "protocol": "TCP"}]}
+    ]
 
 
 def _slice(discovery: k8s.DiscoveryV1Api, namespace: str, addresses: list[str], port: int) -> None:
     """Write an EndpointSlice ``kubernetes`` in ``namespace``, as the API server's is."""
     body: dict[str, Any] = {
-        "metadata": {"name": "kubernetes",
-                     "labels": {"kubernetes.io/service-name": "kubernetes"}},
-        "addressType": "IPv4", "endpoints": [{"addresses": addresses}],
+        "metadata": {"name": "kubernetes", "labels": {"kubernetes.io/service-name": "kubernetes"}},
+        "addressType": "IPv4",
+        "endpoints": [{"addresses": addresses}],
         "ports": [{"name": "https", "port": port, "protocol": "TCP"}],
-    }  # fmt: skip
+    }
     try:
         held = discovery.read_namespaced_endpoint_slice("kubernetes", namespace)
     except k8s.ApiException:

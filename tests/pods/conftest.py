@@ -63,8 +63,9 @@ def test_images(pods_cluster: Cluster) -> ClusterImages:
 @pytest.fixture(scope="session")
 def monitoring(pods_cluster: Cluster, test_images: ClusterImages) -> str:
     """Prometheus + prometheus-adapter (the chart's default HPA mode); their namespace."""
-    addons.install_monitoring(pods_cluster, prometheus=test_images.prometheus,
-                              adapter=test_images.prometheus_adapter)  # fmt: skip
+    addons.install_monitoring(
+        pods_cluster, prometheus=test_images.prometheus, adapter=test_images.prometheus_adapter
+    )
     return addons.MONITORING_NAMESPACE
 
 

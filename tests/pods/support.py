@@ -38,31 +38,42 @@ def job_list(cluster: Cluster, namespace: str) -> list[dict[str, Any]]:
     return items
 
 
-def wait_outcomes(cluster: Cluster, namespace: str, names: set[str], outcome: str, *,
-                  timeout: float) -> None:  # fmt: skip
+def wait_outcomes(
+    cluster: Cluster, namespace: str, names: set[str], outcome: str, *, timeout: float
+) -> None:
     """Until the last run of every job named ended with ``outcome`` (polling the API
     server, which is the only way to observe it from outside)."""
 
     def done() -> bool:
-        current = {job["metadata"]["name"]: (job.get("status", {}).get("lastRun") or {}).get(
-                   "outcome") for job in job_list(cluster, namespace)}  # fmt: skip
+        current = {
+            job["metadata"]["name"]: (job.get("status", {}).get("lastRun") or {}).get("outcome")
+            for job in job_list(cluster, namespace)
+        }
         return all(current.get(name) == outcome for name in names)
 
     wait_for(done, timeout=timeout, interval=2, what=f"{len(names)} jobs {outcome}")
 
 
-def wait_ended(cluster: Cluster, namespace: str, names: set[str], *,
-               timeout: float) -> dict[str, dict[str, Any]]:  # fmt: skip
+def wait_ended(
+    cluster: Cluster, namespace: str, names: set[str], *, timeout: float
+) -> dict[str, dict[str, Any]]:
     """The last run of each job of ``namespace``, once every job named ended its last run
     either way (for a test that says what went wrong before it checks the outcome)."""
 
     def last_runs() -> dict[str, dict[str, Any]]:
-        return {job["metadata"]["name"]: (job.get("status") or {}).get("lastRun") or {}
-                for job in job_list(cluster, namespace)}  # fmt: skip
+        return {
+            job["metadata"]["name"]: (job.get("status") or {}).get("lastRun") or {}
+            for job in job_list(cluster, namespace)
+        }
 
-    wait_for(lambda: all(last_runs().get(name, {}).get("outcome") in ("Succeeded", "Failed")
-                         for name in names),
-             timeout=timeout, interval=2, what=f"the last runs of {sorted(names)}")  # fmt: skip
+    wait_for(
+        lambda: all(
+            last_runs().get(name, {}).get("outcome") in ("Succeeded", "Failed") for name in names
+        ),
+        timeout=timeout,
+        interval=2,
+        what=f"the last runs of {sorted(names)}",
+    )
     return last_runs()
 
 
@@ -86,19 +97,32 @@ def prober(cluster: Cluster, namespace: str, image: str) -> str:
     """A Pod with none of Tickwork's labels, in ``namespace``, to connect from."""
     name = f"prober-{namespace}"[:63]
     pod = {
-        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": namespace},
-        "spec": {"containers": [{"name": "prober", "image": image, "command": ["sleep", "3600"],
-                                 "imagePullPolicy": "IfNotPresent"}],
-                 "securityContext": {"runAsNonRoot": True}, "terminationGracePeriodSeconds": 0},
-    }  # fmt: skip
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "containers": [
+                {
+                    "name": "prober",
+                    "image": image,
+                    "command": ["sleep", "3600"],
+                    "imagePullPolicy": "IfNotPresent",
+                }
+            ],
+            "securityContext": {"runAsNonRoot": True},
+            "terminationGracePeriodSeconds": 0,
+        },
+    }
     cluster.kubectl("apply", "-f", "-", input_text=json.dumps(pod))
-    cluster.kubectl("-n", namespace, "wait", "--for=condition=Ready", f"pod/{name}",
-                    "--timeout=60s", timeout=90)  # fmt: skip
+    cluster.kubectl(
+        "-n", namespace, "wait", "--for=condition=Ready", f"pod/{name}", "--timeout=60s", timeout=90
+    )
     return name
 
 
 def connect(cluster: Cluster, namespace: str, pod: str, host: str, port: int) -> str:
     """ "open", or "closed <error>": a TCP connection from ``pod`` to ``host:port``."""
-    result = cluster.kubectl("-n", namespace, "exec", pod, "--", "python3", "-c",
-                             CONNECT, host, str(port))  # fmt: skip
+    result = cluster.kubectl(
+        "-n", namespace, "exec", pod, "--", "python3", "-c", CONNECT, host, str(port)
+    )
     return result.stdout.strip()

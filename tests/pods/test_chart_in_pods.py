@@ -67,11 +67,17 @@ def release_values(images: ClusterImages, monitoring: str) -> dict[str, object]:
                 "maxReplicas": 5,
                 "behavior": {"scaleDownStabilizationSeconds": 15, "scaleDownPercent": 100},
             },
-            "networkPolicy": {"metricsFrom": [
-                {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": monitoring}}},
-            ]},
+            "networkPolicy": {
+                "metricsFrom": [
+                    {
+                        "namespaceSelector": {
+                            "matchLabels": {"kubernetes.io/metadata.name": monitoring}
+                        }
+                    },
+                ]
+            },
         },
-    )  # fmt: skip
+    )
 
 
 @pytest.fixture(scope="module")
@@ -114,8 +120,11 @@ def test_the_release_runs_every_component_in_pods(release: Release, cron_job: st
     operators = release.pods("operator")
     assert len(operators) == 2
     assert all(pod["status"]["phase"] == "Running" for pod in operators)
-    wait_for(lambda: release.leader() in {p["metadata"]["name"] for p in operators},
-             timeout=30, what="a leader")  # fmt: skip
+    wait_for(
+        lambda: release.leader() in {p["metadata"]["name"] for p in operators},
+        timeout=30,
+        what="a leader",
+    )
     [redis] = release.pods("redis")
     assert redis["status"]["phase"] == "Running"
     # The server runs with maxmemory at half its container's memory limit (the chart
@@ -123,14 +132,22 @@ def test_the_release_runs_every_component_in_pods(release: Release, cron_job: st
     limit = redis["spec"]["containers"][0]["resources"]["limits"]["memory"]
     assert limit.endswith("Mi"), limit
     maxmemory = release.cluster.kubectl(
-        "-n", release.namespace, "exec", redis["metadata"]["name"], "--",
-        "sh", "-c", "redis-cli config get maxmemory | tail -n 1").stdout  # fmt: skip
+        "-n",
+        release.namespace,
+        "exec",
+        redis["metadata"]["name"],
+        "--",
+        "sh",
+        "-c",
+        "redis-cli config get maxmemory | tail -n 1",
+    ).stdout
     assert maxmemory.strip() == str(int(limit[:-2]) * 1024 * 1024 // 2)
     assert all(c["ready"] for c in redis["status"]["containerStatuses"])
     workers = release.deployment("worker")
     assert workers["status"]["readyReplicas"] >= MIN_WORKERS
-    claim = release.cluster.kubectl("-n", release.namespace, "get", "pvc",
-                                    f"data-{release.fullname}-redis-0", "-o", "json")  # fmt: skip
+    claim = release.cluster.kubectl(
+        "-n", release.namespace, "get", "pvc", f"data-{release.fullname}-redis-0", "-o", "json"
+    )
     assert json.loads(claim.stdout)["status"]["phase"] == "Bound"
 
 
@@ -138,20 +155,23 @@ def test_a_second_release_for_the_same_namespaces_is_refused(release: Release) -
     """Two operators that watch one namespace would each run its jobs: `helm install`
     of a second cluster-wide release refuses before it creates anything, naming the
     operator that runs in Pods here."""
-    values = merge(release.values, {"crds": {"install": False},
-                                    "redis": {"persistence": {"enabled": False}}})  # fmt: skip
+    values = merge(
+        release.values, {"crds": {"install": False}, "redis": {"persistence": {"enabled": False}}}
+    )
     second = Release(release.cluster, f"{NAMESPACE}-second", values=values)
     try:
         with pytest.raises(StartError) as refused:
             second.install(timeout="1m")
         running = f"{release.namespace}/{release.deployment('operator')['metadata']['name']}"
         assert f"{running} (watching every namespace) in every namespace" in str(refused.value)
-        made = release.cluster.kubectl("get", "deployments", "-n", second.namespace, "-o",
-                                       "name", check=False)  # fmt: skip
+        made = release.cluster.kubectl(
+            "get", "deployments", "-n", second.namespace, "-o", "name", check=False
+        )
         assert not made.stdout.strip()
     finally:
-        release.cluster.kubectl("delete", "namespace", second.namespace, "--ignore-not-found",
-                                "--wait=false")  # fmt: skip
+        release.cluster.kubectl(
+            "delete", "namespace", second.namespace, "--ignore-not-found", "--wait=false"
+        )
 
 
 def test_an_upgrade_that_changes_no_pod_restarts_none(release: Release) -> None:
@@ -184,8 +204,9 @@ def test_the_job_example_succeeds_and_kubectl_get_shows_it(release: Release) -> 
     wait_outcomes(cluster, namespace, {name}, "Succeeded", timeout=90)
     [job] = [j for j in job_list(cluster, namespace) if j["metadata"]["name"] == name]
     assert job["status"]["lastRun"]["result"] == "Executed: hello from Tickwork"
-    wait_for(lambda: row(cluster, namespace, name)["phase"] == "Completed", timeout=30,
-             what="Completed")  # fmt: skip
+    wait_for(
+        lambda: row(cluster, namespace, name)["phase"] == "Completed", timeout=30, what="Completed"
+    )
     shown = row(cluster, namespace, name)
     assert (shown["active"], shown["last"], shown["nextRun"]) == ("", "Succeeded", "")
     assert shown["runAt"] == example["spec"]["runAt"]
@@ -196,8 +217,15 @@ def test_the_job_example_succeeds_and_kubectl_get_shows_it(release: Release) -> 
 
 def _claim_holder(release: Release, namespace: str) -> str:
     """Who holds the ``tickwork-scheduler`` Lease of ``namespace`` (one release per namespace)."""
-    return release.cluster.kubectl("-n", namespace, "get", "lease", "tickwork-scheduler", "-o",
-                                   "jsonpath={.spec.holderIdentity}").stdout  # fmt: skip
+    return release.cluster.kubectl(
+        "-n",
+        namespace,
+        "get",
+        "lease",
+        "tickwork-scheduler",
+        "-o",
+        "jsonpath={.spec.holderIdentity}",
+    ).stdout
 
 
 def _release_identity(release: Release) -> str:
@@ -205,14 +233,18 @@ def _release_identity(release: Release) -> str:
     return f"{release.namespace}/{release.deployment('operator')['metadata']['name']}"
 
 
-def _one_shots(recorder: Recorder, prefix: str, count: int, *, first_due: int, spread: int,
-               delay: float = 0) -> list[dict[str, object]]:  # fmt: skip
+def _one_shots(
+    recorder: Recorder, prefix: str, count: int, *, first_due: int, spread: int, delay: float = 0
+) -> list[dict[str, object]]:
     """``count`` one-shots due from ``first_due`` seconds on, spread over ``spread`` seconds."""
     return [
-        one_shot(f"{prefix}-{i:03d}", recorder.url(f"{prefix}-{i:03d}", delay=delay),
-                 run_at=seconds_from_now(first_due + (i * spread) // max(1, count)))
+        one_shot(
+            f"{prefix}-{i:03d}",
+            recorder.url(f"{prefix}-{i:03d}", delay=delay),
+            run_at=seconds_from_now(first_due + (i * spread) // max(1, count)),
+        )
         for i in range(count)
-    ]  # fmt: skip
+    ]
 
 
 def _assert_each_ran_once(recorder: Recorder, release: Release, names: set[str]) -> None:
@@ -220,8 +252,11 @@ def _assert_each_ran_once(recorder: Recorder, release: Release, names: set[str])
     lost = sorted(name for name in names if counts.get(name, 0) == 0)
     assert not lost, f"runs lost: {lost}"
     jobs = {j["metadata"]["name"]: j for j in job_list(release.cluster, release.namespace)}
-    over = {name: counts[name] for name in names
-            if counts[name] > jobs[name]["status"]["lastRun"]["attempts"]}  # fmt: skip
+    over = {
+        name: counts[name]
+        for name in names
+        if counts[name] > jobs[name]["status"]["lastRun"]["attempts"]
+    }
     assert not over, f"executed more often than attempted: {over}"
 
 
@@ -234,8 +269,12 @@ def test_deleting_the_leading_operator_hands_over_within_15_s_and_loses_no_run(
     leader = release.leader()
     assert leader is not None
     # The hand-over happens in the middle of the sequence: once its first run executed.
-    wait_for(lambda: recorder.counts().get("handover-000", 0) > 0, timeout=60, interval=0.2,
-             what="the first run")  # fmt: skip
+    wait_for(
+        lambda: recorder.counts().get("handover-000", 0) > 0,
+        timeout=60,
+        interval=0.2,
+        what="the first run",
+    )
     started = time.monotonic()
     cluster.kubectl("-n", namespace, "delete", "pod", leader, "--wait=false")
 
@@ -250,8 +289,11 @@ def test_deleting_the_leading_operator_hands_over_within_15_s_and_loses_no_run(
     _assert_each_ran_once(recorder, release, names)
     # The claim on the namespace stays the release's across the handover.
     assert _claim_holder(release, namespace) == _release_identity(release)
-    wait_for(lambda: len(release.pods("operator")) == 2, timeout=120,
-             what="the Deployment replacing the deleted operator")  # fmt: skip
+    wait_for(
+        lambda: len(release.pods("operator")) == 2,
+        timeout=120,
+        what="the Deployment replacing the deleted operator",
+    )
 
 
 def test_deleting_worker_pods_during_a_burst_loses_no_run(
@@ -271,8 +313,11 @@ def test_deleting_worker_pods_during_a_burst_loses_no_run(
 def test_the_hpa_scales_the_workers_with_the_backlog_and_back_without_losing_a_run(
     release: Release, recorder: Recorder
 ) -> None:
-    wait_for(lambda: release.deployment("worker")["status"].get("replicas") == MIN_WORKERS,
-             timeout=180, what="workers at the minimum before the burst")  # fmt: skip
+    wait_for(
+        lambda: release.deployment("worker")["status"].get("replicas") == MIN_WORKERS,
+        timeout=180,
+        what="workers at the minimum before the burst",
+    )
     burst = run_burst(release, recorder, jobs=40, task_seconds=20, min_replicas=MIN_WORKERS)
     assert burst.peak_replicas >= 3, burst.summary()
     assert burst.first_extra_ready is not None
@@ -291,8 +336,11 @@ def test_the_backlog_metric_reaches_the_releases_own_namespace_only(release: Rel
     """Another namespace's HPA (another release with the same queue name, or a tenant)
     must neither scale on this release's backlog nor read it."""
     cluster = release.cluster
-    wait_for(lambda: bool(served_backlog(cluster, release.namespace)), timeout=60,
-             what="the backlog served to the release's namespace")  # fmt: skip
+    wait_for(
+        lambda: bool(served_backlog(cluster, release.namespace)),
+        timeout=60,
+        what="the backlog served to the release's namespace",
+    )
     for other in (CRON_NAMESPACE, "default"):
         assert not served_backlog(cluster, other), other
 
@@ -309,10 +357,16 @@ def test_network_policy_admits_only_tickwork_to_redis_and_the_scraper_to_metrics
     try:
         # Admitted: a worker to Redis, the monitoring namespace to the metrics port. (The
         # agent learns new Pods' addresses within moments: wait until it has.)
-        wait_for(lambda: connect(cluster, namespace, worker, redis, 6379) == "open",
-                 timeout=30, what="a worker reaching Redis")  # fmt: skip
-        wait_for(lambda: connect(cluster, monitoring, insider, operator_ip, 8080) == "open",
-                 timeout=30, what="the scraper's namespace reaching the metrics")  # fmt: skip
+        wait_for(
+            lambda: connect(cluster, namespace, worker, redis, 6379) == "open",
+            timeout=30,
+            what="a worker reaching Redis",
+        )
+        wait_for(
+            lambda: connect(cluster, monitoring, insider, operator_ip, 8080) == "open",
+            timeout=30,
+            what="the scraper's namespace reaching the metrics",
+        )
         # Refused, every time: a Pod without Tickwork's labels, even in its namespace.
         for _ in range(3):
             assert connect(cluster, namespace, outsider, redis, 6379).startswith("closed")
@@ -320,8 +374,9 @@ def test_network_policy_admits_only_tickwork_to_redis_and_the_scraper_to_metrics
             # ... and the admitted scraper still only reaches the metrics port, not Redis.
             assert connect(cluster, monitoring, insider, redis, 6379).startswith("closed")
         # The kubelet's probes come from the node: still admitted (the pods stay Ready).
-        assert all(c["ready"] for p in release.pods("operator")
-                   for c in p["status"]["containerStatuses"])  # fmt: skip
+        assert all(
+            c["ready"] for p in release.pods("operator") for c in p["status"]["containerStatuses"]
+        )
     finally:
         cluster.kubectl("-n", namespace, "delete", "pod", outsider, "--wait=false")
         cluster.kubectl("-n", monitoring, "delete", "pod", insider, "--wait=false")
@@ -336,34 +391,68 @@ def test_workers_reach_dns_the_api_server_and_redis_but_no_other_pod(
     worker = str(release.pods("worker")[0]["metadata"]["name"])
     name = "bystander"
     pod = {
-        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": monitoring},
-        "spec": {"containers": [{"name": "http", "image": test_images.tickwork,
-                                 "command": ["python3", "-m", "http.server", "8080"],
-                                 "imagePullPolicy": "IfNotPresent"}],
-                 "securityContext": {"runAsNonRoot": True}, "terminationGracePeriodSeconds": 0},
-    }  # fmt: skip
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": monitoring},
+        "spec": {
+            "containers": [
+                {
+                    "name": "http",
+                    "image": test_images.tickwork,
+                    "command": ["python3", "-m", "http.server", "8080"],
+                    "imagePullPolicy": "IfNotPresent",
+                }
+            ],
+            "securityContext": {"runAsNonRoot": True},
+            "terminationGracePeriodSeconds": 0,
+        },
+    }
     cluster.kubectl("apply", "-f", "-", input_text=json.dumps(pod))
     outsider = prober(cluster, namespace, test_images.tickwork)  # no egress policy
     try:
-        cluster.kubectl("-n", monitoring, "wait", "--for=condition=Ready", f"pod/{name}",
-                        "--timeout=60s", timeout=90)  # fmt: skip
+        cluster.kubectl(
+            "-n",
+            monitoring,
+            "wait",
+            "--for=condition=Ready",
+            f"pod/{name}",
+            "--timeout=60s",
+            timeout=90,
+        )
         bystander = str(
             json.loads(cluster.kubectl("-n", monitoring, "get", "pod", name, "-o", "json").stdout)[
                 "status"
             ]["podIP"]
         )
         # The bystander serves: a Pod without the policy reaches it.
-        wait_for(lambda: connect(cluster, namespace, outsider, bystander, 8080) == "open",
-                 timeout=30, what="the bystander serving")  # fmt: skip
+        wait_for(
+            lambda: connect(cluster, namespace, outsider, bystander, 8080) == "open",
+            timeout=30,
+            what="the bystander serving",
+        )
         api = "kubernetes.default.svc.cluster.local"
-        wait_for(lambda: connect(cluster, namespace, worker, api, 443) == "open",
-                 timeout=30, what="a worker reaching the API server by name")  # fmt: skip
+        wait_for(
+            lambda: connect(cluster, namespace, worker, api, 443) == "open",
+            timeout=30,
+            what="a worker reaching the API server by name",
+        )
         # The operator keeps the workers' policy for the API server from its slice.
-        api_slice = json.loads(cluster.kubectl("-n", "default", "get", "endpointslice",
-                                               "kubernetes", "-o", "json").stdout)  # fmt: skip
-        kept = json.loads(cluster.kubectl("-n", namespace, "get", "networkpolicy",
-                                          f"{release.fullname}-worker-apiserver", "-o",
-                                          "json").stdout)  # fmt: skip
+        api_slice = json.loads(
+            cluster.kubectl(
+                "-n", "default", "get", "endpointslice", "kubernetes", "-o", "json"
+            ).stdout
+        )
+        kept = json.loads(
+            cluster.kubectl(
+                "-n",
+                namespace,
+                "get",
+                "networkpolicy",
+                f"{release.fullname}-worker-apiserver",
+                "-o",
+                "json",
+            ).stdout
+        )
         [rule] = kept["spec"]["egress"]
         assert sorted(peer["ipBlock"]["cidr"].split("/")[0] for peer in rule["to"]) == sorted(
             a for endpoint in api_slice["endpoints"] for a in endpoint["addresses"]
@@ -388,8 +477,10 @@ def test_helm_upgrade_to_a_rebuilt_image_while_runs_are_in_flight_loses_no_run(
     release.upgrade(image_values(test_images.upgrade))
 
     def rolled() -> bool:
-        pods = [*release.pods("operator", terminating=True),
-                *release.pods("worker", terminating=True)]  # fmt: skip
+        pods = [
+            *release.pods("operator", terminating=True),
+            *release.pods("worker", terminating=True),
+        ]
         return {pod["spec"]["containers"][0]["image"] for pod in pods} == {test_images.upgrade}
 
     # helm --wait returns when the new Pods are ready; the old ones finish their runs.
@@ -410,8 +501,12 @@ def test_the_cron_job_ran_three_times_once_a_minute(
         found: list[dict[str, str]] = job.get("status", {}).get("runs") or []
         return found
 
-    wait_for(lambda: sum(r["outcome"] == "Succeeded" for r in runs()) >= 3, timeout=300,
-             interval=2, what="three runs")  # fmt: skip
+    wait_for(
+        lambda: sum(r["outcome"] == "Succeeded" for r in runs()) >= 3,
+        timeout=300,
+        interval=2,
+        what="three runs",
+    )
     scheduled = sorted(dt.datetime.fromisoformat(r["scheduledAt"]) for r in runs())
     gaps = [b - a for a, b in itertools.pairwise(scheduled)]
     assert all(gap == dt.timedelta(minutes=1) for gap in gaps), (scheduled, runs())
@@ -435,8 +530,11 @@ def test_helm_uninstall_keeps_the_crd_and_the_scheduledjobs(release: Release) ->
     before = {j["metadata"]["name"] for j in job_list(cluster, namespace)}
     assert before
     release.uninstall()
-    wait_for(lambda: release.pods("operator", terminating=True) == [], timeout=60,
-             what="the operator's Pods gone")  # fmt: skip
+    wait_for(
+        lambda: release.pods("operator", terminating=True) == [],
+        timeout=60,
+        what="the operator's Pods gone",
+    )
     cluster.kubectl("get", "crd", "scheduledjobs.tickwork.dev")
     after = {j["metadata"]["name"] for j in job_list(cluster, namespace)}
     assert after == before

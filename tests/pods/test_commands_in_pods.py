@@ -27,13 +27,19 @@ def commands_release(pods_cluster: Cluster, test_images: ClusterImages) -> Itera
     # The CRD may outlive an earlier release (it is kept on uninstall): manage it
     # apart from this release, as GitOps installs often do.
     pods_cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRDS))
-    values = merge(test_images.values(), {
-        "crds": {"install": False},
-        "operator": {"replicas": 1},
-        "autoscaling": {"enabled": False},
-        "worker": {"replicas": 1, "commandTasks": {"enabled": True},
-                   "previews": {"enabled": True}},  # the tests read what commands print
-    })  # fmt: skip
+    values = merge(
+        test_images.values(),
+        {
+            "crds": {"install": False},
+            "operator": {"replicas": 1},
+            "autoscaling": {"enabled": False},
+            "worker": {
+                "replicas": 1,
+                "commandTasks": {"enabled": True},
+                "previews": {"enabled": True},  # the tests read what commands print
+            },
+        },
+    )
     release = Release(pods_cluster, NAMESPACE, values=values)
     release.install()
     yield release
@@ -43,14 +49,21 @@ def commands_release(pods_cluster: Cluster, test_images: ClusterImages) -> Itera
 def _run_command(release: Release, name: str, script: str) -> str:
     """Run ``sh -c script`` as a one-shot command job ``name``; its run's result."""
     cluster, namespace = release.cluster, release.namespace
-    job = {"apiVersion": "tickwork.dev/v1alpha1", "kind": "ScheduledJob",
-           "metadata": {"name": name},
-           "spec": {"runAt": seconds_from_now(0), "retry": {"maxAttempts": 1},
-                    "task": {"command": {"args": ["sh", "-c", script]}}}}  # fmt: skip
+    job = {
+        "apiVersion": "tickwork.dev/v1alpha1",
+        "kind": "ScheduledJob",
+        "metadata": {"name": name},
+        "spec": {
+            "runAt": seconds_from_now(0),
+            "retry": {"maxAttempts": 1},
+            "task": {"command": {"args": ["sh", "-c", script]}},
+        },
+    }
     apply_jobs(cluster, namespace, [job])
     wait_outcomes(cluster, namespace, {name}, "Succeeded", timeout=120)
-    status = json.loads(cluster.kubectl("-n", namespace, "get", "scheduledjob", name,
-                                        "-o", "json").stdout)["status"]  # fmt: skip
+    status = json.loads(
+        cluster.kubectl("-n", namespace, "get", "scheduledjob", name, "-o", "json").stdout
+    )["status"]
     return str(status["lastRun"]["result"])
 
 
@@ -58,8 +71,7 @@ def test_a_command_gets_neither_the_redis_password_nor_the_api_token(
     commands_release: Release,
 ) -> None:
     cluster, namespace = commands_release.cluster, commands_release.namespace
-    script = (f"id -u; ls {PASSWORD} {TOKEN} 2>&1; env | grep -c TICKWORK_REDIS; "
-              "echo done")  # fmt: skip
+    script = f"id -u; ls {PASSWORD} {TOKEN} 2>&1; env | grep -c TICKWORK_REDIS; echo done"
     output = _run_command(commands_release, "peek", script)
     lines = output.removeprefix("exit 0: ").splitlines()
     assert lines[0] == "10002", output  # the runner's user, not the worker's (10001)
@@ -68,8 +80,9 @@ def test_a_command_gets_neither_the_redis_password_nor_the_api_token(
     assert lines[-2:] == ["0", "done"], output  # no TICKWORK_REDIS_* in its environment
     # The worker's container has both (it reads the job and the queue with them).
     [worker] = [p["metadata"]["name"] for p in commands_release.pods("worker")]
-    listed = cluster.kubectl("-n", namespace, "exec", worker, "-c", "worker", "--",
-                             "ls", PASSWORD, TOKEN).stdout  # fmt: skip
+    listed = cluster.kubectl(
+        "-n", namespace, "exec", worker, "-c", "worker", "--", "ls", PASSWORD, TOKEN
+    ).stdout
     assert PASSWORD in listed
     assert TOKEN in listed
 
@@ -106,8 +119,10 @@ def test_a_command_leaves_nothing_behind_and_cannot_touch_the_runners_socket(
     runner's socket nor hand the runner a command of its own; Landlock is there
     (the runner refuses commands otherwise, and this one ran)."""
     cluster, namespace = commands_release.cluster, commands_release.namespace
-    script = (f"setsid sleep 300 </dev/null >/dev/null 2>&1 & echo $!; "
-              f"rm -f {SOCKET} 2>&1; python3 -c '{ASK}' {SOCKET}; echo done")  # fmt: skip
+    script = (
+        f"setsid sleep 300 </dev/null >/dev/null 2>&1 & echo $!; "
+        f"rm -f {SOCKET} 2>&1; python3 -c '{ASK}' {SOCKET}; echo done"
+    )
     output = _run_command(commands_release, "squatter", script).removeprefix("exit 0: ")
     lines = output.splitlines()
     assert lines[-1] == "done", output

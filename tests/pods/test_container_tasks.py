@@ -70,26 +70,43 @@ class JobLog:
 @pytest.fixture(scope="module")
 def release(pods_cluster: Cluster, test_images: ClusterImages) -> Iterator[Release]:
     pods_cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRDS))
-    values = merge(test_images.values(), {
-        "crds": {"install": False},
-        "operator": {"replicas": 1},
-        "autoscaling": {"enabled": False},
-        "worker": {"replicas": 1, "previews": {"enabled": True},  # the tests read logs
-                   "containerTasks": {"enabled": True, "ttlSecondsAfterFinished": TTL_SECONDS}},
-    })  # fmt: skip
+    values = merge(
+        test_images.values(),
+        {
+            "crds": {"install": False},
+            "operator": {"replicas": 1},
+            "autoscaling": {"enabled": False},
+            "worker": {
+                "replicas": 1,
+                "previews": {"enabled": True},  # the tests read logs
+                "containerTasks": {"enabled": True, "ttlSecondsAfterFinished": TTL_SECONDS},
+            },
+        },
+    )
     installed = Release(pods_cluster, NAMESPACE, values=values)
     installed.install()
     yield installed
     # The ScheduledJobs first: their Jobs go with them (ownerReferences).
-    pods_cluster.kubectl("-n", NAMESPACE, "delete", "scheduledjobs", "--all", "--wait=true",
-                         timeout=120)  # fmt: skip
+    pods_cluster.kubectl(
+        "-n", NAMESPACE, "delete", "scheduledjobs", "--all", "--wait=true", timeout=120
+    )
     installed.uninstall()
 
 
 @pytest.fixture(scope="module")
 def job_log(release: Release) -> Iterator[JobLog]:
-    argv = [kubectl_binary(), f"--kubeconfig={release.cluster.kubeconfig}", "-n", NAMESPACE,
-            "get", "jobs.batch", "--watch", "--output-watch-events", "-o", "json"]  # fmt: skip
+    argv = [
+        kubectl_binary(),
+        f"--kubeconfig={release.cluster.kubeconfig}",
+        "-n",
+        NAMESPACE,
+        "get",
+        "jobs.batch",
+        "--watch",
+        "--output-watch-events",
+        "-o",
+        "json",
+    ]
     process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     log = JobLog(process)
     reader = threading.Thread(target=log.read, daemon=True)
@@ -103,13 +120,23 @@ def job_log(release: Release) -> Iterator[JobLog]:
 
 
 def _python(code: str, image: str, **spec: Any) -> dict[str, Any]:
-    return {"container": {"image": image, "imagePullPolicy": "IfNotPresent",
-                          "command": ["python3", "-c", code], **spec}}  # fmt: skip
+    return {
+        "container": {
+            "image": image,
+            "imagePullPolicy": "IfNotPresent",
+            "command": ["python3", "-c", code],
+            **spec,
+        }
+    }
 
 
 def _job(name: str, task: dict[str, Any], **spec: Any) -> dict[str, Any]:
-    return {"apiVersion": "tickwork.dev/v1alpha1", "kind": "ScheduledJob",
-            "metadata": {"name": name}, "spec": {"task": task, **spec}}  # fmt: skip
+    return {
+        "apiVersion": "tickwork.dev/v1alpha1",
+        "kind": "ScheduledJob",
+        "metadata": {"name": name},
+        "spec": {"task": task, **spec},
+    }
 
 
 def _status(cluster: Cluster, name: str) -> dict[str, Any]:
@@ -141,8 +168,13 @@ def replaced(release: Release, job_log: JobLog, test_images: ClusterImages) -> s
     first, checked later."""
     del job_log  # watching already
     code = "import time; print('sleeping', flush=True); time.sleep(600)"
-    job = _job("replaced", _python(code, test_images.tickwork), schedule="@every 20s",
-               concurrencyPolicy="Replace", timeoutSeconds=600)  # fmt: skip
+    job = _job(
+        "replaced",
+        _python(code, test_images.tickwork),
+        schedule="@every 20s",
+        concurrencyPolicy="Replace",
+        timeoutSeconds=600,
+    )
     apply_jobs(release.cluster, NAMESPACE, [job])
     return "replaced"
 
@@ -152,19 +184,27 @@ def test_a_container_that_succeeds_gives_its_exit_code_and_log(
 ) -> None:
     del replaced  # under way meanwhile
     cluster = release.cluster
-    code = ("import os; env = os.environ; print('hello from a container'); "
-            "print('run', env['TICKWORK_RUN_ID'], 'attempt', env['TICKWORK_ATTEMPT'])")  # fmt: skip
-    job = _job("hello", _python(code, test_images.tickwork,
-                                resources={"requests": {"cpu": "10m", "memory": "32Mi"}}),
-               runAt=seconds_from_now(0), timeoutSeconds=120)  # fmt: skip
+    code = (
+        "import os; env = os.environ; print('hello from a container'); "
+        "print('run', env['TICKWORK_RUN_ID'], 'attempt', env['TICKWORK_ATTEMPT'])"
+    )
+    job = _job(
+        "hello",
+        _python(
+            code, test_images.tickwork, resources={"requests": {"cpu": "10m", "memory": "32Mi"}}
+        ),
+        runAt=seconds_from_now(0),
+        timeoutSeconds=120,
+    )
     apply_jobs(cluster, NAMESPACE, [job])
     wait_outcomes(cluster, NAMESPACE, {"hello"}, "Succeeded", timeout=180)
     last = _status(cluster, "hello")["lastRun"]
     assert last["result"].startswith("exit 0: hello from a container"), last
     assert f"run {last['id']} attempt 1" in last["result"]
     # The Job of attempt 1, as Tickwork made it: its name derived from the run.
-    sj = json.loads(cluster.kubectl("-n", NAMESPACE, "get", "scheduledjob", "hello",
-                                    "-o", "json").stdout)  # fmt: skip
+    sj = json.loads(
+        cluster.kubectl("-n", NAMESPACE, "get", "scheduledjob", "hello", "-o", "json").stdout
+    )
     name = job_names.job_name("hello", last["id"], 1)
     batch = _batch_job(cluster, name)
     assert batch is not None, f"no Job {name}"
@@ -178,8 +218,9 @@ def test_a_container_that_succeeds_gives_its_exit_code_and_log(
     [owner] = batch["metadata"]["ownerReferences"]
     assert (owner["kind"], owner["uid"]) == ("ScheduledJob", sj["metadata"]["uid"])
     assert batch["metadata"]["labels"][job_names.ATTEMPT_LABEL] == "1"
-    assert any(c["type"] == "Complete" and c["status"] == "True"
-               for c in batch["status"]["conditions"])  # fmt: skip
+    assert any(
+        c["type"] == "Complete" and c["status"] == "True" for c in batch["status"]["conditions"]
+    )
     assert job_log.created(job_names.run_digest(last["id"])) == {name: {batch["metadata"]["uid"]}}
 
 
@@ -188,8 +229,12 @@ def test_a_container_that_fails_is_retried_one_job_per_attempt(
 ) -> None:
     cluster = release.cluster
     code = "import os, sys; print('failing attempt', os.environ['TICKWORK_ATTEMPT']); sys.exit(3)"
-    job = _job("flaky", _python(code, test_images.tickwork), runAt=seconds_from_now(0),
-               retry={"maxAttempts": 3, "backoffSeconds": 1, "maxBackoffSeconds": 2})  # fmt: skip
+    job = _job(
+        "flaky",
+        _python(code, test_images.tickwork),
+        runAt=seconds_from_now(0),
+        retry={"maxAttempts": 3, "backoffSeconds": 1, "maxBackoffSeconds": 2},
+    )
     apply_jobs(cluster, NAMESPACE, [job])
     wait_outcomes(cluster, NAMESPACE, {"flaky"}, "Failed", timeout=240)
     last = _status(cluster, "flaky")["lastRun"]
@@ -207,8 +252,13 @@ def test_a_container_that_runs_too_long_times_out(
     del job_log
     cluster = release.cluster
     code = "import time; print('working', flush=True); time.sleep(300)"
-    job = _job("slow", _python(code, test_images.tickwork), runAt=seconds_from_now(0),
-               timeoutSeconds=15, retry={"maxAttempts": 1})  # fmt: skip
+    job = _job(
+        "slow",
+        _python(code, test_images.tickwork),
+        runAt=seconds_from_now(0),
+        timeoutSeconds=15,
+        retry={"maxAttempts": 1},
+    )
     apply_jobs(cluster, NAMESPACE, [job])
     wait_outcomes(cluster, NAMESPACE, {"slow"}, "Failed", timeout=180)
     last = _status(cluster, "slow")["lastRun"]
@@ -218,11 +268,22 @@ def test_a_container_that_runs_too_long_times_out(
     batch = _batch_job(cluster, job_names.job_name("slow", last["id"], 1))
     if batch is not None:
         assert batch["spec"]["activeDeadlineSeconds"] == 15
-        assert any(c["type"] == "Failed" and c["reason"] == "DeadlineExceeded"
-                   for c in batch["status"].get("conditions") or [])  # fmt: skip
-    wait_for(lambda: not [p for p in _pods_of(cluster, last["id"])
-                          if p["status"].get("phase") in ("Pending", "Running")],
-             timeout=90, interval=2, what="the timed-out Pod stopped")  # fmt: skip
+        assert any(
+            c["type"] == "Failed" and c["reason"] == "DeadlineExceeded"
+            for c in batch["status"].get("conditions") or []
+        )
+    wait_for(
+        lambda: (
+            not [
+                p
+                for p in _pods_of(cluster, last["id"])
+                if p["status"].get("phase") in ("Pending", "Running")
+            ]
+        ),
+        timeout=90,
+        interval=2,
+        what="the timed-out Pod stopped",
+    )
 
 
 def test_a_cancelled_run_deletes_its_job_and_its_pod_goes(release: Release, replaced: str) -> None:
@@ -233,17 +294,33 @@ def test_a_cancelled_run_deletes_its_job_and_its_pod_goes(release: Release, repl
         return [r for r in runs if r["outcome"] == "Cancelled"]
 
     wait_for(lambda: bool(cancelled()), timeout=180, interval=2, what="a run replaced")
-    cluster.kubectl("-n", NAMESPACE, "patch", "scheduledjob", replaced, "--type=merge",
-                    "-p", '{"spec": {"suspend": true}}')  # fmt: skip
+    cluster.kubectl(
+        "-n",
+        NAMESPACE,
+        "patch",
+        "scheduledjob",
+        replaced,
+        "--type=merge",
+        "-p",
+        '{"spec": {"suspend": true}}',
+    )
     run = cancelled()[0]
     # Replace is CancelOther under its Temporal name, which the record gives.
     assert "concurrencyPolicy CancelOther" in run["error"], run
     name = job_names.job_name(replaced, run["id"], 1)
-    wait_for(lambda: _batch_job(cluster, name) is None, timeout=60, interval=1,
-             what=f"the Job {name} deleted")  # fmt: skip
+    wait_for(
+        lambda: _batch_job(cluster, name) is None,
+        timeout=60,
+        interval=1,
+        what=f"the Job {name} deleted",
+    )
     # Its Pod is stopped and deleted with it (the garbage collector, Background).
-    wait_for(lambda: not _pods_of(cluster, run["id"]), timeout=120, interval=2,
-             what="the cancelled run's Pod gone")  # fmt: skip
+    wait_for(
+        lambda: not _pods_of(cluster, run["id"]),
+        timeout=120,
+        interval=2,
+        what="the cancelled run's Pod gone",
+    )
 
 
 def test_a_container_gets_secret_values_its_service_account_and_its_node(
@@ -253,8 +330,15 @@ def test_a_container_gets_secret_values_its_service_account_and_its_node(
     serviceAccountName (its token mounted) and nodeSelector, on a real Pod."""
     cluster = release.cluster
     secret = "s3cret-value"
-    cluster.kubectl("-n", NAMESPACE, "create", "secret", "generic", "report-db",
-                    f"--from-literal=password={secret}")  # fmt: skip
+    cluster.kubectl(
+        "-n",
+        NAMESPACE,
+        "create",
+        "secret",
+        "generic",
+        "report-db",
+        f"--from-literal=password={secret}",
+    )
     cluster.kubectl("-n", NAMESPACE, "create", "serviceaccount", "reporter")
     # The worker keeps no log of a container that may hold Secrets (it may not read them
     # to redact them): the container's exit code says what it found.
@@ -265,15 +349,28 @@ def test_a_container_gets_secret_values_its_service_account_and_its_node(
         "token = os.path.exists('/var/run/secrets/kubernetes.io/serviceaccount/token'); "
         "sys.exit(0 if same and token else 3 if token else 4)"
     )
-    task = _python(code, test_images.tickwork, serviceAccountName="reporter",
-                   nodeSelector={"kubernetes.io/os": "linux"},
-                   env=[{"name": "DB_PASSWORD", "valueFrom": {
-                       "secretKeyRef": {"name": "report-db", "key": "password"}}}])  # fmt: skip
-    job = _job("wired", task, runAt=seconds_from_now(0), timeoutSeconds=120,
-               retry={"maxAttempts": 1})  # fmt: skip
+    task = _python(
+        code,
+        test_images.tickwork,
+        serviceAccountName="reporter",
+        nodeSelector={"kubernetes.io/os": "linux"},
+        env=[
+            {
+                "name": "DB_PASSWORD",
+                "valueFrom": {"secretKeyRef": {"name": "report-db", "key": "password"}},
+            }
+        ],
+    )
+    job = _job(
+        "wired", task, runAt=seconds_from_now(0), timeoutSeconds=120, retry={"maxAttempts": 1}
+    )
     apply_jobs(cluster, NAMESPACE, [job])
-    wait_for(lambda: (_status(cluster, "wired").get("lastRun") or {}).get("outcome"),
-             timeout=180, interval=2, what="the run of wired ended")  # fmt: skip
+    wait_for(
+        lambda: (_status(cluster, "wired").get("lastRun") or {}).get("outcome"),
+        timeout=180,
+        interval=2,
+        what="the run of wired ended",
+    )
     last = _status(cluster, "wired")["lastRun"]
     assert last["outcome"] == "Succeeded", last  # exit 3: not the Secret's value; 4: no token
     assert last["result"].startswith("exit 0"), last
@@ -297,8 +394,13 @@ def test_a_run_cancelled_from_the_cli_deletes_its_job(
     retried, its Job deleted and its Pod gone."""
     cluster = release.cluster
     code = "import time; print('working', flush=True); time.sleep(600)"
-    job = _job("stopped", _python(code, test_images.tickwork), runAt=seconds_from_now(0),
-               timeoutSeconds=600, retry={"maxAttempts": 3, "backoffSeconds": 1})  # fmt: skip
+    job = _job(
+        "stopped",
+        _python(code, test_images.tickwork),
+        runAt=seconds_from_now(0),
+        timeoutSeconds=600,
+        retry={"maxAttempts": 3, "backoffSeconds": 1},
+    )
     apply_jobs(cluster, NAMESPACE, [job])
 
     def running() -> str | None:
@@ -318,10 +420,18 @@ def test_a_run_cancelled_from_the_cli_deletes_its_job(
     last = _status(cluster, "stopped")["lastRun"]
     assert (last["id"], last["attempts"]) == (run_id, 1), last
     name = job_names.job_name("stopped", run_id, 1)
-    wait_for(lambda: _batch_job(cluster, name) is None, timeout=60, interval=1,
-             what=f"the Job {name} deleted")  # fmt: skip
-    wait_for(lambda: not _pods_of(cluster, run_id), timeout=120, interval=2,
-             what="the cancelled run's Pod gone")  # fmt: skip
+    wait_for(
+        lambda: _batch_job(cluster, name) is None,
+        timeout=60,
+        interval=1,
+        what=f"the Job {name} deleted",
+    )
+    wait_for(
+        lambda: not _pods_of(cluster, run_id),
+        timeout=120,
+        interval=2,
+        what="the cancelled run's Pod gone",
+    )
     # No second attempt followed the cancel.
     assert _batch_job(cluster, job_names.job_name("stopped", run_id, 2)) is None
 
@@ -332,7 +442,12 @@ def test_finished_jobs_are_deleted_by_the_ttl_controller(release: Release) -> No
     name = job_names.job_name("hello", last["id"], 1)
     # ttlSecondsAfterFinished (TTL_SECONDS) after it completed, kube-controller-manager's
     # TTL-after-finished controller deletes the Job, and its Pod with it.
-    wait_for(lambda: _batch_job(cluster, name) is None, timeout=TTL_SECONDS + 90, interval=2,
-             what=f"the Job {name} deleted after its TTL")  # fmt: skip
-    wait_for(lambda: not _pods_of(cluster, last["id"]), timeout=90, interval=2,
-             what="its Pod deleted")  # fmt: skip
+    wait_for(
+        lambda: _batch_job(cluster, name) is None,
+        timeout=TTL_SECONDS + 90,
+        interval=2,
+        what=f"the Job {name} deleted after its TTL",
+    )
+    wait_for(
+        lambda: not _pods_of(cluster, last["id"]), timeout=90, interval=2, what="its Pod deleted"
+    )

@@ -43,30 +43,42 @@ def test_the_image_runs_both_entry_points_as_non_root_on_a_read_only_root(
             "restartPolicy": "Never",
             # No runAsUser: the user is the image's own (USER in the Dockerfile).
             "securityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
-            "containers": [{
-                "name": "check",
-                "image": image,
-                "imagePullPolicy": "IfNotPresent",
-                "command": ["sh", "-c", SCRIPT],
-                "securityContext": {"readOnlyRootFilesystem": True,
-                                    "allowPrivilegeEscalation": False,
-                                    "capabilities": {"drop": ["ALL"]}},
-            }],
+            "containers": [
+                {
+                    "name": "check",
+                    "image": image,
+                    "imagePullPolicy": "IfNotPresent",
+                    "command": ["sh", "-c", SCRIPT],
+                    "securityContext": {
+                        "readOnlyRootFilesystem": True,
+                        "allowPrivilegeEscalation": False,
+                        "capabilities": {"drop": ["ALL"]},
+                    },
+                }
+            ],
         },
-    }  # fmt: skip
+    }
     pods_cluster.kubectl("create", "namespace", namespace)
     try:
         pods_cluster.kubectl("apply", "-f", "-", input_text=json.dumps(pod))
 
         def finished() -> bool:
-            phase = pods_cluster.kubectl("-n", namespace, "get", "pod", "image-check",
-                                         "-o", "jsonpath={.status.phase}").stdout  # fmt: skip
+            phase = pods_cluster.kubectl(
+                "-n", namespace, "get", "pod", "image-check", "-o", "jsonpath={.status.phase}"
+            ).stdout
             return phase in {"Succeeded", "Failed"}
 
         wait_for(finished, timeout=120, interval=1, what="the image check Pod")
         output = pods_cluster.kubectl("-n", namespace, "logs", "image-check").stdout.split()
         demo = "demo=absent" if which == "product" else "demo=present"
-        assert output == ["uid=10001", "gid=10001", "operator=ok", "worker=ok",
-                          "root=read-only", "pip=absent", demo], output  # fmt: skip
+        assert output == [
+            "uid=10001",
+            "gid=10001",
+            "operator=ok",
+            "worker=ok",
+            "root=read-only",
+            "pip=absent",
+            demo,
+        ], output
     finally:
         pods_cluster.kubectl("delete", "namespace", namespace, "--wait=false")

@@ -35,14 +35,21 @@ def keda_release(pods_cluster: Cluster, test_images: ClusterImages) -> Iterator[
     # The CRD may outlive an earlier release (it is kept on uninstall): manage it
     # apart from this release, as GitOps installs often do.
     pods_cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRDS))
-    values = merge(test_images.values(), RECORDER_EGRESS, {
-        "crds": {"install": False},
-        "operator": {"replicas": 1},
-        "autoscaling": {
-            "enabled": True, "mode": "keda", "minReplicas": MIN_WORKERS, "maxReplicas": 5,
-            "behavior": {"scaleDownStabilizationSeconds": 15, "scaleDownPercent": 100},
+    values = merge(
+        test_images.values(),
+        RECORDER_EGRESS,
+        {
+            "crds": {"install": False},
+            "operator": {"replicas": 1},
+            "autoscaling": {
+                "enabled": True,
+                "mode": "keda",
+                "minReplicas": MIN_WORKERS,
+                "maxReplicas": 5,
+                "behavior": {"scaleDownStabilizationSeconds": 15, "scaleDownPercent": 100},
+            },
         },
-    })  # fmt: skip
+    )
     release = Release(pods_cluster, NAMESPACE, values=values)
     release.install()
     yield release
@@ -56,8 +63,11 @@ def test_keda_scales_the_workers_on_ready_and_in_flight_runs_and_back(
     ready = "jsonpath={.items[0].status.conditions[?(@.type=='Ready')].status}"
     scaled = cluster.kubectl("-n", NAMESPACE, "get", "scaledobject", "-o", ready)
     assert scaled.stdout == "True", "KEDA did not accept the chart's ScaledObject"
-    wait_for(lambda: keda_release.deployment("worker")["status"].get("replicas") == MIN_WORKERS,
-             timeout=180, what="workers at the minimum before the burst")  # fmt: skip
+    wait_for(
+        lambda: keda_release.deployment("worker")["status"].get("replicas") == MIN_WORKERS,
+        timeout=180,
+        what="workers at the minimum before the burst",
+    )
     burst = run_burst(keda_release, recorder, jobs=40, task_seconds=20, min_replicas=MIN_WORKERS)
     assert burst.peak_replicas >= 3, burst.summary()
     assert burst.drained is not None, burst.summary()

@@ -45,10 +45,14 @@ def adapted(images: ClusterImages) -> list[dict[str, Any]]:
             container["image"] = images.tickwork if ours else images.redis
             container["imagePullPolicy"] = "Never"
         if obj["kind"] == "NetworkPolicy" and obj["metadata"]["name"] == "tickwork-worker-egress":
-            [dns] = [rule for rule in obj["spec"]["egress"]
-                     if any(p["port"] == 53 for p in rule.get("ports", []))]  # fmt: skip
-            dns["ports"] += [{"port": addons.COREDNS_POD_PORT, "protocol": proto}
-                             for proto in ("UDP", "TCP")]  # fmt: skip
+            [dns] = [
+                rule
+                for rule in obj["spec"]["egress"]
+                if any(p["port"] == 53 for p in rule.get("ports", []))
+            ]
+            dns["ports"] += [
+                {"port": addons.COREDNS_POD_PORT, "protocol": proto} for proto in ("UDP", "TCP")
+            ]
     return objects
 
 
@@ -61,26 +65,41 @@ def plain(pods_cluster: Cluster, test_images: ClusterImages) -> Iterator[Release
     assert namespace["kind"] == "Namespace"
     # Applied, not created: an earlier release of these tests may have left the
     # namespace (and Redis's claim: a PVC outlives its StatefulSet).
-    secret = {"apiVersion": "v1", "kind": "Secret",
-              "metadata": {"name": "tickwork-redis", "namespace": NAMESPACE},
-              "stringData": {"redis-password": "plain-manifests-test"}}  # fmt: skip
+    secret = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": "tickwork-redis", "namespace": NAMESPACE},
+        "stringData": {"redis-password": "plain-manifests-test"},
+    }
     cluster.kubectl("apply", "-f", "-", input_text=_listed([namespace, secret]))
     found = Release(cluster, NAMESPACE)
     found.provide_redis_volume()
     try:
-        cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", "-",
-                        input_text=_listed(rest), timeout=300)  # fmt: skip
-        for workload in ("deployment/tickwork-operator", "deployment/tickwork-worker",
-                         "statefulset/tickwork-redis"):  # fmt: skip
-            cluster.kubectl("-n", NAMESPACE, "rollout", "status", workload, "--timeout=300s",
-                            timeout=330)  # fmt: skip
+        cluster.kubectl(
+            "apply",
+            "--server-side",
+            "--force-conflicts",
+            "-f",
+            "-",
+            input_text=_listed(rest),
+            timeout=300,
+        )
+        for workload in (
+            "deployment/tickwork-operator",
+            "deployment/tickwork-worker",
+            "statefulset/tickwork-redis",
+        ):
+            cluster.kubectl(
+                "-n", NAMESPACE, "rollout", "status", workload, "--timeout=300s", timeout=330
+            )
         yield found
     finally:
         # Everything applied but the CRD (kept, as on uninstall) and the namespace
         # (a later test may install there): gone before the next test starts.
         gone = [o for o in rest if o["kind"] != "CustomResourceDefinition"] + [secret]
-        cluster.kubectl("delete", "--ignore-not-found", "-f", "-", input_text=_listed(gone),
-                        timeout=300)  # fmt: skip
+        cluster.kubectl(
+            "delete", "--ignore-not-found", "-f", "-", input_text=_listed(gone), timeout=300
+        )
         cluster.kubectl("delete", "namespace", JOBS, "--ignore-not-found", "--wait=false")
 
 
@@ -93,21 +112,33 @@ def test_the_plain_manifests_run_a_job_and_keep_the_workers_egress_narrow(
 ) -> None:
     cluster = plain.cluster
     cluster.kubectl("create", "namespace", JOBS)
-    job = {"apiVersion": "tickwork.dev/v1alpha1", "kind": "ScheduledJob",
-           "metadata": {"name": "hello"},
-           "spec": {"runAt": seconds_from_now(0), "task": {"echo": {"message": "hi"}}}}  # fmt: skip
+    job = {
+        "apiVersion": "tickwork.dev/v1alpha1",
+        "kind": "ScheduledJob",
+        "metadata": {"name": "hello"},
+        "spec": {"runAt": seconds_from_now(0), "task": {"echo": {"message": "hi"}}},
+    }
     apply_jobs(cluster, JOBS, [job])
     wait_outcomes(cluster, JOBS, {"hello"}, "Succeeded", timeout=120)
 
     # Rendered without lookups, the chart's policy names no API server address; the
     # operator keeps a second one with the addresses the EndpointSlice has.
-    api_slice = json.loads(cluster.kubectl("-n", "default", "get", "endpointslice",
-                                           "kubernetes", "-o", "json").stdout)  # fmt: skip
+    api_slice = json.loads(
+        cluster.kubectl("-n", "default", "get", "endpointslice", "kubernetes", "-o", "json").stdout
+    )
     addresses = sorted(a for e in api_slice["endpoints"] for a in e["addresses"])
 
     def kept() -> list[str]:
-        found = cluster.kubectl("-n", NAMESPACE, "get", "networkpolicy",
-                                "tickwork-worker-apiserver", "-o", "json", check=False)  # fmt: skip
+        found = cluster.kubectl(
+            "-n",
+            NAMESPACE,
+            "get",
+            "networkpolicy",
+            "tickwork-worker-apiserver",
+            "-o",
+            "json",
+            check=False,
+        )
         if found.returncode != 0:
             return []
         [rule] = json.loads(found.stdout)["spec"]["egress"]
@@ -119,26 +150,43 @@ def test_the_plain_manifests_run_a_job_and_keep_the_workers_egress_narrow(
     ports = sorted({int(p["port"]) for p in api_slice["ports"]} | {53, 8080})
     serve = " & ".join(f"python3 -m http.server {port} >/dev/null 2>&1" for port in ports)
     bystander = {
-        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "bystander", "namespace": JOBS},
-        "spec": {"containers": [{"name": "serve", "image": test_images.tickwork,
-                                 "command": ["sh", "-c", f"{serve} & wait"],
-                                 "imagePullPolicy": "Never",
-                                 "securityContext": {"runAsUser": 0}}],  # port 53
-                 "terminationGracePeriodSeconds": 0},
-    }  # fmt: skip
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "bystander", "namespace": JOBS},
+        "spec": {
+            "containers": [
+                {
+                    "name": "serve",
+                    "image": test_images.tickwork,
+                    "command": ["sh", "-c", f"{serve} & wait"],
+                    "imagePullPolicy": "Never",
+                    "securityContext": {"runAsUser": 0},  # port 53
+                }
+            ],
+            "terminationGracePeriodSeconds": 0,
+        },
+    }
     cluster.kubectl("apply", "-f", "-", input_text=json.dumps(bystander))
-    cluster.kubectl("-n", JOBS, "wait", "--for=condition=Ready", "pod/bystander",
-                    "--timeout=60s", timeout=90)  # fmt: skip
-    address = json.loads(cluster.kubectl("-n", JOBS, "get", "pod", "bystander", "-o",
-                                         "json").stdout)["status"]["podIP"]  # fmt: skip
+    cluster.kubectl(
+        "-n", JOBS, "wait", "--for=condition=Ready", "pod/bystander", "--timeout=60s", timeout=90
+    )
+    address = json.loads(
+        cluster.kubectl("-n", JOBS, "get", "pod", "bystander", "-o", "json").stdout
+    )["status"]["podIP"]
     outsider = prober(cluster, JOBS, test_images.tickwork)  # no egress policy
     for port in ports:
-        wait_for(lambda port=port: connect(cluster, JOBS, outsider, address, port) == "open",
-                 timeout=30, what=f"the bystander serving on {port}")  # fmt: skip
+        wait_for(
+            lambda port=port: connect(cluster, JOBS, outsider, address, port) == "open",
+            timeout=30,
+            what=f"the bystander serving on {port}",
+        )
     worker = str(plain.pods("worker")[0]["metadata"]["name"])
     api = "kubernetes.default.svc.cluster.local"
-    wait_for(lambda: connect(cluster, NAMESPACE, worker, api, 443) == "open", timeout=30,
-             what="a worker reaching the API server by name")  # fmt: skip
+    wait_for(
+        lambda: connect(cluster, NAMESPACE, worker, api, 443) == "open",
+        timeout=30,
+        what="a worker reaching the API server by name",
+    )
     redis = f"tickwork-redis.{NAMESPACE}.svc.cluster.local"
     assert connect(cluster, NAMESPACE, worker, redis, 6379) == "open"
     for _ in range(3):  # ... but not another Pod on any of those ports, nor the kubelet

@@ -71,10 +71,16 @@ def overrides(host: str, redis: images.Image) -> list[str]:
       1053, not 53 (kind's and most clusters' listen on 53, the default).
     """
     dns = ",".join(str(port) for port in (53, addons.COREDNS_POD_PORT))
-    return ["--set", f"global.imageRegistry={host}",
-            "--set", f"redis.image.repository={host}/{redis_repository(redis)}",
-            "--set", f"redis.image.tag={redis.tag}",
-            "--set", f"networkPolicy.workerEgress.dnsPorts={{{dns}}}"]  # fmt: skip
+    return [
+        "--set",
+        f"global.imageRegistry={host}",
+        "--set",
+        f"redis.image.repository={host}/{redis_repository(redis)}",
+        "--set",
+        f"redis.image.tag={redis.tag}",
+        "--set",
+        f"networkPolicy.workerEgress.dnsPorts={{{dns}}}",
+    ]
 
 
 def redis_repository(redis: images.Image) -> str:
@@ -112,8 +118,15 @@ class Published:
 
     def run(self, command: str, *, timeout: float = 300) -> str:
         argv = self.user_argv(command)
-        result = subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
-                                check=False, env=self.env, cwd=ROOT)  # fmt: skip
+        result = subprocess.run(
+            argv,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+            env=self.env,
+            cwd=ROOT,
+        )
         assert result.returncode == 0, f"{shlex.join(argv)}:\n{result.stdout}\n{result.stderr}"
         return result.stdout
 
@@ -122,8 +135,12 @@ def _user_env(cluster: Cluster, home: Path) -> dict[str, str]:
     """helm, kubectl and the kubectl plugin on PATH, the cluster's kubeconfig, and helm's
     and kubectl's caches in a directory of their own."""
     tools = [Path(helm_binary()).parent, Path(kubectl_binary()).parent, Path(sys.executable).parent]
-    env = {**os.environ, "KUBECONFIG": str(cluster.kubeconfig), "KUBECACHEDIR": str(home / "kube"),
-           "PATH": os.pathsep.join([*map(str, tools), os.environ.get("PATH", "")])}  # fmt: skip
+    env = {
+        **os.environ,
+        "KUBECONFIG": str(cluster.kubeconfig),
+        "KUBECACHEDIR": str(home / "kube"),
+        "PATH": os.pathsep.join([*map(str, tools), os.environ.get("PATH", "")]),
+    }
     for name in ("CACHE", "CONFIG", "DATA"):
         env[f"HELM_{name}_HOME"] = str(home / f"helm-{name.lower()}")
     return env
@@ -163,15 +180,18 @@ def _crd_lent_to_the_release(cluster: Cluster) -> Iterator[None]:
     cluster has none. A CRD this module installed is deleted at the end.
     """
     found = cluster.kubectl("get", "crd", CRD, "-o", "json", check=False)
-    annotations = {"meta.helm.sh/release-name": RELEASE,
-                   "meta.helm.sh/release-namespace": NAMESPACE}  # fmt: skip
+    annotations = {
+        "meta.helm.sh/release-name": RELEASE,
+        "meta.helm.sh/release-namespace": NAMESPACE,
+    }
     before = None
     if found.returncode == 0:
         before = json.loads(found.stdout)["metadata"].get("annotations", {})
     _clean(cluster)
     if before is not None:
-        cluster.kubectl("annotate", "crd", CRD, "--overwrite",
-                        *(f"{k}={v}" for k, v in annotations.items()))  # fmt: skip
+        cluster.kubectl(
+            "annotate", "crd", CRD, "--overwrite", *(f"{k}={v}" for k, v in annotations.items())
+        )
         cluster.kubectl("label", "crd", CRD, "--overwrite", "app.kubernetes.io/managed-by=Helm")
     try:
         yield
@@ -190,15 +210,25 @@ def _clean(cluster: Cluster) -> None:
     release = Release(cluster, NAMESPACE, name=RELEASE)
     if release.helm("list", "--short").strip():
         release.uninstall()
-    cluster.kubectl("-n", JOB_NAMESPACE, "delete", "scheduledjob", "hello-once",
-                    "--ignore-not-found", check=False)  # fmt: skip
+    cluster.kubectl(
+        "-n",
+        JOB_NAMESPACE,
+        "delete",
+        "scheduledjob",
+        "hello-once",
+        "--ignore-not-found",
+        check=False,
+    )
     cluster.kubectl("delete", "namespace", NAMESPACE, "--ignore-not-found", timeout=300)
     claim = f"data-{release.fullname}-redis-0"
-    cluster.kubectl("delete", "persistentvolume", f"{NAMESPACE}-{claim}", "--ignore-not-found",
-                    timeout=120)  # fmt: skip
+    cluster.kubectl(
+        "delete", "persistentvolume", f"{NAMESPACE}-{claim}", "--ignore-not-found", timeout=120
+    )
     if cluster.plane is not None:
-        shutil.rmtree(cluster.plane.workdir.parent / "volumes" / f"{NAMESPACE}-{RELEASE}-redis",
-                      ignore_errors=True)  # fmt: skip
+        shutil.rmtree(
+            cluster.plane.workdir.parent / "volumes" / f"{NAMESPACE}-{RELEASE}-redis",
+            ignore_errors=True,
+        )
 
 
 @pytest.fixture
@@ -222,12 +252,20 @@ def test_the_install_line_installs_the_pinned_chart_from_the_registry(
     assert listed["status"] == "deployed"
 
 
-def _watch_until(published: Published, command: str, done: re.Pattern[str], *,
-                 timeout: float) -> list[str]:  # fmt: skip
+def _watch_until(
+    published: Published, command: str, done: re.Pattern[str], *, timeout: float
+) -> list[str]:
     """Run a `-w` command until a line of its output matches ``done``; its lines."""
     argv = published.user_argv(command)
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            env=published.env, cwd=ROOT, start_new_session=True)  # fmt: skip
+    proc = subprocess.Popen(
+        argv,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=published.env,
+        cwd=ROOT,
+        start_new_session=True,
+    )
     assert proc.stdout is not None
     lines: list[str] = []
     deadline = time.monotonic() + timeout
@@ -261,8 +299,17 @@ def test_the_quick_start_runs_the_example_job_in_pods_pulled_from_the_registry(
     try:
         rows = _watch_until(published, watch, finished, timeout=300)
     except AssertionError as exc:
-        job = published.cluster.kubectl("-n", JOB_NAMESPACE, "get", "sj", "hello-once", "-o",
-                                        "yaml", "--show-managed-fields", check=False)  # fmt: skip
+        job = published.cluster.kubectl(
+            "-n",
+            JOB_NAMESPACE,
+            "get",
+            "sj",
+            "hello-once",
+            "-o",
+            "yaml",
+            "--show-managed-fields",
+            check=False,
+        )
         now = f"the job now (who wrote what, when):\n{job.stdout}"
         raise AssertionError(f"{exc}\n\n{now}") from None
     print(f"installed and ran the example in {time.monotonic() - started:.0f}s")  # noqa: T201

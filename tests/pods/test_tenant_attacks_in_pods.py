@@ -65,9 +65,18 @@ def hostile(pods_cluster: Cluster) -> Iterator[str]:
         raise AssertionError("the attack suite in Pods needs the local node's public address")
     hostnet.public_up()
     server = subprocess.Popen(
-        ["ip", "netns", "exec", hostnet.PUBLIC_NETNS, sys.executable, "-m",
-         "tickwork_dev.devcluster.hostile", str(PORT), CANARY],
-    )  # fmt: skip
+        [
+            "ip",
+            "netns",
+            "exec",
+            hostnet.PUBLIC_NETNS,
+            sys.executable,
+            "-m",
+            "tickwork_dev.devcluster.hostile",
+            str(PORT),
+            CANARY,
+        ],
+    )
     try:
         yield SERVER
     finally:
@@ -99,11 +108,17 @@ def tenant(defaults: Release) -> str:
 
 
 def _http_job(name: str, path: str) -> dict[str, Any]:
-    return {"apiVersion": "tickwork.dev/v1alpha1", "kind": "ScheduledJob",
-            "metadata": {"name": name},
-            "spec": {"runAt": seconds_from_now(0), "retry": {"maxAttempts": 1},
-                     "timeoutSeconds": 600,
-                     "task": {"http": {"url": f"{SERVER}{path}", "method": "GET"}}}}  # fmt: skip
+    return {
+        "apiVersion": "tickwork.dev/v1alpha1",
+        "kind": "ScheduledJob",
+        "metadata": {"name": name},
+        "spec": {
+            "runAt": seconds_from_now(0),
+            "retry": {"maxAttempts": 1},
+            "timeoutSeconds": 600,
+            "task": {"http": {"url": f"{SERVER}{path}", "method": "GET"}},
+        },
+    }
 
 
 def _submit(cluster: Cluster, who: str, namespace: str, job: dict[str, Any]) -> None:
@@ -115,14 +130,22 @@ def _viewer(cluster: Cluster, namespace: str) -> str:
     """A ServiceAccount bound to the built-in `view` role in ``namespace``; its name to
     impersonate."""
     cluster.kubectl("-n", namespace, "create", "serviceaccount", "viewer")
-    cluster.kubectl("-n", namespace, "create", "rolebinding", "viewer", "--clusterrole=view",
-                    f"--serviceaccount={namespace}:viewer")  # fmt: skip
+    cluster.kubectl(
+        "-n",
+        namespace,
+        "create",
+        "rolebinding",
+        "viewer",
+        "--clusterrole=view",
+        f"--serviceaccount={namespace}:viewer",
+    )
     return f"system:serviceaccount:{namespace}:viewer"
 
 
 def _restarts(release: Release) -> int:
-    return sum(c["restartCount"] for p in release.pods("worker")
-               for c in p["status"]["containerStatuses"])  # fmt: skip
+    return sum(
+        c["restartCount"] for p in release.pods("worker") for c in p["status"]["containerStatuses"]
+    )
 
 
 def test_a_reply_bomb_leaves_every_worker_standing(defaults: Release, tenant: str) -> None:
@@ -140,8 +163,9 @@ def test_a_viewer_reads_no_reply_body_in_status(defaults: Release, tenant: str) 
     viewer = _viewer(cluster, JOBS)
     _submit(cluster, tenant, JOBS, _http_job("error-page", "/canary"))
     wait_outcomes(cluster, JOBS, {"error-page"}, "Failed", timeout=120)
-    seen = cluster.kubectl("--as", viewer, "-n", JOBS, "get", "scheduledjob", "error-page",
-                           "-o", "json").stdout  # fmt: skip
+    seen = cluster.kubectl(
+        "--as", viewer, "-n", JOBS, "get", "scheduledjob", "error-page", "-o", "json"
+    ).stdout
     last = json.loads(seen)["status"]["lastRun"]
     assert "500" in last["error"], last
     assert CANARY not in seen
@@ -159,21 +183,30 @@ def test_a_tenant_flooding_long_runs_leaves_slots_for_the_others(
         _submit(cluster, tenant, JOBS, _http_job(f"hog-{i}", "/slow"))
 
     def holding() -> int:
-        jobs = json.loads(cluster.kubectl("-n", JOBS, "get", "scheduledjobs", "-o",
-                                          "json").stdout)["items"]  # fmt: skip
-        return sum(len(j.get("status", {}).get("activeRuns") or []) for j in jobs
-                   if j["metadata"]["name"].startswith("hog-"))  # fmt: skip
+        jobs = json.loads(cluster.kubectl("-n", JOBS, "get", "scheduledjobs", "-o", "json").stdout)[
+            "items"
+        ]
+        return sum(
+            len(j.get("status", {}).get("activeRuns") or [])
+            for j in jobs
+            if j["metadata"]["name"].startswith("hog-")
+        )
 
-    wait_for(lambda: holding() >= slots // 2, timeout=120, interval=1,
-             what="the tenant's runs holding their share")  # fmt: skip
+    wait_for(
+        lambda: holding() >= slots // 2,
+        timeout=120,
+        interval=1,
+        what="the tenant's runs holding their share",
+    )
     other = tenant_account(cluster, OTHERS)
     _submit(cluster, other, OTHERS, _http_job("innocent", "/ok"))
     # Well within the hogs' 300 s: it did not wait for one of them to end.
     wait_outcomes(cluster, OTHERS, {"innocent"}, "Succeeded", timeout=90)
     assert holding() <= len(defaults.pods("worker")) * 8 // 2  # of the slots there are now
     # Done with: their runs are withdrawn, not left holding slots for 300 s.
-    cluster.kubectl("-n", JOBS, "delete", "scheduledjobs", *(f"hog-{i}" for i in range(slots)),
-                    "--wait=false")  # fmt: skip
+    cluster.kubectl(
+        "-n", JOBS, "delete", "scheduledjobs", *(f"hog-{i}" for i in range(slots)), "--wait=false"
+    )
 
 
 # -- with what the defaults leave off ----------------------------------------------------
@@ -263,8 +296,12 @@ def test_a_retry_never_runs_beside_a_thread_that_ignored_its_timeout(
     task = {"python": {"name": "tickwork.hold", "args": [str(HOLD_SECONDS)]}}
     retry = {"maxAttempts": 2, "backoffSeconds": 1, "maxBackoffSeconds": 1}
     spec = {"runAt": seconds_from_now(0), "timeoutSeconds": 1, "retry": retry, "task": task}
-    job = {"apiVersion": "tickwork.dev/v1alpha1", "kind": "ScheduledJob",
-           "metadata": {"name": "hold"}, "spec": spec}  # fmt: skip
+    job = {
+        "apiVersion": "tickwork.dev/v1alpha1",
+        "kind": "ScheduledJob",
+        "metadata": {"name": "hold"},
+        "spec": spec,
+    }
     _submit(cluster, opted_in, SECRETS, job)
     last = wait_ended(cluster, SECRETS, {"hold"}, timeout=120)["hold"]
     assert (last["outcome"], last["attempts"]) == ("Succeeded", 2), last

@@ -45,22 +45,31 @@ pytestmark = pytest.mark.timeout(900)
 
 def _jobs(recorder: Recorder) -> list[dict[str, Any]]:
     def job(name: str, url: str) -> dict[str, Any]:
-        return {"apiVersion": "tickwork.dev/v1alpha1", "kind": "ScheduledJob",
-                "metadata": {"name": name},
-                "spec": {"schedule": "@every 10s", "retry": {"maxAttempts": 1},
-                         "task": {"http": {"url": url}}}}  # fmt: skip
+        return {
+            "apiVersion": "tickwork.dev/v1alpha1",
+            "kind": "ScheduledJob",
+            "metadata": {"name": name},
+            "spec": {
+                "schedule": "@every 10s",
+                "retry": {"maxAttempts": 1},
+                "task": {"http": {"url": url}},
+            },
+        }
 
     # The recorder answers at once: a run shorter than the worker's runningAfterSeconds
     # (0.5 s) is never marked Running, so its record takes a place. A host that does not
     # resolve fails each run at once, in the previous release as in this one.
-    return [*(job(name, recorder.url(name)) for name in SUCCEEDING),
-            job(FAILING, "http://refused.invalid/")]  # fmt: skip
+    return [
+        *(job(name, recorder.url(name)) for name in SUCCEEDING),
+        job(FAILING, "http://refused.invalid/"),
+    ]
 
 
 def _jobs_now(cluster: Cluster) -> dict[str, dict[str, Any]]:
     """The jobs, with their managedFields (kubectl leaves them out unless asked)."""
-    result = cluster.kubectl("get", "scheduledjobs", "-n", NAMESPACE, "-o", "json",
-                             "--show-managed-fields", timeout=120)  # fmt: skip
+    result = cluster.kubectl(
+        "get", "scheduledjobs", "-n", NAMESPACE, "-o", "json", "--show-managed-fields", timeout=120
+    )
     return {str(j["metadata"]["name"]): j for j in json.loads(result.stdout)["items"]}
 
 
@@ -74,11 +83,20 @@ def _runs(job: dict[str, Any], *, succeeded: bool | None = None) -> list[dict[st
 
 def _summary(jobs: dict[str, dict[str, Any]], old_ids: dict[str, set[str]]) -> str:
     """Each job's history (old records marked), and its status managers."""
-    return json.dumps({name: {
-        "runs": [f"{r['outcome']} {r.get('slot', '-')}{' OLD' if r['id'] in old_ids[name] else ''}"
-                 for r in _runs(job)],
-        "managers": sorted(_status_managers(job)),
-    } for name, job in jobs.items()})  # fmt: skip
+    return json.dumps(
+        {
+            name: {
+                "runs": [_described(r, old=r["id"] in old_ids[name]) for r in _runs(job)],
+                "managers": sorted(_status_managers(job)),
+            }
+            for name, job in jobs.items()
+        }
+    )
+
+
+def _described(run: dict[str, Any], *, old: bool) -> str:
+    """A history record as the summary shows it: outcome, slot, and whether it is old."""
+    return f"{run['outcome']} {run.get('slot', '-')}{' OLD' if old else ''}"
 
 
 def _moment(text: str) -> dt.datetime:
@@ -86,8 +104,11 @@ def _moment(text: str) -> dt.datetime:
 
 
 def _status_managers(job: dict[str, Any]) -> set[str]:
-    return {str(entry["manager"]) for entry in job["metadata"].get("managedFields") or []
-            if entry.get("subresource") == "status"}  # fmt: skip
+    return {
+        str(entry["manager"])
+        for entry in job["metadata"].get("managedFields") or []
+        if entry.get("subresource") == "status"
+    }
 
 
 @pytest.fixture(scope="module")
@@ -95,14 +116,24 @@ def previous(pods_cluster: Cluster, test_images: ClusterImages) -> Iterator[Rele
     """The previous release, installed with its own chart, image and CRD (the CRD kept
     apart from the release, as the other modules do: it outlives their releases)."""
     image, chart = previous_release(pods_cluster)
-    pods_cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f",
-                         str(chart.parents[1] / "manifests" / "crds"))  # fmt: skip
-    values = merge(test_images.values(), image_values(image), RECORDER_EGRESS, {
-        "crds": {"install": False},
-        "operator": {"replicas": 1},
-        "autoscaling": {"enabled": False},
-        "worker": {"replicas": 1},
-    })  # fmt: skip
+    pods_cluster.kubectl(
+        "apply",
+        "--server-side",
+        "--force-conflicts",
+        "-f",
+        str(chart.parents[1] / "manifests" / "crds"),
+    )
+    values = merge(
+        test_images.values(),
+        image_values(image),
+        RECORDER_EGRESS,
+        {
+            "crds": {"install": False},
+            "operator": {"replicas": 1},
+            "autoscaling": {"enabled": False},
+            "worker": {"replicas": 1},
+        },
+    )
     release = Release(pods_cluster, NAMESPACE, values=values, chart=chart)
     try:
         release.install()
@@ -121,8 +152,10 @@ def test_an_upgrade_from_the_previous_release_lets_the_old_history_go_and_runs_g
     # The previous release fills every history (and trims it, in its own way).
     def filled() -> bool:
         jobs = _jobs_now(cluster)
-        return (all(len(_runs(jobs[name], succeeded=True)) >= KEEP for name in SUCCEEDING)
-                and len(_runs(jobs[FAILING], succeeded=False)) >= KEEP)  # fmt: skip
+        return (
+            all(len(_runs(jobs[name], succeeded=True)) >= KEEP for name in SUCCEEDING)
+            and len(_runs(jobs[FAILING], succeeded=False)) >= KEEP
+        )
 
     wait_for(filled, timeout=180, interval=2, what="the previous release to fill the histories")
     before = _jobs_now(cluster)
@@ -139,8 +172,10 @@ def test_an_upgrade_from_the_previous_release_lets_the_old_history_go_and_runs_g
     previous.upgrade(test_images.values())
 
     def rolled() -> bool:
-        pods = [*previous.pods("operator", terminating=True),
-                *previous.pods("worker", terminating=True)]  # fmt: skip
+        pods = [
+            *previous.pods("operator", terminating=True),
+            *previous.pods("worker", terminating=True),
+        ]
         return {p["spec"]["containers"][0]["image"] for p in pods} == {test_images.tickwork}
 
     wait_for(rolled, timeout=180, interval=1, what="every Pod on this tree's image")
@@ -154,15 +189,20 @@ def test_an_upgrade_from_the_previous_release_lets_the_old_history_go_and_runs_g
         if any(old_ids[name] & {r["id"] for r in _runs(job)} for name, job in jobs.items()):
             return None
         placed = all(
-            len(_runs(jobs[name])) == KEEP and all("slot" in r for r in _runs(jobs[name]))
+            len(_runs(jobs[name])) == KEEP
+            and all("slot" in r for r in _runs(jobs[name]))
             and not any(m.startswith("tickwork-run-") for m in _status_managers(jobs[name]))
             for name in SUCCEEDING
-        )  # fmt: skip
+        )
         return jobs if placed else None
 
     try:
-        wait_for(lambda: settled() is not None, timeout=240, interval=2,
-                 what="the previous release's records and managers to leave")  # fmt: skip
+        wait_for(
+            lambda: settled() is not None,
+            timeout=240,
+            interval=2,
+            what="the previous release's records and managers to leave",
+        )
     except AssertionError as exc:
         raise AssertionError(f"{exc}; now: {_summary(_jobs_now(cluster), old_ids)}") from None
     after = settled()

@@ -20,8 +20,14 @@ BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 
 
 def test_a_report_carries_the_commit_the_date_and_the_arguments(tmp_path: Path) -> None:
-    args = argparse.Namespace(sizes=[100, 1000], minutes=3, out=tmp_path / "r.json",
-                              plot=tmp_path / "r.png", tree=Path("/x"), dry=None)  # fmt: skip
+    args = argparse.Namespace(
+        sizes=[100, 1000],
+        minutes=3,
+        out=tmp_path / "r.json",
+        plot=tmp_path / "r.png",
+        tree=Path("/x"),
+        dry=None,
+    )
     save_report({"benchmark": "b", "results": [1]}, args.out, args)
     saved = json.loads(args.out.read_text())
     assert re.fullmatch(r"[0-9a-f]{40}(\+dirty)?", saved["commit"])

@@ -114,31 +114,46 @@ def test_interval_runs_agree_with_the_second_by_second_reference(
 
 @settings(max_examples=200, deadline=None)
 @given(
-    expression=st.sampled_from([
-        "* * * * *", "*/7 * * * *", "30 * * * *", "15,45 2-4 * * *", "0 0 * * *",
-        "*/20 1 * * 0", "59 23 31 12 *",
-    ]),
-    zone=st.sampled_from(["UTC", "Europe/Berlin", "America/New_York", "Australia/Lord_Howe",
-                          "Pacific/Chatham"]),
+    expression=st.sampled_from(
+        [
+            "* * * * *",
+            "*/7 * * * *",
+            "30 * * * *",
+            "15,45 2-4 * * *",
+            "0 0 * * *",
+            "*/20 1 * * 0",
+            "59 23 31 12 *",
+        ]
+    ),
+    zone=st.sampled_from(
+        ["UTC", "Europe/Berlin", "America/New_York", "Australia/Lord_Howe", "Pacific/Chatham"]
+    ),
     first_minute=instants.map(lambda s: s // 60),
     data=st.data(),
-)  # fmt: skip
+)
 def test_bounded_cron_runs_agree_with_the_minute_by_minute_reference(
     expression: str, zone: str, first_minute: int, data: st.DataObject
 ) -> None:
     last_minute = first_minute + WINDOW // 60
     plain = cron_schedule(expression, zone)
-    fires = [at(m * 60) for m in vixie_fires(plain.cron, plain.timeline.zone, first_minute,
-                                              last_minute)]  # fmt: skip
+    fires = [
+        at(m * 60) for m in vixie_fires(plain.cron, plain.timeline.zone, first_minute, last_minute)
+    ]
     not_before, not_after = data.draw(bounds(first_minute * 60, last_minute * 60, fires))
     schedule = bounded(plain, not_before=not_before, not_after=not_after)
-    agrees(schedule, within_bounds(fires, not_before, not_after), first_minute * 60,
-           last_minute * 60)  # fmt: skip
+    agrees(
+        schedule, within_bounds(fires, not_before, not_after), first_minute * 60, last_minute * 60
+    )
 
 
 @settings(max_examples=200, deadline=None)
-@given(anchor=instants, micro=st.integers(0, 999_999), seconds=st.integers(10, 100_000),
-       moment=instants, days=st.integers(0, 4000))  # fmt: skip
+@given(
+    anchor=instants,
+    micro=st.integers(0, 999_999),
+    seconds=st.integers(10, 100_000),
+    moment=instants,
+    days=st.integers(0, 4000),
+)
 def test_an_interval_counts_in_constant_time_what_a_walk_would_find(
     anchor: int, micro: int, seconds: int, moment: int, days: int
 ) -> None:

@@ -15,8 +15,14 @@ from tickwork_operator.buffers import DropAll, PublishHead, buffer_plan
 pytestmark = pytest.mark.unit
 
 T0 = dt.datetime(2026, 12, 1, 9, tzinfo=dt.UTC)
-A, B, C = (BufferedRun(id=f"u.{n}", scheduled_at=T0 + dt.timedelta(minutes=n),
-                       buffered_at=T0 + dt.timedelta(minutes=n)) for n in range(3))  # fmt: skip
+A, B, C = (
+    BufferedRun(
+        id=f"u.{n}",
+        scheduled_at=T0 + dt.timedelta(minutes=n),
+        buffered_at=T0 + dt.timedelta(minutes=n),
+    )
+    for n in range(3)
+)
 ABC = (A, B, C)
 
 # waiting, valid, suspended, paused, a run active -> plan
@@ -42,6 +48,7 @@ def test_the_buffer_plan(
     active: bool,
     plan: DropAll | PublishHead | None,
 ) -> None:
-    decided = buffer_plan(list(waiting), valid=valid, suspended=suspended, paused=paused,
-                          active=active)  # fmt: skip
+    decided = buffer_plan(
+        list(waiting), valid=valid, suspended=suspended, paused=paused, active=active
+    )
     assert decided == plan

@@ -49,8 +49,9 @@ def owed(
     runs: list[dt.datetime] = []
     missed = 0
     while True:
-        result = catch_up(schedule, last_scheduled=last, now=now, starting_deadline_seconds=None,
-                          rule=rule)  # fmt: skip
+        result = catch_up(
+            schedule, last_scheduled=last, now=now, starting_deadline_seconds=None, rule=rule
+        )
         missed += result.missed
         if result.run is None:
             return runs, missed
@@ -102,14 +103,23 @@ def test_a_run_on_time_or_a_little_late_starts_whatever_the_policy(
 ) -> None:
     rule = CatchupRule.of(policy, 10, None)
     for late in (0.0, 0.005, 9.9):
-        result = catch_up(EVERY_MINUTE, last_scheduled=at(0) - dt.timedelta(microseconds=1),
-                          now=at(0) + dt.timedelta(seconds=late),
-                          starting_deadline_seconds=None, rule=rule)  # fmt: skip
+        result = catch_up(
+            EVERY_MINUTE,
+            last_scheduled=at(0) - dt.timedelta(microseconds=1),
+            now=at(0) + dt.timedelta(seconds=late),
+            starting_deadline_seconds=None,
+            rule=rule,
+        )
         assert (result.run, result.missed, result.late) == (at(0), 0, False)
     # jitterSeconds widens the grace: the operator passes 10 s plus the job's jitter.
-    result = catch_up(EVERY_MINUTE, last_scheduled=at(0) - dt.timedelta(microseconds=1),
-                      now=at(0) + dt.timedelta(seconds=40), starting_deadline_seconds=None,
-                      rule=CatchupRule.of(NONE, None, None), grace_seconds=10 + 45)  # fmt: skip
+    result = catch_up(
+        EVERY_MINUTE,
+        last_scheduled=at(0) - dt.timedelta(microseconds=1),
+        now=at(0) + dt.timedelta(seconds=40),
+        starting_deadline_seconds=None,
+        rule=CatchupRule.of(NONE, None, None),
+        grace_seconds=10 + 45,
+    )
     assert result.run == at(0)
 
 
@@ -117,8 +127,9 @@ def test_all_starts_at_most_the_newest_hundred_and_counts_the_rest_without_walki
     # Down a whole year on a per-minute job: 525,600 runs missed, counted, not visited.
     last = at(0) - dt.timedelta(days=365)
     rule = CatchupRule.of(ALL, None, None)
-    first = catch_up(EVERY_MINUTE, last_scheduled=last, now=at(0.5),
-                     starting_deadline_seconds=None, rule=rule)  # fmt: skip
+    first = catch_up(
+        EVERY_MINUTE, last_scheduled=last, now=at(0.5), starting_deadline_seconds=None, rule=rule
+    )
     assert first.run == at(-(MAX_CATCHUP_RUNS - 1))
     assert first.missed == 365 * 24 * 60 - MAX_CATCHUP_RUNS
     assert first.latest_missed == at(-MAX_CATCHUP_RUNS)
@@ -161,8 +172,9 @@ def test_all_across_a_clock_change_starts_exactly_the_runs_cron_would_have(
     schedule = cron_schedule(expression, zone)
     start, end = dt.datetime.fromisoformat(down_from), dt.datetime.fromisoformat(back_at)
     runs, missed = owed(schedule, CatchupRule.of(ALL, None, None), last=start, now=end)
-    reference = vixie_fires(schedule.cron, schedule.timeline.zone,
-                            civil.to_minute(start) + 1, civil.to_minute(end))  # fmt: skip
+    reference = vixie_fires(
+        schedule.cron, schedule.timeline.zone, civil.to_minute(start) + 1, civil.to_minute(end)
+    )
     assert _minutes(runs) == reference
     assert missed == 0
     assert backfill_runs(schedule, start + dt.timedelta(minutes=1), end) == len(reference)
@@ -175,16 +187,24 @@ def test_a_backfill_follows_the_jobs_daylight_saving_choice(
 ) -> None:
     choice = DaylightSavingChoice(repeated=repeated, skipped=skipped)
     schedule = cron_schedule("30 2 * * *", "Europe/Berlin", choice)
-    for start, end in (("2026-10-24T00:00:00Z", "2026-10-27T00:00:00Z"),
-                       ("2026-03-28T00:00:00Z", "2026-03-31T00:00:00Z")):  # fmt: skip
+    for start, end in (
+        ("2026-10-24T00:00:00Z", "2026-10-27T00:00:00Z"),
+        ("2026-03-28T00:00:00Z", "2026-03-31T00:00:00Z"),
+    ):
         begin, finish = dt.datetime.fromisoformat(start), dt.datetime.fromisoformat(end)
         runs, done = [], None
-        while (moment := next_backfill_run(schedule, start=begin, end=finish,
-                                           done_until=done)) is not None:  # fmt: skip
+        while (
+            moment := next_backfill_run(schedule, start=begin, end=finish, done_until=done)
+        ) is not None:
             runs.append(moment)
             done = moment
-        reference = chosen_fires(schedule.cron, schedule.timeline.zone, civil.to_minute(begin),
-                                 civil.to_minute(finish), choice)  # fmt: skip
+        reference = chosen_fires(
+            schedule.cron,
+            schedule.timeline.zone,
+            civil.to_minute(begin),
+            civil.to_minute(finish),
+            choice,
+        )
         assert _minutes(runs) == reference
         assert backfill_runs(schedule, begin, finish) == len(reference)
 
@@ -210,7 +230,11 @@ def test_backfilled_runs_have_ids_of_their_own_that_name_their_job() -> None:
     assert run_id != scheduled_run_id(UID, at(0))
     parts = parse_run_id(run_id)
     assert (parts.uid, parts.scheduled_at, parts.backfill, parts.token) == (
-        UID, at(0), "nov-reports", None)  # fmt: skip
+        UID,
+        at(0),
+        "nov-reports",
+        None,
+    )
     assert belongs_to(run_id, UID)
     assert not belongs_to(run_id, "someone-else")
     with pytest.raises(ValueError, match="not a Tickwork run ID"):

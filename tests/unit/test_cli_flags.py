@@ -31,8 +31,19 @@ def test_the_namespace_flag_counts_before_and_after_the_command(
 
 
 def test_every_global_flag_works_after_the_command() -> None:
-    args = parser().parse_args(["dlq", "requeue", "--all", "--kubeconfig", "/k", "--context",
-                                "c", "--redis-url", "redis://r"])  # fmt: skip
+    args = parser().parse_args(
+        [
+            "dlq",
+            "requeue",
+            "--all",
+            "--kubeconfig",
+            "/k",
+            "--context",
+            "c",
+            "--redis-url",
+            "redis://r",
+        ]
+    )
     assert (args.kubeconfig, args.context, args.redis_url) == ("/k", "c", "redis://r")
 
 
@@ -44,8 +55,7 @@ def test_version_prints_the_installed_version(capsys: pytest.CaptureFixture[str]
 def test_trigger_parameters_are_checked_before_the_cluster_is_asked(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    assert trigger_params(["region=eu", "note=a=b", "region=us"]) == {"note": "a=b",
-                                                                      "region": "us"}  # fmt: skip
+    assert trigger_params(["region=eu", "note=a=b", "region=us"]) == {"note": "a=b", "region": "us"}
     absent = str(tmp_path / "no-kubeconfig")
     assert main(["trigger", "nightly", "--param", "2fast=x", "--kubeconfig", absent]) == 1
     assert capsys.readouterr().err.startswith("error: parameter name '2fast' must be a letter")

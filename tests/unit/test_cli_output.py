@@ -15,22 +15,42 @@ from tickwork.core.annotations import CANCEL_IDS_LIMIT, cancel_ids, with_cancel
 pytestmark = pytest.mark.unit
 NOW = dt.datetime(2026, 12, 1, 9, 5, tzinfo=dt.UTC)
 STATUS = {
-    "activeRuns": [{"id": "u.20261201T090400Z", "scheduledAt": "2026-12-01T09:04:00Z",
-                    "state": "Running", "attempt": 2, "worker": "w-1"}],
-    "runs": [  # as status keeps them: oldest first
-        {"id": "u.20261201T090200Z", "scheduledAt": "2026-12-01T09:02:00Z",
-         "outcome": "Failed", "finishedAt": "2026-12-01T09:02:09Z", "error": "HTTP 500"},
-        {"id": "u.20261201T090300Z", "scheduledAt": "2026-12-01T09:03:00Z",
-         "outcome": "Succeeded", "finishedAt": "2026-12-01T09:03:01Z", "result": "ok"},
+    "activeRuns": [
+        {
+            "id": "u.20261201T090400Z",
+            "scheduledAt": "2026-12-01T09:04:00Z",
+            "state": "Running",
+            "attempt": 2,
+            "worker": "w-1",
+        }
     ],
-}  # fmt: skip
+    "runs": [  # as status keeps them: oldest first
+        {
+            "id": "u.20261201T090200Z",
+            "scheduledAt": "2026-12-01T09:02:00Z",
+            "outcome": "Failed",
+            "finishedAt": "2026-12-01T09:02:09Z",
+            "error": "HTTP 500",
+        },
+        {
+            "id": "u.20261201T090300Z",
+            "scheduledAt": "2026-12-01T09:03:00Z",
+            "outcome": "Succeeded",
+            "finishedAt": "2026-12-01T09:03:01Z",
+            "result": "ok",
+        },
+    ],
+}
 
 
 def test_the_table_shows_the_running_run_then_the_newest_first() -> None:
     lines = render_runs("j", STATUS, output="table", now=NOW).splitlines()
     assert [line.split()[0] for line in lines] == [
-        "RUN", "20261201T090400Z", "20261201T090300Z", "20261201T090200Z",
-    ]  # fmt: skip
+        "RUN",
+        "20261201T090400Z",
+        "20261201T090300Z",
+        "20261201T090200Z",
+    ]
     assert "on w-1" in lines[1]
 
 
@@ -52,31 +72,65 @@ def test_no_runs_yet_is_said_in_words_and_output_is_checked() -> None:
 
 
 JOB = {
-    "metadata": {"name": "nightly", "namespace": "prod", "uid": "u",
-                 "creationTimestamp": "2026-11-28T09:05:00Z"},
+    "metadata": {
+        "name": "nightly",
+        "namespace": "prod",
+        "uid": "u",
+        "creationTimestamp": "2026-11-28T09:05:00Z",
+    },
     "spec": {"schedule": "0 2 * * *", "timeZone": "Europe/Berlin", "task": {"http": {}}},
-    "status": {**STATUS, "phase": "Scheduled", "nextRunAt": "2026-12-01T09:10:00Z",
-               "nextRuns": ["2026-12-01T09:10:00Z", "2026-12-02T09:10:00Z",
-                            "2026-12-03T09:10:00Z", "2026-12-04T09:10:00Z"],
-               "missedRuns": 2, "lastRun": STATUS["runs"][1],
-               "conditions": [{"type": "Ready", "status": "False", "reason": "LastRunFailed"}]},
-}  # fmt: skip
+    "status": {
+        **STATUS,
+        "phase": "Scheduled",
+        "nextRunAt": "2026-12-01T09:10:00Z",
+        "nextRuns": [
+            "2026-12-01T09:10:00Z",
+            "2026-12-02T09:10:00Z",
+            "2026-12-03T09:10:00Z",
+            "2026-12-04T09:10:00Z",
+        ],
+        "missedRuns": 2,
+        "lastRun": STATUS["runs"][1],
+        "conditions": [{"type": "Ready", "status": "False", "reason": "LastRunFailed"}],
+    },
+}
 
 
 def test_get_shows_a_row_per_job_with_readiness_and_times_relative_to_now() -> None:
     header, row = render_jobs([JOB], output="table", all_namespaces=False, now=NOW).splitlines()
-    assert header.split() == ["NAME", "SCHEDULE", "SUSPEND", "PHASE", "READY", "ACTIVE", "LAST",
-                              "LAST", "RUN", "NEXT", "RUN", "AGE"]  # fmt: skip
+    assert header.split() == [
+        "NAME",
+        "SCHEDULE",
+        "SUSPEND",
+        "PHASE",
+        "READY",
+        "ACTIVE",
+        "LAST",
+        "LAST",
+        "RUN",
+        "NEXT",
+        "RUN",
+        "AGE",
+    ]
     cells = [cell.strip() for cell in row.split("   ") if cell.strip()]
-    assert cells == ["nightly", "0 2 * * *", "false", "Scheduled", "False", "Running",
-                     "Succeeded", "2m", "in 5m", "3d"]  # fmt: skip
+    assert cells == [
+        "nightly",
+        "0 2 * * *",
+        "false",
+        "Scheduled",
+        "False",
+        "Running",
+        "Succeeded",
+        "2m",
+        "in 5m",
+        "3d",
+    ]
 
 
 def test_get_wide_and_all_namespaces_add_columns() -> None:
     header, row = render_jobs([JOB], output="wide", all_namespaces=True, now=NOW).splitlines()
     assert header.split()[0] == "NAMESPACE"
-    assert header.split()[-8:] == ["ZONE", "REASON", "MISSED", "LAST", "RUN", "ID", "NEXT",
-                                   "RUNS"]  # fmt: skip
+    assert header.split()[-8:] == ["ZONE", "REASON", "MISSED", "LAST", "RUN", "ID", "NEXT", "RUNS"]
     assert row.split()[0] == "prod"
     assert row.split("   ")[-1].strip() == "in 5m, in 1d, in 2d"  # the first three of four
     assert row.split()[-10:-6] == ["Europe/Berlin", "LastRunFailed", "2", "u.20261201T090300Z"]
@@ -132,16 +186,31 @@ def test_describe_lays_out_one_run_and_says_where_it_was_found() -> None:
         ([], "b", ["backfill"]),
         (["backfill"], "a", ["alpha"]),
         (["backfill", "alpha"], "--f", ["--from"]),
-        (["--context", "kind", "get"], "-", ["--all-namespaces", "--context", "--help",
-                                             "--kubeconfig", "--namespace", "--output",
-                                             "--redis-url", "-A", "-h", "-n", "-o"]),
+        (
+            ["--context", "kind", "get"],
+            "-",
+            [
+                "--all-namespaces",
+                "--context",
+                "--help",
+                "--kubeconfig",
+                "--namespace",
+                "--output",
+                "--redis-url",
+                "-A",
+                "-h",
+                "-n",
+                "-o",
+            ],
+        ),
     ],
-)  # fmt: skip
+)
 def test_completion_offers_what_fits_where_the_cursor_is(
     words: list[str], current: str, offered: list[str]
 ) -> None:
-    got = completion.candidates(parser(), words, current, names=lambda: ["alpha", "beta"],
-                                run_ids=lambda: ["u.1"])  # fmt: skip
+    got = completion.candidates(
+        parser(), words, current, names=lambda: ["alpha", "beta"], run_ids=lambda: ["u.1"]
+    )
     assert sorted(got) == sorted(offered)
 
 

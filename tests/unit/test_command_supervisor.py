@@ -24,9 +24,12 @@ pytestmark = pytest.mark.timeout(30)
 def supervise(script: str, *options: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, "-I", "-S", SUPERVISOR, *options, "--", "sh", "-c", script],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
         env={"PATH": os.environ["PATH"]},  # as the worker sends it: no HOME, no TMPDIR
-    )  # fmt: skip
+    )
 
 
 def test_the_programs_exit_status_and_output_are_the_supervisors() -> None:
@@ -43,8 +46,10 @@ def test_a_program_killed_by_a_signal_ends_its_supervisor_with_the_same_signal()
 
 def test_nothing_the_program_started_outlives_it_not_even_in_a_session_of_its_own() -> None:
     sleep, other = unique_sleep(), unique_sleep()
-    process = supervise(f"setsid {sleep} </dev/null >/dev/null 2>&1 & "
-                        f"({other} </dev/null >/dev/null 2>&1 &); echo left")  # fmt: skip
+    process = supervise(
+        f"setsid {sleep} </dev/null >/dev/null 2>&1 & "
+        f"({other} </dev/null >/dev/null 2>&1 &); echo left"
+    )
     assert process.communicate(timeout=10)[0] == "left\n"
     assert process.returncode == 0
     assert sleeping(sleep) == []  # gone by the time the supervisor has exited
@@ -72,8 +77,13 @@ def test_sigterm_reaches_what_left_the_group_and_sigusr1_kills_all_at_once(
 
 
 def test_a_program_that_cannot_start_is_126_with_the_reason() -> None:
-    process = subprocess.run([sys.executable, "-I", "-S", SUPERVISOR, "--", "/nonexistent"],
-                             check=False, capture_output=True, text=True, timeout=10)  # fmt: skip
+    process = subprocess.run(
+        [sys.executable, "-I", "-S", SUPERVISOR, "--", "/nonexistent"],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=10,
+    )
     assert process.returncode == 126
     assert "cannot start '/nonexistent'" in process.stderr
 
@@ -81,8 +91,13 @@ def test_a_program_that_cannot_start_is_126_with_the_reason() -> None:
 def test_a_confined_program_writes_in_its_own_directory_only(tmp_path: Path) -> None:
     assert landlock_abi() >= REQUIRED_ABI  # this machine's kernel, as CI's: no skip
     outside = tmp_path / "outside"
-    process = supervise(f'echo x > "$TMPDIR/mine" && cat "$TMPDIR/mine" && echo "$HOME"; '
-                        f"echo y > {outside}; ls {tmp_path}", "--confine")  # fmt: skip
+    process = supervise(
+        (
+            f'echo x > "$TMPDIR/mine" && cat "$TMPDIR/mine" && echo "$HOME"; '
+            f"echo y > {outside}; ls {tmp_path}"
+        ),
+        "--confine",
+    )
     output = process.communicate(timeout=10)[0]
     lines = output.splitlines()
     assert lines[0] == "x", output
@@ -94,8 +109,7 @@ def test_a_confined_program_writes_in_its_own_directory_only(tmp_path: Path) -> 
     assert not own.exists()  # removed when the program ended
 
 
-def test_commands_are_refused_without_the_isolation_they_need_unless_the_installer_accepts_less(
-) -> None:  # fmt: skip
+def test_commands_lacking_needed_isolation_are_refused_unless_the_installer_accepts_less() -> None:
     assert refusal("required", REQUIRED_ABI) == ""
     assert refusal("bestEffort", 0) == ""
     weaker = refusal("required", REQUIRED_ABI - 1)

@@ -23,9 +23,15 @@ OWNER = jobs.Owner(name="nightly", uid=UID)
 
 
 def _run(attempt: int = 1, params: dict[str, str] | None = None) -> RunContext:
-    return RunContext(run_id=RUN_ID, attempt=attempt, namespace="team-a", name="nightly",
-                      scheduled_at=dt.datetime(2026, 1, 1, tzinfo=dt.UTC), params=params or {},
-                      job_uid=UID)  # fmt: skip
+    return RunContext(
+        run_id=RUN_ID,
+        attempt=attempt,
+        namespace="team-a",
+        name="nightly",
+        scheduled_at=dt.datetime(2026, 1, 1, tzinfo=dt.UTC),
+        params=params or {},
+        job_uid=UID,
+    )
 
 
 def _task(**fields: Any) -> ContainerTask:
@@ -33,8 +39,9 @@ def _task(**fields: Any) -> ContainerTask:
 
 
 def _build(task: ContainerTask, attempt: int = 1, **run: Any) -> dict[str, Any]:
-    return jobs.build_job(task, _run(attempt, **run), owner=OWNER, timeout_seconds=120,
-                          ttl_seconds=600)  # fmt: skip
+    return jobs.build_job(
+        task, _run(attempt, **run), owner=OWNER, timeout_seconds=120, ttl_seconds=600
+    )
 
 
 def test_the_name_is_the_same_for_an_attempt_and_differs_between_attempts() -> None:
@@ -69,8 +76,13 @@ def test_the_job_is_owned_by_the_scheduled_job_and_labelled_with_run_and_attempt
     meta = job["metadata"]
     assert meta["namespace"] == "team-a"
     [owner] = meta["ownerReferences"]
-    assert owner == {"apiVersion": "tickwork.dev/v1alpha1", "kind": "ScheduledJob",
-                     "name": "nightly", "uid": UID, "controller": True}  # fmt: skip
+    assert owner == {
+        "apiVersion": "tickwork.dev/v1alpha1",
+        "kind": "ScheduledJob",
+        "name": "nightly",
+        "uid": UID,
+        "controller": True,
+    }
     assert meta["labels"][jobs.ATTEMPT_LABEL] == "3"
     assert meta["labels"][jobs.RUN_LABEL] == jobs.run_digest(RUN_ID)
     assert meta["labels"][jobs.JOB_UID_LABEL] == UID
@@ -80,20 +92,30 @@ def test_the_job_is_owned_by_the_scheduled_job_and_labelled_with_run_and_attempt
 
 def test_the_pod_is_restricted_by_default() -> None:
     pod = _build(_task())["spec"]["template"]["spec"]
-    assert pod["securityContext"] == {"runAsNonRoot": True,
-                                      "seccompProfile": {"type": "RuntimeDefault"}}  # fmt: skip
+    assert pod["securityContext"] == {
+        "runAsNonRoot": True,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
     [container] = pod["containers"]
-    assert container["securityContext"] == {"allowPrivilegeEscalation": False,
-                                            "capabilities": {"drop": ["ALL"]},
-                                            "readOnlyRootFilesystem": False}  # fmt: skip
+    assert container["securityContext"] == {
+        "allowPrivilegeEscalation": False,
+        "capabilities": {"drop": ["ALL"]},
+        "readOnlyRootFilesystem": False,
+    }
     assert pod["automountServiceAccountToken"] is False
     assert "serviceAccountName" not in pod
 
 
 def test_the_spec_relaxes_only_what_it_offers() -> None:
-    task = _task(securityContext={"runAsNonRoot": False, "runAsUser": 0, "runAsGroup": 0,
-                                  "readOnlyRootFilesystem": True},
-                 serviceAccountName="reports")  # fmt: skip
+    task = _task(
+        securityContext={
+            "runAsNonRoot": False,
+            "runAsUser": 0,
+            "runAsGroup": 0,
+            "readOnlyRootFilesystem": True,
+        },
+        serviceAccountName="reports",
+    )
     pod = _build(task)["spec"]["template"]["spec"]
     assert pod["securityContext"]["runAsNonRoot"] is False
     assert pod["securityContext"]["runAsUser"] == 0
@@ -106,15 +128,19 @@ def test_the_spec_relaxes_only_what_it_offers() -> None:
 
 def test_the_container_gets_the_spec_and_the_run() -> None:
     task = _task(
-        command=["python3", "-c"], args=["print(1)"], imagePullPolicy="Never",
-        env=[{"name": "MODE", "value": "full"},
-             {"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "api", "key": "token"}}},
-             {"name": "LEVEL", "valueFrom": {"configMapKeyRef": {"name": "cfg", "key": "lvl"}}},
-             {"name": "TICKWORK_PARAM_DAY", "value": "default"}],
+        command=["python3", "-c"],
+        args=["print(1)"],
+        imagePullPolicy="Never",
+        env=[
+            {"name": "MODE", "value": "full"},
+            {"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "api", "key": "token"}}},
+            {"name": "LEVEL", "valueFrom": {"configMapKeyRef": {"name": "cfg", "key": "lvl"}}},
+            {"name": "TICKWORK_PARAM_DAY", "value": "default"},
+        ],
         resources={"requests": {"cpu": "100m"}, "limits": {"memory": "64Mi"}},
         nodeSelector={"kubernetes.io/arch": "amd64"},
         tolerations=[{"key": "batch", "operator": "Exists", "effect": "NoSchedule"}],
-    )  # fmt: skip
+    )
     pod = _build(task, params={"day": "monday"})["spec"]["template"]["spec"]
     container = pod["containers"][0]
     assert container["image"] == "busybox:1.36"
@@ -132,15 +158,25 @@ def test_the_container_gets_the_spec_and_the_run() -> None:
     # The run's parameter wins over the spec's default, and appears once.
     assert [e["value"] for e in container["env"] if e["name"] == "TICKWORK_PARAM_DAY"] == ["monday"]
     assert pod["nodeSelector"] == {"kubernetes.io/arch": "amd64"}
-    assert pod["tolerations"] == [{"key": "batch", "operator": "Exists", "value": "",
-                                   "effect": "NoSchedule"}]  # fmt: skip
+    assert pod["tolerations"] == [
+        {"key": "batch", "operator": "Exists", "value": "", "effect": "NoSchedule"}
+    ]
 
 
-def _job(conditions: list[dict[str, str]], *, attempt: int = 1, run_id: str = RUN_ID,
-         uid: str = UID, deleting: bool = False) -> dict[str, Any]:  # fmt: skip
-    meta: dict[str, Any] = {"name": f"j{attempt}", "labels": {jobs.ATTEMPT_LABEL: str(attempt)},
-                            "annotations": {jobs.RUN_ID_ANNOTATION: run_id},
-                            "ownerReferences": [{"uid": uid}]}  # fmt: skip
+def _job(
+    conditions: list[dict[str, str]],
+    *,
+    attempt: int = 1,
+    run_id: str = RUN_ID,
+    uid: str = UID,
+    deleting: bool = False,
+) -> dict[str, Any]:
+    meta: dict[str, Any] = {
+        "name": f"j{attempt}",
+        "labels": {jobs.ATTEMPT_LABEL: str(attempt)},
+        "annotations": {jobs.RUN_ID_ANNOTATION: run_id},
+        "ownerReferences": [{"uid": uid}],
+    }
     if deleting:
         meta["deletionTimestamp"] = "2026-01-01T00:00:00Z"
     return {"metadata": meta, "status": {"conditions": conditions}}
@@ -174,12 +210,21 @@ def test_a_job_ends_with_complete_or_failed(
 
 
 def test_the_exit_code_is_the_task_containers() -> None:
-    pod = {"status": {"containerStatuses": [
-        {"name": "sidecar", "state": {"terminated": {"exitCode": 0}}},
-        {"name": "task", "state": {"terminated": {"exitCode": 3}}}]}}  # fmt: skip
+    pod = {
+        "status": {
+            "containerStatuses": [
+                {"name": "sidecar", "state": {"terminated": {"exitCode": 0}}},
+                {"name": "task", "state": {"terminated": {"exitCode": 3}}},
+            ]
+        }
+    }
     assert jobs.exit_code(pod) == 3
-    assert jobs.exit_code({"status": {"containerStatuses": [
-        {"name": "task", "state": {"running": {}}}]}}) is None  # fmt: skip
+    assert (
+        jobs.exit_code(
+            {"status": {"containerStatuses": [{"name": "task", "state": {"running": {}}}]}}
+        )
+        is None
+    )
 
 
 def test_an_attempt_takes_over_a_running_or_succeeded_job_of_its_run_only() -> None:

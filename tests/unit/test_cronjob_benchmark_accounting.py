@@ -28,9 +28,15 @@ def _window(
     lags: dict[float, list[float]], *, until: float, skipped: tuple[float, ...] = ()
 ) -> dict[str, Any]:
     scheduled = [start for start, values in lags.items() for _ in values]
-    return {"lags": [lag for values in lags.values() for lag in values], "writes": 30,
-            "window": (600.0, 720.0), "observed_until": until, "scheduled": scheduled,
-            "minutes": 2, "skipped_for_good": list(skipped)}  # fmt: skip
+    return {
+        "lags": [lag for values in lags.values() for lag in values],
+        "writes": 30,
+        "window": (600.0, 720.0),
+        "observed_until": until,
+        "scheduled": scheduled,
+        "minutes": 2,
+        "skipped_for_good": list(skipped),
+    }
 
 
 def test_runs_all_seen_give_plain_percentiles(bench: ModuleType) -> None:
@@ -55,8 +61,7 @@ def test_missing_runs_count_at_their_lower_bound(bench: ModuleType) -> None:
 
 
 def test_runs_skipped_for_good_make_the_percentile_unbounded(bench: ModuleType) -> None:
-    window = _window({600.0: [5.0] * 10, 660.0: [5.0] * 2}, until=780.0,
-                     skipped=(660.0,) * 8)  # fmt: skip
+    window = _window({600.0: [5.0] * 10, 660.0: [5.0] * 2}, until=780.0, skipped=(660.0,) * 8)
     summary = bench.summarize(window, 10, 2)
     assert summary["runs_skipped_for_good"] == 8
     assert summary["lag_p99_seconds"] is None
@@ -79,16 +84,28 @@ def test_no_ratio_is_claimed_while_tickwork_itself_is_censored(bench: ModuleType
 def test_cpu_per_run_counts_every_process_on_a_run_path_but_no_bystander(
     bench: ModuleType,
 ) -> None:
-    window = {**_window({600.0: [1.0] * 10, 660.0: [2.0] * 10}, until=780.0), "cpu_seconds": {
-        "kube-apiserver": 0.2, "etcd": 0.02, "redis-server": 0.01, "tickwork-operator-0": 0.06,
-        "tickwork-worker-1": 0.04, "tickwork-worker-2": 0.05, "kube-controller-manager": 1.0,
-    }}  # fmt: skip
+    window = {
+        **_window({600.0: [1.0] * 10, 660.0: [2.0] * 10}, until=780.0),
+        "cpu_seconds": {
+            "kube-apiserver": 0.2,
+            "etcd": 0.02,
+            "redis-server": 0.01,
+            "tickwork-operator-0": 0.06,
+            "tickwork-worker-1": 0.04,
+            "tickwork-worker-2": 0.05,
+            "kube-controller-manager": 1.0,
+        },
+    }
     summary = bench.summarize(window, 10, 2)
     # 20 scheduled runs: per run, the workers' CPU together, the bystander apart.
     assert summary["cpu_ms_per_run"] == {
-        "etcd": 1.0, "kube-apiserver": 10.0, "kube-controller-manager": 50.0,
-        "redis-server": 0.5, "tickwork-operator": 3.0, "tickwork-workers": 4.5,
-    }  # fmt: skip
+        "etcd": 1.0,
+        "kube-apiserver": 10.0,
+        "kube-controller-manager": 50.0,
+        "redis-server": 0.5,
+        "tickwork-operator": 3.0,
+        "tickwork-workers": 4.5,
+    }
     assert summary["cpu_ms_per_run_total"] == 19.0
 
 

@@ -14,8 +14,7 @@ from tickwork.core.errors import PermanentTaskError
 
 
 def test_a_retry_beside_the_first_attempts_thread_fails_and_after_it_succeeds() -> None:
-    first = threading.Thread(target=demo.hold, args=("0.5",),
-                             kwargs={"run_id": "r1", "attempt": 1})  # fmt: skip
+    first = threading.Thread(target=demo.hold, args=("0.5",), kwargs={"run_id": "r1", "attempt": 1})
     first.start()
     deadline = time.monotonic() + 5
     while "r1" not in demo._HELD:  # the first attempt has its thread

@@ -19,8 +19,13 @@ def _run(*args: str, cache: Path) -> subprocess.CompletedProcess[str]:
     empty = cache / "no-tools"  # no `go` on PATH, wherever this machine keeps one
     empty.mkdir(exist_ok=True)
     env = {"PATH": str(empty), "PYTHONPATH": str(DEV), "TICKWORK_CACHE_DIR": str(cache)}
-    return subprocess.run([sys.executable, "-S", "-m", "tickwork_dev.devcluster.build", *args],
-                          capture_output=True, text=True, env=env, check=False)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-S", "-m", "tickwork_dev.devcluster.build", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
 
 
 def test_a_built_control_plane_is_found_without_go_or_the_venv(

@@ -18,12 +18,26 @@ def refused(policy: EgressPolicy, host: str, address: str) -> bool:
     return policy.refusal(host, ipaddress.ip_address(address)) is not None
 
 
-@pytest.mark.parametrize("address", [
-    "127.0.0.1", "127.8.9.10", "169.254.169.254", "10.96.0.1", "172.20.0.5", "192.168.1.1",
-    "100.64.0.1", "0.0.0.0",  # noqa: S104 - an address to refuse, not to bind
-    "224.0.0.1", "::1", "fe80::1", "fd00:ec2::254", "::ffff:127.0.0.1",
-    "::ffff:169.254.169.254", "64:ff9b::a9fe:a9fe",
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "address",
+    [
+        "127.0.0.1",
+        "127.8.9.10",
+        "169.254.169.254",
+        "10.96.0.1",
+        "172.20.0.5",
+        "192.168.1.1",
+        "100.64.0.1",
+        "0.0.0.0",  # noqa: S104 - an address to refuse, not to bind
+        "224.0.0.1",
+        "::1",
+        "fe80::1",
+        "fd00:ec2::254",
+        "::ffff:127.0.0.1",
+        "::ffff:169.254.169.254",
+        "64:ff9b::a9fe:a9fe",
+    ],
+)
 def test_the_defaults_refuse_what_only_the_cluster_can_reach(address: str) -> None:
     assert refused(EgressPolicy.build(), "somewhere.example", address)
 

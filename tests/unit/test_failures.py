@@ -24,8 +24,11 @@ F, S, K, C = RunState.FAILED, RunState.SUCCEEDED, RunState.SKIPPED, RunState.CAN
 
 
 def run(minute: int, outcome: RunState, run_id: str | None = None) -> FinishedRun:
-    return FinishedRun(run_id=run_id or f"r{minute}", outcome=outcome,
-                       finished_at=NINE + dt.timedelta(minutes=minute, seconds=5))  # fmt: skip
+    return FinishedRun(
+        run_id=run_id or f"r{minute}",
+        outcome=outcome,
+        finished_at=NINE + dt.timedelta(minutes=minute, seconds=5),
+    )
 
 
 @pytest.mark.parametrize(
@@ -111,8 +114,9 @@ def test_the_streak_names_its_newest_runs_within_a_bound() -> None:
 def test_the_pause_names_its_runs_and_the_way_out() -> None:
     streak = follow(Streak(), [run(0, F), run(1, F)], pause_after=2)
     text = describe_pause(streak, 2)
-    assert text.startswith("paused after 2 consecutive failed runs (failurePolicy.pauseAfter 2;"
-                           " r0, r1)")  # fmt: skip
+    assert text.startswith(
+        "paused after 2 consecutive failed runs (failurePolicy.pauseAfter 2; r0, r1)"
+    )
     assert "kubectl tickwork resume" in text
     assert "tickwork.dev/resume" in text
     many = follow(Streak(), [run(m, F) for m in range(15)], pause_after=15)

@@ -55,9 +55,17 @@ def test_a_worker_claims_under_the_share_of_every_live_workers_slots() -> None:
     queue = MemoryRunQueue(clock=lambda: now[0])
 
     def worker(name: str) -> Worker:
-        return Worker(queue=queue, runner=None, name=name, concurrency=8,  # type: ignore[arg-type]
-                      lease_seconds=30, claim_wait_seconds=1, maintain_seconds=1,
-                      grace_seconds=0, fair_share=FairShare(share=0.5))  # fmt: skip
+        return Worker(
+            queue=queue,
+            runner=None,  # type: ignore[arg-type]
+            name=name,
+            concurrency=8,
+            lease_seconds=30,
+            claim_wait_seconds=1,
+            maintain_seconds=1,
+            grace_seconds=0,
+            fair_share=FairShare(share=0.5),
+        )
 
     async def scenario() -> list[int]:
         a, b = worker("a"), worker("b")

@@ -25,8 +25,15 @@ exception in place of a page; for a watch, its events or an exception."""
 
 
 def job(number: int, version: str = "") -> dict[str, Any]:
-    return {"metadata": {"namespace": "team-a", "name": f"job-{number}", "resourceVersion": version,
-                         "managedFields": [{"manager": "kubectl"}]}, "n": number}  # fmt: skip
+    return {
+        "metadata": {
+            "namespace": "team-a",
+            "name": f"job-{number}",
+            "resourceVersion": version,
+            "managedFields": [{"manager": "kubectl"}],
+        },
+        "n": number,
+    }
 
 
 def event(kind: str, number: int, version: str) -> dict[str, Any]:
@@ -141,8 +148,9 @@ async def follow(
         trail.append(f"sleep {seconds}")
         await asyncio.sleep(0)
 
-    informer = Informer(cast("KubeClient", kube), path, scopes or [None], recorder, settings,
-                        sleep=sleep)  # fmt: skip
+    informer = Informer(
+        cast("KubeClient", kube), path, scopes or [None], recorder, settings, sleep=sleep
+    )
     task = asyncio.create_task(informer.run())
     await asyncio.wait_for(kube.idle.wait(), 5)
     task.cancel()
@@ -155,20 +163,37 @@ async def follow(
 async def test_a_list_comes_in_pages_handed_over_as_they_arrive_then_the_watch_follows() -> None:
     trail, slept, recorder = await follow(
         [[[job(1), job(2)], [job(3)]]],
-        [[event("ADDED", 4, "101"), bookmark("102"), event("MODIFIED", 4, "103"),
-          event("DELETED", 1, "104")]],
+        [
+            [
+                event("ADDED", 4, "101"),
+                bookmark("102"),
+                event("MODIFIED", 4, "103"),
+                event("DELETED", 1, "104"),
+            ]
+        ],
         InformerSettings(page_size=2),
-    )  # fmt: skip
+    )
     assert trail == [
         "listing None",
-        "GET page 0 of /all/scheduledjobs (2)", "add 1", "add 2",
-        "GET page 1 of /all/scheduledjobs (2)", "add 3",
-        "end", "live None", "WATCH /all/scheduledjobs from 100",
-        "ADDED 4", "reached 101", "reached 102", "MODIFIED 4", "reached 103",
-        "DELETED 1", "reached 104",
-        "live None", "WATCH /all/scheduledjobs from 104",  # ended by the server: resumed
+        "GET page 0 of /all/scheduledjobs (2)",
+        "add 1",
+        "add 2",
+        "GET page 1 of /all/scheduledjobs (2)",
+        "add 3",
+        "end",
+        "live None",
+        "WATCH /all/scheduledjobs from 100",
+        "ADDED 4",
+        "reached 101",
+        "reached 102",
+        "MODIFIED 4",
+        "reached 103",
+        "DELETED 1",
+        "reached 104",
+        "live None",
+        "WATCH /all/scheduledjobs from 104",  # ended by the server: resumed
         "lost None",  # cancelled
-    ]  # fmt: skip
+    ]
     assert slept == []
     # Nobody reads managedFields: they do not reach the subscriber.
     assert all("managedFields" not in obj["metadata"] for obj in recorder.objects)
@@ -176,11 +201,18 @@ async def test_a_list_comes_in_pages_handed_over_as_they_arrive_then_the_watch_f
 
 @pytest.mark.asyncio
 async def test_with_fetch_ahead_the_next_page_is_asked_for_before_the_last_is_taken() -> None:
-    trail, _, _ = await follow([[[job(1)], [job(2)], [job(3)]]], [],
-                               InformerSettings(page_size=1, fetch_ahead=True))  # fmt: skip
+    trail, _, _ = await follow(
+        [[[job(1)], [job(2)], [job(3)]]], [], InformerSettings(page_size=1, fetch_ahead=True)
+    )
     asked = [line for line in trail if line.startswith(("GET", "add"))]
-    assert asked == ["GET page 0 of /all/scheduledjobs (1)", "GET page 1 of /all/scheduledjobs (1)",
-                     "add 1", "GET page 2 of /all/scheduledjobs (1)", "add 2", "add 3"]  # fmt: skip
+    assert asked == [
+        "GET page 0 of /all/scheduledjobs (1)",
+        "GET page 1 of /all/scheduledjobs (1)",
+        "add 1",
+        "GET page 2 of /all/scheduledjobs (1)",
+        "add 2",
+        "add 3",
+    ]
 
 
 @pytest.mark.asyncio
@@ -189,51 +221,85 @@ async def test_a_list_that_breaks_off_is_not_taken_for_whole_and_is_listed_again
     ahead: bool,
 ) -> None:
     broken = [[job(1)], KubeApiError(500, "InternalError", "etcd away")]
-    trail, slept, _ = await follow([broken, [[job(1)], [job(2)]]], [],
-                                   InformerSettings(page_size=1, fetch_ahead=ahead))  # fmt: skip
+    trail, slept, _ = await follow(
+        [broken, [[job(1)], [job(2)]]], [], InformerSettings(page_size=1, fetch_ahead=ahead)
+    )
     get = [f"GET page {n} of /all/scheduledjobs (1)" for n in range(2)]
     if ahead:  # each next page is asked for before the last is taken
         broken_list, whole_list = [*get, "add 1"], [*get, "add 1", "add 2"]
     else:
         broken_list, whole_list = [get[0], "add 1", get[1]], [get[0], "add 1", get[1], "add 2"]
     assert trail == [
-        "listing None", *broken_list, "lost None", "sleep 0.5",  # no end: not taken as whole
-        "listing None", *whole_list, "end", "live None", "WATCH /all/scheduledjobs from 200",
+        "listing None",
+        *broken_list,
+        "lost None",  # no end: not taken as whole
+        "sleep 0.5",
+        "listing None",
+        *whole_list,
+        "end",
+        "live None",
+        "WATCH /all/scheduledjobs from 200",
         "lost None",
-    ]  # fmt: skip
+    ]
     assert slept == [0.5]
 
 
 @pytest.mark.asyncio
 async def test_410_gone_lists_again_at_once() -> None:
     gone = {"type": "ERROR", "object": {"code": 410, "reason": "Expired"}}
-    trail, slept, _ = await follow([[[job(1)]], [[job(1)]]],
-                                   [[event("MODIFIED", 1, "101"), gone]],
-                                   InformerSettings(relist_after_error=False))  # fmt: skip
+    trail, slept, _ = await follow(
+        [[[job(1)]], [[job(1)]]],
+        [[event("MODIFIED", 1, "101"), gone]],
+        InformerSettings(relist_after_error=False),
+    )
     assert trail[trail.index("reached 101") :] == [
-        "reached 101", "lost None", "listing None", "GET page 0 of /all/scheduledjobs (500)",
-        "add 1", "end", "live None", "WATCH /all/scheduledjobs from 200", "lost None",
-    ]  # fmt: skip
+        "reached 101",
+        "lost None",
+        "listing None",
+        "GET page 0 of /all/scheduledjobs (500)",
+        "add 1",
+        "end",
+        "live None",
+        "WATCH /all/scheduledjobs from 200",
+        "lost None",
+    ]
     assert slept == []
 
 
 @pytest.mark.asyncio
 async def test_after_a_failure_the_watch_resumes_or_lists_again_as_set() -> None:
     broken = KubeApiError(0, "Unavailable", "connection reset")
-    trail, slept, _ = await follow([[[job(1)]]], [[bookmark("150"), broken]],
-                                   InformerSettings(relist_after_error=False))  # fmt: skip
+    trail, slept, _ = await follow(
+        [[[job(1)]]], [[bookmark("150"), broken]], InformerSettings(relist_after_error=False)
+    )
     assert trail[trail.index("WATCH /all/scheduledjobs from 100") :] == [
-        "WATCH /all/scheduledjobs from 100", "reached 150", "lost None", "sleep 0.5",
-        "live None", "WATCH /all/scheduledjobs from 150", "lost None",
-    ]  # fmt: skip
+        "WATCH /all/scheduledjobs from 100",
+        "reached 150",
+        "lost None",
+        "sleep 0.5",
+        "live None",
+        "WATCH /all/scheduledjobs from 150",
+        "lost None",
+    ]
     assert trail.count("listing None") == 1
-    trail, slept, _ = await follow([[[job(1)]], [[job(1)]]], [[bookmark("150"), broken]],
-                                   InformerSettings(relist_after_error=True))  # fmt: skip
+    trail, slept, _ = await follow(
+        [[[job(1)]], [[job(1)]]],
+        [[bookmark("150"), broken]],
+        InformerSettings(relist_after_error=True),
+    )
     assert trail[trail.index("WATCH /all/scheduledjobs from 100") :] == [
-        "WATCH /all/scheduledjobs from 100", "reached 150", "lost None", "sleep 0.5",
-        "listing None", "GET page 0 of /all/scheduledjobs (500)", "add 1", "end",
-        "live None", "WATCH /all/scheduledjobs from 200", "lost None",
-    ]  # fmt: skip
+        "WATCH /all/scheduledjobs from 100",
+        "reached 150",
+        "lost None",
+        "sleep 0.5",
+        "listing None",
+        "GET page 0 of /all/scheduledjobs (500)",
+        "add 1",
+        "end",
+        "live None",
+        "WATCH /all/scheduledjobs from 200",
+        "lost None",
+    ]
     assert slept == [0.5]
 
 
@@ -241,9 +307,11 @@ async def test_after_a_failure_the_watch_resumes_or_lists_again_as_set() -> None
 async def test_waits_grow_with_failures_in_a_row_and_start_over_once_something_came() -> None:
     down = KubeApiError(0, "Unavailable", "refused")
     watches: list[Script] = [[down]] * 5 + [[bookmark("101"), down], [down]]
-    _, slept, _ = await follow([[[job(1)]]], watches,
-                               InformerSettings(relist_after_error=False,
-                                                retry_seconds=(1.0, 2.0, 4.0)))  # fmt: skip
+    _, slept, _ = await follow(
+        [[[job(1)]]],
+        watches,
+        InformerSettings(relist_after_error=False, retry_seconds=(1.0, 2.0, 4.0)),
+    )
     assert slept == [1.0, 2.0, 4.0, 4.0, 4.0, 1.0, 2.0]  # reset: the bookmark came
 
 
@@ -264,11 +332,18 @@ async def test_an_object_that_cannot_be_taken_is_logged_and_the_stream_goes_on(
 
     with caplog.at_level(logging.ERROR):
         trail, _, _ = await follow(
-            [[[job(1), job(2)]]], [[event("ADDED", 3, "101"), event("ADDED", 4, "102")]],
-            InformerSettings(), subscriber=Picky([]),
-        )  # fmt: skip
+            [[[job(1), job(2)]]],
+            [[event("ADDED", 3, "101"), event("ADDED", 4, "102")]],
+            InformerSettings(),
+            subscriber=Picky([]),
+        )
     assert [line for line in trail if line.startswith(("add", "ADDED", "reached", "end"))] == [
-        "add 2", "end", "reached 101", "ADDED 4", "reached 102"]  # fmt: skip
+        "add 2",
+        "end",
+        "reached 101",
+        "ADDED 4",
+        "reached 102",
+    ]
     assert "team-a/job-1 not taken in" in caplog.text
     assert "team-a/job-3 not taken in" in caplog.text
 
@@ -293,9 +368,12 @@ async def test_the_event_loop_turns_between_blocks_of_objects_and_events() -> No
             await asyncio.sleep(0)
 
     ticking = asyncio.create_task(other_task())
-    await follow([[[job(n) for n in range(100)]]],
-                 [[event("MODIFIED", n, str(101 + n)) for n in range(100)]],
-                 InformerSettings(turn_every=50), subscriber=Counting([]))  # fmt: skip
+    await follow(
+        [[[job(n) for n in range(100)]]],
+        [[event("MODIFIED", n, str(101 + n)) for n in range(100)]],
+        InformerSettings(turn_every=50),
+        subscriber=Counting([]),
+    )
     ticking.cancel()
     assert len(seen) == 200
     # the other task ran between each block of 50, never inside one
@@ -305,8 +383,9 @@ async def test_the_event_loop_turns_between_blocks_of_objects_and_events() -> No
 
 @pytest.mark.asyncio
 async def test_each_scope_is_listed_and_watched_on_its_own() -> None:
-    trail, _, _ = await follow([[[job(1)]], [[job(2)]]], [],
-                               InformerSettings(), scopes=["team-a", "team-b"])  # fmt: skip
+    trail, _, _ = await follow(
+        [[[job(1)]], [[job(2)]]], [], InformerSettings(), scopes=["team-a", "team-b"]
+    )
     assert trail.count("listing team-a") == trail.count("listing team-b") == 1
     assert "GET page 0 of /team-a/scheduledjobs (500)" in trail
     assert "GET page 0 of /team-b/scheduledjobs (500)" in trail

@@ -55,9 +55,12 @@ def private_kopf_imports(path: Path) -> list[str]:
             names = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom) and node.module:
             names = [node.module] + [f"{node.module}.{alias.name}" for alias in node.names]
-        found += [f"{path.name}:{node.lineno}: {name}" for name in names
-                  if name.split(".")[0] == "kopf"
-                  and any(part.startswith("_") for part in name.split(".")[1:])]  # fmt: skip
+        found += [
+            f"{path.name}:{node.lineno}: {name}"
+            for name in names
+            if name.split(".")[0] == "kopf"
+            and any(part.startswith("_") for part in name.split(".")[1:])
+        ]
     return found
 
 
@@ -70,8 +73,10 @@ def test_no_module_imports_a_private_kopf_module() -> None:
 
 def test_the_guard_finds_a_private_import(tmp_path: Path) -> None:
     sample = tmp_path / "sample.py"
-    sample.write_text("from kopf._cogs.clients import watching\nimport kopf._core\n"
-                      "from kopf import _core\nimport kopf\n")  # fmt: skip
+    sample.write_text(
+        "from kopf._cogs.clients import watching\nimport kopf._core\n"
+        "from kopf import _core\nimport kopf\n"
+    )
     assert [hit.split(": ")[1] for hit in private_kopf_imports(sample)] == [
         "kopf._cogs.clients",
         "kopf._cogs.clients.watching",

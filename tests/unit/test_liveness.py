@@ -25,9 +25,13 @@ LIMIT = 0.4  # seconds without a round that count as stuck here
 def _ticker() -> Ticker:
     return Ticker(
         state=WatchState(index=BucketIndex(start=time.time(), width=1.0)),
-        queue=MemoryRunQueue(), kube=None, events=None,  # type: ignore[arg-type]
-        metrics=OperatorMetrics(), tick_seconds=0.05, reconcile_seconds=3600,
-    )  # fmt: skip
+        queue=MemoryRunQueue(),
+        kube=None,  # type: ignore[arg-type]
+        events=None,  # type: ignore[arg-type]
+        metrics=OperatorMetrics(),
+        tick_seconds=0.05,
+        reconcile_seconds=3600,
+    )
 
 
 async def _watch(check: Any, seconds: float) -> list[str | None]:
@@ -87,9 +91,16 @@ class _Busy:
 async def test_a_worker_whose_every_slot_is_busy_keeps_going_round() -> None:
     queue = MemoryRunQueue()
     await queue.enqueue(RunMessage(run_id="u.20260101T000000Z", namespace="n", name="j", uid="u"))
-    worker = Worker(queue=queue, runner=_Busy(4 * LIMIT), name="w", concurrency=1,  # type: ignore[arg-type]
-                    lease_seconds=30, claim_wait_seconds=0.05, maintain_seconds=1,
-                    grace_seconds=0)  # fmt: skip
+    worker = Worker(
+        queue=queue,
+        runner=_Busy(4 * LIMIT),  # type: ignore[arg-type]
+        name="w",
+        concurrency=1,
+        lease_seconds=30,
+        claim_wait_seconds=0.05,
+        maintain_seconds=1,
+        grace_seconds=0,
+    )
     stop = asyncio.Event()
     loop = asyncio.create_task(worker.run(stop))
     seen = await _watch(lambda: time.monotonic() - worker.last_loop, 3 * LIMIT)

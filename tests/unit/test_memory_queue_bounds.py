@@ -14,8 +14,13 @@ pytestmark = pytest.mark.unit
 
 
 def _message(n: int) -> RunMessage:
-    return RunMessage(run_id=f"uid-{n}.20261201T090000Z", namespace="ns", name=f"j{n}",
-                      uid=f"uid-{n}", scheduled_at="2026-12-01T09:00:00Z")  # fmt: skip
+    return RunMessage(
+        run_id=f"uid-{n}.20261201T090000Z",
+        namespace="ns",
+        name=f"j{n}",
+        uid=f"uid-{n}",
+        scheduled_at="2026-12-01T09:00:00Z",
+    )
 
 
 def test_dead_letters_older_than_the_retention_go_when_the_next_is_buried() -> None:

@@ -40,16 +40,33 @@ EXTERNAL = {
         "kube-state-metrics (TickworkNoLeader: the operator Deployment has no pod at all)"
     ),
 }
-_SUFFIXES = {"counter": ("_total", "_created"), "gauge": ("",),
-             "histogram": ("_bucket", "_sum", "_count", "_created")}  # fmt: skip
-_NOT_METRICS = {"and", "or", "unless", "by", "without", "on", "ignoring", "group_left",
-                "group_right", "offset", "bool", "inf", "nan"}  # fmt: skip
+_SUFFIXES = {
+    "counter": ("_total", "_created"),
+    "gauge": ("",),
+    "histogram": ("_bucket", "_sum", "_count", "_created"),
+}
+_NOT_METRICS = {
+    "and",
+    "or",
+    "unless",
+    "by",
+    "without",
+    "on",
+    "ignoring",
+    "group_left",
+    "group_right",
+    "offset",
+    "bool",
+    "inf",
+    "nan",
+}
 
 
 def exported(registry: CollectorRegistry) -> set[str]:
     """The series names a registry can expose, labelled children or not."""
-    return {family.name + suffix for family in registry.collect()
-            for suffix in _SUFFIXES[family.type]}  # fmt: skip
+    return {
+        family.name + suffix for family in registry.collect() for suffix in _SUFFIXES[family.type]
+    }
 
 
 def metric_names(promql: str) -> set[str]:
@@ -63,8 +80,9 @@ def metric_names(promql: str) -> set[str]:
 
 def dashboard_queries() -> dict[str, list[str]]:
     board = json.loads((CHART / "files" / "dashboard.json").read_text())
-    return {panel["title"]: [target["expr"] for target in panel["targets"]]
-            for panel in board["panels"]}  # fmt: skip
+    return {
+        panel["title"]: [target["expr"] for target in panel["targets"]] for panel in board["panels"]
+    }
 
 
 def alert_queries() -> dict[str, str]:
@@ -87,24 +105,33 @@ TICKWORK = exported(_operator_registry()) | exported(WorkerMetrics().registry)
 @pytest.mark.parametrize(
     ("promql", "names"),
     [
-        ('sum by (state) (tickwork_queue_depth{namespace=~"$namespace"})',
-         {"tickwork_queue_depth"}),
-        ("histogram_quantile(0.99, sum by (le) (rate(tickwork_tick_seconds_bucket[5m])))",
-         {"tickwork_tick_seconds_bucket"}),
+        (
+            'sum by (state) (tickwork_queue_depth{namespace=~"$namespace"})',
+            {"tickwork_queue_depth"},
+        ),
+        (
+            "histogram_quantile(0.99, sum by (le) (rate(tickwork_tick_seconds_bucket[5m])))",
+            {"tickwork_tick_seconds_bucket"},
+        ),
         ('a{x="y"} / (b > 0) and on (namespace, pod) c == 1', {"a", "b", "c"}),
         ("(m unless m offset 15m) or increase(m[15m]) > 1e3", {"m"}),
         ("sum without (pod) (rate(x_total[$__rate_interval])) > bool 0", {"x_total"}),
     ],
-)  # fmt: skip
+)
 def test_metric_names_are_read_from_promql(promql: str, names: set[str]) -> None:
     assert metric_names(promql) == names
 
 
 def test_every_panel_asks_for_metrics_tickwork_exports() -> None:
     queries = dashboard_queries()
-    for title in ("Missed and skipped runs (per 15 min)", "Tick time p50 / p99",
-                  "Pending status writes", "Workers' job cache", "Redis memory",
-                  "Worker replicas"):  # fmt: skip
+    for title in (
+        "Missed and skipped runs (per 15 min)",
+        "Tick time p50 / p99",
+        "Pending status writes",
+        "Workers' job cache",
+        "Redis memory",
+        "Worker replicas",
+    ):
         assert title in queries
     for title, exprs in queries.items():
         for expr in exprs:
@@ -145,11 +172,14 @@ async def test_redis_up_follows_the_leaders_queue_maintenance_and_a_standby_has_
     metrics = OperatorMetrics()
     queue = _Unreachable(clock=lambda: 0.0)
     reconciler = Reconciler(
-        state=WatchState(index=BucketIndex(start=0.0, width=1.0)), queue=queue,
+        state=WatchState(index=BucketIndex(start=0.0, width=1.0)),
+        queue=queue,
         kube=None,  # type: ignore[arg-type]  # maintenance never calls the API server
-        metrics=metrics, clock=Clock(wall=lambda: 0.0, monotonic=lambda: 0.0),
-        holds_lease=lambda: True, queue_name="default",
-    )  # fmt: skip
+        metrics=metrics,
+        clock=Clock(wall=lambda: 0.0, monotonic=lambda: 0.0),
+        holds_lease=lambda: True,
+        queue_name="default",
+    )
 
     def up() -> float | None:
         return metrics.registry.get_sample_value("tickwork_redis_up", {"queue": "default"})
@@ -177,26 +207,41 @@ def test_jobs_by_phase_counts_what_the_watched_status_shows_at_each_scrape() -> 
     metrics.count_jobs(state.phases)
 
     def observe(name: str, phase: str | None, *, version: str = "1") -> None:
-        state.observe({
-            "metadata": {"namespace": "ns", "name": name, "uid": f"uid-{name}", "generation": 1,
-                         "creationTimestamp": now.isoformat(), "resourceVersion": version},
-            "spec": {"schedule": "0 * * * *", "task": {"echo": {"message": "hi"}}},
-            "status": {"phase": phase} if phase else {},
-        }, now=now)  # fmt: skip
+        state.observe(
+            {
+                "metadata": {
+                    "namespace": "ns",
+                    "name": name,
+                    "uid": f"uid-{name}",
+                    "generation": 1,
+                    "creationTimestamp": now.isoformat(),
+                    "resourceVersion": version,
+                },
+                "spec": {"schedule": "0 * * * *", "task": {"echo": {"message": "hi"}}},
+                "status": {"phase": phase} if phase else {},
+            },
+            now=now,
+        )
 
     def counts() -> dict[str, float | None]:
         phases = ("Scheduled", "Suspended", "Paused", "Completed", "Invalid")
         registry = metrics.registry
-        return {phase: registry.get_sample_value("tickwork_jobs", {"phase": phase})
-                for phase in phases}  # fmt: skip
+        return {
+            phase: registry.get_sample_value("tickwork_jobs", {"phase": phase}) for phase in phases
+        }
 
     assert counts() == dict.fromkeys(counts(), 0.0)
     observe("a", "Paused")
     observe("b", "Paused")
     observe("c", "Scheduled")
     observe("d", None)
-    assert counts() == {"Scheduled": 1.0, "Suspended": 0.0, "Paused": 2.0, "Completed": 0.0,
-                        "Invalid": 0.0}  # fmt: skip
+    assert counts() == {
+        "Scheduled": 1.0,
+        "Suspended": 0.0,
+        "Paused": 2.0,
+        "Completed": 0.0,
+        "Invalid": 0.0,
+    }
     observe("a", "Scheduled", version="2")  # resumed
     state.forget("ns", "b")  # deleted
     assert counts()["Paused"] == 0.0
@@ -207,9 +252,17 @@ _PHASES = [None, "Scheduled", "Suspended", "Paused", "Completed"]
 
 
 @settings(max_examples=150, deadline=None)
-@given(st.lists(st.tuples(st.sampled_from(["observe", "wrote", "wrote-stale", "forget"]),
-                          st.sampled_from(["a", "b", "c"]), st.sampled_from(_PHASES),
-                          st.booleans()), max_size=40))  # fmt: skip
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["observe", "wrote", "wrote-stale", "forget"]),
+            st.sampled_from(["a", "b", "c"]),
+            st.sampled_from(_PHASES),
+            st.booleans(),
+        ),
+        max_size=40,
+    )
+)
 def test_phase_counts_follow_every_change_of_the_jobs_without_a_pass_over_them(
     steps: list[tuple[str, str, str | None, bool]],
 ) -> None:
@@ -224,14 +277,21 @@ def test_phase_counts_follow_every_change_of_the_jobs_without_a_pass_over_them(
     stale: dict[str, Any] = {}
     for action, name, phase, other_uid in steps:
         if action == "observe":
-            entry = state.observe({
-                "metadata": {"namespace": "ns", "name": name,
-                             "uid": f"uid-{name}-{int(other_uid)}", "generation": 1,
-                             "creationTimestamp": now.isoformat(),
-                             "resourceVersion": str(next(versions))},
-                "spec": {"schedule": "0 * * * *", "task": {"echo": {"message": "hi"}}},
-                "status": {"phase": phase} if phase else {},
-            }, now=now)  # fmt: skip
+            entry = state.observe(
+                {
+                    "metadata": {
+                        "namespace": "ns",
+                        "name": name,
+                        "uid": f"uid-{name}-{int(other_uid)}",
+                        "generation": 1,
+                        "creationTimestamp": now.isoformat(),
+                        "resourceVersion": str(next(versions)),
+                    },
+                    "spec": {"schedule": "0 * * * *", "task": {"echo": {"message": "hi"}}},
+                    "status": {"phase": phase} if phase else {},
+                },
+                now=now,
+            )
             stale.setdefault(name, entry)
         elif action.startswith("wrote") and (entry := state.jobs.get(("ns", name))):
             held = stale.get(name, entry) if action == "wrote-stale" else entry
@@ -254,5 +314,7 @@ def test_phase_counts_follow_every_change_of_the_jobs_without_a_pass_over_them(
     state.jobs = Unread(state.jobs)
     metrics = OperatorMetrics()
     metrics.count_jobs(state.phases)
-    assert {phase: metrics.registry.get_sample_value("tickwork_jobs", {"phase": phase.value})
-            for phase in counted} == counted  # fmt: skip
+    assert {
+        phase: metrics.registry.get_sample_value("tickwork_jobs", {"phase": phase.value})
+        for phase in counted
+    } == counted

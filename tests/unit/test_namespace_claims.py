@@ -51,14 +51,18 @@ class Leases:
         return self._stamp(self.stored[key])
 
 
-def _claims(leases: Leases, release: str, namespaces: list[str], state: WatchState | None = None
-            ) -> NamespaceClaims:  # fmt: skip
+def _claims(
+    leases: Leases, release: str, namespaces: list[str], state: WatchState | None = None
+) -> NamespaceClaims:
     return NamespaceClaims(
         leases,  # type: ignore[arg-type]
-        identity=release, namespaces=namespaces,
+        identity=release,
+        namespaces=namespaces,
         state=state or WatchState(index=BucketIndex(start=0.0, width=1.0)),
-        metrics=OperatorMetrics(), duration_seconds=60.0, renew_seconds=15.0,
-    )  # fmt: skip
+        metrics=OperatorMetrics(),
+        duration_seconds=60.0,
+        renew_seconds=15.0,
+    )
 
 
 def _count(claims: NamespaceClaims, state: str) -> float:
@@ -108,11 +112,20 @@ async def test_cluster_wide_it_claims_the_namespaces_where_it_sees_jobs() -> Non
     await claims.round()
     assert leases.stored == {}  # no job, no claim
     for namespace in ("team-a", "team-b"):
-        state.observe({"metadata": {"namespace": namespace, "name": "j", "uid": f"u-{namespace}",
-                                    "generation": 1, "resourceVersion": "1",
-                                    "creationTimestamp": "2026-12-01T09:00:00Z"},
-                       "spec": {"schedule": "* * * * *", "task": {"echo": {"message": "hi"}}}},
-                      now=dt.datetime(2026, 12, 1, 9, 0, tzinfo=dt.UTC))  # fmt: skip
+        state.observe(
+            {
+                "metadata": {
+                    "namespace": namespace,
+                    "name": "j",
+                    "uid": f"u-{namespace}",
+                    "generation": 1,
+                    "resourceVersion": "1",
+                    "creationTimestamp": "2026-12-01T09:00:00Z",
+                },
+                "spec": {"schedule": "* * * * *", "task": {"echo": {"message": "hi"}}},
+            },
+            now=dt.datetime(2026, 12, 1, 9, 0, tzinfo=dt.UTC),
+        )
     assert claims.retry_in("team-a") == 1.0  # not tried yet: the next round, now
     await claims.round()
     assert {ns for ns, _ in leases.stored} == {"team-a", "team-b"}

@@ -30,9 +30,14 @@ def at(minute: int) -> str:
 
 
 def record(minute: int, outcome: str, *, uid: str = UID, ended: bool = True) -> dict[str, Any]:
-    run = {"id": scheduled_run_id(uid, T0 + dt.timedelta(minutes=minute)),
-           "scheduledAt": at(minute), "startedAt": at(minute), "outcome": outcome,
-           "result": "x" * 500, "params": {"region": "eu"}}  # fmt: skip
+    run = {
+        "id": scheduled_run_id(uid, T0 + dt.timedelta(minutes=minute)),
+        "scheduledAt": at(minute),
+        "startedAt": at(minute),
+        "outcome": outcome,
+        "result": "x" * 500,
+        "params": {"region": "eu"},
+    }
     if ended:
         run["finishedAt"] = at(minute).replace(":00+", ":30+")
     return run
@@ -40,21 +45,40 @@ def record(minute: int, outcome: str, *, uid: str = UID, ended: bool = True) -> 
 
 def body(status: dict[str, Any], spec: dict[str, Any] | None = None) -> dict[str, Any]:
     return {
-        "metadata": {"namespace": "team-a", "name": "nightly", "uid": UID, "generation": 1,
-                     "creationTimestamp": "2026-11-01T00:00:00Z"},
+        "metadata": {
+            "namespace": "team-a",
+            "name": "nightly",
+            "uid": UID,
+            "generation": 1,
+            "creationTimestamp": "2026-11-01T00:00:00Z",
+        },
         "spec": {"schedule": "* * * * *", "task": {"echo": {"message": "hi"}}, **(spec or {})},
         "status": status,
-    }  # fmt: skip
+    }
 
 
 def test_the_history_is_kept_as_run_ids_outcomes_and_end_times_only() -> None:
-    history = [record(1, "Succeeded"), record(2, "Failed", ended=False),
-               record(3, "Succeeded", uid=OTHER), record(4, "Failed")]  # fmt: skip
-    status = {"observedGeneration": 1, "phase": "Scheduled", "runs": history,
-              "lastRun": {**record(4, "Failed"), "error": "boom"},
-              "deadRuns": [{"id": history[1]["id"], "scheduledAt": at(2), "failedAt": at(2)}],
-              "activeRuns": [{"id": scheduled_run_id(UID, T0 + dt.timedelta(minutes=5)),
-                              "scheduledAt": at(5), "state": "Running", "attempt": 1}]}  # fmt: skip
+    history = [
+        record(1, "Succeeded"),
+        record(2, "Failed", ended=False),
+        record(3, "Succeeded", uid=OTHER),
+        record(4, "Failed"),
+    ]
+    status = {
+        "observedGeneration": 1,
+        "phase": "Scheduled",
+        "runs": history,
+        "lastRun": {**record(4, "Failed"), "error": "boom"},
+        "deadRuns": [{"id": history[1]["id"], "scheduledAt": at(2), "failedAt": at(2)}],
+        "activeRuns": [
+            {
+                "id": scheduled_run_id(UID, T0 + dt.timedelta(minutes=5)),
+                "scheduledAt": at(5),
+                "state": "Running",
+                "attempt": 1,
+            }
+        ],
+    }
     state = WatchState(index=BucketIndex(start=T0.timestamp(), width=1))
     entry = state.observe(body(status), now=T0 + dt.timedelta(minutes=5, seconds=10))
     kept = entry.observed
@@ -92,8 +116,11 @@ def test_the_history_is_kept_as_run_ids_outcomes_and_end_times_only() -> None:
 def test_a_last_run_apart_from_the_history_is_kept_on_its_own() -> None:
     """lastRun names a run the history does not hold (history off, or not yet written);
     without finishedAt it has no end of its own, which a one-shot's TTL needs."""
-    status = {"observedGeneration": 1, "runs": [record(1, "Succeeded")],
-              "lastRun": record(2, "Cancelled", ended=False)}  # fmt: skip
+    status = {
+        "observedGeneration": 1,
+        "runs": [record(1, "Succeeded")],
+        "lastRun": record(2, "Cancelled", ended=False),
+    }
     state = WatchState(index=BucketIndex(start=T0.timestamp(), width=1))
     last = state.observe(body(status), now=T0 + dt.timedelta(minutes=5)).observed.last_run
     assert last is not None
@@ -108,8 +135,13 @@ def test_failures_in_a_row_pause_the_job_from_the_compact_history() -> None:
     spec = {"failurePolicy": {"pauseAfter": 3}}
     state = WatchState(index=BucketIndex(start=T0.timestamp(), width=1))
     first = [record(1, "Succeeded")]
-    status = {"observedGeneration": 1, "phase": "Scheduled", "runs": first,
-              "lastRun": first[-1], "lastScheduleTime": at(1)}  # fmt: skip
+    status = {
+        "observedGeneration": 1,
+        "phase": "Scheduled",
+        "runs": first,
+        "lastRun": first[-1],
+        "lastScheduleTime": at(1),
+    }
     entry = state.observe(body(status, spec), now=T0 + dt.timedelta(minutes=1, seconds=40))
     assert entry.streak is not None
     assert entry.streak.count == 0  # counting starts from what had finished
@@ -126,8 +158,12 @@ def test_a_mangled_share_of_status_does_not_hide_the_other() -> None:
     history = [record(1, "Failed")]
     history[0]["error"] = "e" * 5000  # over the record's limit: not the operator's to check
     history[0]["newerField"] = True  # a field of a newer version
-    status = {"observedGeneration": 1, "phase": "Scheduled", "runs": history,
-              "lastScheduleTime": at(1)}  # fmt: skip
+    status = {
+        "observedGeneration": 1,
+        "phase": "Scheduled",
+        "runs": history,
+        "lastScheduleTime": at(1),
+    }
     state = WatchState(index=BucketIndex(start=T0.timestamp(), width=1))
     entry = state.observe(body(status), now=T0 + dt.timedelta(minutes=1, seconds=40))
     assert [r.run_id for r in entry.observed.runs] == [history[0]["id"]]
@@ -168,7 +204,8 @@ def test_jobs_share_one_set_of_field_names_and_models_behave_as_before() -> None
     assert fresh.model_fields_set == before
     assert changed.__pydantic_fields_set__ is not fresh.__pydantic_fields_set__
     assert compact(OperatorStatus.model_validate({"phase": "Scheduled"})).model_dump(
-        exclude_unset=True) == {"phase": JobPhase.SCHEDULED}  # fmt: skip
+        exclude_unset=True
+    ) == {"phase": JobPhase.SCHEDULED}
     assert updated(first, missed_runs=2) == updated(shares[2], missed_runs=2)
     assert operator_body(first) == operator_body(shares[2])
     with pytest.raises(ValueError, match="frozen"):
@@ -183,15 +220,27 @@ def test_jobs_read_from_json_share_their_instants_on_the_minute_and_condition_te
     state = WatchState(
         index=BucketIndex(start=T0.timestamp(), width=1.0), schedule_in_status=True
     )  # the share holds the next runs
-    condition = {"type": "Ready", "status": "True", "reason": "Scheduled",
-                 "message": "the schedule is valid and indexed",
-                 "lastTransitionTime": "2026-12-01T08:59:31.250000+00:00"}  # fmt: skip
+    condition = {
+        "type": "Ready",
+        "status": "True",
+        "reason": "Scheduled",
+        "message": "the schedule is valid and indexed",
+        "lastTransitionTime": "2026-12-01T08:59:31.250000+00:00",
+    }
     shares = []
     for name in ("a", "b"):
         # json.loads per job, as each comes in its own list page or watch event
-        status = json.loads(json.dumps({
-            "phase": "Scheduled", "observedGeneration": 1, "nextRunAt": at(5),
-            "nextRuns": [at(5), at(65)], "conditions": [condition]}))  # fmt: skip
+        status = json.loads(
+            json.dumps(
+                {
+                    "phase": "Scheduled",
+                    "observedGeneration": 1,
+                    "nextRunAt": at(5),
+                    "nextRuns": [at(5), at(65)],
+                    "conditions": [condition],
+                }
+            )
+        )
         job = body(status)
         job["metadata"]["name"] = name
         shares.append(state.observe(job, now=T0).observed.share)
@@ -219,11 +268,22 @@ def test_a_share_read_from_json_holds_its_values_in_dicts_keyed_by_shared_keys()
     from tickwork.api.models import OperatorStatus  # noqa: PLC0415
     from tickwork_operator.entry import status_of  # noqa: PLC0415
 
-    status = {"phase": "Scheduled", "observedGeneration": 1, "nextRunAt": at(60),
-              "nextRuns": [at(60 * hour) for hour in range(1, 6)],
-              "conditions": [{"type": "Ready", "status": "True", "reason": "Scheduled",
-                              "message": f"next run at {at(60)}",
-                              "lastTransitionTime": at(0), "observedGeneration": 1}]}  # fmt: skip
+    status = {
+        "phase": "Scheduled",
+        "observedGeneration": 1,
+        "nextRunAt": at(60),
+        "nextRuns": [at(60 * hour) for hour in range(1, 6)],
+        "conditions": [
+            {
+                "type": "Ready",
+                "status": "True",
+                "reason": "Scheduled",
+                "message": f"next run at {at(60)}",
+                "lastTransitionTime": at(0),
+                "observedGeneration": 1,
+            }
+        ],
+    }
     bodies = [json.loads(json.dumps({"status": status})) for _ in range(300)]
     status_of(bodies[0])  # the shared instants and texts, and the class's keys, exist
     tracemalloc.start()
@@ -251,15 +311,22 @@ def test_jobs_on_one_schedule_share_their_lists_which_nothing_can_change() -> No
     from tickwork.api.sharing import SharedList  # noqa: PLC0415
     from tickwork_operator.entry import status_of  # noqa: PLC0415
 
-    status = {"phase": "Scheduled", "nextRunAt": at(60),
-              "nextRuns": [at(60 * hour) for hour in range(1, 6)]}  # fmt: skip
+    status = {
+        "phase": "Scheduled",
+        "nextRunAt": at(60),
+        "nextRuns": [at(60 * hour) for hour in range(1, 6)],
+    }
     a, b = (status_of(json.loads(json.dumps({"status": status})))[0] for _ in range(2))
     assert a.next_runs is b.next_runs
     assert a.buffered_runs is b.buffered_runs is a.backfills is a.cancel_requests
     assert type(a.next_runs) is SharedList
     assert a.next_runs == [T0 + dt.timedelta(minutes=60 * hour) for hour in range(1, 6)]
-    for change in (lambda runs: runs.append(T0), lambda runs: runs.sort(),
-                   lambda runs: runs.__setitem__(0, T0), lambda runs: runs.clear()):  # fmt: skip
+    for change in (
+        lambda runs: runs.append(T0),
+        lambda runs: runs.sort(),
+        lambda runs: runs.__setitem__(0, T0),
+        lambda runs: runs.clear(),
+    ):
         with pytest.raises(TypeError, match="shared list"):
             change(a.next_runs)
     assert len(b.next_runs) == 5

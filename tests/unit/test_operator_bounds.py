@@ -56,8 +56,9 @@ class Watched:
         return self.bodies[-1] if self.bodies else {}
 
     def observe(self) -> None:
-        self.leader.observe(self.spec, status={**self.status, **self.run_status},
-                            generation=self.generation)  # fmt: skip
+        self.leader.observe(
+            self.spec, status={**self.status, **self.run_status}, generation=self.generation
+        )
 
     def edit(self, **changes: Any) -> None:
         self.spec = {**self.spec, **changes}
@@ -65,8 +66,12 @@ class Watched:
         self.observe()
 
     def worker_finished(self, run_at: dt.datetime) -> None:
-        record = {"id": scheduled_run_id(UID, run_at), "scheduledAt": run_at.isoformat(),
-                  "outcome": "Succeeded", "attempts": 1}  # fmt: skip
+        record = {
+            "id": scheduled_run_id(UID, run_at),
+            "scheduledAt": run_at.isoformat(),
+            "outcome": "Succeeded",
+            "attempts": 1,
+        }
         self.run_status = {"lastRun": record, "runs": [record]}
         self.observe()
 
@@ -141,9 +146,10 @@ async def test_after_not_after_the_job_is_completed_and_publishes_nothing() -> N
     assert await job.tick_at(later(181)) == []
     assert job.status["phase"] == "Completed"
     assert ready(job.status) == (
-        "True", "Completed",
+        "True",
+        "Completed",
         "spec.notAfter leaves no run to start (lastRun says how the last one ended)",
-    )  # fmt: skip
+    )
     for moment in (later(200), later(270.005), later(3600)):
         assert await job.tick_at(moment) == []
     # A later notAfter brings it back to life, from now on.
@@ -159,8 +165,9 @@ async def test_a_job_created_past_its_not_after_is_completed_at_once() -> None:
     assert job.status["phase"] == "Completed"
     assert "nextRunAt" not in job.status
     assert ready(job.status)[:2] == ("True", "Completed")
-    suspended = Watched({"schedule": "@hourly", "notAfter": later(-60).isoformat(),
-                         "suspend": True})  # fmt: skip
+    suspended = Watched(
+        {"schedule": "@hourly", "notAfter": later(-60).isoformat(), "suspend": True}
+    )
     await suspended.tick_at(later(1))
     assert suspended.status["phase"] == "Completed"  # over, whatever suspend says
 
@@ -170,8 +177,12 @@ async def test_runs_missed_up_to_not_after_are_counted_and_the_latest_started_la
     (no deadline), the rest are counted missed, and then the job is over."""
     leader = Leader(start=later(1000))
     spec = {**EVERY_90S, "notAfter": later(400).isoformat()}
-    before = {"observedGeneration": 1, "lastScheduleTime": stamp(later(90)),
-              "nextRunAt": stamp(later(180)), "phase": "Scheduled"}  # fmt: skip
+    before = {
+        "observedGeneration": 1,
+        "lastScheduleTime": stamp(later(90)),
+        "nextRunAt": stamp(later(180)),
+        "phase": "Scheduled",
+    }
     leader.observe(spec, status=before)
     await leader.tick_at(later(1000.5))
     assert await leader.queued() == [scheduled_run_id(UID, later(360))]

@@ -23,18 +23,29 @@ pytestmark = pytest.mark.unit
 
 
 def scheduled(namespace: str, name: str) -> dict[str, Any]:
-    return {"apiVersion": "tickwork.dev/v1alpha1", "kind": "ScheduledJob",
-            "metadata": {"namespace": namespace, "name": name, "uid": f"uid-{name}",
-                         "generation": 1, "creationTimestamp": "2026-12-01T00:00:00Z"},
-            "spec": {"schedule": "@daily", "task": {"echo": {"message": "hi"}}},
-            "status": {"phase": "Scheduled"}}  # fmt: skip
+    return {
+        "apiVersion": "tickwork.dev/v1alpha1",
+        "kind": "ScheduledJob",
+        "metadata": {
+            "namespace": namespace,
+            "name": name,
+            "uid": f"uid-{name}",
+            "generation": 1,
+            "creationTimestamp": "2026-12-01T00:00:00Z",
+        },
+        "spec": {"schedule": "@daily", "task": {"echo": {"message": "hi"}}},
+        "status": {"phase": "Scheduled"},
+    }
 
 
 def feed_of(now: list[float]) -> tuple[JobFeed, WatchState, OperatorMetrics]:
     state = WatchState(index=BucketIndex(start=0.0, width=1.0))
     metrics = OperatorMetrics()
-    ticker = SimpleNamespace(clock=Clock(wall=lambda: now[0], monotonic=lambda: now[0]),
-                             wakeup=asyncio.Event(), metrics=metrics)  # fmt: skip
+    ticker = SimpleNamespace(
+        clock=Clock(wall=lambda: now[0], monotonic=lambda: now[0]),
+        wakeup=asyncio.Event(),
+        metrics=metrics,
+    )
     return JobFeed(state, cast("Ticker", ticker)), state, metrics
 
 

@@ -36,20 +36,26 @@ def stamp(moment: dt.datetime) -> str:
 
 
 specs = st.one_of(
-    st.builds(lambda cron, policy: {"schedule": cron, "concurrencyPolicy": policy},
-              st.sampled_from(["* * * * *", "*/5 * * * *", "0 9 * * *"]),
-              st.sampled_from(["Allow", "Forbid", "Replace"])),
-    st.builds(lambda minutes: {"runAt": stamp(START + dt.timedelta(minutes=minutes))},
-              st.integers(-5, 30)),
+    st.builds(
+        lambda cron, policy: {"schedule": cron, "concurrencyPolicy": policy},
+        st.sampled_from(["* * * * *", "*/5 * * * *", "0 9 * * *"]),
+        st.sampled_from(["Allow", "Forbid", "Replace"]),
+    ),
+    st.builds(
+        lambda minutes: {"runAt": stamp(START + dt.timedelta(minutes=minutes))}, st.integers(-5, 30)
+    ),
     st.just({"schedule": "not a schedule"}),  # invalid: the operator reports it
-)  # fmt: skip
+)
 
 events = st.one_of(
     st.tuples(st.sampled_from(["create", "edit"]), st.sampled_from(NAMES), specs),
-    st.tuples(st.sampled_from(["suspend", "resume", "delete", "queued", "trigger"]),
-              st.sampled_from(NAMES), st.just({})),
+    st.tuples(
+        st.sampled_from(["suspend", "resume", "delete", "queued", "trigger"]),
+        st.sampled_from(NAMES),
+        st.just({}),
+    ),
     st.tuples(st.just("advance"), st.just(""), st.integers(1, 20)),
-)  # fmt: skip
+)
 
 
 @dataclass
@@ -63,12 +69,18 @@ class Object:
 
     def body(self, name: str) -> dict[str, Any]:
         return {
-            "metadata": {"namespace": NS, "name": name, "uid": self.uid,
-                         "generation": self.generation, "resourceVersion": str(self.version),
-                         "creationTimestamp": stamp(START), "annotations": self.annotations},
+            "metadata": {
+                "namespace": NS,
+                "name": name,
+                "uid": self.uid,
+                "generation": self.generation,
+                "resourceVersion": str(self.version),
+                "creationTimestamp": stamp(START),
+                "annotations": self.annotations,
+            },
             "spec": {"task": {"echo": {"message": "hi"}}, **self.spec},
             "status": self.status,
-        }  # fmt: skip
+        }
 
 
 @dataclass
@@ -96,8 +108,10 @@ class Cluster:
             obj.generation += 1
         elif event == "queued":  # the leader published a run and reported it
             run_id = scheduled_run_id(obj.uid, now.replace(second=0, microsecond=0))
-            obj.status = {"phase": "Scheduled", "queuedRun": {
-                "id": run_id, "scheduledAt": stamp(now), "queuedAt": stamp(now)}}  # fmt: skip
+            obj.status = {
+                "phase": "Scheduled",
+                "queuedRun": {"id": run_id, "scheduledAt": stamp(now), "queuedAt": stamp(now)},
+            }
             self.queued[name] = run_id
         elif event == "trigger":
             self.tokens += 1
@@ -150,8 +164,7 @@ def test_random_event_orders_never_leave_a_run_to_publish_that_must_not_run(
         seen = state.jobs.get((NS, name))
         if event == "queued" and (seen is None or seen.spec is None or seen.suspended):
             continue  # the leader publishes runs of valid, running jobs only
-        was_suspended = bool(name in cluster.objects
-                             and cluster.objects[name].spec.get("suspend"))  # fmt: skip
+        was_suspended = bool(name in cluster.objects and cluster.objects[name].spec.get("suspend"))
         obj = cluster.apply(event, name, arg, now)
         if obj is None:
             continue
@@ -161,5 +174,4 @@ def test_random_event_orders_never_leave_a_run_to_publish_that_must_not_run(
             assert ("run", NS, name) not in state.index
         if event == "suspend" and not was_suspended and unstarted is not None:
             assert unstarted not in state.withdrawn, "withdrawn: nobody records it Skipped"
-        assert all(any(belongs_to(run_id, uid) for uid in uids_ever)
-                   for run_id in state.withdrawn)  # fmt: skip
+        assert all(any(belongs_to(run_id, uid) for uid in uids_ever) for run_id in state.withdrawn)

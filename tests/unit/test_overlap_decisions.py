@@ -53,8 +53,7 @@ async def due_while_run_0_runs(leader: Leader, spec: dict[str, Any], *, minutes:
         await leader.tick_at(minute(later, 0.005))
 
 
-async def test_buffer_one_keeps_one_run_waiting_and_publishes_it_when_the_active_one_ends(
-) -> None:  # fmt: skip
+async def test_buffer_one_keeps_one_run_waiting_and_publishes_it_when_the_active_one_ends() -> None:
     leader = Leader()
     spec = {**EVERY_MINUTE, "concurrencyPolicy": "BufferOne"}
     await due_while_run_0_runs(leader, spec, minutes=1)
@@ -96,13 +95,25 @@ async def test_buffer_all_runs_the_buffered_runs_one_after_another() -> None:
 async def test_buffer_all_counts_a_run_past_its_bound_as_missed() -> None:
     leader = Leader()
     spec = {**EVERY_MINUTE, "concurrencyPolicy": "BufferAll"}
-    full = [{"id": scheduled_run_id(UID, minute(-200 + i)), "scheduledAt":
-             minute(-200 + i).isoformat(), "bufferedAt": minute(-200 + i).isoformat()}
-            for i in range(BUFFER_LIMIT)]  # fmt: skip
+    full = [
+        {
+            "id": scheduled_run_id(UID, minute(-200 + i)),
+            "scheduledAt": minute(-200 + i).isoformat(),
+            "bufferedAt": minute(-200 + i).isoformat(),
+        }
+        for i in range(BUFFER_LIMIT)
+    ]
     await worker_took(leader, minute(0))
-    leader.observe(spec, status={**running(minute(0)), "bufferedRuns": full,
-                                 "observedGeneration": 1, "nextRunAt": minute(1).isoformat(),
-                                 "lastScheduleTime": minute(0).isoformat()})  # fmt: skip
+    leader.observe(
+        spec,
+        status={
+            **running(minute(0)),
+            "bufferedRuns": full,
+            "observedGeneration": 1,
+            "nextRunAt": minute(1).isoformat(),
+            "lastScheduleTime": minute(0).isoformat(),
+        },
+    )
     await leader.tick_at(minute(1, 0.005))
     assert len(buffered(leader)) == BUFFER_LIMIT
     assert rid(1) not in buffered(leader)
@@ -123,8 +134,7 @@ async def test_a_new_leader_publishes_the_buffer_it_finds_in_status() -> None:
     assert "bufferedRuns" not in standby.sink.status or buffered(standby) == []
 
 
-async def test_cancel_other_cancels_the_active_run_and_starts_the_new_one_once_it_is_cancelled(
-) -> None:  # fmt: skip
+async def test_cancel_other_cancels_the_active_run_and_starts_the_new_one_when_it_ends() -> None:
     leader = Leader()
     spec = {**EVERY_MINUTE, "concurrencyPolicy": "CancelOther"}
     await due_while_run_0_runs(leader, spec, minutes=1)
@@ -185,8 +195,7 @@ async def test_a_suspend_drops_the_buffer_and_counts_it_missed() -> None:
 async def test_cancel_annotation_asks_the_worker_to_stop_a_running_run() -> None:
     leader = Leader()
     await worker_took(leader, minute(0))
-    leader.observe(EVERY_MINUTE, status=running(minute(0)),
-                   annotations={CANCEL_ANNOTATION: rid(0)})  # fmt: skip
+    leader.observe(EVERY_MINUTE, status=running(minute(0)), annotations={CANCEL_ANNOTATION: rid(0)})
     await leader.tick_at(minute(0, 30))
     [request] = leader.sink.status["cancelRequests"]
     assert (request["id"], request["terminate"], request["reason"]) == (
@@ -217,15 +226,19 @@ async def test_cancel_annotation_withdraws_a_queued_run_and_drops_a_buffered_one
     assert await leader.queue.locate(rid(1)) is RunLocation.DONE  # it never executes
     assert buffered(leader) == []
     assert {m for m, _ in leader.sink.run_applies} == {run_manager(rid(1)), run_manager(rid(2))}
-    outcomes = {body["lastRun"]["id"]: body["lastRun"]["outcome"]
-                for _, body in leader.sink.run_applies if body}  # fmt: skip
+    outcomes = {
+        body["lastRun"]["id"]: body["lastRun"]["outcome"]
+        for _, body in leader.sink.run_applies
+        if body
+    }
     assert outcomes == {rid(1): "Cancelled", rid(2): "Cancelled"}
 
 
 async def test_cancel_of_a_finished_or_unknown_run_does_nothing() -> None:
     leader = Leader()
-    leader.observe(EVERY_MINUTE, status=finished(0),
-                   annotations={CANCEL_ANNOTATION: f"{rid(0)},{rid(7)}"})  # fmt: skip
+    leader.observe(
+        EVERY_MINUTE, status=finished(0), annotations={CANCEL_ANNOTATION: f"{rid(0)},{rid(7)}"}
+    )
     await leader.tick_at(minute(0, 30))
     assert "cancelRequests" not in leader.sink.status
     assert leader.sink.run_applies == []

@@ -70,18 +70,30 @@ class Gate:
 def reporter_with(jobs: int, clock: list[float]) -> tuple[Reporter, WatchState, Gate]:
     state = WatchState(index=BucketIndex(start=T0.timestamp(), width=1.0))
     for i in range(jobs):
-        state.observe({
-            "metadata": {"namespace": "ns", "name": f"j{i:04d}", "uid": f"uid-{i}",
-                         "generation": 1, "creationTimestamp": T0.isoformat(),
-                         "resourceVersion": "7"},
-            "spec": {"schedule": "0 0 1 1 *", "task": {"echo": {"message": "x"}}},
-        }, now=T0)  # fmt: skip
+        state.observe(
+            {
+                "metadata": {
+                    "namespace": "ns",
+                    "name": f"j{i:04d}",
+                    "uid": f"uid-{i}",
+                    "generation": 1,
+                    "creationTimestamp": T0.isoformat(),
+                    "resourceVersion": "7",
+                },
+                "spec": {"schedule": "0 0 1 1 *", "task": {"echo": {"message": "x"}}},
+            },
+            now=T0,
+        )
     gate = Gate()
     reporter = Reporter(
-        state=state, queue=MemoryRunQueue(clock=lambda: clock[0]), kube=gate,  # type: ignore[arg-type]
-        events=gate, metrics=OperatorMetrics(),  # type: ignore[arg-type]
-        clock=Clock(wall=lambda: clock[0], monotonic=lambda: clock[0]), hold_seconds=0,
-    )  # fmt: skip
+        state=state,
+        queue=MemoryRunQueue(clock=lambda: clock[0]),
+        kube=gate,  # type: ignore[arg-type]
+        events=gate,  # type: ignore[arg-type]
+        metrics=OperatorMetrics(),
+        clock=Clock(wall=lambda: clock[0], monotonic=lambda: clock[0]),
+        hold_seconds=0,
+    )
     return reporter, state, gate
 
 
@@ -136,18 +148,35 @@ async def test_a_tick_publishes_due_runs_while_owed_writes_are_on_their_way() ->
     _, state, gate = reporter_with(OWED_CONCURRENCY * 3, clock)
     queue = MemoryRunQueue(clock=lambda: clock[0])
     ticker = Ticker(
-        state=state, queue=queue, kube=gate, events=gate,  # type: ignore[arg-type]
-        metrics=OperatorMetrics(), tick_seconds=1.0, reconcile_seconds=3600,
-        clock=Clock(wall=lambda: clock[0], monotonic=lambda: clock[0]), report_hold_seconds=0,
-    )  # fmt: skip
+        state=state,
+        queue=queue,
+        kube=gate,  # type: ignore[arg-type]
+        events=gate,  # type: ignore[arg-type]
+        metrics=OperatorMetrics(),
+        tick_seconds=1.0,
+        reconcile_seconds=3600,
+        clock=Clock(wall=lambda: clock[0], monotonic=lambda: clock[0]),
+        report_hold_seconds=0,
+    )
     await asyncio.wait_for(ticker.tick(), 5)
     await gate.until(OWED_CONCURRENCY)  # the first statuses, on their way in the background
-    state.observe({
-        "metadata": {"namespace": "ns", "name": "due", "uid": "uid-due", "generation": 1,
-                     "creationTimestamp": T0.isoformat(), "resourceVersion": "8"},
-        "spec": {"runAt": (T0 + dt.timedelta(seconds=1)).isoformat(),
-                 "task": {"echo": {"message": "x"}}},
-    }, now=T0)  # fmt: skip
+    state.observe(
+        {
+            "metadata": {
+                "namespace": "ns",
+                "name": "due",
+                "uid": "uid-due",
+                "generation": 1,
+                "creationTimestamp": T0.isoformat(),
+                "resourceVersion": "8",
+            },
+            "spec": {
+                "runAt": (T0 + dt.timedelta(seconds=1)).isoformat(),
+                "task": {"echo": {"message": "x"}},
+            },
+        },
+        now=T0,
+    )
     clock[0] += 1
     await asyncio.wait_for(ticker.tick(), 5)
     assert (await queue.depth()).ready == 1  # published, with every owed write still held
@@ -171,14 +200,23 @@ class CountingDirty(dict[Any, None]):
         return super().__contains__(key)
 
 
-def observed(state: WatchState, i: int, *, generation: int = 1,
-             schedule: str = "0 0 1 1 *") -> None:  # fmt: skip
-    state.observe({
-        "metadata": {"namespace": "ns", "name": f"j{i:04d}", "uid": f"uid-{i}",
-                     "generation": generation, "creationTimestamp": T0.isoformat(),
-                     "resourceVersion": str(10 + generation)},
-        "spec": {"schedule": schedule, "task": {"echo": {"message": "x"}}},
-    }, now=T0)  # fmt: skip
+def observed(
+    state: WatchState, i: int, *, generation: int = 1, schedule: str = "0 0 1 1 *"
+) -> None:
+    state.observe(
+        {
+            "metadata": {
+                "namespace": "ns",
+                "name": f"j{i:04d}",
+                "uid": f"uid-{i}",
+                "generation": generation,
+                "creationTimestamp": T0.isoformat(),
+                "resourceVersion": str(10 + generation),
+            },
+            "spec": {"schedule": schedule, "task": {"echo": {"message": "x"}}},
+        },
+        now=T0,
+    )
 
 
 async def written_out(reporter: Reporter, gate: Gate) -> None:
@@ -281,11 +319,20 @@ async def test_a_job_replaced_while_its_report_is_written_gets_its_first_status(
     await written_out(reporter, gate)  # none owed: the job has a report
     reporter.start()
     await gate.until(1)
-    state.observe({
-        "metadata": {"namespace": "ns", "name": "j0000", "uid": "uid-new", "generation": 1,
-                     "creationTimestamp": T0.isoformat(), "resourceVersion": "20"},
-        "spec": {"schedule": "0 0 1 7 *", "task": {"echo": {"message": "x"}}},
-    }, now=T0)  # fmt: skip
+    state.observe(
+        {
+            "metadata": {
+                "namespace": "ns",
+                "name": "j0000",
+                "uid": "uid-new",
+                "generation": 1,
+                "creationTimestamp": T0.isoformat(),
+                "resourceVersion": "20",
+            },
+            "spec": {"schedule": "0 0 1 7 *", "task": {"echo": {"message": "x"}}},
+        },
+        now=T0,
+    )
     gate.release(1)
     await reporter.idle()
     assert list(state.dirty) == [("ns", "j0000")]

@@ -29,8 +29,11 @@ def at(hour: int, minute: int, second: int = 0) -> dt.datetime:
 
 def facts(schedule: str = "*/5 * * * *", **kwargs: object) -> JobFacts:
     values: dict[str, object] = {
-        "uid": UID, "schedule": cron_schedule(schedule), "one_shot": False, "created_at": CREATED,
-    }  # fmt: skip
+        "uid": UID,
+        "schedule": cron_schedule(schedule),
+        "one_shot": False,
+        "created_at": CREATED,
+    }
     values.update(kwargs)
     return JobFacts(**values)  # type: ignore[arg-type]
 

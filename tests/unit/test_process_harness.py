@@ -32,15 +32,21 @@ def test_killing_a_process_tree_ends_the_sessions_it_started(tmp_path: Path, tre
     pids = tmp_path / "pids"
     proc = process.spawn([sys.executable, "-c", PARENT, str(pids)], log_path=tmp_path / "log")
     grand = Path(f"{pids}.grand")
-    wait_for(lambda: pids.exists() and grand.exists() and grand.read_text().strip(),
-             timeout=10, what="the command started")  # fmt: skip
+    wait_for(
+        lambda: pids.exists() and grand.exists() and grand.read_text().strip(),
+        timeout=10,
+        what="the command started",
+    )
     child, grandchild = int(pids.read_text()), int(grand.read_text())
     assert set(process.descendants(proc.pid)) >= {child, grandchild}
     try:
         process.kill(proc, tree=tree)
         if tree:
-            wait_for(lambda: not alive(child) and not alive(grandchild), timeout=5,
-                     what="the command's session killed")  # fmt: skip
+            wait_for(
+                lambda: not alive(child) and not alive(grandchild),
+                timeout=5,
+                what="the command's session killed",
+            )
         else:  # the plain kill reaches the process group only, as before
             assert alive(child)
             assert alive(grandchild)

@@ -49,8 +49,10 @@ def test_values_read_are_redacted_from_any_text_and_read_once_per_attempt() -> N
     values = SecretValues(kube, "team-a")  # type: ignore[arg-type]
 
     async def read() -> list[str]:
-        return [await values.read(SecretKeyRef(name="api", key=key))
-                for key in ("token", "short", "token")]  # fmt: skip
+        return [
+            await values.read(SecretKeyRef(name="api", key=key))
+            for key in ("token", "short", "token")
+        ]
 
     assert asyncio.run(read()) == ["tok-123456", "ab", "tok-123456"]
     assert kube.reads == 1  # one GET per Secret and attempt

@@ -12,19 +12,40 @@ from tickwork.queue import keys
 #: Command -> the Redis version that introduced it (or the option form used here).
 AVAILABLE_SINCE = {
     "BLPOP": "2.0.0",  # a float timeout since 6.0.0
-    "DEL": "1.0.0", "HDEL": "2.0.0", "HEXISTS": "2.0.0", "HGET": "2.0.0", "HMGET": "2.0.0",
-    "HGETALL": "2.0.0", "HINCRBY": "2.0.0", "HVALS": "2.0.0",
+    "DEL": "1.0.0",
+    "HDEL": "2.0.0",
+    "HEXISTS": "2.0.0",
+    "HGET": "2.0.0",
+    "HMGET": "2.0.0",
+    "HGETALL": "2.0.0",
+    "HINCRBY": "2.0.0",
+    "HVALS": "2.0.0",
     "HSET": "2.0.0",  # several field/value pairs since 4.0.0
     "INFO": "1.0.0",  # run_id in its server section since 2.4; random, like TIME
-    "LLEN": "1.0.0", "LPUSH": "1.0.0", "LTRIM": "1.0.0", "RPOP": "1.0.0",
+    "LLEN": "1.0.0",
+    "LPUSH": "1.0.0",
+    "LTRIM": "1.0.0",
+    "RPOP": "1.0.0",
     "RPUSH": "1.0.0",  # several values since 2.4.0
-    "SADD": "1.0.0", "SCARD": "1.0.0", "SISMEMBER": "1.0.0", "SREM": "1.0.0",
+    "SADD": "1.0.0",
+    "SCARD": "1.0.0",
+    "SISMEMBER": "1.0.0",
+    "SREM": "1.0.0",
     "TIME": "2.6.0",
-    "ZADD": "1.2.0", "ZCARD": "1.2.0", "ZRANGE": "1.2.0", "ZRANGEBYSCORE": "1.0.5",
-    "ZREM": "1.2.0", "ZREMRANGEBYRANK": "2.0.0", "ZREMRANGEBYSCORE": "1.1.0",
-    "ZREVRANGE": "1.2.0", "ZSCORE": "1.2.0",
-    "MULTI": "1.2.0", "EXEC": "1.2.0", "EVALSHA": "2.6.0", "EVAL": "2.6.0",
-}  # fmt: skip
+    "ZADD": "1.2.0",
+    "ZCARD": "1.2.0",
+    "ZRANGE": "1.2.0",
+    "ZRANGEBYSCORE": "1.0.5",
+    "ZREM": "1.2.0",
+    "ZREMRANGEBYRANK": "2.0.0",
+    "ZREMRANGEBYSCORE": "1.1.0",
+    "ZREVRANGE": "1.2.0",
+    "ZSCORE": "1.2.0",
+    "MULTI": "1.2.0",
+    "EXEC": "1.2.0",
+    "EVALSHA": "2.6.0",
+    "EVAL": "2.6.0",
+}
 QUEUE_SOURCE = Path(keys.__file__).with_name("redis_queue.py").read_text()
 
 
@@ -33,13 +54,19 @@ def version(text: str) -> tuple[int, ...]:
 
 
 def scripts() -> dict[str, str]:
-    return {name: value for name, value in vars(keys).items()
-            if isinstance(value, str) and "redis.call(" in value}  # fmt: skip
+    return {
+        name: value
+        for name, value in vars(keys).items()
+        if isinstance(value, str) and "redis.call(" in value
+    }
 
 
 def test_every_script_command_exists_in_redis_6_2() -> None:
-    used = {match.upper() for script in scripts().values()
-            for match in re.findall(r"redis\.call\(\s*['\"](\w+)['\"]", script)}  # fmt: skip
+    used = {
+        match.upper()
+        for script in scripts().values()
+        for match in re.findall(r"redis\.call\(\s*['\"](\w+)['\"]", script)
+    }
     assert len(scripts()) >= 10  # the scan found the scripts
     assert used, "no redis.call found: the scan is broken"
     unknown = used - AVAILABLE_SINCE.keys()
@@ -59,6 +86,5 @@ def test_every_client_command_exists_in_redis_6_2() -> None:
 def test_no_script_uses_features_newer_than_6_2() -> None:
     for name, script in scripts().items():
         # Redis 7: functions, shebang flags in scripts, and 7.0-only commands.
-        for newer in ("#!lua", "LMPOP", "ZMPOP", "BLMPOP", "SINTERCARD",
-                      "EXPIRETIME", "FUNCTION"):  # fmt: skip
+        for newer in ("#!lua", "LMPOP", "ZMPOP", "BLMPOP", "SINTERCARD", "EXPIRETIME", "FUNCTION"):
             assert newer not in script, f"{name} uses {newer} (Redis 7)"

@@ -121,8 +121,13 @@ def test_sentinels_and_the_master_name_come_together() -> None:
 
 def test_empty_sentinel_settings_are_unset(monkeypatch: pytest.MonkeyPatch) -> None:
     """A chart may render every variable, the unused ones empty."""
-    for name in ("SENTINELS", "SENTINEL_MASTER", "SENTINEL_USERNAME", "SENTINEL_PASSWORD",
-                 "SENTINEL_PASSWORD_FILE"):  # fmt: skip
+    for name in (
+        "SENTINELS",
+        "SENTINEL_MASTER",
+        "SENTINEL_USERNAME",
+        "SENTINEL_PASSWORD",
+        "SENTINEL_PASSWORD_FILE",
+    ):
         monkeypatch.setenv(f"TICKWORK_REDIS_{name}", "")
     settings = RedisSettings()
     assert settings.sentinels == ()
@@ -213,9 +218,14 @@ def test_errors_name_the_sentinel_set_and_what_to_check(error: Exception, expect
 
 
 SHARED_OPTIONS = [
-    "socket_connect_timeout", "socket_timeout", "decode_responses", "retry_on_error",
-    "health_check_interval", "ssl_cert_reqs", "ssl_ca_certs",
-]  # fmt: skip
+    "socket_connect_timeout",
+    "socket_timeout",
+    "decode_responses",
+    "retry_on_error",
+    "health_check_interval",
+    "ssl_cert_reqs",
+    "ssl_ca_certs",
+]
 
 
 @pytest.mark.asyncio

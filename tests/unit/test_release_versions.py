@@ -18,8 +18,14 @@ pytestmark = pytest.mark.unit
 
 ROOT = Path(__file__).resolve().parents[2]
 VERSION = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
-VERSION_FILES = ("pyproject.toml", "tickwork/__init__.py", "Dockerfile",
-                 "charts/tickwork/Chart.yaml", "README.md", "CHANGELOG.md")  # fmt: skip
+VERSION_FILES = (
+    "pyproject.toml",
+    "tickwork/__init__.py",
+    "Dockerfile",
+    "charts/tickwork/Chart.yaml",
+    "README.md",
+    "CHANGELOG.md",
+)
 
 
 def _release_check() -> ModuleType:
@@ -76,20 +82,38 @@ def _checkout(tmp_path: Path, version: str = VERSION) -> Path:
         ("v1.2.4", None, "Chart.yaml appVersion is 1.2.3, the tag says 1.2.4"),
         ("1.2.3", None, "tag '1.2.3' is not v<major>.<minor>.<patch>"),
         ("v1.2", None, "not v<major>.<minor>.<patch>"),
-        ("v1.2.3", ("charts/tickwork/Chart.yaml", 'appVersion: "1.2.3"', 'appVersion: "1.2.2"'),
-         "Chart.yaml appVersion is 1.2.2, the tag says 1.2.3"),
-        ("v1.2.3", ("charts/tickwork/Chart.yaml", "version: 1.2.3", "version: 1.3.0"),
-         "Chart.yaml version is 1.3.0, the tag says 1.2.3"),
-        ("v1.2.3", ("tickwork/__init__.py", '"1.2.3"', '"1.2.0"'),
-         "tickwork/__init__.py __version__ is 1.2.0, the tag says 1.2.3"),
-        ("v1.2.3", ("Dockerfile", "TICKWORK_VERSION=1.2.3", "TICKWORK_VERSION=1.2.0"),
-         "Dockerfile TICKWORK_VERSION is 1.2.0, the tag says 1.2.3"),
-        ("v1.2.3", ("README.md", "--version 1.2.3", "--version 1.2.0"),
-         "README.md helm install --version is 1.2.0, the tag says 1.2.3"),
-        ("v1.2.3", ("CHANGELOG.md", "## 1.2.3", "## Unreleased"),
-         "CHANGELOG.md has no '## 1.2.3' section"),
+        (
+            "v1.2.3",
+            ("charts/tickwork/Chart.yaml", 'appVersion: "1.2.3"', 'appVersion: "1.2.2"'),
+            "Chart.yaml appVersion is 1.2.2, the tag says 1.2.3",
+        ),
+        (
+            "v1.2.3",
+            ("charts/tickwork/Chart.yaml", "version: 1.2.3", "version: 1.3.0"),
+            "Chart.yaml version is 1.3.0, the tag says 1.2.3",
+        ),
+        (
+            "v1.2.3",
+            ("tickwork/__init__.py", '"1.2.3"', '"1.2.0"'),
+            "tickwork/__init__.py __version__ is 1.2.0, the tag says 1.2.3",
+        ),
+        (
+            "v1.2.3",
+            ("Dockerfile", "TICKWORK_VERSION=1.2.3", "TICKWORK_VERSION=1.2.0"),
+            "Dockerfile TICKWORK_VERSION is 1.2.0, the tag says 1.2.3",
+        ),
+        (
+            "v1.2.3",
+            ("README.md", "--version 1.2.3", "--version 1.2.0"),
+            "README.md helm install --version is 1.2.0, the tag says 1.2.3",
+        ),
+        (
+            "v1.2.3",
+            ("CHANGELOG.md", "## 1.2.3", "## Unreleased"),
+            "CHANGELOG.md has no '## 1.2.3' section",
+        ),
     ],
-)  # fmt: skip
+)
 def test_a_tag_is_released_only_when_every_version_agrees_with_it(
     tmp_path: Path, tag: str, edit: tuple[str, str, str] | None, problem: str | None
 ) -> None:

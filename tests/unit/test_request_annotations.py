@@ -34,8 +34,9 @@ def test_no_other_module_spells_out_a_request_annotation() -> None:
 
 def test_the_guard_finds_a_request_annotation_spelled_out() -> None:
     source = 'ANNOTATION = "tickwork.dev/cancel"\n'
-    constants = [node.value for node in ast.walk(ast.parse(source))
-                 if isinstance(node, ast.Constant)]  # fmt: skip
+    constants = [
+        node.value for node in ast.walk(ast.parse(source)) if isinstance(node, ast.Constant)
+    ]
     assert set(constants) & set(annotations.REQUEST_ANNOTATIONS)
 
 

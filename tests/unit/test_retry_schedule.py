@@ -13,8 +13,9 @@ pytestmark = pytest.mark.unit
 RUNS = [f"uid-{n}.20261201T090000Z" for n in range(1000)]
 
 
-@pytest.mark.parametrize(("attempt", "nominal"), [(1, 1), (2, 2), (3, 4), (5, 16), (7, 60),
-                                                  (30, 60)])  # fmt: skip
+@pytest.mark.parametrize(
+    ("attempt", "nominal"), [(1, 1), (2, 2), (3, 4), (5, 16), (7, 60), (30, 60)]
+)
 def test_the_delay_doubles_per_attempt_up_to_the_cap(attempt: int, nominal: float) -> None:
     delays = [backoff_seconds(run, attempt, base=1, cap=60) for run in RUNS]
     assert all(nominal / 2 <= d <= nominal for d in delays)

@@ -30,8 +30,14 @@ from tickwork.queue.messages import RunMessage
 
 pytestmark = pytest.mark.unit
 
-VALUES = RunValues(run_id="u.manual.t1", scheduled_time="2026-12-01T09:00:00Z", attempt=2,
-                   job="report", namespace="team-a", params={"region": "eu"})  # fmt: skip
+VALUES = RunValues(
+    run_id="u.manual.t1",
+    scheduled_time="2026-12-01T09:00:00Z",
+    attempt=2,
+    job="report",
+    namespace="team-a",
+    params={"region": "eu"},
+)
 
 
 # -- parameters ------------------------------------------------------------------
@@ -48,15 +54,19 @@ VALUES = RunValues(run_id="u.manual.t1", scheduled_time="2026-12-01T09:00:00Z", 
         ({"region": "eu\nus"}, "'region' must be one line of text without control characters"),
         ({"region": "eu\x00"}, "without control characters"),
         ({"region": 3}, "parameter 'region' must be a string, not 3"),
-        ({"Region": "a", "REGION": "b"},
-         "'Region' and 'REGION' differ only in case; both would be TICKWORK_PARAM_REGION"),
+        (
+            {"Region": "a", "REGION": "b"},
+            "'Region' and 'REGION' differ only in case; both would be TICKWORK_PARAM_REGION",
+        ),
         ({f"p{i}": "x" for i in range(MAX_PARAMS + 1)}, f"at most {MAX_PARAMS} parameters"),
         ({"note": "x" * (PARAMS_TEXT_LIMIT - 4)}, None),  # exactly at the limit
-        ({"note": "x" * (PARAMS_TEXT_LIMIT - 3)},
-         f"at most {PARAMS_TEXT_LIMIT} characters in all, not {PARAMS_TEXT_LIMIT + 1}"),
+        (
+            {"note": "x" * (PARAMS_TEXT_LIMIT - 3)},
+            f"at most {PARAMS_TEXT_LIMIT} characters in all, not {PARAMS_TEXT_LIMIT + 1}",
+        ),
         ({"city": "Zürich ✓"}, None),  # any printable text
     ],
-)  # fmt: skip
+)
 def test_parameters_are_checked_with_a_message_that_says_what_to_fix(
     params: dict[str, Any], problem: str | None
 ) -> None:
@@ -86,7 +96,7 @@ def test_the_annotation_holds_a_json_object_of_strings(
         ('{"region": 1}', "parameter 'region' must be a string, not 1"),
         ('{"a": "' + "x" * 5000 + '"}', "run-params holds 5009 characters; parameters take"),
     ],
-)  # fmt: skip
+)
 def test_anything_else_in_the_annotation_is_refused(annotation: str, problem: str) -> None:
     with pytest.raises(InvalidParamsError) as excinfo:
         parse_params(annotation)
@@ -110,11 +120,18 @@ def test_names_become_environment_variables_and_assignments_split_at_the_first_e
 
 
 def test_messages_of_older_versions_still_decode_and_new_ones_carry_the_parameters() -> None:
-    old = RunMessage.from_json('{"run_id":"u.manual.t","namespace":"n","name":"j","uid":"u",'
-                               '"attempt":2,"redeliveries":0}')  # fmt: skip
+    old = RunMessage.from_json(
+        '{"run_id":"u.manual.t","namespace":"n","name":"j","uid":"u","attempt":2,"redeliveries":0}'
+    )
     assert (old.params, old.triggered_at, old.attempt) == (None, None, 2)
-    new = RunMessage(run_id="u.manual.t", namespace="n", name="j", uid="u",
-                     triggered_at="2026-12-01T09:00:00+00:00", params={"region": "eu"})  # fmt: skip
+    new = RunMessage(
+        run_id="u.manual.t",
+        namespace="n",
+        name="j",
+        uid="u",
+        triggered_at="2026-12-01T09:00:00+00:00",
+        params={"region": "eu"},
+    )
     assert RunMessage.from_json(new.to_json()) == new
     assert '"params"' not in RunMessage(run_id="r", namespace="n", name="j", uid="u").to_json()
     # As Redis' Lua (cjson) re-encodes a message on a retry: escaped slashes, any order.
@@ -129,22 +146,34 @@ def test_messages_of_older_versions_still_decode_and_new_ones_carry_the_paramete
     ("template", "body"),
     [
         ('{"region": "{{params.region}}"}', {"region": "eu"}),
-        ('{"r": "{{ params.region }}", "when": "{{scheduledTime}}"}',
-         {"r": "eu", "when": "2026-12-01T09:00:00Z"}),
+        (
+            '{"r": "{{ params.region }}", "when": "{{scheduledTime}}"}',
+            {"r": "eu", "when": "2026-12-01T09:00:00Z"},
+        ),
         ('{"try": "{{attempt}}", "text": "try {{attempt}}"}', {"try": 2, "text": "try 2"}),
-        ('{"all": "{{params}}", "as text": "params {{params}}"}',
-         {"all": {"region": "eu"}, "as text": 'params {"region":"eu"}'}),
-        ('{"missing": "{{params.other}}", "in text": "[{{params.other}}]"}',
-         {"missing": None, "in text": "[]"}),
-        ('{"{{job}}": "{{namespace}}/{{job}}", "{{attempt}}": 1}',
-         {"report": "team-a/report", "2": 1}),  # a key stays a string
-        ('["{{runId}}", 1.50, true, null, "{x}", "{{{runId}}}"]',
-         ["u.manual.t1", 1.5, True, None, "{x}", "{u.manual.t1}"]),
+        (
+            '{"all": "{{params}}", "as text": "params {{params}}"}',
+            {"all": {"region": "eu"}, "as text": 'params {"region":"eu"}'},
+        ),
+        (
+            '{"missing": "{{params.other}}", "in text": "[{{params.other}}]"}',
+            {"missing": None, "in text": "[]"},
+        ),
+        (
+            '{"{{job}}": "{{namespace}}/{{job}}", "{{attempt}}": 1}',
+            {"report": "team-a/report", "2": 1},  # a key stays a string
+        ),
+        (
+            '["{{runId}}", 1.50, true, null, "{x}", "{{{runId}}}"]',
+            ["u.manual.t1", 1.5, True, None, "{x}", "{u.manual.t1}"],
+        ),
         ('"{{runId}}"', "u.manual.t1"),
-        ('{"plain": "no placeholders, \\"quotes\\" and \\\\ slashes"}',
-         {"plain": 'no placeholders, "quotes" and \\ slashes'}),
+        (
+            '{"plain": "no placeholders, \\"quotes\\" and \\\\ slashes"}',
+            {"plain": 'no placeholders, "quotes" and \\ slashes'},
+        ),
     ],
-)  # fmt: skip
+)
 def test_a_template_becomes_the_runs_body(template: str, body: Any) -> None:
     check_template(template)
     assert json.loads(render_template(template, VALUES)) == body
@@ -168,11 +197,14 @@ def test_numbers_and_layout_of_the_template_are_kept_as_written() -> None:
     ],
 )
 def test_a_parameter_cannot_break_out_of_its_string(value: str) -> None:
-    values = RunValues(run_id="r", scheduled_time="t", attempt=1, job="j", namespace="n",
-                       params={"region": value})  # fmt: skip
+    values = RunValues(
+        run_id="r", scheduled_time="t", attempt=1, job="j", namespace="n", params={"region": value}
+    )
     template = '{"region": "{{params.region}}", "sentence": "in {{params.region}} now"}'
     assert json.loads(render_template(template, values)) == {
-        "region": value, "sentence": f"in {value} now"}  # fmt: skip
+        "region": value,
+        "sentence": f"in {value} now",
+    }
 
 
 @pytest.mark.parametrize(
@@ -184,10 +216,12 @@ def test_a_parameter_cannot_break_out_of_its_string(value: str) -> None:
         ('{"a": "{{params.re-gion}}"}', "not {{params.re-gion}}"),
         ('{"a": "{{ secret }}"}', "not {{ secret }}"),
         ('{"a": "{{}}"}', "not {{}}"),
-        ("[" + ",".join(['"{{runId}}"'] * (MAX_PLACEHOLDERS + 1)) + "]",
-         f"bodyTemplate may hold at most {MAX_PLACEHOLDERS} placeholders"),
+        (
+            "[" + ",".join(['"{{runId}}"'] * (MAX_PLACEHOLDERS + 1)) + "]",
+            f"bodyTemplate may hold at most {MAX_PLACEHOLDERS} placeholders",
+        ),
     ],
-)  # fmt: skip
+)
 def test_a_template_that_cannot_work_is_refused_saying_why(template: str, problem: str) -> None:
     with pytest.raises(TemplateError) as excinfo:
         check_template(template)

@@ -79,8 +79,9 @@ def test_empty_manual_tokens_are_refused() -> None:
         manual_run_id(UID, "  ")
 
 
-@pytest.mark.parametrize(("token", "key"), [("", None), (" \t", None), (" nightly ", "nightly"),
-                                            ("a b", None)])  # fmt: skip
+@pytest.mark.parametrize(
+    ("token", "key"), [("", None), (" \t", None), (" nightly ", "nightly"), ("a b", None)]
+)
 def test_a_blank_token_triggers_nothing_and_others_are_keyed_as_run_ids_are(
     token: str, key: str | None
 ) -> None:
@@ -258,6 +259,11 @@ def test_illegal_transitions_say_what_is_allowed(
     ],
 )
 def test_job_phase_is_the_lifecycle(kwargs: dict[str, bool], phase: JobPhase) -> None:
-    arguments = {"suspended": False, "valid": True, "finished": False,
-                 "active": False, "paused": False} | kwargs  # fmt: skip
+    arguments = {
+        "suspended": False,
+        "valid": True,
+        "finished": False,
+        "active": False,
+        "paused": False,
+    } | kwargs
     assert job_phase(**arguments) is phase

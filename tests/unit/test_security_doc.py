@@ -20,8 +20,11 @@ _REFERENCE = re.compile(r"`(tests/[\w/]+\.py)?(?:::(\w+))?`|`(?:::|\.\.\.)(\w+)`
 
 def _tests_in(path: Path) -> set[str]:
     tree = ast.parse(path.read_text())
-    return {node.name for node in ast.walk(tree)
-            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)}  # fmt: skip
+    return {
+        node.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+    }
 
 
 def _references() -> list[tuple[str, str | None]]:

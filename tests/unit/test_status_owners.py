@@ -60,10 +60,19 @@ def test_the_two_shares_split_every_status_field_between_them() -> None:
 
 def test_the_operator_body_names_only_the_operators_fields() -> None:
     share = with_condition(
-        updated(OperatorStatus(), phase=JobPhase.SCHEDULED, observed_generation=3,
-                next_run_at=T0.astimezone(BERLIN), missed_runs=2),
-        CONDITION_READY, status=True, reason="Scheduled", message="ok", now=T0,
-    )  # fmt: skip
+        updated(
+            OperatorStatus(),
+            phase=JobPhase.SCHEDULED,
+            observed_generation=3,
+            next_run_at=T0.astimezone(BERLIN),
+            missed_runs=2,
+        ),
+        CONDITION_READY,
+        status=True,
+        reason="Scheduled",
+        message="ok",
+        now=T0,
+    )
     body = operator_body(share)
     wire = {field.alias for field in OperatorStatus.model_fields.values()}
     assert set(body) <= wire
@@ -85,9 +94,16 @@ def test_a_condition_keeps_its_transition_time_until_its_status_flips() -> None:
 def test_a_runs_bodies_name_only_its_own_entries() -> None:
     active = ActiveRun(id="u.1", scheduled_at=T0, state=RunState.RUNNING, attempt=1)
     assert active_body(active) == {
-        "activeRuns": [{"id": "u.1", "scheduledAt": "2026-12-01T09:00:00Z",
-                        "state": "Running", "attempt": 1, "manual": False}],
-    }  # fmt: skip
+        "activeRuns": [
+            {
+                "id": "u.1",
+                "scheduledAt": "2026-12-01T09:00:00Z",
+                "state": "Running",
+                "attempt": 1,
+                "manual": False,
+            }
+        ],
+    }
     body = record_body(_record("u.1", 0), successful=3, failed=3)
     assert set(body) == {"lastRun", "runs", "lastSuccessfulTime"}
     assert [r["id"] for r in body["runs"]] == ["u.1"]
@@ -106,33 +122,47 @@ def test_run_managers_are_distinct_stable_and_short() -> None:
 
 
 def test_the_oldest_records_beyond_each_limit_are_dropped_by_finish_time() -> None:
-    history = [_record("s1", 1), _record("f1", 2, RunState.FAILED), _record("s2", 3),
-               _record("s3", 4), _record("f2", 5, RunState.FAILED)]  # fmt: skip
+    history = [
+        _record("s1", 1),
+        _record("f1", 2, RunState.FAILED),
+        _record("s2", 3),
+        _record("s3", 4),
+        _record("f2", 5, RunState.FAILED),
+    ]
     assert to_drop(history, _record("s4", 6), successful=2, failed=1) == ["s2", "f1", "s1"]
     assert to_drop(history, _record("s4", 6), successful=5, failed=5) == []
     # Order of the list does not matter, only when each run finished.
     assert to_drop(list(reversed(history)), _record("s4", 6), successful=2, failed=1) == [
-        "s2", "f1", "s1",
-    ]  # fmt: skip
+        "s2",
+        "f1",
+        "s1",
+    ]
     # The run that just ended is never dropped, even when its limit is 0.
     assert "s4" not in to_drop(history, _record("s4", 6), successful=0, failed=0)
 
 
 def _managed(manager: str, *fields: str) -> dict[str, object]:
-    return {"manager": manager, "operation": "Apply", "subresource": "status",
-            "fieldsV1": {"f:status": {f"f:{name}": {} for name in fields}}}  # fmt: skip
+    return {
+        "manager": manager,
+        "operation": "Apply",
+        "subresource": "status",
+        "fieldsV1": {"f:status": {f"f:{name}": {} for name in fields}},
+    }
 
 
 def test_a_withdrawal_gives_up_everything_but_what_else_its_manager_still_owns() -> None:
     status = ScheduledJobStatus(
-        runs=[_record("old", 1), _record("new", 2)], last_run=_record("new", 2),
+        runs=[_record("old", 1), _record("new", 2)],
+        last_run=_record("new", 2),
         last_successful_time=T0 + dt.timedelta(minutes=2),
-    )  # fmt: skip
-    metadata = {"managedFields": [
-        _managed(run_manager("old"), "runs"),
-        _managed(run_manager("new"), "runs", "lastRun", "lastSuccessfulTime"),
-        _managed("tickwork-operator", "phase", "nextRunAt"),
-    ]}  # fmt: skip
+    )
+    metadata = {
+        "managedFields": [
+            _managed(run_manager("old"), "runs"),
+            _managed(run_manager("new"), "runs", "lastRun", "lastSuccessfulTime"),
+            _managed("tickwork-operator", "phase", "nextRunAt"),
+        ]
+    }
     assert owned_fields(metadata, "tickwork-operator") == {"phase", "nextRunAt"}
     assert withdrawal_body(metadata, status, "old") is None  # no status at all: entry goes too
     kept = withdrawal_body(metadata, status, "new")
@@ -143,10 +173,13 @@ def test_a_withdrawal_gives_up_everything_but_what_else_its_manager_still_owns()
 
 
 def test_status_of_older_versions_and_other_zones_reads_cleanly() -> None:
-    status = ScheduledJobStatus.model_validate({
-        "phase": "Scheduled", "currentRun": {"id": "x"},  # a field of an older version
-        "nextRunAt": "2026-12-01T10:00:00+01:00",
-    })  # fmt: skip
+    status = ScheduledJobStatus.model_validate(
+        {
+            "phase": "Scheduled",
+            "currentRun": {"id": "x"},  # a field of an older version
+            "nextRunAt": "2026-12-01T10:00:00+01:00",
+        }
+    )
     assert status.next_run_at == T0
     assert status.operator_share().to_wire()["nextRunAt"] == "2026-12-01T09:00:00Z"
 
@@ -162,8 +195,12 @@ def test_the_api_docs_name_every_status_field_and_its_writer() -> None:
 
 
 def test_the_first_trim_after_an_upgrade_lets_the_old_workers_manager_go() -> None:
-    legacy = {"managedFields": [_managed("tickwork-worker", "runs", "lastRun"),
-                                _managed(run_manager("new"), "runs", "lastRun")]}  # fmt: skip
+    legacy = {
+        "managedFields": [
+            _managed("tickwork-worker", "runs", "lastRun"),
+            _managed(run_manager("new"), "runs", "lastRun"),
+        ]
+    }
     assert holds_legacy_share(legacy)
     assert not holds_legacy_share({"managedFields": [_managed(run_manager("new"), "runs")]})
 
@@ -207,7 +244,7 @@ def test_a_trim_patch_tests_each_removed_records_id_at_its_index_from_the_end() 
         {"op": "remove", "path": "/status/runs/2"},
         {"op": "test", "path": "/status/runs/0/id", "value": "a"},
         {"op": "remove", "path": "/status/runs/0"},
-    ]  # fmt: skip
+    ]
     assert trim_patch(written, ["gone"]) == []
     assert trim_patch({"status": {}}, ["a"]) == []
 
@@ -215,8 +252,10 @@ def test_a_trim_patch_tests_each_removed_records_id_at_its_index_from_the_end() 
 def test_a_trim_patch_removes_exactly_what_to_drop_names() -> None:
     history = [_record(f"s{index}", index) for index in range(6)]
     record = _record("s6", 6)
-    written = {"metadata": {"uid": "u"},
-               "status": {"runs": [r.to_wire() for r in [*history, record]]}}  # fmt: skip
+    written = {
+        "metadata": {"uid": "u"},
+        "status": {"runs": [r.to_wire() for r in [*history, record]]},
+    }
     drop = to_drop(history, record, successful=2, failed=1)
     runs = list(written["status"]["runs"])
     for operation in trim_patch(written, drop):  # applied as the API server would
@@ -233,9 +272,15 @@ def test_a_trim_patch_removes_exactly_what_to_drop_names() -> None:
 def test_a_failed_run_lists_itself_as_dead_until_the_list_is_full() -> None:
     failed = _record("u.1", 1, RunState.FAILED).model_copy(update={"error": "HTTP 500"})
     body = record_body(failed, successful=3, failed=3, dead_listed=0)
-    assert body["deadRuns"] == [{"id": "u.1", "scheduledAt": "2026-12-01T09:01:00Z",
-                                 "failedAt": "2026-12-01T09:01:00Z", "attempts": 1,
-                                 "error": "HTTP 500"}]  # fmt: skip
+    assert body["deadRuns"] == [
+        {
+            "id": "u.1",
+            "scheduledAt": "2026-12-01T09:01:00Z",
+            "failedAt": "2026-12-01T09:01:00Z",
+            "attempts": 1,
+            "error": "HTTP 500",
+        }
+    ]
     assert "deadRuns" not in record_body(failed, successful=3, failed=3)  # not dead-lettered
     full = record_body(failed, successful=3, failed=3, dead_listed=DEAD_RUNS_LISTED)
     assert "deadRuns" not in full
@@ -251,15 +296,20 @@ def test_a_dead_run_stays_listed_through_trims_and_leaves_when_it_starts_again()
     assert withdrawal_body(metadata, status, "old", keep_dead=False) is None  # requeued, purged
     # A trim removes records only (see trim_patch): the entry in deadRuns stays.
     written = {"metadata": {"uid": "u"}, "status": status.to_wire()}
-    assert all(op["path"].startswith(("/status/runs/", "/metadata/uid"))
-               for op in trim_patch(written, ["old"]))  # fmt: skip
+    assert all(
+        op["path"].startswith(("/status/runs/", "/metadata/uid"))
+        for op in trim_patch(written, ["old"])
+    )
 
 
 @pytest.mark.parametrize(
     ("verb", "value", "token", "run_id"),
-    [("requeue", "t1", "t1", None), ("purge", "t2:u.20261201T090000Z", "t2", "u.20261201T090000Z"),
-     ("requeue", " t3 : u.1 ", "t3", "u.1")],
-)  # fmt: skip
+    [
+        ("requeue", "t1", "t1", None),
+        ("purge", "t2:u.20261201T090000Z", "t2", "u.20261201T090000Z"),
+        ("requeue", " t3 : u.1 ", "t3", "u.1"),
+    ],
+)
 def test_requeue_and_purge_annotations_name_a_token_and_maybe_one_run(
     verb: str, value: str, token: str, run_id: str | None
 ) -> None:
@@ -322,8 +372,7 @@ TRIM_TABLE = [
 
 @pytest.mark.parametrize(("history", "placed", "removed"), TRIM_TABLE)
 def test_the_trim_plan(history: list[RunRecord], placed: bool, removed: list[str]) -> None:
-    patch = writes.trim_plan(_written(*history), history[-1], successful=2, failed=2,
-                             placed=placed)  # fmt: skip
+    patch = writes.trim_plan(_written(*history), history[-1], successful=2, failed=2, placed=placed)
     removals = [op["path"] for op in patch if op["op"] == "remove"]
     ids = [r.id for r in history]
     assert removals == [f"/status/runs/{ids.index(run_id)}" for run_id in reversed(removed)]

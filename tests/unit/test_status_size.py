@@ -33,26 +33,51 @@ from tickwork.kube.status import (
 pytestmark = pytest.mark.unit
 T0 = dt.datetime(2026, 12, 1, 9, tzinfo=dt.UTC)
 #: The most a manual run's parameters hold: every name and the whole text budget.
-PARAMS = check_params({f"p{i}": "v" * (PARAMS_TEXT_LIMIT // MAX_PARAMS - 2)
-                       for i in range(MAX_PARAMS)})  # fmt: skip
+PARAMS = check_params(
+    {f"p{i}": "v" * (PARAMS_TEXT_LIMIT // MAX_PARAMS - 2) for i in range(MAX_PARAMS)}
+)
 
 
 def _record(index: int, outcome: RunState) -> RunRecord:
     moment = T0 + dt.timedelta(minutes=index)
-    return RunRecord(id=f"{'u' * 36}.{moment:%Y%m%dT%H%M%SZ}", scheduled_at=moment,
-                     outcome=outcome, attempts=20, started_at=moment, finished_at=moment,
-                     result="r" * 1024, error="e" * 1024, params=PARAMS)  # fmt: skip
+    return RunRecord(
+        id=f"{'u' * 36}.{moment:%Y%m%dT%H%M%SZ}",
+        scheduled_at=moment,
+        outcome=outcome,
+        attempts=20,
+        started_at=moment,
+        finished_at=moment,
+        result="r" * 1024,
+        error="e" * 1024,
+        params=PARAMS,
+    )
 
 
 def _managed_entry(run_id: str) -> dict[str, Any]:
     """A run manager's entry as the API server keeps it (the shape of a real one)."""
-    fields = {f"f:{name}": {} for name in ("id", "scheduledAt", "outcome", "attempts",
-              "startedAt", "finishedAt", "result", "error", "params")}  # fmt: skip
+    fields = {
+        f"f:{name}": {}
+        for name in (
+            "id",
+            "scheduledAt",
+            "outcome",
+            "attempts",
+            "startedAt",
+            "finishedAt",
+            "result",
+            "error",
+            "params",
+        )
+    }
     return {
-        "manager": run_manager(run_id), "operation": "Apply", "apiVersion": "tickwork.dev/v1alpha1",
-        "time": "2026-12-01T09:00:00Z", "fieldsType": "FieldsV1", "subresource": "status",
+        "manager": run_manager(run_id),
+        "operation": "Apply",
+        "apiVersion": "tickwork.dev/v1alpha1",
+        "time": "2026-12-01T09:00:00Z",
+        "fieldsType": "FieldsV1",
+        "subresource": "status",
         "fieldsV1": {"f:status": {"f:runs": {json.dumps({"id": run_id}): {".": {}, **fields}}}},
-    }  # fmt: skip
+    }
 
 
 def test_the_history_keeps_short_texts_and_the_last_run_the_full_ones() -> None:
@@ -86,8 +111,9 @@ def test_the_history_keeps_short_texts_and_the_last_run_the_full_ones() -> None:
     # with the managedFields entry of every record's run: every record a manual run's
     # with the most parameters a trigger may pass.
     managed = [_managed_entry(run.id) for run in status.runs]
-    size = len(json.dumps({"status": status.to_wire(), "managedFields": managed},
-                          separators=(",", ":")))  # fmt: skip
+    size = len(
+        json.dumps({"status": status.to_wire(), "managedFields": managed}, separators=(",", ":"))
+    )
     assert size < 64 * 1024
 
 
@@ -96,22 +122,44 @@ def test_the_operators_share_at_its_largest_stays_small_with_next_runs() -> None
     token, run parameters, every condition): five nextRuns add some 130 bytes to each
     of its writes (which nextRunAt needed anyway), nothing more."""
     token = "t" * 253
-    conditions = [{"type": kind, "status": "False", "reason": "R" * 128, "message": "m" * 2048,
-                   "lastTransitionTime": T0, "observedGeneration": 2**62}
-                  for kind in ("Ready", "Suspended", "Paused")]  # fmt: skip
-    params = check_params({f"P{i}": "v" * (PARAMS_TEXT_LIMIT // MAX_PARAMS - 2)
-                           for i in range(MAX_PARAMS)})  # fmt: skip
+    conditions = [
+        {
+            "type": kind,
+            "status": "False",
+            "reason": "R" * 128,
+            "message": "m" * 2048,
+            "lastTransitionTime": T0,
+            "observedGeneration": 2**62,
+        }
+        for kind in ("Ready", "Suspended", "Paused")
+    ]
+    params = check_params(
+        {f"P{i}": "v" * (PARAMS_TEXT_LIMIT // MAX_PARAMS - 2) for i in range(MAX_PARAMS)}
+    )
     streak = {"count": 2**62, "runIds": ["i" * 256] * 10, "countedUntil": T0, "pausedAt": T0}
     runs = [T0 + dt.timedelta(seconds=90 * k, microseconds=999_999) for k in range(NEXT_RUNS)]
     share = OperatorStatus(
-        phase=JobPhase.SCHEDULED, observed_generation=2**62, next_run_at=runs[0],
-        next_runs=runs, last_schedule_time=T0, missed_runs=2**62, last_missed_time=T0,
-        last_trigger_token=token, last_requeue_token=token, last_purge_token=token,
-        last_resume_token=token, failure_streak=streak,
-        queued_run={"id": "i" * 256, "scheduledAt": T0, "queuedAt": T0, "manual": True,
-                    "params": params},
+        phase=JobPhase.SCHEDULED,
+        observed_generation=2**62,
+        next_run_at=runs[0],
+        next_runs=runs,
+        last_schedule_time=T0,
+        missed_runs=2**62,
+        last_missed_time=T0,
+        last_trigger_token=token,
+        last_requeue_token=token,
+        last_purge_token=token,
+        last_resume_token=token,
+        failure_streak=streak,
+        queued_run={
+            "id": "i" * 256,
+            "scheduledAt": T0,
+            "queuedAt": T0,
+            "manual": True,
+            "params": params,
+        },
         conditions=conditions,
-    )  # fmt: skip
+    )
     body = json.dumps(operator_body(share), separators=(",", ":"))
     without = json.dumps(operator_body(updated(share, next_runs=None)), separators=(",", ":"))
     assert len(body) - len(without) <= 5 * 30 + 15

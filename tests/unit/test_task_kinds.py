@@ -50,9 +50,11 @@ def test_a_model_is_registered_once() -> None:
 
 
 def test_every_field_of_task_is_a_model_class_and_chosen_returns_it() -> None:
-    given = {"echo": models.EchoTask(message="x"),
-             "http": models.HttpTask(url="https://example.com/x"),
-             "python": models.PythonTask(name="demo.hello")}  # fmt: skip
+    given = {
+        "echo": models.EchoTask(message="x"),
+        "http": models.HttpTask(url="https://example.com/x"),
+        "python": models.PythonTask(name="demo.hello"),
+    }
     for name, spec in given.items():
         task = models.Task(**{name: spec})
         assert task.kind == name

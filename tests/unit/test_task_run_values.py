@@ -23,10 +23,17 @@ from tickwork_worker.tasks.python import RESULT_CHARS, PythonTask, result_text, 
 pytestmark = pytest.mark.unit
 
 AT = dt.datetime(2026, 12, 1, 9, 0, tzinfo=dt.UTC)
-MANUAL = RunContext(run_id="u.manual.t1", attempt=2, namespace="team-a", name="report",
-                    scheduled_at=AT, params={"region": "eu", "dryRun": "true"})  # fmt: skip
-SCHEDULED = RunContext(run_id="u.20261201T090000Z", attempt=1, namespace="team-a",
-                       name="report", scheduled_at=AT)  # fmt: skip
+MANUAL = RunContext(
+    run_id="u.manual.t1",
+    attempt=2,
+    namespace="team-a",
+    name="report",
+    scheduled_at=AT,
+    params={"region": "eu", "dryRun": "true"},
+)
+SCHEDULED = RunContext(
+    run_id="u.20261201T090000Z", attempt=1, namespace="team-a", name="report", scheduled_at=AT
+)
 
 
 def test_http_requests_say_which_run_they_are() -> None:
@@ -56,8 +63,14 @@ def test_commands_get_the_run_and_its_parameters_in_their_environment() -> None:
 
 def test_a_manual_runs_nominal_time_is_when_it_was_triggered_on_every_attempt() -> None:
     later = AT + dt.timedelta(minutes=5)
-    manual = RunMessage(run_id="u.manual.t", namespace="n", name="j", uid="u", attempt=3,
-                        triggered_at=AT.isoformat())  # fmt: skip
+    manual = RunMessage(
+        run_id="u.manual.t",
+        namespace="n",
+        name="j",
+        uid="u",
+        attempt=3,
+        triggered_at=AT.isoformat(),
+    )
     assert scheduled_at(manual, later) == AT
     older = RunMessage(run_id="u.manual.t", namespace="n", name="j", uid="u")  # before 0.2
     assert scheduled_at(older, later) == later
@@ -70,8 +83,9 @@ def legacy(*, run_id: str) -> str:
     return run_id
 
 
-def explicit(what: str, *, run_id: str, scheduled_time: dt.datetime, attempt: int,
-             params: dict[str, str]) -> str:  # fmt: skip
+def explicit(
+    what: str, *, run_id: str, scheduled_time: dt.datetime, attempt: int, params: dict[str, str]
+) -> str:
     return f"{what} {run_id} {scheduled_time.isoformat()} {attempt} {sorted(params.items())}"
 
 

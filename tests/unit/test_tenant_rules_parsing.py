@@ -16,10 +16,12 @@ LOOPBACK = ipaddress.ip_address("127.0.0.1")
 
 def test_exceptions_apply_to_their_namespace_only() -> None:
     rules = TenantRules(
-        egress_allow=["10.1.0.0/16"], python_tasks=["reports.*"], command_tasks=False,
+        egress_allow=["10.1.0.0/16"],
+        python_tasks=["reports.*"],
+        command_tasks=False,
         tenants='{"a": {"egressAllow": ["127.0.0.1/32"], "pythonTasks": ["etl.*"], '
         '"commandTasks": true}, "b": {"pythonTasks": []}}',
-    )  # fmt: skip
+    )
     a, b, other = rules.of("a"), rules.of("b"), rules.of("c")
     assert a.egress.refusal("x", LOOPBACK) is None
     assert b.egress.refusal("x", LOOPBACK) == "127.0.0.1 is in 127.0.0.0/8"
@@ -34,8 +36,9 @@ def test_exceptions_apply_to_their_namespace_only() -> None:
 
 def test_a_tenant_can_be_denied_more_than_the_installation_denies() -> None:
     public = ipaddress.ip_address("93.184.216.34")
-    rules = TenantRules(egress_allow=["10.1.0.0/16"],
-                        tenants='{"a": {"egressDeny": ["93.184.216.0/24"]}}')  # fmt: skip
+    rules = TenantRules(
+        egress_allow=["10.1.0.0/16"], tenants='{"a": {"egressDeny": ["93.184.216.0/24"]}}'
+    )
     a, other = rules.of("a"), rules.of("b")
     assert a.egress.refusal("x", public) is not None
     assert other.egress.refusal("x", public) is None
@@ -45,8 +48,13 @@ def test_a_tenant_can_be_denied_more_than_the_installation_denies() -> None:
 
 def test_fair_shares_default_and_per_namespace() -> None:
     assert TenantRules().fair_share is None  # nothing limited: claims count nothing
-    rules = TenantRules(max_runs=5, tenants='{"a": {"maxRuns": 1}, "b": {"runsPerMinute": 30},'
-                        ' "c": {"maxRuns": 0}, "d": {"pythonTasks": []}}')  # fmt: skip
+    rules = TenantRules(
+        max_runs=5,
+        tenants=(
+            '{"a": {"maxRuns": 1}, "b": {"runsPerMinute": 30},'
+            ' "c": {"maxRuns": 0}, "d": {"pythonTasks": []}}'
+        ),
+    )
     fair = rules.fair_share
     assert fair is not None
     assert [fair.limit(ns) for ns in "abcde"] == [1, 5, 0, 5, 5]

@@ -48,6 +48,5 @@ def test_the_condition_plan(
     shown: frozenset[str],
     after_ready: tuple[ConditionChange, ...],
 ) -> None:
-    plan = condition_plan(ready=READY, valid=valid, suspended=suspended, paused=paused,
-                          shown=shown)  # fmt: skip
+    plan = condition_plan(ready=READY, valid=valid, suspended=suspended, paused=paused, shown=shown)
     assert plan == (READY_NOW, *after_ready)

@@ -29,16 +29,29 @@ T0 = dt.datetime(2026, 12, 5, 9, tzinfo=dt.UTC)
 
 
 def body(version: str, runs: list[str] | None = None) -> dict[str, Any]:
-    status = {"runs": [{"id": run, "scheduledAt": "2026-12-05T09:00:00Z",
-                        "outcome": "Succeeded"} for run in runs or []]}  # fmt: skip
+    status = {
+        "runs": [
+            {"id": run, "scheduledAt": "2026-12-05T09:00:00Z", "outcome": "Succeeded"}
+            for run in runs or []
+        ]
+    }
     return {
-        "apiVersion": "tickwork.dev/v1alpha1", "kind": "ScheduledJob",
-        "metadata": {"namespace": NS, "name": NAME, "uid": UID, "resourceVersion": version,
-                     "generation": 1},
-        "spec": {"schedule": "@daily", "history": {"successfulRuns": 1},
-                 "task": {"echo": {"message": "hi"}}},
+        "apiVersion": "tickwork.dev/v1alpha1",
+        "kind": "ScheduledJob",
+        "metadata": {
+            "namespace": NS,
+            "name": NAME,
+            "uid": UID,
+            "resourceVersion": version,
+            "generation": 1,
+        },
+        "spec": {
+            "schedule": "@daily",
+            "history": {"successfulRuns": 1},
+            "task": {"echo": {"message": "hi"}},
+        },
         "status": status,
-    }  # fmt: skip
+    }
 
 
 class FedWatch:
@@ -52,7 +65,10 @@ class FedWatch:
 
     async def request(self, method: str, path: str, *, params: dict[str, str]) -> Any:
         assert (method, path.rsplit("/", 1)[-1], "continue" in params) == (
-            "GET", "scheduledjobs", False)  # fmt: skip
+            "GET",
+            "scheduledjobs",
+            False,
+        )
         self.lists += 1
         return {"items": [body("5")], "metadata": {"resourceVersion": "5"}}
 
@@ -69,8 +85,9 @@ class FedWatch:
                 raise event
             yield event
 
-    async def patch_job_status(self, namespace: str, name: str, patch: list[dict[str, Any]],
-                               *, field_manager: str) -> dict[str, Any]:  # fmt: skip
+    async def patch_job_status(
+        self, namespace: str, name: str, patch: list[dict[str, Any]], *, field_manager: str
+    ) -> dict[str, Any]:
         assert (namespace, name, field_manager) == (NS, NAME, TRIM_MANAGER)
         self.patches.append(patch)
         return body("99")
@@ -130,7 +147,7 @@ async def test_a_wait_ends_when_the_watch_brings_the_version_and_not_before() ->
 )
 async def test_a_bookmark_past_the_version_or_a_broken_watch_ends_the_wait(
     event: dict[str, Any] | Exception, watched: bool
-) -> None:  # fmt: skip
+) -> None:
     kube = FedWatch()
     cache = await following(kube)
     waiting = asyncio.create_task(cache.until_watched(NS, "12", seconds=60))
@@ -185,7 +202,8 @@ async def test_without_the_watched_copy_a_trim_is_sent_at_once() -> None:
     access = JobAccess(kube=cast("KubeClient", kube), metrics=WorkerMetrics(), jobs=None)
     written = body("12", ["r1", "r2", "r3", "r4", "r5"])
     record = RunRecord(id="r5", scheduled_at=T0, outcome=RunState.SUCCEEDED, finished_at=T0)
-    await asyncio.wait_for(access.trim(claim(), written, record,
-                                       ScheduledJob.model_validate(body("5")), placed=False),
-                           1)  # fmt: skip
+    await asyncio.wait_for(
+        access.trim(claim(), written, record, ScheduledJob.model_validate(body("5")), placed=False),
+        1,
+    )
     assert len(kube.patches) == 1

@@ -29,31 +29,71 @@ OUTPUTS = (
 )
 
 _KEEP = {
-    "type", "format", "description", "default", "enum", "items", "properties", "required",
-    "minimum", "maximum", "minLength", "maxLength", "pattern", "minItems", "maxItems",
-    "maxProperties", "minProperties", "nullable",
-}  # fmt: skip
+    "type",
+    "format",
+    "description",
+    "default",
+    "enum",
+    "items",
+    "properties",
+    "required",
+    "minimum",
+    "maximum",
+    "minLength",
+    "maxLength",
+    "pattern",
+    "minItems",
+    "maxItems",
+    "maxProperties",
+    "minProperties",
+    "nullable",
+}
 
 PRINTER_COLUMNS = [
-    {"name": "Schedule", "type": "string", "jsonPath": ".spec.schedule",
-     "description": "Cron expression of a recurring job"},
-    {"name": "Run At", "type": "string", "jsonPath": ".spec.runAt",
-     "description": "Instant of a one-shot job"},
+    {
+        "name": "Schedule",
+        "type": "string",
+        "jsonPath": ".spec.schedule",
+        "description": "Cron expression of a recurring job",
+    },
+    {
+        "name": "Run At",
+        "type": "string",
+        "jsonPath": ".spec.runAt",
+        "description": "Instant of a one-shot job",
+    },
     {"name": "Zone", "type": "string", "jsonPath": ".spec.timeZone", "priority": 1},
     {"name": "Suspend", "type": "boolean", "jsonPath": ".spec.suspend"},
-    {"name": "Phase", "type": "string", "jsonPath": ".status.phase",
-     "description": "The lifecycle (the operator's): Scheduled, Suspended, Paused, Completed, "
-                    "Invalid"},
-    {"name": "Active", "type": "string", "jsonPath": ".status.activeRuns[0].state",
-     "description": "A run started and not finished (Running or Retrying)"},
-    {"name": "Last", "type": "string", "jsonPath": ".status.lastRun.outcome",
-     "description": "How the last finished run ended"},
-    {"name": "Last Run", "type": "date", "jsonPath": ".status.lastRun.scheduledAt",
-     "description": "When the last finished run was scheduled"},
+    {
+        "name": "Phase",
+        "type": "string",
+        "jsonPath": ".status.phase",
+        "description": (
+            "The lifecycle (the operator's): Scheduled, Suspended, Paused, Completed, Invalid"
+        ),
+    },
+    {
+        "name": "Active",
+        "type": "string",
+        "jsonPath": ".status.activeRuns[0].state",
+        "description": "A run started and not finished (Running or Retrying)",
+    },
+    {
+        "name": "Last",
+        "type": "string",
+        "jsonPath": ".status.lastRun.outcome",
+        "description": "How the last finished run ended",
+    },
+    {
+        "name": "Last Run",
+        "type": "date",
+        "jsonPath": ".status.lastRun.scheduledAt",
+        "description": "When the last finished run was scheduled",
+    },
     # A string, not a date: kubectl prints future dates as "<invalid>".
     {"name": "Next Run", "type": "string", "jsonPath": ".status.nextRunAt"},
     {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
-]  # fmt: skip
+]
 
 
 def _unwrap(node: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any] | None:

@@ -132,12 +132,17 @@ class ScheduledJobSpec(_Model):
 
     model_config = ConfigDict(
         json_schema_extra=_cel(
-            rules.SCHEDULE_XOR_RUN_AT, rules.TTL_NEEDS_RUN_AT,
-            rules.DAYLIGHT_SAVING_NEEDS_SCHEDULE, rules.FAILURE_POLICY_NEEDS_SCHEDULE,
-            rules.BOUNDS_NEED_SCHEDULE, rules.BOUNDS_ORDER, rules.JITTER_WITHIN_INTERVAL,
-            rules.CATCHUP_NEEDS_SCHEDULE, rules.BACKFILLS_NEED_SCHEDULE,
+            rules.SCHEDULE_XOR_RUN_AT,
+            rules.TTL_NEEDS_RUN_AT,
+            rules.DAYLIGHT_SAVING_NEEDS_SCHEDULE,
+            rules.FAILURE_POLICY_NEEDS_SCHEDULE,
+            rules.BOUNDS_NEED_SCHEDULE,
+            rules.BOUNDS_ORDER,
+            rules.JITTER_WITHIN_INTERVAL,
+            rules.CATCHUP_NEEDS_SCHEDULE,
+            rules.BACKFILLS_NEED_SCHEDULE,
         )
-    )  # fmt: skip
+    )
 
     schedule: CronText | None = Field(
         default=None,

@@ -45,8 +45,14 @@ REQUEUE_ANNOTATION = "tickwork.dev/requeue"
 PURGE_ANNOTATION = "tickwork.dev/purge"
 DEAD_LETTER_ANNOTATIONS = {"requeue": REQUEUE_ANNOTATION, "purge": PURGE_ANNOTATION}
 #: Every request annotation, in the order of the table above.
-REQUEST_ANNOTATIONS = (RUN_NOW_ANNOTATION, RUN_PARAMS_ANNOTATION, RESUME_ANNOTATION,
-                       CANCEL_ANNOTATION, REQUEUE_ANNOTATION, PURGE_ANNOTATION)  # fmt: skip
+REQUEST_ANNOTATIONS = (
+    RUN_NOW_ANNOTATION,
+    RUN_PARAMS_ANNOTATION,
+    RESUME_ANNOTATION,
+    CANCEL_ANNOTATION,
+    REQUEUE_ANNOTATION,
+    PURGE_ANNOTATION,
+)
 #: The longest run-params value read at all (the JSON of the most parameters, with
 #: every character escaped, stays well below it).
 ANNOTATION_LIMIT = 2048

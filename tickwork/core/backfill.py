@@ -36,8 +36,10 @@ def refusal(schedule: Schedule, start: dt.datetime, end: dt.datetime) -> str | N
         return "a backfill's to must be later than its from"
     count = backfill_runs(schedule, start, end)
     if count > MAX_BACKFILL_RUNS:
-        return (f"the range holds {count} runs, more than the {MAX_BACKFILL_RUNS} one backfill "
-                "may publish: split it into shorter ranges")  # fmt: skip
+        return (
+            f"the range holds {count} runs, more than the {MAX_BACKFILL_RUNS} one backfill "
+            "may publish: split it into shorter ranges"
+        )
     return None
 
 

@@ -104,8 +104,16 @@ def catch_up(
     on_time = (now - latest).total_seconds() <= grace_seconds
     if on_time and due == 1:
         return CatchUp(run=latest, missed=0, latest_missed=None)
-    return _by_policy(schedule, rule, last_scheduled, latest, due, now=now, on_time=on_time,
-                      grace_seconds=grace_seconds)  # fmt: skip
+    return _by_policy(
+        schedule,
+        rule,
+        last_scheduled,
+        latest,
+        due,
+        now=now,
+        on_time=on_time,
+        grace_seconds=grace_seconds,
+    )
 
 
 def _by_policy(
@@ -126,10 +134,15 @@ def _by_policy(
     limit = None if rule.window_seconds is None else max(rule.window_seconds, grace_seconds)
     if rule.policy is CatchupPolicy.LATEST:
         found = _latest_within(schedule, latest, due, now=now, limit=limit)
-        return CatchUp(run=found.run, missed=found.missed, latest_missed=found.latest_missed,
-                       late=found.run is not None and not on_time)  # fmt: skip
-    return _oldest_owed(schedule, last_scheduled, latest, due, now=now, limit=limit,
-                        on_time=on_time)  # fmt: skip
+        return CatchUp(
+            run=found.run,
+            missed=found.missed,
+            latest_missed=found.latest_missed,
+            late=found.run is not None and not on_time,
+        )
+    return _oldest_owed(
+        schedule, last_scheduled, latest, due, now=now, limit=limit, on_time=on_time
+    )
 
 
 def _before(schedule: Schedule, moment: dt.datetime) -> dt.datetime | None:
@@ -176,7 +189,9 @@ def _oldest_owed(
         first = found
     missed = due - owed
     return CatchUp(
-        run=first, missed=missed,
+        run=first,
+        missed=missed,
         latest_missed=_before(schedule, first) if missed else None,
-        more=owed > 1, late=not (on_time and first == latest),
-    )  # fmt: skip
+        more=owed > 1,
+        late=not (on_time and first == latest),
+    )

@@ -44,8 +44,7 @@ MACROS = {
     "@hourly": "0 * * * *",
 }
 
-_MONTH_NAMES = ("jan", "feb", "mar", "apr", "may", "jun",
-                "jul", "aug", "sep", "oct", "nov", "dec")  # fmt: skip
+_MONTH_NAMES = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
 _DAY_NAMES = ("sun", "mon", "tue", "wed", "thu", "fri", "sat")
 
 

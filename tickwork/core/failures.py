@@ -95,8 +95,9 @@ def restart(finished: Iterable[FinishedRun]) -> Streak:
 def describe_pause(streak: Streak, pause_after: int) -> str:
     """Why the job is paused and how to go on, for its condition and its Event."""
     named = ", ".join(streak.run_ids)
-    which = f"the last {len(streak.run_ids)}: {named}" if streak.count > len(
-        streak.run_ids) else named  # fmt: skip
+    which = (
+        f"the last {len(streak.run_ids)}: {named}" if streak.count > len(streak.run_ids) else named
+    )
     return (
         f"paused after {streak.count} consecutive failed runs (failurePolicy.pauseAfter "
         f"{pause_after}; {which}): no run is published until the job is resumed "

@@ -70,9 +70,13 @@ _ALIASES = {
     ConcurrencyPolicy.ALLOW: ConcurrencyPolicy.ALLOW_ALL,
     ConcurrencyPolicy.REPLACE: ConcurrencyPolicy.CANCEL_OTHER,
 }
-_BUFFERING = frozenset({
-    ConcurrencyPolicy.BUFFER_ONE, ConcurrencyPolicy.BUFFER_ALL, ConcurrencyPolicy.CANCEL_OTHER,
-})  # fmt: skip
+_BUFFERING = frozenset(
+    {
+        ConcurrencyPolicy.BUFFER_ONE,
+        ConcurrencyPolicy.BUFFER_ALL,
+        ConcurrencyPolicy.CANCEL_OTHER,
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -235,9 +239,14 @@ def decide(facts: JobFacts, pending: PendingRun, *, now: dt.datetime) -> Decisio
         following = pending_for(facts, facts.schedule.next_run_after(now))
     if result.run is None:
         late = (now - pending.scheduled_at).total_seconds()
-        why = (f"past startingDeadlineSeconds ({facts.starting_deadline_seconds}s)"
-               if facts.catchup is None else f"outside the catch-up (policy "
-               f"{facts.catchup.policy}, window {facts.catchup.window_seconds}s)")  # fmt: skip
+        why = (
+            f"past startingDeadlineSeconds ({facts.starting_deadline_seconds}s)"
+            if facts.catchup is None
+            else (
+                f"outside the catch-up (policy {facts.catchup.policy}, "
+                f"window {facts.catchup.window_seconds}s)"
+            )
+        )
         return Decision(
             action=Action.MISS,
             scheduled_at=None,
@@ -281,15 +290,19 @@ def overlap(facts: JobFacts, run_id: str) -> tuple[Action, str | None, str]:
     if policy.overlap is ConcurrencyPolicy.TERMINATE_OTHER:
         return Action.PUBLISH, active, f"due: run {active} is terminated (concurrencyPolicy {name})"
     if not policy.buffers:  # Skip
-        return Action.SKIP, None, (
-            f"skipped: run {active} is still active (concurrencyPolicy {policy.value})"
-        )  # fmt: skip
+        return (
+            Action.SKIP,
+            None,
+            f"skipped: run {active} is still active (concurrencyPolicy {policy.value})",
+        )
     cancel = active if policy.overlap is ConcurrencyPolicy.CANCEL_OTHER else None
     if waiting >= policy.buffer_limit:
         held = "a run is" if waiting == 1 else f"{waiting} runs are"
-        return Action.SKIP, cancel, (
-            f"skipped: {held} already buffered, the most concurrencyPolicy {name} keeps"
-        )  # fmt: skip
+        return (
+            Action.SKIP,
+            cancel,
+            f"skipped: {held} already buffered, the most concurrencyPolicy {name} keeps",
+        )
     after = f"run {active}" if active is not None else "the runs buffered before it"
     how = "is cancelled" if cancel is not None else "ends"
     why = f"buffered: it starts once {after} {how} (concurrencyPolicy {name})"

@@ -32,10 +32,15 @@ TRANSITIONS: dict[RunState, frozenset[RunState]] = {
     RunState.QUEUED: frozenset({RunState.RUNNING, RunState.CANCELLED, RunState.SKIPPED}),
     # It ends; or fails and waits for a retry; or its worker died and the lease
     # expired, so it is queued again.
-    RunState.RUNNING: frozenset({
-        RunState.SUCCEEDED, RunState.FAILED, RunState.RETRYING,
-        RunState.CANCELLED, RunState.QUEUED,
-    }),
+    RunState.RUNNING: frozenset(
+        {
+            RunState.SUCCEEDED,
+            RunState.FAILED,
+            RunState.RETRYING,
+            RunState.CANCELLED,
+            RunState.QUEUED,
+        }
+    ),
     # The backoff elapses and it is queued again, or it is cancelled meanwhile.
     RunState.RETRYING: frozenset({RunState.QUEUED, RunState.CANCELLED, RunState.FAILED}),
     # A dead-lettered run may be requeued by an operator (`tickwork dlq requeue`).
@@ -43,12 +48,17 @@ TRANSITIONS: dict[RunState, frozenset[RunState]] = {
     RunState.SUCCEEDED: frozenset(),
     RunState.CANCELLED: frozenset(),
     RunState.SKIPPED: frozenset(),
-}  # fmt: skip
+}
 
 #: States after which nothing happens unless a person intervenes.
-FINAL_STATES = frozenset({
-    RunState.SUCCEEDED, RunState.FAILED, RunState.CANCELLED, RunState.SKIPPED,
-})  # fmt: skip
+FINAL_STATES = frozenset(
+    {
+        RunState.SUCCEEDED,
+        RunState.FAILED,
+        RunState.CANCELLED,
+        RunState.SKIPPED,
+    }
+)
 
 
 def transition(current: RunState, target: RunState) -> RunState:
@@ -74,8 +84,13 @@ class JobPhase(enum.StrEnum):
 
 
 def job_phase(
-    *, suspended: bool, valid: bool, finished: bool, active: bool, paused: bool = False,
-) -> JobPhase:  # fmt: skip
+    *,
+    suspended: bool,
+    valid: bool,
+    finished: bool,
+    active: bool,
+    paused: bool = False,
+) -> JobPhase:
     """The lifecycle: a job with no run left to publish (``finished``: a one-shot job
     whose run was published, a recurring one past its ``notAfter``) and none active is
     Completed, however its last run ended (``lastRun.outcome`` says how)."""

@@ -78,8 +78,12 @@ class RunValues:
             return dict(self.params)
         if name.startswith("params."):
             return self.params.get(name.removeprefix("params."))
-        simple = {"runId": self.run_id, "scheduledTime": self.scheduled_time,
-                  "job": self.job, "namespace": self.namespace}  # fmt: skip
+        simple = {
+            "runId": self.run_id,
+            "scheduledTime": self.scheduled_time,
+            "job": self.job,
+            "namespace": self.namespace,
+        }
         if name not in simple:
             raise TemplateError(f"no placeholder {{{{{name}}}}}")
         return simple[name]

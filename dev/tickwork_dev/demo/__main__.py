@@ -45,17 +45,39 @@ def demo_jobs(now: dt.datetime) -> list[dict[str, Any]]:
     run_at = (now + dt.timedelta(seconds=15)).strftime("%Y-%m-%dT%H:%M:%SZ")
 
     def job(name: str, spec: dict[str, Any]) -> dict[str, Any]:
-        return {"apiVersion": "tickwork.dev/v1alpha1", "kind": "ScheduledJob",
-                "metadata": {"name": name, "namespace": NAMESPACE}, "spec": spec}  # fmt: skip
+        return {
+            "apiVersion": "tickwork.dev/v1alpha1",
+            "kind": "ScheduledJob",
+            "metadata": {"name": name, "namespace": NAMESPACE},
+            "spec": spec,
+        }
 
     return [
-        job("hello-now", {"runAt": run_at, "description": "a one-shot run, 15 s from now",
-                          "task": {"echo": {"message": "hello from Tickwork"}}}),
-        job("every-minute", {"schedule": "* * * * *", "concurrencyPolicy": "Allow",
-                             "task": {"echo": {"message": "tick"}}}),
-        job("nap", {"schedule": "*/2 * * * *", "timeZone": "Europe/Berlin",
-                    "task": {"python": {"name": "tickwork.sleep", "args": ["3"]}}}),
-    ]  # fmt: skip
+        job(
+            "hello-now",
+            {
+                "runAt": run_at,
+                "description": "a one-shot run, 15 s from now",
+                "task": {"echo": {"message": "hello from Tickwork"}},
+            },
+        ),
+        job(
+            "every-minute",
+            {
+                "schedule": "* * * * *",
+                "concurrencyPolicy": "Allow",
+                "task": {"echo": {"message": "tick"}},
+            },
+        ),
+        job(
+            "nap",
+            {
+                "schedule": "*/2 * * * *",
+                "timeZone": "Europe/Berlin",
+                "task": {"python": {"name": "tickwork.sleep", "args": ["3"]}},
+            },
+        ),
+    ]
 
 
 def choose_queue(requested: str, *, redis_server: str | None) -> tuple[str, str]:
@@ -66,15 +88,19 @@ def choose_queue(requested: str, *, redis_server: str | None) -> tuple[str, str]
     (:class:`ValueError` says so).
     """
     if requested == "redis" and redis_server is None:
-        raise ValueError("redis-server is not installed: install it (apt-get install "
-                         "redis-server), or leave --queue out to run in memory")  # fmt: skip
+        raise ValueError(
+            "redis-server is not installed: install it (apt-get install "
+            "redis-server), or leave --queue out to run in memory"
+        )
     if requested != "auto":
         return requested, ""
     if redis_server is not None:
         return "redis", ""
-    return "memory", ("Notice: redis-server is not installed, so watcher and worker share an "
-                      "in-memory queue in one process (apt-get install redis-server for the "
-                      "real thing).")  # fmt: skip
+    return "memory", (
+        "Notice: redis-server is not installed, so watcher and worker share an "
+        "in-memory queue in one process (apt-get install redis-server for the "
+        "real thing)."
+    )
 
 
 class Screen:
@@ -114,8 +140,12 @@ def _start_components(
     stack: contextlib.ExitStack,
 ) -> None:
     # The demo's third job is a tickwork.sleep: Tickwork's demo tasks are turned on.
-    env = {"KUBECONFIG": str(cluster.kubeconfig), "TICKWORK_OPERATOR_LOG_FORMAT": "text",
-           "TICKWORK_WORKER_LOG_FORMAT": "text", "TICKWORK_WORKER_DEMO_TASKS": "true"}  # fmt: skip
+    env = {
+        "KUBECONFIG": str(cluster.kubeconfig),
+        "TICKWORK_OPERATOR_LOG_FORMAT": "text",
+        "TICKWORK_WORKER_LOG_FORMAT": "text",
+        "TICKWORK_WORKER_DEMO_TASKS": "true",
+    }
     if queue == "memory":
         worker_port = process.free_port()
         local = TickworkProcess(
@@ -138,8 +168,9 @@ def _start_components(
         ).start()
         stack.callback(component.stop)
         component.wait_ready()
-        _say(f"  {command}: http://127.0.0.1:{component.http_port}/metrics, log "
-             f"{component.log_path}")  # fmt: skip
+        _say(
+            f"  {command}: http://127.0.0.1:{component.http_port}/metrics, log {component.log_path}"
+        )
 
 
 def run_demo(args: argparse.Namespace) -> int:
@@ -183,8 +214,10 @@ def _watch(cluster: Cluster, args: argparse.Namespace) -> int:
     try:
         while True:
             table = cluster.kubectl("get", "scheduledjobs", "-n", NAMESPACE, check=False).stdout
-            title = (f"--- {dt.datetime.now().astimezone():%H:%M:%S}  kubectl get "
-                     f"scheduledjobs -n {NAMESPACE}   (Ctrl-C stops)")  # fmt: skip
+            title = (
+                f"--- {dt.datetime.now().astimezone():%H:%M:%S}  kubectl get "
+                f"scheduledjobs -n {NAMESPACE}   (Ctrl-C stops)"
+            )
             shown = screen.frame(title, table)
             if shown is not None:
                 _say(shown)

@@ -99,8 +99,9 @@ def _examples_busy(cluster: Cluster) -> str | None:
 def _autoscaler(release: Release) -> tuple[float | None, int]:
     """The backlog per worker that the autoscaler last saw (None before its first
     look) and the replicas it last decided on."""
-    found = release.cluster.kubectl("-n", release.namespace, "get", "hpa",
-                                    f"{release.fullname}-worker", "-o", "json")  # fmt: skip
+    found = release.cluster.kubectl(
+        "-n", release.namespace, "get", "hpa", f"{release.fullname}-worker", "-o", "json"
+    )
     status = json.loads(found.stdout).get("status") or {}
     desired = int(status.get("desiredReplicas") or 0)
     for metric in status.get("currentMetrics") or []:
@@ -159,10 +160,13 @@ def _at_rest(release: Release, *, per_worker: int, timeout: float = 420) -> None
             _say(f"The examples are idle and the workers at rest: {MIN_WORKERS}.")
             return
         if why is not None and time.monotonic() > deadline:
-            raise RuntimeError(f"the workers did not come to rest at {MIN_WORKERS} in "
-                               f"{timeout:.0f} s: {why}")  # fmt: skip
-        _say(f"waiting for the examples' runs and the workers to settle: "
-             f"{why or 'at rest, looking once more'} ...")  # fmt: skip
+            raise RuntimeError(
+                f"the workers did not come to rest at {MIN_WORKERS} in {timeout:.0f} s: {why}"
+            )
+        _say(
+            f"waiting for the examples' runs and the workers to settle: "
+            f"{why or 'at rest, looking once more'} ..."
+        )
         time.sleep(REFRESH_SECONDS)  # a refresh interval for a human watching
 
 
@@ -181,34 +185,59 @@ def show(cluster: Cluster, args: argparse.Namespace) -> int:
     """Install everything into ``cluster``, queue the burst and watch it absorbed."""
     _say("Building Tickwork's image and the add-ons' images (cached after the first time) ...")
     images = cluster_images(cluster)
-    addons.install_monitoring(cluster, prometheus=images.prometheus,
-                              adapter=images.prometheus_adapter)  # fmt: skip
+    addons.install_monitoring(
+        cluster, prometheus=images.prometheus, adapter=images.prometheus_adapter
+    )
     # A CRD that another release installed (and kept) stays that release's.
     crd = cluster.kubectl("get", "crd", "scheduledjobs.tickwork.dev", check=False)
-    values = merge(images.values(), images.demo_values(), RECORDER_EGRESS, {  # tickwork.sleep
-        "crds": {"install": crd.returncode != 0},
-        # Scale down 30 s after the burst, all at once: a demo need not wait minutes.
-        "autoscaling": {"minReplicas": MIN_WORKERS, "maxReplicas": MAX_WORKERS,
-                        "targetBacklogPerWorker": TARGET_BACKLOG,
-                        "behavior": {"scaleDownStabilizationSeconds": 30,
-                                     "scaleDownPercent": 100}},
-        "networkPolicy": {"metricsFrom": [{"namespaceSelector": {"matchLabels": {
-            "kubernetes.io/metadata.name": addons.MONITORING_NAMESPACE}}}]},
-    })  # fmt: skip
+    values = merge(
+        images.values(),
+        images.demo_values(),  # tickwork.sleep
+        RECORDER_EGRESS,
+        {
+            "crds": {"install": crd.returncode != 0},
+            # Scale down 30 s after the burst, all at once: a demo need not wait minutes.
+            "autoscaling": {
+                "minReplicas": MIN_WORKERS,
+                "maxReplicas": MAX_WORKERS,
+                "targetBacklogPerWorker": TARGET_BACKLOG,
+                "behavior": {"scaleDownStabilizationSeconds": 30, "scaleDownPercent": 100},
+            },
+            "networkPolicy": {
+                "metricsFrom": [
+                    {
+                        "namespaceSelector": {
+                            "matchLabels": {
+                                "kubernetes.io/metadata.name": addons.MONITORING_NAMESPACE
+                            }
+                        }
+                    }
+                ]
+            },
+        },
+    )
     release = Release(cluster, "tickwork", values=values)
     _say("helm install tickwork charts/tickwork -n tickwork ...")
     release.install()
     for namespace in (EXAMPLES, BURST):
         cluster.kubectl("create", "namespace", namespace)
     cluster.kubectl("apply", "-n", EXAMPLES, "-f", str(ROOT / "manifests" / "examples"))
-    _say(f"Applied manifests/examples to {EXAMPLES!r} (catch-up.yaml backfills a week of "
-         "hourly runs: the workers may scale for those first).")  # fmt: skip
+    _say(
+        f"Applied manifests/examples to {EXAMPLES!r} (catch-up.yaml backfills a week of "
+        "hourly runs: the workers may scale for those first)."
+    )
     _at_rest(release, per_worker=TARGET_BACKLOG)
     items = _burst(args.burst, 20, lead=30)
-    cluster.kubectl("apply", "-f", "-", input_text=json.dumps({"apiVersion": "v1",
-                    "kind": "List", "items": items}))  # fmt: skip
-    _say(f"Applied {args.burst} jobs of 20 s each, all due in 30 s, to {BURST!r}. "
-         "Ctrl-C stops everything.\n")  # fmt: skip
+    cluster.kubectl(
+        "apply",
+        "-f",
+        "-",
+        input_text=json.dumps({"apiVersion": "v1", "kind": "List", "items": items}),
+    )
+    _say(
+        f"Applied {args.burst} jobs of 20 s each, all due in 30 s, to {BURST!r}. "
+        "Ctrl-C stops everything.\n"
+    )
     return _watch(cluster, release, args)
 
 
@@ -223,9 +252,11 @@ def _watch(cluster: Cluster, release: Release, args: argparse.Namespace) -> int:
             phases = _phases(cluster)
             burst = ", ".join(f"{count} {phase}" for phase, count in sorted(phases.items()))
             looked = "-" if seen is None else f"{seen:g}"
-            _say(f"--- {dt.datetime.now().astimezone():%H:%M:%S}  workers: {replicas} "
-                 f"({ready} ready; the autoscaler sees {looked} per worker, wants "
-                 f"{desired})  burst: {burst}\n{table}")  # fmt: skip
+            _say(
+                f"--- {dt.datetime.now().astimezone():%H:%M:%S}  workers: {replicas} "
+                f"({ready} ready; the autoscaler sees {looked} per worker, wants "
+                f"{desired})  burst: {burst}\n{table}"
+            )
             scaled_up = scaled_up or replicas > MIN_WORKERS
             drained = phases.get("Succeeded", 0) == args.burst
             if args.until_scaled and scaled_up and drained and replicas == MIN_WORKERS:

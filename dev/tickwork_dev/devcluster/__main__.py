@@ -87,11 +87,19 @@ def cmd_build(args: argparse.Namespace) -> int:
     if args.crane:
         bundles.append(build.crane_bundle())
     if args.node:
-        bundles += [build.node_bundle(), build.containerd_bundle(), build.runc_bundle(),
-                    build.kube_router_bundle(), build.coredns_bundle()]  # fmt: skip
+        bundles += [
+            build.node_bundle(),
+            build.containerd_bundle(),
+            build.runc_bundle(),
+            build.kube_router_bundle(),
+            build.coredns_bundle(),
+        ]
     if args.autoscaling:
-        bundles += [build.prometheus_bundle(), build.prometheus_adapter_bundle(),
-                    build.keda_bundle()]  # fmt: skip
+        bundles += [
+            build.prometheus_bundle(),
+            build.prometheus_adapter_bundle(),
+            build.keda_bundle(),
+        ]
     for bundle in bundles:
         started = time.monotonic()
         path = build.ensure_built(bundle)
@@ -226,8 +234,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
             cluster.node.load_image(image)
             plane, node_name = cluster.plane, cluster.node.name
         else:
-            plane = ControlPlane(workdir=directory / "controlplane",
-                                 with_controller_manager=args.with_controller_manager)  # fmt: skip
+            plane = ControlPlane(
+                workdir=directory / "controlplane",
+                with_controller_manager=args.with_controller_manager,
+            )
             stack.enter_context(plane)
         if redis is not None:
             stack.enter_context(redis)

@@ -83,9 +83,13 @@ def monitoring_images() -> tuple[images.Image, images.Image]:
     adapter = build.prometheus_adapter_bundle()
     return (
         _go_image(prometheus, "prometheus", "prometheus", prometheus.versions["prometheus"]),
-        _go_image(adapter, "prometheus-adapter", "prometheus-adapter",
-                  adapter.versions["prometheus-adapter"]),
-    )  # fmt: skip
+        _go_image(
+            adapter,
+            "prometheus-adapter",
+            "prometheus-adapter",
+            adapter.versions["prometheus-adapter"],
+        ),
+    )
 
 
 def keda_images() -> tuple[images.Image, images.Image]:
@@ -94,9 +98,10 @@ def keda_images() -> tuple[images.Image, images.Image]:
     # KEDA's manifests run /keda and /keda-adapter, as its public images have them.
     return (
         _go_image(bundle, "keda", "keda", version, inside="/keda"),
-        _go_image(bundle, "keda-adapter", "keda-metrics-apiserver", version,
-                  inside="/keda-adapter"),
-    )  # fmt: skip
+        _go_image(
+            bundle, "keda-adapter", "keda-metrics-apiserver", version, inside="/keda-adapter"
+        ),
+    )
 
 
 def _render(name: str, **values: str) -> str:
@@ -108,16 +113,23 @@ def _render(name: str, **values: str) -> str:
 
 
 def _apply(cluster: Cluster, manifest: str) -> None:
-    cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", "-",
-                    input_text=manifest, timeout=120)  # fmt: skip
+    cluster.kubectl(
+        "apply", "--server-side", "--force-conflicts", "-f", "-", input_text=manifest, timeout=120
+    )
 
 
 def _rollout(cluster: Cluster, namespace: str, *deployments: str) -> None:
     for deployment in deployments:
         result = cluster.kubectl(
-            "-n", namespace, "rollout", "status", f"deployment/{deployment}",
-            f"--timeout={ROLLOUT_TIMEOUT}", timeout=330, check=False,
-        )  # fmt: skip
+            "-n",
+            namespace,
+            "rollout",
+            "status",
+            f"deployment/{deployment}",
+            f"--timeout={ROLLOUT_TIMEOUT}",
+            timeout=330,
+            check=False,
+        )
         if result.returncode != 0:
             raise StartError(
                 f"{namespace}/{deployment} did not roll out: {result.stderr.strip()}\n"
@@ -126,8 +138,12 @@ def _rollout(cluster: Cluster, namespace: str, *deployments: str) -> None:
 
 
 def install_coredns(cluster: Cluster, image: str, *, cluster_dns: str, domain: str) -> None:
-    _apply(cluster, _render("coredns.yaml", COREDNS_IMAGE=image, CLUSTER_DNS=cluster_dns,
-                            CLUSTER_DOMAIN=domain))  # fmt: skip
+    _apply(
+        cluster,
+        _render(
+            "coredns.yaml", COREDNS_IMAGE=image, CLUSTER_DNS=cluster_dns, CLUSTER_DOMAIN=domain
+        ),
+    )
     _rollout(cluster, "kube-system", "coredns")
 
 
@@ -145,12 +161,24 @@ def documented_adapter_rules() -> dict[str, object]:
 def install_monitoring(cluster: Cluster, *, prometheus: str, adapter: str) -> None:
     rules = yaml.safe_dump(documented_adapter_rules(), sort_keys=False)
     indented = "\n".join(f"    {line}" for line in rules.splitlines())
-    _apply(cluster, _render("monitoring.yaml", NAMESPACE=MONITORING_NAMESPACE,
-                            PROMETHEUS_IMAGE=prometheus, ADAPTER_IMAGE=adapter,
-                            ADAPTER_RULES=indented))  # fmt: skip
+    _apply(
+        cluster,
+        _render(
+            "monitoring.yaml",
+            NAMESPACE=MONITORING_NAMESPACE,
+            PROMETHEUS_IMAGE=prometheus,
+            ADAPTER_IMAGE=adapter,
+            ADAPTER_RULES=indented,
+        ),
+    )
     _rollout(cluster, MONITORING_NAMESPACE, "prometheus", "prometheus-adapter")
-    cluster.kubectl("wait", "--for=condition=Available", "--timeout=120s",
-                    "apiservice/v1beta1.external.metrics.k8s.io", timeout=150)  # fmt: skip
+    cluster.kubectl(
+        "wait",
+        "--for=condition=Available",
+        "--timeout=120s",
+        "apiservice/v1beta1.external.metrics.k8s.io",
+        timeout=150,
+    )
 
 
 def served_backlog(
@@ -158,8 +186,10 @@ def served_backlog(
 ) -> list[dict[str, object]] | None:
     """``tickwork_queue_backlog`` as the External metrics API serves it to an HPA in
     ``namespace`` (its items; None when the API refuses)."""
-    path = (f"/apis/external.metrics.k8s.io/v1beta1/namespaces/{namespace}/"
-            f"tickwork_queue_backlog?labelSelector=queue%3D{queue}")  # fmt: skip
+    path = (
+        f"/apis/external.metrics.k8s.io/v1beta1/namespaces/{namespace}/"
+        f"tickwork_queue_backlog?labelSelector=queue%3D{queue}"
+    )
     found = cluster.kubectl("get", "--raw", path, check=False)
     if found.returncode != 0:
         return None
@@ -185,13 +215,29 @@ def install_keda(cluster: Cluster, *, operator: str, adapter: str) -> None:
         rendered = cluster.kubectl("kustomize", scratch, timeout=120).stdout
     _apply(cluster, rendered)
     _rollout(cluster, KEDA_NAMESPACE, "keda-operator", "keda-metrics-apiserver")
-    cluster.kubectl("wait", "--for=condition=Available", "--timeout=180s",
-                    "apiservice/v1beta1.external.metrics.k8s.io", timeout=200)  # fmt: skip
+    cluster.kubectl(
+        "wait",
+        "--for=condition=Available",
+        "--timeout=180s",
+        "apiservice/v1beta1.external.metrics.k8s.io",
+        timeout=200,
+    )
 
 
 def uninstall_monitoring(cluster: Cluster) -> None:
     """Remove the monitoring add-on, its APIService first (KEDA registers the same one)."""
-    cluster.kubectl("delete", "--ignore-not-found", "--wait=true",
-                    "apiservice/v1beta1.external.metrics.k8s.io", timeout=120)  # fmt: skip
-    cluster.kubectl("delete", "--ignore-not-found", "--wait=true", "namespace",
-                    MONITORING_NAMESPACE, timeout=300)  # fmt: skip
+    cluster.kubectl(
+        "delete",
+        "--ignore-not-found",
+        "--wait=true",
+        "apiservice/v1beta1.external.metrics.k8s.io",
+        timeout=120,
+    )
+    cluster.kubectl(
+        "delete",
+        "--ignore-not-found",
+        "--wait=true",
+        "namespace",
+        MONITORING_NAMESPACE,
+        timeout=300,
+    )

@@ -171,8 +171,7 @@ def runc_bundle() -> Bundle:
 def coredns_bundle() -> Bundle:
     """CoreDNS with the plugins a cluster's DNS needs (``hack/coredns/main.go``)."""
     version = _required_version(_gomod("coredns"), "github.com/coredns/coredns")
-    return Bundle("coredns", HACK_DIR / "coredns", {"coredns": version},
-                  (Target("coredns", "."),))  # fmt: skip
+    return Bundle("coredns", HACK_DIR / "coredns", {"coredns": version}, (Target("coredns", "."),))
 
 
 def kube_router_bundle() -> Bundle:
@@ -193,8 +192,10 @@ def prometheus_bundle() -> Bundle:
     release = f"{int(minor) // 100}.{int(minor) % 100}.{patch}"
     flags = f"-s -w -X github.com/prometheus/common/version.Version={release}"
     tags = ("netgo", "remove_all_sd", "enable_kubernetes_sd")
-    targets = (Target("prometheus", f"{module}/cmd/prometheus", flags, tags),
-               Target("promtool", f"{module}/cmd/promtool", flags, tags))  # fmt: skip
+    targets = (
+        Target("prometheus", f"{module}/cmd/prometheus", flags, tags),
+        Target("promtool", f"{module}/cmd/promtool", flags, tags),
+    )
     return Bundle("prometheus", HACK_DIR / "prometheus", {"prometheus": release}, targets)
 
 
@@ -203,18 +204,25 @@ def prometheus_adapter_bundle() -> Bundle:
     module = "sigs.k8s.io/prometheus-adapter"
     version = _required_version(_gomod("prometheus-adapter"), module)
     target = Target("prometheus-adapter", f"{module}/cmd/adapter")
-    return Bundle("prometheus-adapter", HACK_DIR / "prometheus-adapter",
-                  {"prometheus-adapter": version}, (target,))  # fmt: skip
+    return Bundle(
+        "prometheus-adapter",
+        HACK_DIR / "prometheus-adapter",
+        {"prometheus-adapter": version},
+        (target,),
+    )
 
 
 def keda_bundle() -> Bundle:
     """KEDA's operator and its metrics API server (the admission webhooks are optional)."""
     module = "github.com/kedacore/keda/v2"
     version = _required_version(_gomod("keda"), module)
-    flags = (f"-s -w -X {module}/version.Version={version} "
-             f"-X {module}/version.GitCommit=go-module-proxy")  # fmt: skip
-    targets = (Target("keda", f"{module}/cmd/operator", flags),
-               Target("keda-adapter", f"{module}/cmd/adapter", flags))  # fmt: skip
+    flags = (
+        f"-s -w -X {module}/version.Version={version} -X {module}/version.GitCommit=go-module-proxy"
+    )
+    targets = (
+        Target("keda", f"{module}/cmd/operator", flags),
+        Target("keda-adapter", f"{module}/cmd/adapter", flags),
+    )
     return Bundle("keda", HACK_DIR / "keda", {"keda": version}, targets)
 
 
@@ -360,22 +368,35 @@ def _go_build(
 #: the Go module proxy (module, version, files inside the module), so that the API
 #: server can validate ServiceMonitors, PrometheusRules and KEDA ScaledObjects in tests.
 THIRD_PARTY_CRDS = (
-    ("github.com/prometheus-operator/prometheus-operator", "v0.85.0",
-     ("example/prometheus-operator-crd/monitoring.coreos.com_servicemonitors.yaml",
-      "example/prometheus-operator-crd/monitoring.coreos.com_prometheusrules.yaml")),
-    ("github.com/kedacore/keda/v2", "v2.21.0",
-     ("config/crd/bases/keda.sh_scaledobjects.yaml",
-      "config/crd/bases/keda.sh_triggerauthentications.yaml")),
-)  # fmt: skip
+    (
+        "github.com/prometheus-operator/prometheus-operator",
+        "v0.85.0",
+        (
+            "example/prometheus-operator-crd/monitoring.coreos.com_servicemonitors.yaml",
+            "example/prometheus-operator-crd/monitoring.coreos.com_prometheusrules.yaml",
+        ),
+    ),
+    (
+        "github.com/kedacore/keda/v2",
+        "v2.21.0",
+        (
+            "config/crd/bases/keda.sh_scaledobjects.yaml",
+            "config/crd/bases/keda.sh_triggerauthentications.yaml",
+        ),
+    ),
+)
 
 
 def module_dir(module: str, version: str) -> Path:
     """The read-only copy of ``module@version`` in the Go module cache (downloaded once)."""
     result = subprocess.run(
         [_go(), "mod", "download", "-json", f"{module}@{version}"],
-        capture_output=True, text=True, check=False, cwd=HACK_DIR,
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=HACK_DIR,
         env={**os.environ, "GOFLAGS": "-mod=mod", "GOTOOLCHAIN": "local"},
-    )  # fmt: skip
+    )
     if result.returncode != 0:
         raise BuildError(f"go mod download {module}@{version} failed:\n{result.stderr}")
     return Path(json.loads(result.stdout)["Dir"])

@@ -30,10 +30,22 @@ def render(chart: Path = CHART) -> str:
         copy = Path(tmp) / chart.name
         shutil.copytree(chart, copy)
         result = subprocess.run(
-            [str(helm_docs), "--chart-search-root", str(copy), "--template-files", TEMPLATE,
-             "--sort-values-order", "file", "--log-level", "warning"],
-            capture_output=True, text=True, timeout=120, check=False,
-        )  # fmt: skip
+            [
+                str(helm_docs),
+                "--chart-search-root",
+                str(copy),
+                "--template-files",
+                TEMPLATE,
+                "--sort-values-order",
+                "file",
+                "--log-level",
+                "warning",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
         if result.returncode != 0:
             raise RuntimeError(f"helm-docs failed: {result.stderr.strip()}")
         return (copy / "README.md").read_text()
@@ -52,8 +64,10 @@ def main(argv: list[str] | None = None) -> int:
     text = render()
     undocumented = [key for key, description in values_table(text).items() if not description]
     if undocumented:
-        print(f"values without a `# --` description: {', '.join(undocumented)}",  # noqa: T201
-              file=sys.stderr)  # fmt: skip
+        print(  # noqa: T201
+            f"values without a `# --` description: {', '.join(undocumented)}",
+            file=sys.stderr,
+        )
         return 1
     if args.write:
         (CHART / "README.md").write_text(text)

@@ -103,21 +103,41 @@ class Cluster:
         try:
             nodes = json.loads(self.kubectl("get", "nodes", "-o", "json", timeout=20).stdout)
             for item in nodes["items"]:
-                conditions = " ".join(f"{c['type']}={c['status']}"
-                                      for c in item["status"].get("conditions", []))  # fmt: skip
+                conditions = " ".join(
+                    f"{c['type']}={c['status']}" for c in item["status"].get("conditions", [])
+                )
                 taints = [t["key"] for t in item["spec"].get("taints", [])]
                 out.append(f"node {item['metadata']['name']}: {conditions} taints={taints}")
         except (AssertionError, OSError, subprocess.SubprocessError, ValueError, KeyError) as exc:
             out.append(f"nodes: {exc}")
-        section("pods not running", "get", "pods", "-A", "--no-headers", "-o",
+        section(
+            "pods not running",
+            "get",
+            "pods",
+            "-A",
+            "--no-headers",
+            "-o",
+            (
                 "custom-columns=NS:.metadata.namespace,POD:.metadata.name,PHASE:.status.phase,"
                 "WAITING:.status.containerStatuses[*].state.waiting.reason,"
-                "MESSAGE:.status.containerStatuses[*].state.waiting.message",
-                "--field-selector=status.phase!=Running,status.phase!=Succeeded")  # fmt: skip
-        section("recent warnings", "get", "events", "-A", "--field-selector=type=Warning",
-                "--sort-by=.lastTimestamp", "--no-headers", "-o",
+                "MESSAGE:.status.containerStatuses[*].state.waiting.message"
+            ),
+            "--field-selector=status.phase!=Running,status.phase!=Succeeded",
+        )
+        section(
+            "recent warnings",
+            "get",
+            "events",
+            "-A",
+            "--field-selector=type=Warning",
+            "--sort-by=.lastTimestamp",
+            "--no-headers",
+            "-o",
+            (
                 "custom-columns=NS:.metadata.namespace,OBJ:.involvedObject.name,"
-                "REASON:.reason,MESSAGE:.message")  # fmt: skip
+                "REASON:.reason,MESSAGE:.message"
+            ),
+        )
         if self.node is not None:
             out.append(self.node.diagnose(lines=lines))
         return "\n".join(out)

@@ -352,9 +352,13 @@ class ControlPlane(process.Started):
         self._wait_healthy("kube-scheduler", proc, port)
 
     def _wait_healthy(self, name: str, proc: subprocess.Popen[bytes], port: int) -> None:
-        process.wait_until(lambda: _healthy_insecure(port), what=name,
-                           timeout=READY_TIMEOUT_SECONDS, proc=proc,
-                           log_path=self.log_path(name))  # fmt: skip
+        process.wait_until(
+            lambda: _healthy_insecure(port),
+            what=name,
+            timeout=READY_TIMEOUT_SECONDS,
+            proc=proc,
+            log_path=self.log_path(name),
+        )
 
     def write_kubeconfig(self, stem: str, client: certs.ClientCert, user: str) -> Path:
         """A kubeconfig for one component's client certificate, next to the PKI."""
@@ -373,9 +377,11 @@ class ControlPlane(process.Started):
             prefix = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
             url = f"{self.server}{prefix}/{kind}/{name}?fieldManager=tickwork-devcluster&force=true"
             request = urllib.request.Request(  # noqa: S310 - the URL we built
-                url, data=json.dumps(body).encode(), method="PATCH",
+                url,
+                data=json.dumps(body).encode(),
+                method="PATCH",
                 headers={"Content-Type": "application/apply-patch+yaml"},
-            )  # fmt: skip
+            )
             with urllib.request.urlopen(request, timeout=10, context=self.ssl_context()):  # noqa: S310
                 pass
 

@@ -108,15 +108,26 @@ class Stage:
         for n in range(count):
             at = base + dt.timedelta(seconds=spread * n / max(1, count))
             self.api.create_namespaced_custom_object(
-                models.GROUP, models.VERSION, NAMESPACE, models.PLURAL,
-                {"apiVersion": models.API_VERSION, "kind": models.KIND,
-                 "metadata": {"name": f"run-{n:05d}"},
-                 "spec": {"runAt": at.isoformat(), "retry": {"maxAttempts": 20,
-                          "backoffSeconds": 1, "maxBackoffSeconds": 2},
-                          "task": {"python": {"name": "tickwork.record",
-                                              "kwargs": {"path": str(self.record_file),
-                                                         "seconds": str(sleep)}}}}},
-            )  # fmt: skip
+                models.GROUP,
+                models.VERSION,
+                NAMESPACE,
+                models.PLURAL,
+                {
+                    "apiVersion": models.API_VERSION,
+                    "kind": models.KIND,
+                    "metadata": {"name": f"run-{n:05d}"},
+                    "spec": {
+                        "runAt": at.isoformat(),
+                        "retry": {"maxAttempts": 20, "backoffSeconds": 1, "maxBackoffSeconds": 2},
+                        "task": {
+                            "python": {
+                                "name": "tickwork.record",
+                                "kwargs": {"path": str(self.record_file), "seconds": str(sleep)},
+                            }
+                        },
+                    },
+                },
+            )
 
     def outcomes(self) -> Counter[str]:
         listing = self.api.list_namespaced_custom_object(
@@ -155,8 +166,14 @@ def stage(workdir: Path) -> Iterator[Stage]:
         cluster.kubectl("create", "namespace", NAMESPACE)
         client = k8s_config.new_client_from_config(config_file=str(plane.kubeconfig))  # type: ignore[no-untyped-call]
         api = k8s.CustomObjectsApi(client)
-        the_stage = Stage(workdir=workdir, plane=plane, redis=redis, cluster=cluster, api=api,
-                          record_file=workdir / "executions.txt")  # fmt: skip
+        the_stage = Stage(
+            workdir=workdir,
+            plane=plane,
+            redis=redis,
+            cluster=cluster,
+            api=api,
+            record_file=workdir / "executions.txt",
+        )
         try:
             yield the_stage
         finally:
@@ -164,8 +181,16 @@ def stage(workdir: Path) -> Iterator[Stage]:
                 component.kill()
 
 
-def _finish(the_stage: Stage, drill: str, runs: int, started: float, *, timeout: float,
-            recovery: float | None, notes: dict[str, Any]) -> DrillResult:  # fmt: skip
+def _finish(
+    the_stage: Stage,
+    drill: str,
+    runs: int,
+    started: float,
+    *,
+    timeout: float,
+    recovery: float | None,
+    notes: dict[str, Any],
+) -> DrillResult:
     def settled() -> bool:
         outcomes = the_stage.outcomes()
         return outcomes["pending"] == 0 and sum(outcomes.values()) >= runs
@@ -192,8 +217,14 @@ def _finish(the_stage: Stage, drill: str, runs: int, started: float, *, timeout:
     )
 
 
-def worker_kills(workdir: Path, *, runs: int = 1000, kills: int = 100,
-                 interval: float = 0.6, timeout: float = 900) -> DrillResult:  # fmt: skip
+def worker_kills(
+    workdir: Path,
+    *,
+    runs: int = 1000,
+    kills: int = 100,
+    interval: float = 0.6,
+    timeout: float = 900,
+) -> DrillResult:
     """Two workers; one of them is SIGKILLed and restarted every ``interval`` s."""
     rng = random.Random(7)  # noqa: S311 - choosing a victim, not a secret
     with stage(workdir) as s:
@@ -209,15 +240,22 @@ def worker_kills(workdir: Path, *, runs: int = 1000, kills: int = 100,
             s.start_worker(f"w-{kill + 2}")
         last_kill = time.monotonic()
         notes = {"kills": kills, "interval_seconds": interval}
-        result = _finish(s, "worker SIGKILL loop", runs, started, timeout=timeout,
-                         recovery=None, notes=notes)  # fmt: skip
+        result = _finish(
+            s, "worker SIGKILL loop", runs, started, timeout=timeout, recovery=None, notes=notes
+        )
         result.recovery_seconds = round(time.monotonic() - last_kill, 1)
         return result
 
 
-def _disruption_mid_stream(workdir: Path, drill: str, runs: int, timeout: float,
-                           disrupt: Callable[[Stage], dict[str, Any]], *,
-                           sleep: float = 0.1) -> DrillResult:  # fmt: skip
+def _disruption_mid_stream(
+    workdir: Path,
+    drill: str,
+    runs: int,
+    timeout: float,
+    disrupt: Callable[[Stage], dict[str, Any]],
+    *,
+    sleep: float = 0.1,
+) -> DrillResult:
     """One operator and one worker; a third of the runs succeed, then ``disrupt``."""
     with stage(workdir) as s:
         s.start_operator("op-a")
@@ -257,8 +295,15 @@ def leader_kill(workdir: Path, *, runs: int = 200, timeout: float = 300) -> Dril
         killed = time.monotonic()
         wait_for(b.is_leader, timeout=30, interval=0.2, what="op-b to take over")
         takeover = round(time.monotonic() - killed, 1)
-        return _finish(s, "operator leader kill", runs, started, timeout=timeout,
-                       recovery=takeover, notes={"takeover_seconds": takeover})  # fmt: skip
+        return _finish(
+            s,
+            "operator leader kill",
+            runs,
+            started,
+            timeout=timeout,
+            recovery=takeover,
+            notes={"takeover_seconds": takeover},
+        )
 
 
 def apiserver_restart(workdir: Path, *, runs: int = 200, timeout: float = 300) -> DrillResult:
@@ -272,8 +317,9 @@ def apiserver_restart(workdir: Path, *, runs: int = 200, timeout: float = 300) -
     return _disruption_mid_stream(workdir, "API server restart (etcd kept)", runs, timeout, restart)
 
 
-def apiserver_outage(workdir: Path, *, runs: int = 200, down_seconds: float = 25,
-                     timeout: float = 300) -> DrillResult:  # fmt: skip
+def apiserver_outage(
+    workdir: Path, *, runs: int = 200, down_seconds: float = 25, timeout: float = 300
+) -> DrillResult:
     """kube-apiserver is away for longer than a progress mark's retries (about 15 s):
     runs that end meanwhile must keep their record until it can be written."""
 
@@ -284,14 +330,19 @@ def apiserver_outage(workdir: Path, *, runs: int = 200, down_seconds: float = 25
         s.plane.start_apiserver()
         return {"apiserver_down_seconds": round(time.monotonic() - stopped, 1)}
 
-    return _disruption_mid_stream(workdir, "API server outage (etcd kept)", runs, timeout,
-                                  outage, sleep=2.0)  # fmt: skip
+    return _disruption_mid_stream(
+        workdir, "API server outage (etcd kept)", runs, timeout, outage, sleep=2.0
+    )
 
 
 def _progress_after(s: Stage, moment: float, baseline: int) -> float:
     """Seconds from ``moment`` until more runs have succeeded than ``baseline``."""
-    wait_for(lambda: s.outcomes()["Succeeded"] > baseline, timeout=120, interval=0.2,
-             what="runs to succeed again")  # fmt: skip
+    wait_for(
+        lambda: s.outcomes()["Succeeded"] > baseline,
+        timeout=120,
+        interval=0.2,
+        what="runs to succeed again",
+    )
     return round(time.monotonic() - moment, 1)
 
 

@@ -37,8 +37,11 @@ FIREWALL_TABLE = "tickwork-node"
 #: Tables that kube-proxy (nftables mode) creates.
 _FOREIGN_TABLES = (("ip", "kube-proxy"), ("ip6", "kube-proxy"))
 #: What :func:`up` changes, restored by :func:`down`.
-_SYSCTLS = ("net.ipv4.ip_forward", "net.bridge.bridge-nf-call-iptables",
-            "net.bridge.bridge-nf-call-ip6tables")  # fmt: skip
+_SYSCTLS = (
+    "net.ipv4.ip_forward",
+    "net.bridge.bridge-nf-call-iptables",
+    "net.bridge.bridge-nf-call-ip6tables",
+)
 _RECORD = "host.json"
 #: Debian's containernetworking-plugins.
 CNI_BIN_DIR = Path("/usr/lib/cni")
@@ -59,8 +62,14 @@ def require_root() -> None:
             "a local node needs root (network namespaces, mounts, cgroups); run as root, "
             "or point the suite at a cluster with TICKWORK_TEST_KUBECONFIG"
         )
-    needed = (("ip", "iproute2"), ("nft", "nftables"), ("iptables", "iptables"),
-              ("ipset", "ipset"), ("conntrack", "conntrack"), ("mount", "mount"))  # fmt: skip
+    needed = (
+        ("ip", "iproute2"),
+        ("nft", "nftables"),
+        ("iptables", "iptables"),
+        ("ipset", "ipset"),
+        ("conntrack", "conntrack"),
+        ("mount", "mount"),
+    )
     for tool, package in needed:
         if shutil.which(tool) is None:
             raise StartError(f"{tool} is not installed; on Debian: apt-get install {package}")
@@ -128,8 +137,9 @@ table inet {FIREWALL_TABLE} {{
   }}
 }}
 """
-    result = subprocess.run(["nft", "-f", "-"], input=rules, capture_output=True, text=True,
-                            check=False, timeout=30)  # fmt: skip
+    result = subprocess.run(
+        ["nft", "-f", "-"], input=rules, capture_output=True, text=True, check=False, timeout=30
+    )
     if result.returncode != 0:
         raise StartError(f"nft could not load the node's firewall: {result.stderr.strip()}")
 
@@ -159,8 +169,22 @@ def public_up() -> None:
     _run(*inside, "link", "set", inner, "up")
     _run(*inside, "route", "add", "default", "via", _PUBLIC_NET[0])
     _run("ip", "route", "add", f"{PUBLIC_ADDRESS}/32", "via", _PUBLIC_NET[1])
-    _run("nft", "insert", "rule", "inet", FIREWALL_TABLE, "forward", "iifname", BRIDGE,
-         "oifname", host, "ip", "daddr", PUBLIC_ADDRESS, "accept")  # fmt: skip
+    _run(
+        "nft",
+        "insert",
+        "rule",
+        "inet",
+        FIREWALL_TABLE,
+        "forward",
+        "iifname",
+        BRIDGE,
+        "oifname",
+        host,
+        "ip",
+        "daddr",
+        PUBLIC_ADDRESS,
+        "accept",
+    )
 
 
 def public_down() -> None:
@@ -210,8 +234,9 @@ def _remove_cgroups(name: str) -> None:
                 for pid in procs.read_text().split():
                     os.kill(int(pid), signal.SIGKILL)
     for top in tops:
-        directories = sorted((p for p in top.rglob("*") if p.is_dir()),
-                             key=lambda p: len(p.parts), reverse=True)  # fmt: skip
+        directories = sorted(
+            (p for p in top.rglob("*") if p.is_dir()), key=lambda p: len(p.parts), reverse=True
+        )
         for directory in [*directories, top]:
             for _ in range(50):  # a killed process leaves its cgroup a moment later
                 try:
@@ -227,15 +252,18 @@ def _remove_kube_rules() -> None:
     """Drop the iptables chains (kubelet canaries, kube-router's firewall) and ipsets
     that the node's components made: every ``KUBE-`` name. A machine that is a
     real Kubernetes node has such rules too: the local node is not for one."""
-    for save, restore in (("iptables-save", "iptables-restore"),
-                          ("ip6tables-save", "ip6tables-restore")):  # fmt: skip
+    for save, restore in (
+        ("iptables-save", "iptables-restore"),
+        ("ip6tables-save", "ip6tables-restore"),
+    ):
         if shutil.which(save) is None:
             continue
         dump = _run(save, check=False).stdout
         kept = "\n".join(line for line in dump.splitlines() if "KUBE-" not in line) + "\n"
         if kept.strip() != dump.strip():
-            subprocess.run([restore], input=kept, capture_output=True, text=True,
-                           check=False, timeout=30)  # fmt: skip
+            subprocess.run(
+                [restore], input=kept, capture_output=True, text=True, check=False, timeout=30
+            )
     if shutil.which("ipset") is not None:
         for name in _run("ipset", "list", "-n", check=False).stdout.split():
             if name.startswith("KUBE-"):

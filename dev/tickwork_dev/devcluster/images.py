@@ -159,8 +159,15 @@ def _podman_load(ref: str, archive: Path) -> None:
 
 
 def _podman_save(ref: str, target: Path) -> None:
-    podman("save", "--format", "docker-archive", "--output", str(target), ref,
-           what=f"podman save {ref}")  # fmt: skip
+    podman(
+        "save",
+        "--format",
+        "docker-archive",
+        "--output",
+        str(target),
+        ref,
+        what=f"podman save {ref}",
+    )
 
 
 # -- the Debian base ------------------------------------------------------------
@@ -175,13 +182,24 @@ def debian_base() -> Image:
         mmdebstrap = _require("mmdebstrap", "mmdebstrap")
         with tempfile.TemporaryDirectory(prefix="tickwork-rootfs-") as scratch:
             rootfs = Path(scratch) / "rootfs.tar"
-            argv = [mmdebstrap, "--variant=minbase", "--mode=root", "--quiet",
-                    f"--include={','.join(BASE_PACKAGES)}"]  # fmt: skip
+            argv = [
+                mmdebstrap,
+                "--variant=minbase",
+                "--mode=root",
+                "--quiet",
+                f"--include={','.join(BASE_PACKAGES)}",
+            ]
             argv += [f"--dpkgopt={option}" for option in _DPKG_EXCLUDES]
             argv += ["--customize-hook=rm -rf $1/var/lib/apt/lists/* $1/var/cache/apt/*"]
             _run([*argv, DEBIAN_SUITE, str(rootfs), DEBIAN_MIRROR], what="mmdebstrap")
-            podman("import", "--change", 'CMD ["python3"]', str(rootfs), f"{repository}:{tag}",
-                   what="podman import")  # fmt: skip
+            podman(
+                "import",
+                "--change",
+                'CMD ["python3"]',
+                str(rootfs),
+                f"{repository}:{tag}",
+                what="podman import",
+            )
         _podman_save(f"{repository}:{tag}", target)
 
     archive = _cached("python", key, make)
@@ -214,9 +232,14 @@ def _context_digest(root: Path, files: list[Path], *extra: str) -> str:
 
 
 def _podman_build(
-    *, dockerfile: Path, context: Path, ref: str, build_args: dict[str, str], target: Path,
+    *,
+    dockerfile: Path,
+    context: Path,
+    ref: str,
+    build_args: dict[str, str],
+    target: Path,
     stage: str | None = None,
-) -> None:  # fmt: skip
+) -> None:
     argv = ["build", "--network", "host", *_ULIMITS, "--file", str(dockerfile), "--tag", ref]
     if stage is not None:
         argv += ["--target", stage]
@@ -257,8 +280,13 @@ def tickwork_image(*, tag_suffix: str = "", root: Path = ROOT) -> BuildReport:
         ref = f"{repository}:{tag}"
         args = {"PYTHON_IMAGE": base.ref}
         if not tag_suffix:
-            _podman_build(dockerfile=root / "Dockerfile", context=root, ref=ref,
-                          build_args=args, target=target)  # fmt: skip
+            _podman_build(
+                dockerfile=root / "Dockerfile",
+                context=root,
+                ref=ref,
+                build_args=args,
+                target=target,
+            )
             return
         plain = tickwork_image(root=root).image
         _podman_load(plain.ref, plain.archive)
@@ -267,8 +295,9 @@ def tickwork_image(*, tag_suffix: str = "", root: Path = ROOT) -> BuildReport:
             derived.write_text(
                 f"FROM {plain.ref}\nLABEL dev.tickwork.rebuild={json.dumps(tag_suffix)}\n"
             )
-            _podman_build(dockerfile=derived, context=Path(scratch), ref=ref,
-                          build_args={}, target=target)  # fmt: skip
+            _podman_build(
+                dockerfile=derived, context=Path(scratch), ref=ref, build_args={}, target=target
+            )
 
     archive = _cached("tickwork", key, make)
     image = Image(repository, tag, archive)
@@ -294,8 +323,11 @@ def previous_release_tree(commit: str = PREVIOUS_RELEASE) -> Path:
         staging = target.parent / f".{commit}.partial"
         shutil.rmtree(staging, ignore_errors=True)
         staging.mkdir()
-        archive = subprocess.run(["git", "-C", str(ROOT), "archive", "--format=tar", commit],
-                                 capture_output=True, check=False)  # fmt: skip
+        archive = subprocess.run(
+            ["git", "-C", str(ROOT), "archive", "--format=tar", commit],
+            capture_output=True,
+            check=False,
+        )
         if archive.returncode != 0:
             raise BuildError(
                 f"the previous release {commit} is not in this clone's history (a shallow "
@@ -316,9 +348,14 @@ def demo_image() -> Image:
     repository, tag = "localhost/tickwork-demo", f"dev-{key}"
 
     def make(target: Path) -> None:
-        _podman_build(dockerfile=ROOT / "Dockerfile", context=ROOT, ref=f"{repository}:{tag}",
-                      build_args={"PYTHON_IMAGE": base.ref}, target=target,
-                      stage="demo")  # fmt: skip
+        _podman_build(
+            dockerfile=ROOT / "Dockerfile",
+            context=ROOT,
+            ref=f"{repository}:{tag}",
+            build_args={"PYTHON_IMAGE": base.ref},
+            target=target,
+            stage="demo",
+        )
 
     return Image(repository, tag, _cached("tickwork-demo", key, make))
 
@@ -338,8 +375,13 @@ def redis_image() -> Image:
     repository, tag = f"{LOCAL_REGISTRY}/redis", f"{DEBIAN_SUITE}-{key}"
 
     def make(target: Path) -> None:
-        _podman_build(dockerfile=dockerfile, context=IMAGES_DIR, ref=f"{repository}:{tag}",
-                      build_args={"BASE_IMAGE": base.ref}, target=target)  # fmt: skip
+        _podman_build(
+            dockerfile=dockerfile,
+            context=IMAGES_DIR,
+            ref=f"{repository}:{tag}",
+            build_args={"BASE_IMAGE": base.ref},
+            target=target,
+        )
 
     return Image(repository, tag, _cached("redis", key, make))
 
@@ -389,11 +431,16 @@ def _layer(spec: BinaryImage) -> bytes:
     user = spec.user
     entries = [
         _entry("etc", mode=0o755),
-        _entry("etc/passwd", data=f"root:x:0:0:root:/root:/sbin/nologin\n"
-                                  f"nonroot:x:{user}:{user}:nonroot:/home/nonroot:/sbin/nologin\n".encode()),
+        _entry(
+            "etc/passwd",
+            data=(
+                f"root:x:0:0:root:/root:/sbin/nologin\n"
+                f"nonroot:x:{user}:{user}:nonroot:/home/nonroot:/sbin/nologin\n"
+            ).encode(),
+        ),
         _entry("etc/group", data=f"root:x:0:\nnonroot:x:{user}:\n".encode()),
         _entry("tmp", mode=0o1777),
-    ]  # fmt: skip
+    ]
     directories = {"etc", "tmp"}
     for inside, source in sorted(spec.files.items()):
         parts = inside.strip("/").split("/")
@@ -403,8 +450,9 @@ def _layer(spec: BinaryImage) -> bytes:
                 directories.add(parent)
                 entries.append(_entry(parent, mode=0o755))
         executable = os.access(source, os.X_OK)
-        entries.append(_entry("/".join(parts), data=source.read_bytes(),
-                              mode=0o755 if executable else 0o644))  # fmt: skip
+        entries.append(
+            _entry("/".join(parts), data=source.read_bytes(), mode=0o755 if executable else 0o644)
+        )
     return _tar_bytes(entries)
 
 
@@ -433,31 +481,47 @@ def write_oci_archive(spec: BinaryImage, target: Path) -> None:
     manifest = {
         "schemaVersion": 2,
         "mediaType": "application/vnd.oci.image.manifest.v1+json",
-        "config": {"mediaType": "application/vnd.oci.image.config.v1+json",
-                   "digest": config_digest, "size": len(config_blob)},
-        "layers": [{"mediaType": "application/vnd.oci.image.layer.v1.tar+gzip",
-                    "digest": layer_digest, "size": len(layer)}],
-    }  # fmt: skip
+        "config": {
+            "mediaType": "application/vnd.oci.image.config.v1+json",
+            "digest": config_digest,
+            "size": len(config_blob),
+        },
+        "layers": [
+            {
+                "mediaType": "application/vnd.oci.image.layer.v1.tar+gzip",
+                "digest": layer_digest,
+                "size": len(layer),
+            }
+        ],
+    }
     manifest_digest, manifest_blob = _blob(json.dumps(manifest, sort_keys=True).encode())
     ref = f"{spec.repository}:{spec.tag}"
     index = {
         "schemaVersion": 2,
         "mediaType": "application/vnd.oci.image.index.v1+json",
-        "manifests": [{
-            "mediaType": "application/vnd.oci.image.manifest.v1+json",
-            "digest": manifest_digest, "size": len(manifest_blob),
-            "annotations": {"io.containerd.image.name": ref,
-                            "org.opencontainers.image.ref.name": spec.tag},
-        }],
-    }  # fmt: skip
+        "manifests": [
+            {
+                "mediaType": "application/vnd.oci.image.manifest.v1+json",
+                "digest": manifest_digest,
+                "size": len(manifest_blob),
+                "annotations": {
+                    "io.containerd.image.name": ref,
+                    "org.opencontainers.image.ref.name": spec.tag,
+                },
+            }
+        ],
+    }
     entries = [
         _entry("oci-layout", data=b'{"imageLayoutVersion":"1.0.0"}'),
         _entry("index.json", data=json.dumps(index).encode()),
         _entry("blobs", mode=0o755),
         _entry("blobs/sha256", mode=0o755),
     ]
-    for digest, content in ((layer_digest, layer), (config_digest, config_blob),
-                            (manifest_digest, manifest_blob)):  # fmt: skip
+    for digest, content in (
+        (layer_digest, layer),
+        (config_digest, config_blob),
+        (manifest_digest, manifest_blob),
+    ):
         entries.append(_entry(f"blobs/sha256/{digest.split(':')[1]}", data=content))
     target.write_bytes(_tar_bytes(entries))
 
@@ -483,8 +547,20 @@ def pause_image() -> Image:
         gcc = _require("gcc", "gcc")
         directory.mkdir(parents=True, exist_ok=True)
         staging = directory / ".pause.partial"
-        _run([gcc, "-Os", "-Wall", "-Werror", "-static", f"-DVERSION={version}",
-              "-o", str(staging), str(source)], what="gcc pause.c")  # fmt: skip
+        _run(
+            [
+                gcc,
+                "-Os",
+                "-Wall",
+                "-Werror",
+                "-static",
+                f"-DVERSION={version}",
+                "-o",
+                str(staging),
+                str(source),
+            ],
+            what="gcc pause.c",
+        )
         staging.rename(binary)
     spec = BinaryImage("pause", version, {"/pause": binary}, ("/pause",))
     return binary_image(spec)

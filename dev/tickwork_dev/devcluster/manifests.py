@@ -46,8 +46,10 @@ def helm() -> str:
 def render() -> str:
     result = subprocess.run(
         [helm(), "template", RELEASE, str(CHART), "--namespace", NAMESPACE, "-f", str(VALUES)],
-        capture_output=True, text=True, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     if result.returncode != 0:
         raise BuildError(f"helm template failed:\n{result.stderr}")
     return _HEADER + result.stdout

@@ -36,14 +36,16 @@ CRDS = _ROOT / "manifests" / "crds"
 HTTP_JOB_SPEC: dict[str, Any] = {
     "schedule": "*/5 * * * *",
     "timeZone": "Europe/Berlin",
-    "task": {"http": {
-        "url": "https://reports.example.com/nightly?team=a",
-        "method": "POST",
-        "headers": [{"name": "X-Team", "value": "a"}, {"name": "X-Kind", "value": "nightly"}],
-        "bodyTemplate": '{"run": "{{ runId }}", "at": "{{ scheduledTime }}"}',
-    }},
+    "task": {
+        "http": {
+            "url": "https://reports.example.com/nightly?team=a",
+            "method": "POST",
+            "headers": [{"name": "X-Team", "value": "a"}, {"name": "X-Kind", "value": "nightly"}],
+            "bodyTemplate": '{"run": "{{ runId }}", "at": "{{ scheduledTime }}"}',
+        }
+    },
     "retry": {"maxAttempts": 3},
-}  # fmt: skip
+}
 
 #: Verbs that change something (APPLY is server-side apply).
 WRITE_VERBS = ("POST", "PUT", "PATCH", "APPLY", "DELETE")
@@ -66,8 +68,9 @@ def writes_so_far(cluster: Cluster, *, resource: str | None = None) -> float:
     return requests_so_far(cluster, WRITE_VERBS, resource=resource)
 
 
-def requests_so_far(cluster: Cluster, verbs: tuple[str, ...], *,
-                    resource: str | None = None) -> float:  # fmt: skip
+def requests_so_far(
+    cluster: Cluster, verbs: tuple[str, ...], *, resource: str | None = None
+) -> float:
     """Requests with one of ``verbs`` (``LIST``: each page counts) the API server has
     served since it started, optionally only those on one resource."""
 
@@ -100,8 +103,11 @@ def storage_updates_so_far(cluster: Cluster, resource: str, *, group: str | None
     has seen it): the patch, the admission and the validation are done over again."""
 
     def wanted(labels: str) -> bool:
-        return ('operation="update"' in labels and f'resource="{resource}"' in labels
-                and (group is None or f'group="{group}"' in labels))  # fmt: skip
+        return (
+            'operation="update"' in labels
+            and f'resource="{resource}"' in labels
+            and (group is None or f'group="{group}"' in labels)
+        )
 
     return _counted(cluster, _STORAGE, wanted)
 
@@ -129,12 +135,17 @@ def peak_rss_bytes(pid: int) -> int:
 
 
 def job_manifest(name: str, spec: dict[str, Any]) -> dict[str, Any]:
-    return {"apiVersion": models.API_VERSION, "kind": models.KIND,
-            "metadata": {"name": name}, "spec": spec}  # fmt: skip
+    return {
+        "apiVersion": models.API_VERSION,
+        "kind": models.KIND,
+        "metadata": {"name": name},
+        "spec": spec,
+    }
 
 
-async def _create_all(kubeconfig: Path, namespace: str, items: list[dict[str, Any]],
-                      concurrency: int) -> list[dict[str, Any]]:  # fmt: skip
+async def _create_all(
+    kubeconfig: Path, namespace: str, items: list[dict[str, Any]], concurrency: int
+) -> list[dict[str, Any]]:
     path = f"/apis/{models.GROUP}/{models.VERSION}/namespaces/{namespace}/{models.PLURAL}"
     limit = asyncio.Semaphore(concurrency)
     async with KubeClient(load_configuration(str(kubeconfig))) as kube:
@@ -146,8 +157,9 @@ async def _create_all(kubeconfig: Path, namespace: str, items: list[dict[str, An
         return await asyncio.gather(*(one(item) for item in items))
 
 
-def create_jobs(cluster: Cluster, namespace: str, items: list[dict[str, Any]], *,
-                concurrency: int = 32) -> list[dict[str, Any]]:  # fmt: skip
+def create_jobs(
+    cluster: Cluster, namespace: str, items: list[dict[str, Any]], *, concurrency: int = 32
+) -> list[dict[str, Any]]:
     """Create ScheduledJobs fast (many requests in flight over one HTTP/2 connection);
     return the created objects."""
     return asyncio.run(_create_all(cluster.kubeconfig, namespace, items, concurrency))
@@ -157,13 +169,25 @@ def code_commit(tree: Path | None = None) -> str:
     """The commit the measured code is (with ``+dirty`` if the tree has changes):
     every results file records it, so that a figure says what it was measured on."""
     where = str(tree or Path(__file__).resolve().parents[3])
-    head = subprocess.run(["git", "-C", where, "rev-parse", "HEAD"], capture_output=True,
-                          text=True, check=False).stdout.strip()  # fmt: skip
+    head = subprocess.run(
+        ["git", "-C", where, "rev-parse", "HEAD"], capture_output=True, text=True, check=False
+    ).stdout.strip()
     # The results a benchmark run writes are not the code it measures.
-    code = ["tickwork", "operator", "worker", "benchmarks", "dev", "charts",
-            ":(exclude)benchmarks/results"]  # fmt: skip
-    dirty = subprocess.run(["git", "-C", where, "status", "--porcelain", "--", *code],
-                           capture_output=True, text=True, check=False).stdout.strip()  # fmt: skip
+    code = [
+        "tickwork",
+        "operator",
+        "worker",
+        "benchmarks",
+        "dev",
+        "charts",
+        ":(exclude)benchmarks/results",
+    ]
+    dirty = subprocess.run(
+        ["git", "-C", where, "status", "--porcelain", "--", *code],
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout.strip()
     return f"{head}+dirty" if head and dirty else head
 
 
@@ -196,8 +220,7 @@ def crd_copy(group: str, *, rules: bool = True) -> dict[str, Any]:
 def without_cel_rules(node: Any) -> Any:
     """``node`` (a schema, or a part of one) with every ``x-kubernetes-validations`` left out."""
     if isinstance(node, dict):
-        return {k: without_cel_rules(v) for k, v in node.items()
-                if k != "x-kubernetes-validations"}  # fmt: skip
+        return {k: without_cel_rules(v) for k, v in node.items() if k != "x-kubernetes-validations"}
     if isinstance(node, list):
         return [without_cel_rules(item) for item in node]
     return node
@@ -245,11 +268,13 @@ def writes_benchmark(
     if args.rounds % rounds_multiple_of:
         parser.error(f"--rounds must be a multiple of {rounds_multiple_of}")
     report = on_a_control_plane(
-        name, args.out,
-        lambda cluster, apiserver: measure(cluster, apiserver, args.jobs, args.rounds,
-                                           args.concurrency),
+        name,
+        args.out,
+        lambda cluster, apiserver: measure(
+            cluster, apiserver, args.jobs, args.rounds, args.concurrency
+        ),
         args,
-    )  # fmt: skip
+    )
     print(json.dumps(report), flush=True)  # noqa: T201 - a benchmark prints its result
     plot(report, args.plot)
     return 0
@@ -272,8 +297,11 @@ def save_report(report: dict[str, Any], path: Path, args: argparse.Namespace | N
         **report,
     }
     if args is not None and "settings" not in report:
-        stamped["settings"] = {key: _setting(value) for key, value in sorted(vars(args).items())
-                               if key not in {"out", "plot"}}  # fmt: skip
+        stamped["settings"] = {
+            key: _setting(value)
+            for key, value in sorted(vars(args).items())
+            if key not in {"out", "plot"}
+        }
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(stamped, indent=2) + "\n")
 
@@ -326,11 +354,19 @@ async def write_history(cluster: Cluster, created: list[dict[str, Any]], runs: i
         stamp = at.isoformat().replace("+00:00", "Z")
         done = (at + dt.timedelta(seconds=3)).isoformat().replace("+00:00", "Z")
         failed = i % 2 == 1
-        return {"id": scheduled_run_id(uid, at), "scheduledAt": stamp, "startedAt": stamp,
-                "finishedAt": done, "outcome": "Failed" if failed else "Succeeded",
-                "attempts": 3 if failed else 1,
-                **({"error": "HTTP 503 from https://reports.example.com/nightly"}
-                   if failed else {"result": "HTTP 200"})}  # fmt: skip
+        return {
+            "id": scheduled_run_id(uid, at),
+            "scheduledAt": stamp,
+            "startedAt": stamp,
+            "finishedAt": done,
+            "outcome": "Failed" if failed else "Succeeded",
+            "attempts": 3 if failed else 1,
+            **(
+                {"error": "HTTP 503 from https://reports.example.com/nightly"}
+                if failed
+                else {"result": "HTTP 200"}
+            ),
+        }
 
     async with KubeClient(load_configuration(str(cluster.kubeconfig))) as kube:
 
@@ -339,8 +375,13 @@ async def write_history(cluster: Cluster, created: list[dict[str, Any]], runs: i
             records = [record(meta["uid"], i) for i in range(runs)]
             status = {"runs": records, "lastRun": records[-1]}
             async with limit:
-                await kube.apply_job_status(meta["namespace"], meta["name"], meta["uid"], status,
-                                            field_manager="tickwork-run-bench",
-                                            force=True)  # fmt: skip
+                await kube.apply_job_status(
+                    meta["namespace"],
+                    meta["name"],
+                    meta["uid"],
+                    status,
+                    field_manager="tickwork-run-bench",
+                    force=True,
+                )
 
         await asyncio.gather(*(one(job) for job in created))

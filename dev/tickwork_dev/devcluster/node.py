@@ -51,8 +51,16 @@ CLUSTER_DOMAIN = "cluster.local"
 CONTROLLER_MANAGER_ARGS = ("--horizontal-pod-autoscaler-sync-period=5s",)
 
 
-def _containerd_config(*, root: Path, state: Path, socket: Path, runc: Path, cni_conf: Path,
-                       sandbox: str, registry_hosts: Path) -> str:  # fmt: skip
+def _containerd_config(
+    *,
+    root: Path,
+    state: Path,
+    socket: Path,
+    runc: Path,
+    cni_conf: Path,
+    sandbox: str,
+    registry_hosts: Path,
+) -> str:
     return f"""\
 version = 3
 root = "{root}"
@@ -194,8 +202,11 @@ class Node:
             path = self.log_path(component)
             if not path.exists():
                 continue
-            errors = [line for line in path.read_text(errors="replace").splitlines()
-                      if "level=error" in line or line.startswith("E")]  # fmt: skip
+            errors = [
+                line
+                for line in path.read_text(errors="replace").splitlines()
+                if "level=error" in line or line.startswith("E")
+            ]
             out.append(f"{component} errors ({len(errors)}), the last:")
             out.extend(f"  {line[:240]}" for line in errors[-lines:])
         return "\n".join(out)
@@ -256,8 +267,13 @@ class Node:
     def _start(self, name: str, argv: list[str], *, healthz: str, what: str) -> None:
         """Start a component and wait until its (loopback) health endpoint answers."""
         proc = self._spawn(name, argv)
-        process.wait_until(lambda: _http_ok(healthz), what=what, timeout=READY_TIMEOUT_SECONDS,
-                           proc=proc, log_path=self.log_path(name))  # fmt: skip
+        process.wait_until(
+            lambda: _http_ok(healthz),
+            what=what,
+            timeout=READY_TIMEOUT_SECONDS,
+            proc=proc,
+            log_path=self.log_path(name),
+        )
 
     # -- containerd -------------------------------------------------------------------
 
@@ -274,26 +290,38 @@ class Node:
         config = self.workdir / "containerd.toml"
         config.write_text(
             _containerd_config(
-                root=self.workdir / "containerd", state=RUN_DIR / "state", socket=self.socket,
-                runc=self._runc, cni_conf=cni_conf, sandbox=sandbox,
+                root=self.workdir / "containerd",
+                state=RUN_DIR / "state",
+                socket=self.socket,
+                runc=self._runc,
+                cni_conf=cni_conf,
+                sandbox=sandbox,
                 registry_hosts=self.registry_hosts,
             )
-        )  # fmt: skip
+        )
         proc = self._spawn(
             "containerd", [str(self._containerd_dir / "containerd"), "--config", str(config)]
         )
         process.wait_until(
             lambda: self.ctr("version", check=False).returncode == 0,
-            what="containerd", timeout=READY_TIMEOUT_SECONDS, proc=proc,
+            what="containerd",
+            timeout=READY_TIMEOUT_SECONDS,
+            proc=proc,
             log_path=self.log_path("containerd"),
-        )  # fmt: skip
+        )
 
     def ctr(
         self, *args: str, check: bool = True, timeout: float = 600
     ) -> subprocess.CompletedProcess[str]:
         assert self._containerd_dir is not None  # noqa: S101 - set in start()
-        argv = [str(self._containerd_dir / "ctr"), "--address", str(self.socket), "--namespace",
-                "k8s.io", *args]  # fmt: skip
+        argv = [
+            str(self._containerd_dir / "ctr"),
+            "--address",
+            str(self.socket),
+            "--namespace",
+            "k8s.io",
+            *args,
+        ]
         result = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
         if check and result.returncode != 0:
             raise StartError(f"ctr {' '.join(args)} failed: {result.stderr.strip()}")
@@ -342,9 +370,14 @@ class Node:
         kubeconfig = self.plane.write_kubeconfig("kubelet", pki.kubelet, f"system:node:{self.name}")
         healthz = process.free_port()
         config = self.workdir / "kubelet.json"
-        config.write_text(json.dumps(
-            _kubelet_config(workdir=self.workdir, ca=pki.ca_cert, socket=self.socket,
-                            healthz_port=healthz), indent=2))  # fmt: skip
+        config.write_text(
+            json.dumps(
+                _kubelet_config(
+                    workdir=self.workdir, ca=pki.ca_cert, socket=self.socket, healthz_port=healthz
+                ),
+                indent=2,
+            )
+        )
         self._start(
             "kubelet",
             [
@@ -390,9 +423,10 @@ class Node:
         """
         self.plane.apply(_network_policy_agent_rbac())
         kubeconfig = self.plane.write_kubeconfig(
-            "network-policy-agent", self.plane.pki.network_policy_agent,
+            "network-policy-agent",
+            self.plane.pki.network_policy_agent,
             certs.NETWORK_POLICY_AGENT,
-        )  # fmt: skip
+        )
         health = process.free_port()
         self._start(
             "network-policy-agent",
@@ -417,24 +451,48 @@ def _network_policy_agent_rbac() -> list[dict[str, object]]:
     """What the NetworkPolicy agent reads: Pods, Namespaces, policies and its Node."""
     name = "tickwork:network-policy-agent"
     rules = [
-        {"apiGroups": [""], "resources": ["pods", "namespaces", "nodes", "services", "endpoints"],
-         "verbs": ["get", "list", "watch"]},
-        {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"],
-         "verbs": ["get", "list", "watch"]},
-        {"apiGroups": ["networking.k8s.io"], "resources": ["networkpolicies"],
-         "verbs": ["get", "list", "watch"]},
-        {"apiGroups": ["", "events.k8s.io"], "resources": ["events"],
-         "verbs": ["create", "patch"]},
-    ]  # fmt: skip
+        {
+            "apiGroups": [""],
+            "resources": ["pods", "namespaces", "nodes", "services", "endpoints"],
+            "verbs": ["get", "list", "watch"],
+        },
+        {
+            "apiGroups": ["discovery.k8s.io"],
+            "resources": ["endpointslices"],
+            "verbs": ["get", "list", "watch"],
+        },
+        {
+            "apiGroups": ["networking.k8s.io"],
+            "resources": ["networkpolicies"],
+            "verbs": ["get", "list", "watch"],
+        },
+        {"apiGroups": ["", "events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]},
+    ]
     return [
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-         "metadata": {"name": name}, "rules": rules},
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-         "metadata": {"name": name},
-         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
-         "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User",
-                       "name": certs.NETWORK_POLICY_AGENT}]},
-    ]  # fmt: skip
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRole",
+            "metadata": {"name": name},
+            "rules": rules,
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": name},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": name,
+            },
+            "subjects": [
+                {
+                    "apiGroup": "rbac.authorization.k8s.io",
+                    "kind": "User",
+                    "name": certs.NETWORK_POLICY_AGENT,
+                }
+            ],
+        },
+    ]
 
 
 def _http_ok(url: str) -> bool:
@@ -523,8 +581,9 @@ def local_cluster(workdir: Path) -> Iterator[Cluster]:
                     cluster = Cluster(kubeconfig=plane.kubeconfig, plane=plane, node=node)
                     coredns = addons.coredns_image()
                     node.load_image(coredns)
-                    addons.install_coredns(cluster, coredns.ref, cluster_dns=CLUSTER_DNS,
-                                           domain=CLUSTER_DOMAIN)  # fmt: skip
+                    addons.install_coredns(
+                        cluster, coredns.ref, cluster_dns=CLUSTER_DNS, domain=CLUSTER_DOMAIN
+                    )
                     yield cluster
                 finally:
                     node.stop()  # while the API server still answers its components

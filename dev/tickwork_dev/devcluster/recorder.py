@@ -21,10 +21,21 @@ SERVER = build.HACK_DIR / "addons" / "recorder" / "server.py"
 #: express host names).
 EGRESS_VALUES: dict[str, object] = {
     "worker": {"egress": {"allow": ["recorder.*.svc.cluster.local"]}},
-    "networkPolicy": {"workerEgress": {"extra": [
-        {"to": [{"namespaceSelector": {}, "podSelector": {"matchLabels": {"app": "recorder"}}}]},
-    ]}},
-}  # fmt: skip
+    "networkPolicy": {
+        "workerEgress": {
+            "extra": [
+                {
+                    "to": [
+                        {
+                            "namespaceSelector": {},
+                            "podSelector": {"matchLabels": {"app": "recorder"}},
+                        }
+                    ]
+                },
+            ]
+        }
+    },
+}
 
 
 class Recorder:
@@ -62,36 +73,54 @@ def deploy(cluster: Cluster, image: str, *, namespace: str | None = None) -> Rec
         "template": {
             "metadata": {"labels": labels},
             "spec": {
-                "securityContext": {"runAsNonRoot": True, "runAsUser": 10001,
-                                    "seccompProfile": {"type": "RuntimeDefault"}},
-                "containers": [{
-                    "name": "recorder",
-                    "image": image,
-                    "imagePullPolicy": "IfNotPresent",
-                    "command": ["python3", "/recorder/server.py"],
-                    "ports": [{"containerPort": 8080, "name": "http"}],
-                    "readinessProbe": {"httpGet": {"path": "/healthz", "port": "http"},
-                                       "periodSeconds": 1},
-                    "securityContext": {"allowPrivilegeEscalation": False,
-                                        "readOnlyRootFilesystem": True,
-                                        "capabilities": {"drop": ["ALL"]}},
-                    "volumeMounts": [{"name": "server", "mountPath": "/recorder"}],
-                }],
+                "securityContext": {
+                    "runAsNonRoot": True,
+                    "runAsUser": 10001,
+                    "seccompProfile": {"type": "RuntimeDefault"},
+                },
+                "containers": [
+                    {
+                        "name": "recorder",
+                        "image": image,
+                        "imagePullPolicy": "IfNotPresent",
+                        "command": ["python3", "/recorder/server.py"],
+                        "ports": [{"containerPort": 8080, "name": "http"}],
+                        "readinessProbe": {
+                            "httpGet": {"path": "/healthz", "port": "http"},
+                            "periodSeconds": 1,
+                        },
+                        "securityContext": {
+                            "allowPrivilegeEscalation": False,
+                            "readOnlyRootFilesystem": True,
+                            "capabilities": {"drop": ["ALL"]},
+                        },
+                        "volumeMounts": [{"name": "server", "mountPath": "/recorder"}],
+                    }
+                ],
                 "volumes": [{"name": "server", "configMap": {"name": "recorder"}}],
             },
         },
-    }  # fmt: skip
+    }
     meta = {"name": "recorder", "namespace": namespace}
     items = [
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}},
-        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta,
-         "data": {"server.py": SERVER.read_text()}},
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": meta,
+            "data": {"server.py": SERVER.read_text()},
+        },
         {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": meta, "spec": deployment},
-        {"apiVersion": "v1", "kind": "Service", "metadata": meta,
-         "spec": {"selector": labels, "ports": [{"port": 8080, "targetPort": "http"}]}},
-    ]  # fmt: skip
+        {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": meta,
+            "spec": {"selector": labels, "ports": [{"port": 8080, "targetPort": "http"}]},
+        },
+    ]
     body = json.dumps({"apiVersion": "v1", "kind": "List", "items": items})
     cluster.kubectl("apply", "-f", "-", input_text=body)
-    cluster.kubectl("-n", namespace, "rollout", "status", "deployment/recorder",
-                    "--timeout=120s", timeout=150)  # fmt: skip
+    cluster.kubectl(
+        "-n", namespace, "rollout", "status", "deployment/recorder", "--timeout=120s", timeout=150
+    )
     return Recorder(cluster, namespace)

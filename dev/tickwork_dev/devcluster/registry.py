@@ -55,13 +55,24 @@ class LocalRegistry(process.Started):
         # Port 0: the kernel picks a free port and crane logs it, so no port can be taken
         # between choosing and binding it.
         self._proc = process.spawn(
-            [str(crane_binary()), "registry", "serve", "--address", "127.0.0.1:0",
-             "--disk", str(blobs)],
+            [
+                str(crane_binary()),
+                "registry",
+                "serve",
+                "--address",
+                "127.0.0.1:0",
+                "--disk",
+                str(blobs),
+            ],
             log_path=self.log_path,
-        )  # fmt: skip
-        process.wait_until(self._listening, what="crane registry serve",
-                           timeout=READY_TIMEOUT_SECONDS, proc=self._proc,
-                           log_path=self.log_path)  # fmt: skip
+        )
+        process.wait_until(
+            self._listening,
+            what="crane registry serve",
+            timeout=READY_TIMEOUT_SECONDS,
+            proc=self._proc,
+            log_path=self.log_path,
+        )
 
     def _listening(self) -> bool:
         if not self.port:
@@ -86,8 +97,11 @@ class LocalRegistry(process.Started):
         ref = f"{self.host}/{repository}:{tag}"
         result = subprocess.run(
             [str(crane_binary()), "push", str(archive), ref],
-            capture_output=True, text=True, timeout=600, check=False,
-        )  # fmt: skip
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+        )
         if result.returncode != 0:
             raise StartError(f"crane push {archive} {ref} failed:\n{result.stderr}")
         return result.stdout.strip()  # crane prints <host>/<repository>@sha256:...
@@ -99,8 +113,9 @@ class LocalRegistry(process.Started):
         out.mkdir(parents=True, exist_ok=True)
 
         def helm_run(*args: str) -> str:
-            result = subprocess.run([helm, *args], capture_output=True, text=True, timeout=300,
-                                    check=False, env=env)  # fmt: skip
+            result = subprocess.run(
+                [helm, *args], capture_output=True, text=True, timeout=300, check=False, env=env
+            )
             if result.returncode != 0:
                 raise StartError(f"helm {args[0]} failed:\n{result.stdout}\n{result.stderr}")
             return result.stdout + result.stderr

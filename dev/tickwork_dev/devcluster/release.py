@@ -94,8 +94,10 @@ class ClusterImages:
         """Chart values whose workers run the demo image with the demo tasks on: a layer
         over :meth:`values`, whose empty ``image.registry`` the workers' image inherits."""
         if self.demo is None:
-            raise StartError(f"{DEMO_IMAGE_ENV} must name Tickwork's demo image "
-                             "(docker build --target demo), loaded into the cluster")  # fmt: skip
+            raise StartError(
+                f"{DEMO_IMAGE_ENV} must name Tickwork's demo image "
+                "(docker build --target demo), loaded into the cluster"
+            )
         return {"worker": {"image": image_fields(self.demo), "demoTasks": {"enabled": True}}}
 
     def keda(self) -> tuple[str, str]:
@@ -121,11 +123,22 @@ def cluster_images(cluster: Cluster) -> ClusterImages:
         if not image:
             raise StartError(f"{IMAGE_ENV} must name Tickwork's image, loaded into the cluster")
         public = addons.public_images()
-        return ClusterImages(cluster, image, os.environ.get(UPGRADE_IMAGE_ENV, image), None,
-                             public.prometheus, public.prometheus_adapter,
-                             os.environ.get(DEMO_IMAGE_ENV))  # fmt: skip
-    built = [images.tickwork_image().image, images.tickwork_image(tag_suffix="upgrade").image,
-             images.redis_image(), *addons.monitoring_images(), images.demo_image()]  # fmt: skip
+        return ClusterImages(
+            cluster,
+            image,
+            os.environ.get(UPGRADE_IMAGE_ENV, image),
+            None,
+            public.prometheus,
+            public.prometheus_adapter,
+            os.environ.get(DEMO_IMAGE_ENV),
+        )
+    built = [
+        images.tickwork_image().image,
+        images.tickwork_image(tag_suffix="upgrade").image,
+        images.redis_image(),
+        *addons.monitoring_images(),
+        images.demo_image(),
+    ]
     for built_image in built:
         node.load_image(built_image)
     tickwork, upgrade, redis, prometheus, adapter, demo = (image.ref for image in built)
@@ -143,8 +156,10 @@ def previous_release(cluster: Cluster) -> tuple[str, Path]:
     if node is None:
         image = os.environ.get(PREVIOUS_IMAGE_ENV)
         if not image:
-            raise StartError(f"{PREVIOUS_IMAGE_ENV} must name the image of Tickwork "
-                             f"{images.PREVIOUS_RELEASE}, loaded into the cluster")  # fmt: skip
+            raise StartError(
+                f"{PREVIOUS_IMAGE_ENV} must name the image of Tickwork "
+                f"{images.PREVIOUS_RELEASE}, loaded into the cluster"
+            )
         return image, chart
     built = images.tickwork_image(root=tree).image
     node.load_image(built)
@@ -167,11 +182,16 @@ class Release:
         return self.name if "tickwork" in self.name else f"{self.name}-tickwork"
 
     def helm(self, *args: str, timeout: float = 600) -> str:
-        argv = [helm_binary(), f"--kubeconfig={self.cluster.kubeconfig}",
-                f"--namespace={self.namespace}", *args]  # fmt: skip
+        argv = [
+            helm_binary(),
+            f"--kubeconfig={self.cluster.kubeconfig}",
+            f"--namespace={self.namespace}",
+            *args,
+        ]
         env = {**os.environ, "HELM_CACHE_HOME": str(build.cache_root() / "helm")}
-        result = subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
-                                check=False, env=env)  # fmt: skip
+        result = subprocess.run(
+            argv, capture_output=True, text=True, timeout=timeout, check=False, env=env
+        )
         if result.returncode != 0:
             raise StartError(f"helm {' '.join(args[:2])} failed:\n{result.stdout}\n{result.stderr}")
         return result.stdout
@@ -187,8 +207,9 @@ class Release:
     def install(self, *, timeout: str = "5m") -> str:
         """``helm install --wait``: returns once every Deployment and StatefulSet is ready."""
         self.provide_redis_volume()
-        return self._with_values("install", "--create-namespace", "--wait",
-                                 f"--timeout={timeout}", values=self.values)  # fmt: skip
+        return self._with_values(
+            "install", "--create-namespace", "--wait", f"--timeout={timeout}", values=self.values
+        )
 
     def upgrade(self, values: dict[str, object], *, wait: bool = True, timeout: str = "5m") -> str:
         self.values = merge(self.values, values)
@@ -234,16 +255,17 @@ class Release:
 
     def pods(self, component: str, *, terminating: bool = False) -> list[dict[str, Any]]:
         """The component's Pods; those shutting down only with ``terminating``."""
-        selector = (f"app.kubernetes.io/instance={self.name},"
-                    f"app.kubernetes.io/component={component}")  # fmt: skip
-        result = self.cluster.kubectl("-n", self.namespace, "get", "pods", "-l", selector,
-                                      "-o", "json")  # fmt: skip
+        selector = f"app.kubernetes.io/instance={self.name},app.kubernetes.io/component={component}"
+        result = self.cluster.kubectl(
+            "-n", self.namespace, "get", "pods", "-l", selector, "-o", "json"
+        )
         items: list[dict[str, Any]] = json.loads(result.stdout)["items"]
         return [pod for pod in items if terminating or "deletionTimestamp" not in pod["metadata"]]
 
     def deployment(self, component: str) -> dict[str, Any]:
-        result = self.cluster.kubectl("-n", self.namespace, "get", "deployment",
-                                      f"{self.fullname}-{component}", "-o", "json")  # fmt: skip
+        result = self.cluster.kubectl(
+            "-n", self.namespace, "get", "deployment", f"{self.fullname}-{component}", "-o", "json"
+        )
         found: dict[str, Any] = json.loads(result.stdout)
         return found
 
@@ -263,8 +285,9 @@ class Release:
     def leader(self) -> str | None:
         """The operator Pod that holds the Lease (its holderIdentity is the Pod's name)."""
         lease = f"{self.fullname}-operator"
-        result = self.cluster.kubectl("-n", self.namespace, "get", "lease", lease, "-o", "json",
-                                      check=False)  # fmt: skip
+        result = self.cluster.kubectl(
+            "-n", self.namespace, "get", "lease", lease, "-o", "json", check=False
+        )
         if result.returncode != 0:
             return None
         holder = json.loads(result.stdout).get("spec", {}).get("holderIdentity")

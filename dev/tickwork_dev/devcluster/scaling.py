@@ -71,8 +71,11 @@ class Burst:
 
     @property
     def executed_more_than_attempts(self) -> list[str]:
-        return sorted(name for name, count in self.counts.items()
-                      if count > max(1, self.attempts.get(name, 1)))  # fmt: skip
+        return sorted(
+            name
+            for name, count in self.counts.items()
+            if count > max(1, self.attempts.get(name, 1))
+        )
 
     def summary(self) -> dict[str, object]:
         return {
@@ -90,9 +93,17 @@ class Burst:
 
 
 def _jobs(release: Release, key: str) -> list[dict[str, Any]]:
-    result = release.cluster.kubectl("get", "scheduledjobs", "-n", release.namespace,
-                                     "-l", f"tickwork.dev/burst={key}", "-o", "json",
-                                     timeout=120)  # fmt: skip
+    result = release.cluster.kubectl(
+        "get",
+        "scheduledjobs",
+        "-n",
+        release.namespace,
+        "-l",
+        f"tickwork.dev/burst={key}",
+        "-o",
+        "json",
+        timeout=120,
+    )
     items: list[dict[str, Any]] = json.loads(result.stdout)["items"]
     return items
 
@@ -120,28 +131,35 @@ def run_burst(
             "spec": {
                 "runAt": run_at,
                 "timeoutSeconds": int(task_seconds) + 60,
-                "task": {"http": {"url": recorder.url(f"burst-{key}-{index:04d}",
-                                                      delay=task_seconds), "method": "POST"}},
+                "task": {
+                    "http": {
+                        "url": recorder.url(f"burst-{key}-{index:04d}", delay=task_seconds),
+                        "method": "POST",
+                    }
+                },
             },
         }
         for index in range(jobs)
-    ]  # fmt: skip
+    ]
     body = json.dumps({"apiVersion": "v1", "kind": "List", "items": items})
-    release.cluster.kubectl("apply", "-n", release.namespace, "-f", "-", input_text=body,
-                            timeout=300)  # fmt: skip
+    release.cluster.kubectl(
+        "apply", "-n", release.namespace, "-f", "-", input_text=body, timeout=300
+    )
     burst = Burst(jobs=jobs, task_seconds=task_seconds, min_replicas=min_replicas)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         status = release.deployment("worker").get("status", {})
         found = _jobs(release, key)
         outcomes = [_outcome(job) for job in found]
-        burst.samples.append(Sample(
-            at=round(time.time() - due, 1),
-            replicas=int(status.get("replicas") or 0),
-            ready=int(status.get("readyReplicas") or 0),
-            succeeded=outcomes.count("Succeeded"),
-            executing=recorder.inflight(),
-        ))  # fmt: skip
+        burst.samples.append(
+            Sample(
+                at=round(time.time() - due, 1),
+                replicas=int(status.get("replicas") or 0),
+                ready=int(status.get("readyReplicas") or 0),
+                succeeded=outcomes.count("Succeeded"),
+                executing=recorder.inflight(),
+            )
+        )
         if burst.drained is not None and burst.back_to_min is not None:
             break
         time.sleep(SAMPLE_SECONDS)
@@ -153,8 +171,9 @@ def run_burst(
         )
         for job in final
     }
-    burst.counts = {name: count for name, count in recorder.counts().items()
-                    if name.startswith(f"burst-{key}-")}  # fmt: skip
+    burst.counts = {
+        name: count for name, count in recorder.counts().items() if name.startswith(f"burst-{key}-")
+    }
     return burst
 
 

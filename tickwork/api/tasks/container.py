@@ -210,6 +210,7 @@ class ContainerTask(_Model):
 
     @model_validator(mode="after")
     def _budget(self) -> Self:
-        _within_budget(rules.CONTAINER_TEXT_BUDGET, *self.command, *self.args,
-                       *(v.value for v in self.env))  # fmt: skip
+        _within_budget(
+            rules.CONTAINER_TEXT_BUDGET, *self.command, *self.args, *(v.value for v in self.env)
+        )
         return self

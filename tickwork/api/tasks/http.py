@@ -78,8 +78,12 @@ class HttpTask(_Model):
 
     @model_validator(mode="after")
     def _budget(self) -> Self:
-        _within_budget(rules.HTTP_TEXT_BUDGET, self.body, self.body_template or "",
-                       *(h.value for h in self.headers))  # fmt: skip
+        _within_budget(
+            rules.HTTP_TEXT_BUDGET,
+            self.body,
+            self.body_template or "",
+            *(h.value for h in self.headers),
+        )
         _one_source(self.body, self.body_from, rules.BODY_OR_BODY_FROM)
         if self.body_template is not None and (self.body or self.body_from is not None):
             raise ValueError(rules.BODY_TEMPLATE_ALONE.message)
