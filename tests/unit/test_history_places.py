@@ -15,6 +15,7 @@ import pytest
 from tickwork.api.models import ScheduledJob
 from tickwork.core.runs import manual_run_id, scheduled_run_id
 from tickwork.core.states import RunState
+from tickwork.kube.cache import JobCache, _entry
 from tickwork.kube.client import KubeApiError, KubeClient
 from tickwork.queue.messages import Claim, RunMessage
 from tickwork_worker.decisions import Outcome
@@ -30,12 +31,21 @@ T0 = dt.datetime(2026, 12, 1, 9, tzinfo=dt.UTC)
 
 def job_body(version: str, runs: list[dict[str, Any]]) -> dict[str, Any]:
     return {
-        "metadata": {"name": "j", "namespace": "ns", "uid": UID, "generation": 1,
-                     "resourceVersion": version, "creationTimestamp": "2026-11-01T00:00:00Z"},
-        "spec": {"schedule": "0 9 * * *", "task": {"echo": {"message": "hi"}},
-                 "history": {"successfulRuns": 2, "failedRuns": 1}},
+        "metadata": {
+            "name": "j",
+            "namespace": "ns",
+            "uid": UID,
+            "generation": 1,
+            "resourceVersion": version,
+            "creationTimestamp": "2026-11-01T00:00:00Z",
+        },
+        "spec": {
+            "schedule": "0 9 * * *",
+            "task": {"echo": {"message": "hi"}},
+            "history": {"successfulRuns": 2, "failedRuns": 1},
+        },
         "status": {"runs": runs},
-    }  # fmt: skip
+    }
 
 
 def placed(run_id: str, day: int, slot: str) -> dict[str, Any]:
@@ -61,8 +71,9 @@ class ApiServer:
         # What the API server returns: a place's manager's record replaces the one it
         # held there (an apply states all of its manager's intent).
         places = {record.get("slot") for record in body.get("runs", [])} - {None}
-        runs = [record for record in self.current["status"]["runs"]
-                if record.get("slot") not in places] + body.get("runs", [])  # fmt: skip
+        runs = [
+            record for record in self.current["status"]["runs"] if record.get("slot") not in places
+        ] + body.get("runs", [])
         metadata = self.current["metadata"]
         moved = {**metadata, "resourceVersion": str(int(metadata["resourceVersion"]) + 1)}
         return {**self.current, "metadata": moved, "status": {"runs": runs}}
@@ -75,17 +86,41 @@ class ApiServer:
 
 def claim_of(day: int) -> Claim:
     at = T0 + dt.timedelta(days=day)
-    message = RunMessage(run_id=scheduled_run_id(UID, at), namespace="ns", name="j", uid=UID,
-                         scheduled_at=at.isoformat())  # fmt: skip
+    message = RunMessage(
+        run_id=scheduled_run_id(UID, at),
+        namespace="ns",
+        name="j",
+        uid=UID,
+        scheduled_at=at.isoformat(),
+    )
     return Claim(message=message, token="t")
 
 
-async def finish(server: ApiServer, job: dict[str, Any], claim: Claim, **options: Any) -> bool:
-    access = JobAccess(kube=cast("KubeClient", server), metrics=WorkerMetrics(), jobs=None)
+def watched(*objects: dict[str, Any]) -> JobCache:
+    """A worker's copy that holds ``objects``, listed and followed."""
+    cache = JobCache(cast("KubeClient", None))
+    cache._relist(None, dict(_entry(obj, delivered=0) for obj in objects))
+    cache.live(None)
+    return cache
+
+
+async def finish(
+    server: ApiServer,
+    job: dict[str, Any],
+    claim: Claim,
+    jobs: JobCache | None = None,
+    **options: Any,
+) -> bool:
+    access = JobAccess(kube=cast("KubeClient", server), metrics=WorkerMetrics(), jobs=jobs)
     lease = Lease(time.monotonic(), 300)
-    return await access.finish(claim, lease, ScheduledJob.model_validate(job),
-                               Outcome(state=RunState.SUCCEEDED, result="ok"),
-                               started_at=T0, **options)  # fmt: skip
+    return await access.finish(
+        claim,
+        lease,
+        ScheduledJob.model_validate(job),
+        Outcome(state=RunState.SUCCEEDED, result="ok"),
+        started_at=T0,
+        **options,
+    )
 
 
 @pytest.mark.asyncio
@@ -107,8 +142,10 @@ async def test_a_stale_copy_is_read_again_and_the_record_takes_the_next_place() 
     refused, the job read again, and the record goes to s1 on the new version."""
     server = ApiServer(job_body("8", [placed("other", 5, "s0")]))
     assert await finish(server, job_body("7", []), claim_of(2))
-    assert [(m, v) for m, v, _ in server.applies] == [("tickwork-runs-s0", "7"),
-                                                      ("tickwork-runs-s1", "8")]  # fmt: skip
+    assert [(m, v) for m, v, _ in server.applies] == [
+        ("tickwork-runs-s0", "7"),
+        ("tickwork-runs-s1", "8"),
+    ]
     assert server.gets == 1
 
 
@@ -116,12 +153,48 @@ async def test_a_stale_copy_is_read_again_and_the_record_takes_the_next_place() 
 async def test_a_marked_retried_or_manual_run_writes_as_its_own_manager() -> None:
     server = ApiServer(job_body("7", []))
     assert await finish(server, job_body("7", []), claim_of(2), marked=True)
-    manual = Claim(message=RunMessage(run_id=manual_run_id(UID, "tok"), namespace="ns",
-                                      name="j", uid=UID, triggered_at=T0.isoformat()),
-                   token="t")  # fmt: skip
+    manual = Claim(
+        message=RunMessage(
+            run_id=manual_run_id(UID, "tok"),
+            namespace="ns",
+            name="j",
+            uid=UID,
+            triggered_at=T0.isoformat(),
+        ),
+        token="t",
+    )
     assert await finish(server, job_body("7", []), manual)
     retried = claim_of(3)
     retried = Claim(message=dataclasses.replace(retried.message, attempt=2), token="t")
     assert await finish(server, job_body("7", []), retried)
     assert [(m.startswith("tickwork-run-"), v) for m, v, _ in server.applies] == [
-        (True, None), (True, None), (True, None)]  # fmt: skip
+        (True, None),
+        (True, None),
+        (True, None),
+    ]
+
+
+@pytest.mark.asyncio
+async def test_the_place_is_chosen_on_the_watched_copy_when_another_run_wrote_since() -> None:
+    """Another run of the job took s0 after this run read the job: the worker's copy
+    has it, so the record goes to s1 at once, on that version, with no refusal."""
+    newer = job_body("8", [placed("other", 5, "s0")])
+    server = ApiServer(newer)
+    assert await finish(server, job_body("7", []), claim_of(2), watched(newer))
+    assert [(m, v) for m, v, _ in server.applies] == [("tickwork-runs-s1", "8")]
+    assert server.gets == 0
+
+
+@pytest.mark.asyncio
+async def test_a_copy_that_is_the_job_already_read_is_not_decoded_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    body = job_body("7", [placed("a", 0, "s0")])
+    server = ApiServer(body)
+    jobs = watched(body)
+    decoded: list[str] = []
+    real_get = jobs.get
+    monkeypatch.setattr(jobs, "get", lambda *key: decoded.append(key[1]) or real_get(*key))
+    assert await finish(server, body, claim_of(2), jobs)
+    assert decoded == []
+    assert [(m, v) for m, v, _ in server.applies] == [("tickwork-runs-s1", "7")]

@@ -16,6 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tickwork.kube import cache as cache_module
 from tickwork.kube.cache import INFORMER, JobCache, _entry
 from tickwork.kube.client import KubeClient
 from tickwork.kube.informer import Informer
@@ -26,10 +27,16 @@ NS, NAME, UID = "team-a", "nightly", "uid-1"
 
 def job(version: str, message: str, *, generation: int = 1, uid: str = UID) -> dict[str, Any]:
     return {
-        "metadata": {"namespace": NS, "name": NAME, "uid": uid, "resourceVersion": version,
-                     "generation": generation, "managedFields": [{"manager": "x"}]},
+        "metadata": {
+            "namespace": NS,
+            "name": NAME,
+            "uid": uid,
+            "resourceVersion": version,
+            "generation": generation,
+            "managedFields": [{"manager": "x"}],
+        },
         "spec": {"schedule": "@daily", "task": {"echo": {"message": message}}},
-    }  # fmt: skip
+    }
 
 
 def relist(cache: JobCache, objects: list[dict[str, Any]]) -> None:
@@ -68,6 +75,37 @@ def test_the_workers_own_write_wins_until_the_watch_reaches_it() -> None:
     cache._watched(job("20", "later"))
     assert message(cache) == "later"
     assert "managedFields" not in cast("dict[str, Any]", cache.get(NS, NAME, UID))["metadata"]
+
+
+def test_the_watch_bringing_the_workers_own_write_does_not_encode_it_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    cache = listed(job("17", "listed"))
+    since = cache.mark()
+    cache.observe(job("19", "own write"), since=since)
+    encoded: list[str] = []
+    real = cache_module._encode
+    monkeypatch.setattr(
+        cache_module,
+        "_encode",
+        lambda obj: encoded.append(obj["metadata"]["resourceVersion"]) or real(obj),
+    )
+    cache._watched(job("19", "own write"))  # the watch catches up with the write
+    assert encoded == []
+    assert cache.resource_version(NS, NAME, UID) == "19"
+    cache._watched(job("20", "later"))  # and then goes on as before
+    assert encoded == ["20"]
+    assert message(cache) == "later"
+
+
+def test_the_copys_resource_version_is_there_only_where_get_vouches_for_the_job() -> None:
+    cache = JobCache(cast("KubeClient", None))
+    relist(cache, [job("7", "listed")])
+    assert cache.resource_version(NS, NAME, UID) is None  # listed, but no watch yet
+    cache._live.add(None)
+    assert cache.resource_version(NS, NAME, UID) == "7"
+    assert cache.resource_version(NS, NAME, "another-uid") is None
+    assert cache.resource_version(NS, "other", UID) is None
 
 
 def test_a_read_sent_before_a_list_is_dropped() -> None:
@@ -194,8 +232,7 @@ class World:
         return self.history[-1] if self.history else None
 
 
-OPERATIONS = ["create", "edit", "status", "delete", "deliver", "deliver", "send", "answer",
-              "list"]  # fmt: skip
+OPERATIONS = ["create", "edit", "status", "delete", "deliver", "deliver", "send", "answer", "list"]
 
 
 def step(world: World, cache: JobCache, operation: str, data: st.DataObject) -> None:
@@ -255,12 +292,24 @@ def test_the_copy_never_goes_back_in_time(operations: list[str], data: st.DataOb
 
 def _full_job(status: dict[str, Any]) -> dict[str, Any]:
     uid = "7c8e4d0a-1111-4222-8333-444455556666"
-    return {"apiVersion": "tickwork.dev/v1", "kind": "ScheduledJob",
-            "metadata": {"namespace": NS, "name": NAME, "uid": uid, "resourceVersion": "9",
-                         "generation": 2, "managedFields": [{"manager": "tickwork-run-x"}]},
-            "spec": {"schedule": "* * * * *", "task": {"http": {"url": "https://example.com/"}},
-                     "history": {"successfulRuns": 3, "failedRuns": 3}},
-            "status": status}  # fmt: skip
+    return {
+        "apiVersion": "tickwork.dev/v1",
+        "kind": "ScheduledJob",
+        "metadata": {
+            "namespace": NS,
+            "name": NAME,
+            "uid": uid,
+            "resourceVersion": "9",
+            "generation": 2,
+            "managedFields": [{"manager": "tickwork-run-x"}],
+        },
+        "spec": {
+            "schedule": "* * * * *",
+            "task": {"http": {"url": "https://example.com/"}},
+            "history": {"successfulRuns": 3, "failedRuns": 3},
+        },
+        "status": status,
+    }
 
 
 def test_the_copy_keeps_what_a_run_reads_and_decides_as_the_whole_job_would() -> None:
@@ -277,23 +326,48 @@ def test_the_copy_keeps_what_a_run_reads_and_decides_as_the_whole_job_would() ->
     ids = [scheduled_run_id(uid, __import__("datetime").datetime.fromisoformat(t)) for t in at]
 
     def ended(i: int, outcome: str) -> dict[str, Any]:
-        return {"id": ids[i], "scheduledAt": at[i], "startedAt": at[i], "finishedAt": at[i],
-                "outcome": outcome, "attempts": 2, "result": "HTTP 200 " + "x" * 900,
-                "params": {"region": "eu"}}  # fmt: skip
+        return {
+            "id": ids[i],
+            "scheduledAt": at[i],
+            "startedAt": at[i],
+            "finishedAt": at[i],
+            "outcome": outcome,
+            "attempts": 2,
+            "result": "HTTP 200 " + "x" * 900,
+            "params": {"region": "eu"},
+        }
 
     statuses = [
-        {"phase": "Scheduled", "runs": [ended(0, "Succeeded"), ended(1, "Failed")],
-         "lastRun": ended(2, "Succeeded"), "nextRuns": at[:5], "nextRunAt": at[7],
-         "conditions": [{"type": "Ready", "status": "True", "reason": "Scheduled",
-                         "message": "m", "lastTransitionTime": at[0]}],
-         "deadRuns": [{"id": ids[1], "scheduledAt": at[1], "failedAt": at[1], "attempts": 3,
-                       "error": "HTTP 503"}],
-         "cancelRequests": [{"id": ids[3], "requestedAt": at[3], "reason": "CancelOther"}],
-         "activeRuns": [{"id": ids[4], "scheduledAt": at[4], "state": "Running",
-                         "attempt": 1}]},
+        {
+            "phase": "Scheduled",
+            "runs": [ended(0, "Succeeded"), ended(1, "Failed")],
+            "lastRun": ended(2, "Succeeded"),
+            "nextRuns": at[:5],
+            "nextRunAt": at[7],
+            "conditions": [
+                {
+                    "type": "Ready",
+                    "status": "True",
+                    "reason": "Scheduled",
+                    "message": "m",
+                    "lastTransitionTime": at[0],
+                }
+            ],
+            "deadRuns": [
+                {
+                    "id": ids[1],
+                    "scheduledAt": at[1],
+                    "failedAt": at[1],
+                    "attempts": 3,
+                    "error": "HTTP 503",
+                }
+            ],
+            "cancelRequests": [{"id": ids[3], "requestedAt": at[3], "reason": "CancelOther"}],
+            "activeRuns": [{"id": ids[4], "scheduledAt": at[4], "state": "Running", "attempt": 1}],
+        },
         {"phase": "Paused", "runs": [ended(5, "Cancelled")]},
         {},
-    ]  # fmt: skip
+    ]
     for status in statuses:
         whole = _full_job(status)
         cache = listed(whole)
@@ -307,8 +381,15 @@ def test_the_copy_keeps_what_a_run_reads_and_decides_as_the_whole_job_would() ->
         assert len(kept.status.dead_runs) == len(full.status.dead_runs)
         for i, run_id in enumerate(ids):
             for requeued in (False, True):
-                run = RunMessage(namespace=NS, name=NAME, uid=uid, attempt=1, run_id=run_id,
-                                 scheduled_at=at[i], requeued=requeued)  # fmt: skip
+                run = RunMessage(
+                    namespace=NS,
+                    name=NAME,
+                    uid=uid,
+                    attempt=1,
+                    run_id=run_id,
+                    scheduled_at=at[i],
+                    requeued=requeued,
+                )
                 assert why_skip(kept, run) == why_skip(full, run), (status, i, requeued)
         text = json.dumps(copy)
         for gone in (
@@ -336,12 +417,26 @@ def test_the_copy_keeps_what_a_run_reads_and_decides_as_the_whole_job_would() ->
 
 
 def test_a_job_with_a_full_history_is_kept_in_a_few_hundred_bytes() -> None:
-    records = [{"id": f"{'7c8e4d0a-1111-4222-8333-444455556666'}@2026-12-0{d}T05:00:00Z",
-                "scheduledAt": f"2026-12-0{d}T05:00:00Z", "startedAt": f"2026-12-0{d}T05:00:00Z",
-                "finishedAt": f"2026-12-0{d}T05:00:03Z", "outcome": "Succeeded",
-                "attempts": 1, "result": f"HTTP 200 in {d}1 ms"} for d in range(1, 7)]  # fmt: skip
-    whole = _full_job({"phase": "Scheduled", "runs": records, "lastRun": records[-1],
-                       "nextRuns": ["2026-12-08T05:00:00Z"] * 3})  # fmt: skip
+    records = [
+        {
+            "id": f"{'7c8e4d0a-1111-4222-8333-444455556666'}@2026-12-0{d}T05:00:00Z",
+            "scheduledAt": f"2026-12-0{d}T05:00:00Z",
+            "startedAt": f"2026-12-0{d}T05:00:00Z",
+            "finishedAt": f"2026-12-0{d}T05:00:03Z",
+            "outcome": "Succeeded",
+            "attempts": 1,
+            "result": f"HTTP 200 in {d}1 ms",
+        }
+        for d in range(1, 7)
+    ]
+    whole = _full_job(
+        {
+            "phase": "Scheduled",
+            "runs": records,
+            "lastRun": records[-1],
+            "nextRuns": ["2026-12-08T05:00:00Z"] * 3,
+        }
+    )
     _, cached = _entry(whole, delivered=0)
     assert len(cached.body) < 250 < len(json.dumps(whole)) // 8
 

@@ -10,6 +10,7 @@ runs never collide with the old one's.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import hashlib
 from dataclasses import dataclass
 
@@ -55,8 +56,10 @@ class RunIdParts:
     backfill: str | None = None
 
 
+@functools.lru_cache(maxsize=1024)
 def parse_run_id(run_id: str) -> RunIdParts:
-    """Split a run ID back into its resource uid and its instant or token."""
+    """Split a run ID back into its resource uid and its instant or token. (Cached: a
+    worker parses a run's ID several times while it handles the run.)"""
     uid, _, rest = run_id.partition(".")
     if not uid or not rest:
         raise ValueError(f"{run_id!r} is not a Tickwork run ID")

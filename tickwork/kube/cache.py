@@ -308,6 +308,17 @@ class JobCache:
             return None
         return _decode(cached.body)
 
+    def resource_version(self, namespace: str, name: str, uid: str) -> str | None:
+        """The resourceVersion of the job as :meth:`get` would return it (None where
+        :meth:`get` would, whatever the generation): tells, without decoding the job,
+        whether the copy is the one the caller holds."""
+        if not self.synced:
+            return None
+        cached = self._jobs.get((namespace, name))
+        if cached is None or cached.uid != uid:
+            return None
+        return cached.resource_version
+
     def metadata(self, namespace: str, name: str) -> dict[str, Any] | None:
         """The metadata of the job under that name as the copy has it, whatever its
         uid (None if the copy holds none): what the API server answered for it at the
@@ -388,6 +399,11 @@ class JobCache:
             # Older than the copy read or written meanwhile (of this object or, for
             # another uid, of the one that replaced it): keep the copy.
             self._jobs[key] = dataclasses.replace(cached, delivered=self._sequence)
+            return
+        if cached is not None and cached.awaiting == version:
+            # The copy read or written meanwhile, brought by the watch: held already.
+            held = dataclasses.replace(cached, delivered=self._sequence, awaiting=None)
+            self._jobs[key] = held
             return
         self._store(obj, delivered=self._sequence)
 

@@ -301,6 +301,9 @@ class JobAccess:
         message = claim.message
         if self.jobs is None:
             return job
+        held = self.jobs.resource_version(message.namespace, message.name, message.uid)
+        if held is not None and held == job.metadata.get("resourceVersion"):
+            return job  # nothing came since: the copy is ``job`` (no second decode)
         body = self.jobs.get(message.namespace, message.name, message.uid,
                              int(job.metadata.get("generation") or 0))  # fmt: skip
         if body is None:
