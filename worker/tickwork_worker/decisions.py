@@ -243,3 +243,58 @@ def next_runs_shown(job: ScheduledJob, message: RunMessage) -> list[dt.datetime]
     anchor = dt.datetime.fromisoformat(created) if created else dt.datetime.fromisoformat(due)
     schedule = spec.schedule_of(anchor)
     return upcoming(schedule, schedule.next_run_after(dt.datetime.fromisoformat(due)))
+
+
+#: Tries of a progress mark (Running, Retrying) while the API server is away.
+MARK_ATTEMPTS = 6
+#: How long a run's record is retried while the API server is away; past this it
+#: is dead-lettered with its outcome (an outage this long wants a person anyway).
+RECORD_PATIENCE_SECONDS = 600.0
+
+
+class AfterRefusal(enum.Enum):
+    """What follows a status write that the API server did not take (:func:`after_refusal`)."""
+
+    DONE = "done"
+    """Nothing is left to write to: the job is gone, or another object has its name."""
+    STALE = "stale"
+    """A write conditional on the job's resourceVersion found a newer job: read it
+    again and decide anew."""
+    RETRY = "retry"
+    """The API server is away: try again after a pause."""
+    GIVE_UP = "give-up"
+    """Refused for good, or away too long."""
+
+
+@dataclass(frozen=True)
+class WriteStep:
+    next: AfterRefusal
+    wait_seconds: float = 0.0
+    warn: bool = False
+    """Say that the run's record is still not written (every few tries)."""
+
+
+def after_refusal(
+    *,
+    not_found: bool,
+    conflict: bool,
+    unavailable: bool,
+    conditional: bool,
+    record: bool,
+    attempt: int,
+    patient_seconds: float,
+) -> WriteStep:
+    """What to do after try ``attempt`` (from 1) of a status write failed. A progress
+    mark is given up after :data:`MARK_ATTEMPTS`; a run's record is not while
+    ``patient_seconds`` (of :data:`RECORD_PATIENCE_SECONDS`) are left: acknowledging
+    a run whose outcome status never heard of would lose it. The pause doubles from
+    half a second to at most eight."""
+    if not_found:
+        return WriteStep(AfterRefusal.DONE)
+    if conflict:
+        return WriteStep(AfterRefusal.STALE if conditional else AfterRefusal.DONE)
+    tired = patient_seconds <= 0 if record else attempt >= MARK_ATTEMPTS
+    if not unavailable or tired:
+        return WriteStep(AfterRefusal.GIVE_UP)
+    wait = min(0.5 * 2 ** min(attempt - 1, 4), 8.0)
+    return WriteStep(AfterRefusal.RETRY, wait_seconds=wait, warn=attempt % MARK_ATTEMPTS == 0)

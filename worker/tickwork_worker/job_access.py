@@ -3,6 +3,9 @@ write the run's share of its status (its ``activeRuns`` entry while it runs or
 waits for a retry, then its record), as the run's own field manager: no write
 reads or re-sends another run's entries or the operator's fields.
 
+Over 400 lines: a run's reads of its job and its writes of status share the watched
+copy and the conditional-write rules, which change together.
+
 Reads come from the worker's watched copy (:class:`~tickwork.kube.cache.JobCache`)
 when it can vouch for them, else from the API server; every status write is
 made under a lease the worker still holds (:class:`~tickwork_worker.lease.Lease`).
@@ -37,19 +40,23 @@ from tickwork.kube.status import (
     withdrawal_body,
 )
 from tickwork.queue.messages import Claim
-from tickwork_worker.decisions import Outcome, next_runs_shown, on_schedule, scheduled_at
+from tickwork_worker.decisions import (
+    RECORD_PATIENCE_SECONDS,
+    AfterRefusal,
+    Outcome,
+    after_refusal,
+    next_runs_shown,
+    on_schedule,
+    scheduled_at,
+)
 from tickwork_worker.lease import Lease
 from tickwork_worker.metrics import WorkerMetrics
 from tickwork_worker.start_checks import WATCH_WAIT_SECONDS, StartChecks
 
 logger = logging.getLogger(__name__)
 
-_STATUS_ATTEMPTS = 6
 #: A JSON patch whose ``test`` failed (or an object the schema refused).
 _INVALID = 422
-#: How long a run's record is retried while the API server is away; past this it
-#: is dead-lettered with its outcome (an outage this long wants a person anyway).
-_RECORD_PATIENCE_SECONDS = 600.0
 #: Status writes in flight at once per worker. Reads of jobs whose runs are
 #: starting are not limited, so at the top of a busy minute they go first.
 _STATUS_WRITES_IN_FLIGHT = 16
@@ -64,13 +71,6 @@ _PLACE_ATTEMPTS = 3
 
 class _StaleCopy(Exception):  # noqa: N818 - not an error: the job changed meanwhile
     """A write conditional on the job's resourceVersion found a newer version."""
-
-
-def _refuse_stale(exc: KubeApiError, resource_version: str | None) -> None:
-    """A 409 of a write conditional on ``resource_version``: the job changed (or is
-    another object now); the caller reads it again and decides."""
-    if resource_version is not None:
-        raise _StaleCopy from exc
 
 
 class RunningMarker:
@@ -394,9 +394,8 @@ class JobAccess:
         caller then dead-letters the run with its outcome).
         """
         message = claim.message
-        delay = 0.5
         attempt = 0
-        give_up = time.monotonic() + _RECORD_PATIENCE_SECONDS
+        give_up = time.monotonic() + RECORD_PATIENCE_SECONDS
         while True:
             attempt += 1
             lease.check()  # status is written only under a lease this worker still holds
@@ -406,30 +405,40 @@ class JobAccess:
                     # Forced: ``lastRun``, the next runs and the oldest record of the
                     # place taken over belong to other managers, knowingly replaced.
                     result = await self.kube.apply_job_status(
-                        message.namespace, message.name, message.uid, body,
+                        message.namespace,
+                        message.name,
+                        message.uid,
+                        body,
                         field_manager=manager or run_manager(message.run_id),
-                        force=True, resource_version=resource_version,
-                    )  # fmt: skip
+                        force=True,
+                        resource_version=resource_version,
+                    )
             except KubeApiError as exc:
-                if exc.not_found:
-                    return True  # gone meanwhile: nothing left to report to
-                if exc.conflict:
-                    _refuse_stale(exc, resource_version)
-                    return True  # another object under the name now (the uid differs)
-                tired = attempt == _STATUS_ATTEMPTS if not record else time.monotonic() > give_up
-                if not exc.unavailable or tired:
+                step = after_refusal(
+                    not_found=exc.not_found,
+                    conflict=exc.conflict,
+                    unavailable=exc.unavailable,
+                    conditional=resource_version is not None,
+                    record=record,
+                    attempt=attempt,
+                    patient_seconds=give_up - time.monotonic(),
+                )
+                if step.next is AfterRefusal.STALE:
+                    raise _StaleCopy from exc
+                if step.next is AfterRefusal.DONE:
+                    return True  # gone, or another object under the name: nothing to tell
+                if step.next is AfterRefusal.GIVE_UP:
                     logger.error(  # noqa: TRY400 - the API error says it all; no traceback
                         "status not written (attempt %d): %s", attempt, exc,
                         extra={"run_id": message.run_id},
                     )  # fmt: skip
                     return False
-                if attempt % _STATUS_ATTEMPTS == 0:
+                if step.warn:
                     logger.warning(
                         "the run's record is not written yet (%d attempts): %s", attempt, exc,
                         extra={"run_id": message.run_id},
                     )  # fmt: skip
-                await asyncio.sleep(delay)  # backoff while the API server is unavailable
-                delay = min(delay * 2, 8.0)
+                await asyncio.sleep(step.wait_seconds)  # the API server is unavailable
             else:
                 if self.jobs is not None:
                     self.jobs.observe(result, since=since)  # the next run of the job sees it
