@@ -15,8 +15,9 @@ import pytest
 from tickwork.api.models import ScheduledJob
 from tickwork.core.runs import manual_run_id, scheduled_run_id
 from tickwork.core.states import RunState
-from tickwork.kube.cache import JobCache, _entry
+from tickwork.kube.cache import JobCache
 from tickwork.kube.client import KubeApiError, KubeClient
+from tickwork.kube.packed import entry as _entry
 from tickwork.queue.messages import Claim, RunMessage
 from tickwork_worker.decisions import Outcome
 from tickwork_worker.job_access import JobAccess

@@ -16,10 +16,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tickwork.kube import cache as cache_module
-from tickwork.kube.cache import INFORMER, JobCache, _entry
+from tickwork.kube import packed as cache_module
+from tickwork.kube.cache import INFORMER, JobCache
 from tickwork.kube.client import KubeClient
 from tickwork.kube.informer import Informer
+from tickwork.kube.packed import entry as _entry
 
 pytestmark = pytest.mark.unit
 NS, NAME, UID = "team-a", "nightly", "uid-1"
@@ -84,10 +85,10 @@ def test_the_watch_bringing_the_workers_own_write_does_not_encode_it_again(
     since = cache.mark()
     cache.observe(job("19", "own write"), since=since)
     encoded: list[str] = []
-    real = cache_module._encode
+    real = cache_module.encode
     monkeypatch.setattr(
         cache_module,
-        "_encode",
+        "encode",
         lambda obj: encoded.append(obj["metadata"]["resourceVersion"]) or real(obj),
     )
     cache._watched(job("19", "own write"))  # the watch catches up with the write
@@ -442,7 +443,7 @@ def test_a_job_with_a_full_history_is_kept_in_a_few_hundred_bytes() -> None:
 
 
 def test_uids_and_versions_are_packed_without_changing_what_they_compare_equal_to() -> None:
-    from tickwork.kube.cache import _Cached  # noqa: PLC0415
+    from tickwork.kube.packed import Cached as _Cached  # noqa: PLC0415
 
     uid = "7c8e4d0a-1111-4222-8333-444455556666"
     for version in ("123", "0123", "rv-a", ""):

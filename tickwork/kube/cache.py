@@ -33,14 +33,7 @@ resourceVersion. Otherwise the answer may be older than the copy and is dropped 
 watch brings it in order). The caller notes :meth:`JobCache.mark` before sending.
 The worker's next run of a job therefore builds on its own last write.
 
-Objects are kept as what a run reads of them (:func:`for_a_run`: metadata without
-``managedFields``, the spec, and of status only the phase, which runs ended and
-how, the dead letters and the cancel requests), as compact JSON deflated against a
-preset dictionary of what every ScheduledJob spells out (its keys, condition
-reasons, the API version), and parsed when a run asks for one: ~0.2 KB a job with a
-full history instead of 2 to 8 KB. The initial list is encoded page by page, so
-100,000 jobs are never held as parsed JSON at once (benchmarks/rounds.md, "The
-worker's job cache").
+How each job is kept (a few hundred bytes): :mod:`tickwork.kube.packed`.
 """
 
 from __future__ import annotations
@@ -48,20 +41,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import json
 import logging
-import sys
 import time
-import uuid
-import zlib
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass
 from typing import Any
 
-from tickwork.api import models
-from tickwork.core.annotations import RUN_NOW_ANNOTATION
 from tickwork.kube.client import KubeClient
 from tickwork.kube.informer import Informer, InformerSettings, Scope
+from tickwork.kube.packed import Cached, Jobs, comparable, decode, entry, identity
 
 logger = logging.getLogger(__name__)
 
@@ -75,197 +62,13 @@ INFORMER = InformerSettings(page_size=100, relist_after_error=True)
 TOMBSTONE_SECONDS = 600.0
 
 
-def _packed_uid(uid: str) -> bytes | str:
-    """A uid in 16 bytes (49 of RSS instead of 85) when it is a UUID, as the API
-    server makes them; any other text as it is."""
-    try:
-        packed = uuid.UUID(uid)
-    except ValueError:
-        return uid
-    return packed.bytes if str(packed) == uid else uid
-
-
-def _comparable(version: str) -> int | None:
-    """A resourceVersion as the integer KEP-5504 compares (a positive integer without
-    leading zeros), else None."""
-    if version.isdigit() and version[0] != "0":
-        return int(version)
-    return None
-
-
-def _packed_version(version: str) -> int | str:
-    """A resourceVersion as an int when it is one written canonically (etcd's are),
-    else as it is: compared for equality only here."""
-    number = _comparable(version)
-    return version if number is None else number
-
-
-@dataclass(frozen=True, slots=True)
-class _Cached:
-    """One job of the copy (its RSS per job: benchmarks/results/worker_memory.json)."""
-
-    packed_uid: bytes | str
-    packed_version: int | str
-    generation: int
-    body: bytes
-    delivered: int = 0
-    """:meth:`JobCache.mark` when the list or the watch last brought the job."""
-    awaiting: str | None = None
-    """A copy read or written meanwhile that the watch has not brought yet: its
-    resourceVersion. The watch's events of the job before it are older: skipped."""
-
-    @property
-    def uid(self) -> str:
-        packed = self.packed_uid
-        return str(uuid.UUID(bytes=packed)) if isinstance(packed, bytes) else packed
-
-    @property
-    def resource_version(self) -> str:
-        return str(self.packed_version)
-
-
-class _Jobs:
-    """The cached jobs by (namespace, name), held as one dict of names per namespace:
-    no key tuple per job (56 bytes each at 100,000 jobs)."""
-
-    def __init__(self) -> None:
-        self._by_namespace: dict[str, dict[str, _Cached]] = {}
-
-    def get(self, key: tuple[str, str]) -> _Cached | None:
-        names = self._by_namespace.get(key[0])
-        return None if names is None else names.get(key[1])
-
-    def __getitem__(self, key: tuple[str, str]) -> _Cached:
-        return self._by_namespace[key[0]][key[1]]
-
-    def __setitem__(self, key: tuple[str, str], cached: _Cached) -> None:
-        self._by_namespace.setdefault(sys.intern(key[0]), {})[key[1]] = cached
-
-    def __delitem__(self, key: tuple[str, str]) -> None:
-        names = self._by_namespace[key[0]]
-        del names[key[1]]
-        if not names:
-            del self._by_namespace[key[0]]
-
-    def __len__(self) -> int:
-        return sum(len(names) for names in self._by_namespace.values())
-
-    def count(self, namespace: str) -> int:
-        return len(self._by_namespace.get(namespace, ()))
-
-    def keys(self, namespace: str | None = None) -> list[tuple[str, str]]:
-        """Every key (of ``namespace`` only, if given)."""
-        spaces = [namespace] if namespace is not None else list(self._by_namespace)
-        return [(space, name) for space in spaces for name in self._by_namespace.get(space, {})]
-
-
-def _identity(obj: dict[str, Any]) -> tuple[tuple[str, str], str, str, int]:
-    metadata = obj.get("metadata") or {}
-    # A namespace is shared by many jobs: one string for all of them.
-    key = (sys.intern(str(metadata.get("namespace", ""))), str(metadata.get("name", "")))
-    return (key, str(metadata.get("uid", "")), str(metadata.get("resourceVersion") or ""),
-            int(metadata.get("generation") or 0))  # fmt: skip
-
-
-#: What most ScheduledJobs' JSON spells out, as a preset dictionary for deflate: a
-#: job's compact JSON is mostly these keys and values (zlib looks back into it, the
-#: most common strings last).
-_DICTIONARY = json.dumps({
-    "status": {"cancelRequests": [{"id": "", "requestedAt": "", "reason": ""}],
-               "deadRuns": [{"attempts": 3, "failedAt": "", "id": "", "scheduledAt": ""}],
-               "phase": "Scheduled",
-               "runs": [{"id": "", "outcome": "Failed", "scheduledAt": ""}],
-               "lastRun": {"id": "", "outcome": "Succeeded", "scheduledAt": ""}},
-    "spec": {"concurrencyPolicy": "Skip", "retry": {"backoffSeconds": 10, "maxAttempts": 3},
-             "suspend": False, "timeoutSeconds": 300, "startingDeadlineSeconds": 0,
-             "history": {"failedRuns": 3, "successfulRuns": 3}, "timeZone": "UTC",
-             "runAt": "", "task": {"echo": {"message": ""}, "command": {"args": []},
-                                   "python": {"callable": "", "kwargs": {}},
-                                   "http": {"body": "", "headers": {}, "method": "POST",
-                                            "url": "https://"}}, "schedule": "0 * * * *"},
-    "metadata": {"annotations": {RUN_NOW_ANNOTATION: ""}, "labels": {},
-                 "creationTimestamp": "2026-01-01T00:00:00Z", "generation": 1,
-                 "name": "", "namespace": "default", "resourceVersion": "",
-                 "uid": "00000000-0000-0000-0000-000000000000"},
-    "apiVersion": models.API_VERSION, "kind": models.KIND,
-}, separators=(",", ":")).encode()  # fmt: skip
-
-
-#: Raw deflate with a 4 KiB window (the dictionary fits; a job's JSON seldom repeats
-#: itself further back): tens of microseconds a job (benchmarks/rounds.md).
-_WBITS = -12
-
-
-def _encode(obj: dict[str, Any]) -> bytes:
-    """``obj`` as the cache keeps it: what a run reads of it, compact JSON, deflated."""
-    compact = {**for_a_run(obj), "apiVersion": models.API_VERSION, "kind": models.KIND}
-    packer = zlib.compressobj(6, zlib.DEFLATED, _WBITS, 5, zlib.Z_DEFAULT_STRATEGY, _DICTIONARY)
-    raw = json.dumps(compact, separators=(",", ":")).encode()
-    return packer.compress(raw) + packer.flush()
-
-
-def _decode(body: bytes) -> dict[str, Any]:
-    unpacker = zlib.decompressobj(_WBITS, _DICTIONARY)
-    found: dict[str, Any] = json.loads(unpacker.decompress(body) + unpacker.flush())
-    return found
-
-
-#: Of a finished run's record, what says which run it was and how it ended (the
-#: fields a record cannot be without; ``why_skip`` reads the ID and the outcome), and
-#: its place in the history (``JobAccess.finish`` writes the next record over the oldest).
-_ENDED = ("id", "scheduledAt", "outcome", "slot")
-#: Of a dead letter, what says which run it is (``JobAccess.finish`` counts them).
-_DEAD = ("id", "scheduledAt", "failedAt", "attempts")
-
-
-def for_a_run(obj: dict[str, Any]) -> dict[str, Any]:
-    """What a worker reads of a job to start, skip or record a run: its metadata
-    without ``managedFields`` (often most of the object), its spec, and of status the
-    phase (a pause), the runs that ended (``lastRun``, ``runs``: ID and outcome, so a
-    redelivered run that finished is not run again), the dead letters (their IDs) and
-    the operator's cancel requests. The rest of status — the history's results, times
-    and parameters, ``nextRuns``, conditions — is the operator's and the user's, and
-    with a full history it is most of a job. Dropped page by page, so a list of
-    100,000 jobs is never held whole."""
-    metadata = dict(obj.get("metadata") or {})
-    metadata.pop("managedFields", None)
-    status = obj.get("status") or {}
-    kept: dict[str, Any] = {}
-    if "phase" in status:
-        kept["phase"] = status["phase"]
-    if isinstance(status.get("lastRun"), dict):
-        kept["lastRun"] = _only(status["lastRun"], _ENDED)
-    for key, fields in (("runs", _ENDED), ("deadRuns", _DEAD)):
-        if isinstance(status.get(key), list) and status[key]:
-            kept[key] = [_only(item, fields) for item in status[key]]
-    if status.get("cancelRequests"):
-        kept["cancelRequests"] = status["cancelRequests"]
-    return {**obj, "metadata": metadata, "status": kept}
-
-
-def _only(item: Any, fields: tuple[str, ...]) -> Any:
-    """``item``'s ``fields`` (a mangled item is kept as it is: validation says so)."""
-    if not isinstance(item, dict):
-        return item
-    return {key: item[key] for key in fields if key in item}
-
-
-def _entry(
-    obj: dict[str, Any], *, delivered: int, awaiting: str | None = None
-) -> tuple[tuple[str, str], _Cached]:
-    key, uid, version, generation = _identity(obj)
-    return key, _Cached(packed_uid=_packed_uid(uid), packed_version=_packed_version(version),
-                        generation=generation, body=_encode(obj), delivered=delivered,
-                        awaiting=awaiting)  # fmt: skip
-
-
 class JobCache:
     """ScheduledJobs of ``namespaces`` (all namespaces if empty), by (namespace, name)."""
 
     def __init__(self, kube: KubeClient, namespaces: Sequence[str] = ()) -> None:
         self._kube = kube
         self._scopes: list[str | None] = list(namespaces) or [None]
-        self._jobs = _Jobs()
+        self._jobs = Jobs()
         self._live: set[str | None] = set()
         self._tombstones: dict[str, float] = {}
         """uids of deleted jobs -> when the delete was seen (monotonic)."""
@@ -306,7 +109,7 @@ class JobCache:
         cached = self._jobs.get((namespace, name))
         if cached is None or cached.uid != uid or cached.generation < (generation or 0):
             return None
-        return _decode(cached.body)
+        return decode(cached.body)
 
     def resource_version(self, namespace: str, name: str, uid: str) -> str | None:
         """The resourceVersion of the job as :meth:`get` would return it (None where
@@ -326,7 +129,7 @@ class JobCache:
         cached = self._jobs.get((namespace, name))
         if cached is None:
             return None
-        metadata: dict[str, Any] = _decode(cached.body).get("metadata") or {}
+        metadata: dict[str, Any] = decode(cached.body).get("metadata") or {}
         return metadata
 
     async def until_watched(self, namespace: str, version: str, *, seconds: float) -> bool:
@@ -344,7 +147,7 @@ class JobCache:
         The watch this copy follows is served from that cache, so once it has
         brought ``version`` the cache holds it, and the next write is done once."""
         scope = None if self._scopes == [None] else namespace
-        wanted = _comparable(version)
+        wanted = comparable(version)
         if scope not in self._live or wanted is None:
             return False
         if self._reached.get(scope, 0) >= wanted:
@@ -362,7 +165,7 @@ class JobCache:
 
     def _reach(self, scope: str | None, version: str) -> None:
         """The watch of ``scope`` brought ``version``: wake who waited for it."""
-        reached = _comparable(version)
+        reached = comparable(version)
         if reached is None or reached <= self._reached.get(scope, 0):
             return
         self._reached[scope] = reached
@@ -380,7 +183,7 @@ class JobCache:
         """Take in a copy read from the API server or answered to a write, sent when
         :meth:`mark` was ``since``, if it is provably as new as the cached one: nothing
         was listed, and nothing of the job watched, since; and it was not deleted."""
-        key, uid, version, _ = _identity(obj)
+        key, uid, version, _ = identity(obj)
         if not version or uid in self._tombstones or self._listed > since:
             return
         cached = self._jobs.get(key)
@@ -392,7 +195,7 @@ class JobCache:
 
     def _watched(self, obj: dict[str, Any]) -> None:
         """Apply an ADDED or MODIFIED event (events of one watch arrive in order)."""
-        key, _, version, _ = _identity(obj)
+        key, _, version, _ = identity(obj)
         self._sequence += 1
         cached = self._jobs.get(key)
         if cached is not None and cached.awaiting not in (None, version):
@@ -408,7 +211,7 @@ class JobCache:
         self._store(obj, delivered=self._sequence)
 
     def _deleted(self, obj: dict[str, Any]) -> None:
-        key, uid, _, _ = _identity(obj)
+        key, uid, _, _ = identity(obj)
         self._sequence += 1
         now = time.monotonic()
         self._tombstones[uid] = now
@@ -421,7 +224,7 @@ class JobCache:
             self._jobs[key] = dataclasses.replace(cached, delivered=self._sequence)
 
     def _store(self, obj: dict[str, Any], *, delivered: int, awaiting: str | None = None) -> None:
-        key, cached = _entry(obj, delivered=delivered, awaiting=awaiting)
+        key, cached = entry(obj, delivered=delivered, awaiting=awaiting)
         self._jobs[key] = cached
 
     # -- what the informer brings (tickwork.kube.informer.Subscriber) ----------------
@@ -447,7 +250,7 @@ class JobCache:
         self._live.discard(scope)
         self._release(scope)
 
-    def _relist(self, scope: Scope, entries: dict[tuple[str, str], _Cached]) -> None:
+    def _relist(self, scope: Scope, entries: dict[tuple[str, str], Cached]) -> None:
         """Take a consistent snapshot of the scope: the watch goes on from it."""
         self._sequence += 1
         for key, cached in entries.items():
@@ -469,10 +272,10 @@ class _Listing:
     def __init__(self, cache: JobCache, scope: Scope) -> None:
         self._cache = cache
         self._scope = scope
-        self._entries: dict[tuple[str, str], _Cached] = {}
+        self._entries: dict[tuple[str, str], Cached] = {}
 
     def add(self, obj: dict[str, Any]) -> None:
-        key, cached = _entry(obj, delivered=0)
+        key, cached = entry(obj, delivered=0)
         self._entries[key] = cached
 
     def end(self) -> None:
