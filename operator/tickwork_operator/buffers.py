@@ -1,6 +1,6 @@
 """What to do with a job's buffered runs (``concurrencyPolicy`` BufferOne, BufferAll,
 CancelOther): a decision from the buffer and the job's state, with no effect.
-``Publisher._act_on_waiting`` carries it out (publishes,
+``WaitingRuns._act_on_waiting`` (waiting.py) carries it out (publishes,
 writes status, posts the Event); tests/unit/test_buffer_plan.py drives it by a table.
 """
 

@@ -1,17 +1,15 @@
-"""The leader's publishing: due runs, run-now triggers and backfills, through one path.
+"""The leader's publishing: due runs and run-now triggers, and the one publish path.
 
 A due entry of the bucket index is planned by :func:`tickwork.core.planning.decide`
-(publish, buffer, skip, or miss), a trigger names a manual run, a backfill
-its next run; all go through :meth:`Publisher._publish`: check the Lease, enqueue
-(run IDs make a second publish a no-op), note the run as active, and update the
-operator's share of status, which the :class:`~tickwork_operator.reporter.Reporter`
-sends. Late runs (caught up after an outage, backfilled) take a token of the
-operator-wide :class:`~tickwork_operator.pacing.Pace` first.
-
-Buffered runs (``status.bufferedRuns``) are published one at a time, each once
-status shows no run of the job active; cancels (the ``tickwork.dev/cancel``
-annotation, CancelOther, TerminateOther) take a run out of the buffer or the
-queue, or name it in ``status.cancelRequests`` for its worker to stop.
+(publish, buffer, skip, or miss), a trigger names a manual run. Every run goes out
+through :meth:`Publisher.publish`, these and those of the two parts a
+:class:`Publisher` owns: buffered runs and cancels (:mod:`~tickwork_operator.waiting`,
+which also carries out a decision to buffer a run or cancel the active one) and
+backfills (:mod:`~tickwork_operator.backfills`). It enqueues (run IDs make a second
+publish a no-op), notes the run as active, and updates the operator's share of
+status, which the :class:`~tickwork_operator.reporter.Reporter` sends; each caller
+checks the Lease first. Late runs (caught up after an outage, backfilled) take a
+token of the operator-wide :class:`~tickwork_operator.pacing.Pace` first.
 """
 
 from __future__ import annotations
@@ -21,49 +19,33 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from tickwork.api.models import (
-    CANCEL_REQUESTS_LIMIT,
-    BackfillProgress,
-    BufferedRun,
-    CancelRequest,
-    OperatorStatus,
-    QueuedRun,
-)
+from tickwork.api.models import OperatorStatus, QueuedRun
 from tickwork.core.annotations import same_trigger, trigger_key
-from tickwork.core.backfill import next_backfill_run, refusal
-from tickwork.core.cancel import CANCELLED_BY_USER, policy_reason
+from tickwork.core.cancel import policy_reason
 from tickwork.core.catchup import CatchupPolicy
 from tickwork.core.errors import InvalidParamsError, QueueUnavailableError
 from tickwork.core.params import parse_params
-from tickwork.core.planning import (
-    Action,
-    ConcurrencyPolicy,
-    Decision,
-    PendingRun,
-    decide,
-    overlap,
-)
-from tickwork.core.runs import backfill_run_id, manual_run_id
+from tickwork.core.planning import Action, Decision, PendingRun, decide
+from tickwork.core.runs import manual_run_id
 from tickwork.core.states import JobPhase
 from tickwork.kube.events import NORMAL, WARNING, EventRecorder
 from tickwork.kube.status import updated
 from tickwork.queue.messages import EnqueueOutcome, RunMessage
 from tickwork.queue.protocol import RunQueue
-from tickwork_operator.buffers import DropAll, PublishHead, buffer_plan
+from tickwork_operator.backfills import Backfills
 from tickwork_operator.claims import NamespaceClaims, schedules
 from tickwork_operator.clock import Clock
 from tickwork_operator.metrics import OperatorMetrics
 from tickwork_operator.pacing import Pace
 from tickwork_operator.reporter import Reporter, job_ref
 from tickwork_operator.state import JobEntry, Trigger, WatchState
+from tickwork_operator.waiting import WaitingRuns
 
 logger = logging.getLogger(__name__)
 
 #: A due entry that could not be handled (Redis away, the Lease in doubt) is due
 #: again this much later.
 RETRY_DELAY = 1.0
-#: Runs an Event about a dropped buffer names.
-_NAMED = 5
 
 
 class Publisher:
@@ -89,6 +71,12 @@ class Publisher:
         self.clock = clock
         self.holds_lease = holds_lease
         self.claims = claims
+        self.waiting = WaitingRuns(state=state, queue=queue, events=events, metrics=metrics,
+                                   reporter=reporter, clock=clock, holds_lease=holds_lease,
+                                   publish=self.publish, claims=claims)  # fmt: skip
+        self.backfills = Backfills(state=state, metrics=metrics, reporter=reporter, clock=clock,
+                                   pace=pace, holds_lease=holds_lease, publish=self.publish,
+                                   waiting=self.waiting, claims=claims)  # fmt: skip
 
     def may_act(self, namespace: str) -> bool:
         """Is the leader Lease ours, and the claim on ``namespace`` (if claims are
@@ -99,6 +87,40 @@ class Publisher:
         if self.claims is None or not self.holds_lease():
             return RETRY_DELAY
         return self.claims.retry_in(namespace)
+
+    # -- the one publish path ----------------------------------------------------
+
+    async def publish(
+        self, entry: JobEntry, queued: QueuedRun, *, trigger: str, reported: bool = True
+    ) -> EnqueueOutcome | None:
+        """The one way a run is published, scheduled or manual: enqueue it, note it
+        active, and want status to name it (``queuedRun``; not ``reported``: name none,
+        as the run's record will). None if Redis is away."""
+        moment = queued.scheduled_at.isoformat()
+        message = RunMessage(
+            run_id=queued.id, namespace=entry.namespace, name=entry.name, uid=entry.uid,
+            scheduled_at=None if queued.manual else moment,
+            triggered_at=moment if queued.manual else None,
+            generation=entry.generation, params=queued.params,
+        )  # fmt: skip
+        try:
+            outcome = await self.queue.enqueue(message)
+        except QueueUnavailableError as exc:
+            self.metrics.api_errors.labels(operation="queue.enqueue").inc()
+            logger.warning("could not publish %s, retrying: %s", message.run_id, exc)
+            return None
+        if outcome is EnqueueOutcome.ENQUEUED:
+            self.metrics.runs_published.labels(trigger=trigger).inc()
+            logger.info("run published", extra={**message.log_fields(), "event": "published",
+                                                 "trigger": trigger})  # fmt: skip
+        else:
+            logger.info("run published again: the queue has it (%s)", outcome,
+                        extra={**message.log_fields(), "event": "republished",
+                               "trigger": trigger})  # fmt: skip
+        entry.published_run_id = queued.id
+        self.state.track_active(entry)
+        entry.wanted = updated(entry.wanted, queued_run=queued if reported else None)
+        return outcome
 
     # -- due runs -----------------------------------------------------------------
 
@@ -129,16 +151,18 @@ class Publisher:
                 self.state.index.put(("run", entry.namespace, entry.name), self.clock.wall() + wait)
                 return
             if decision.cancel_run_id is not None:
-                await self.request_cancel(entry, decision.cancel_run_id,
-                                          terminate=decision.terminate, reason=policy_reason(
-                                              entry.spec.concurrency_policy.overlap.value,
-                                              terminate=decision.terminate))  # fmt: skip
+                why = policy_reason(entry.spec.concurrency_policy.overlap.value,
+                                    terminate=decision.terminate)  # fmt: skip
+                await self.waiting.request_cancel(
+                    entry, decision.cancel_run_id, terminate=decision.terminate, reason=why
+                )
             if decision.action is Action.PUBLISH:
                 if not await self._publish_due(entry, decision, now=now):
                     self.reindex(entry, pending, retry=True)
                     return
             elif decision.action is Action.BUFFER:
-                self._buffer(entry, decision, now=now)
+                self._buffered(entry, decision)
+                self.waiting.buffer(entry, decision, now=now)
             else:
                 self._not_published(entry, decision)
             entry.pending = decision.following
@@ -186,7 +210,7 @@ class Publisher:
                 return False
             entry.published_run_id = queued.id
             self.state.track_active(entry)
-        outcome = await self._publish(entry, queued, trigger="schedule", reported=reported)
+        outcome = await self.publish(entry, queued, trigger="schedule", reported=reported)
         if outcome is None and not durable:
             return False
         if outcome is EnqueueOutcome.ENQUEUED:
@@ -208,38 +232,6 @@ class Publisher:
                 f"({decision.scheduled_at.isoformat()}) was published"
             )))  # fmt: skip
         return True
-
-    async def _publish(
-        self, entry: JobEntry, queued: QueuedRun, *, trigger: str, reported: bool = True
-    ) -> EnqueueOutcome | None:
-        """The one way a run is published, scheduled or manual: enqueue it, note it
-        active, and want status to name it (``queuedRun``; not ``reported``: name none,
-        as the run's record will). None if Redis is away."""
-        moment = queued.scheduled_at.isoformat()
-        message = RunMessage(
-            run_id=queued.id, namespace=entry.namespace, name=entry.name, uid=entry.uid,
-            scheduled_at=None if queued.manual else moment,
-            triggered_at=moment if queued.manual else None,
-            generation=entry.generation, params=queued.params,
-        )  # fmt: skip
-        try:
-            outcome = await self.queue.enqueue(message)
-        except QueueUnavailableError as exc:
-            self.metrics.api_errors.labels(operation="queue.enqueue").inc()
-            logger.warning("could not publish %s, retrying: %s", message.run_id, exc)
-            return None
-        if outcome is EnqueueOutcome.ENQUEUED:
-            self.metrics.runs_published.labels(trigger=trigger).inc()
-            logger.info("run published", extra={**message.log_fields(), "event": "published",
-                                                 "trigger": trigger})  # fmt: skip
-        else:
-            logger.info("run published again: the queue has it (%s)", outcome,
-                        extra={**message.log_fields(), "event": "republished",
-                               "trigger": trigger})  # fmt: skip
-        entry.published_run_id = queued.id
-        self.state.track_active(entry)
-        entry.wanted = updated(entry.wanted, queued_run=queued if reported else None)
-        return outcome
 
     def _decided(self, entry: JobEntry, decision: Decision) -> OperatorStatus:
         """The operator's share once ``decision``'s run is published: its time, the
@@ -300,211 +292,17 @@ class Publisher:
             report.events.append((WARNING, "MissedRun", decision.reason))
         entry.wanted = wanted
 
-    def _buffer(self, entry: JobEntry, decision: Decision, *, now: dt.datetime) -> None:
-        """Keep the run in ``status.bufferedRuns`` until no run of the job is active."""
-        assert decision.scheduled_at is not None  # noqa: S101 - a buffered run is named
-        assert decision.run_id is not None  # noqa: S101
+    def _buffered(self, entry: JobEntry, decision: Decision) -> None:
+        """The schedule in status once ``decision``'s run is buffered (the buffer itself:
+        :meth:`WaitingRuns.buffer <tickwork_operator.waiting.WaitingRuns.buffer>`)."""
         following = decision.following.scheduled_at if decision.following else None
-        waiting = BufferedRun(id=decision.run_id, scheduled_at=decision.scheduled_at,
-                              buffered_at=now)  # fmt: skip
         wanted = updated(
             entry.wanted,
-            buffered_runs=[*(b for b in entry.wanted.buffered_runs if b.id != waiting.id),
-                           waiting],
             last_schedule_time=decision.scheduled_at,
             **self._next(entry, following),
-        )  # fmt: skip
+        )
         entry.wanted = _with_missed(wanted, decision)
         self._note_missed(decision)
-        told = f"run {decision.run_id} {decision.reason}"
-        self.reporter.owe(entry).events.append((NORMAL, "RunBuffered", told))
-
-    async def request_cancel(
-        self, entry: JobEntry, run_id: str, *, terminate: bool, reason: str
-    ) -> None:
-        """Stop ``run_id``: take it out of the queue if it has not started (and record it
-        Cancelled), and name it in ``status.cancelRequests`` (written at once) for the
-        worker that has it, or will claim it, to stop it and record it Cancelled."""
-        known = next((r for r in entry.wanted.cancel_requests if r.id == run_id), None)
-        if known is not None and (known.terminate or not terminate):
-            return
-        request = CancelRequest(id=run_id, requested_at=self.clock.now(), terminate=terminate,
-                                reason=reason[:256])  # fmt: skip
-        others = [r for r in entry.wanted.cancel_requests if r.id != run_id]
-        kept = [*others, request][-CANCEL_REQUESTS_LIMIT:]
-        entry.wanted = updated(entry.wanted, cancel_requests=kept)
-        withdrawn = await self.cancel(run_id)
-        if withdrawn:
-            queued = entry.wanted.queued_run
-            moment = queued.scheduled_at if queued and queued.id == run_id else self.clock.now()
-            await self.reporter.record_cancelled(entry, run_id, moment, reason)
-        await self.reporter.write(entry)
-        how = "withdrawn from the queue" if withdrawn else "its worker is asked to stop it"
-        await self.events.post(job_ref(entry), type_=NORMAL, reason="RunCancelled",
-                               message=f"run {run_id} {how}: {reason}")  # fmt: skip
-
-    async def run_waiting(self) -> None:
-        """Act on buffered runs and cancels: drop the buffer of a job that may not run
-        (suspended, paused, invalid), take cancelled runs out, and publish the first
-        buffered run of each job that has no run active."""
-        for entry in self.state.waiting_jobs():
-            if not self.holds_lease():
-                return
-            if not self.may_act(entry.namespace):
-                continue  # another release schedules the namespace
-            with self.state.acting_on(entry, now=self.clock.now):
-                try:
-                    await self._act_on_waiting(entry)
-                except QueueUnavailableError:
-                    return  # next tick
-
-    async def _act_on_waiting(self, entry: JobEntry) -> None:
-        for run_id in entry.cancels_to_act_on():
-            buffered = next((b for b in entry.wanted.buffered_runs if b.id == run_id), None)
-            if buffered is None:
-                await self.request_cancel(entry, run_id, terminate=False, reason=CANCELLED_BY_USER)
-                continue
-            entry.wanted = updated(entry.wanted, buffered_runs=[
-                b for b in entry.wanted.buffered_runs if b.id != run_id])  # fmt: skip
-            await self.reporter.record_cancelled(entry, run_id, buffered.scheduled_at,
-                                                 CANCELLED_BY_USER)  # fmt: skip
-            await self.reporter.write(entry)
-            await self.events.post(job_ref(entry), type_=NORMAL, reason="RunCancelled",
-                                   message=f"buffered run {run_id} cancelled: "
-                                   f"{CANCELLED_BY_USER}")  # fmt: skip
-        plan = buffer_plan(entry.wanted.buffered_runs, valid=entry.spec is not None,
-                           suspended=entry.suspended, paused=entry.paused,
-                           active=entry.active_run_id() is not None)  # fmt: skip
-        if isinstance(plan, DropAll):
-            waiting = plan.runs
-            self.metrics.runs_skipped.labels(reason="missed").inc(len(waiting))
-            entry.wanted = updated(
-                entry.wanted, buffered_runs=[],
-                missed_runs=(entry.wanted.missed_runs or 0) + len(waiting),
-                last_missed_time=max(b.scheduled_at for b in waiting),
-            )  # fmt: skip
-            await self.reporter.write(entry)
-            named = ", ".join(b.id for b in waiting[:_NAMED]) + (
-                ", ..." if len(waiting) > _NAMED else "")  # fmt: skip
-            await self.events.post(job_ref(entry), type_=WARNING, reason="BufferDropped",
-                                   message=f"{len(waiting)} buffered run(s) dropped and counted "
-                                   f"missed: {plan.why} ({named})")  # fmt: skip
-        elif isinstance(plan, PublishHead):
-            head, rest = plan.head, list(plan.rest)
-            queued = QueuedRun(id=head.id, scheduled_at=head.scheduled_at,
-                               queued_at=self.clock.now())  # fmt: skip
-            if await self._publish(entry, queued, trigger="buffer") is None:
-                return
-            entry.wanted = updated(entry.wanted, buffered_runs=rest)
-            await self.reporter.write(entry)
-            await self.events.post(job_ref(entry), type_=NORMAL, reason="RunReleased",
-                                   message=f"buffered run {head.id} published: no run is active "
-                                   f"now ({len(rest)} still buffered)")  # fmt: skip
-
-    async def cancel(self, run_id: str) -> bool | None:
-        """Take a run out of the queue if it has not started; None if Redis is away."""
-        try:
-            return await self.queue.cancel(run_id)
-        except QueueUnavailableError as exc:
-            self.metrics.api_errors.labels(operation="queue.cancel").inc()
-            logger.warning("could not cancel %s: %s", run_id, exc)
-            return None
-
-    async def withdraw(self) -> None:
-        """Take queued runs of deleted jobs out of the queue (a run already claimed is
-        not touched: its worker finds the job gone)."""
-        for run_id in self.state.withdrawn_runs():
-            withdrawn = await self.cancel(run_id)
-            if withdrawn is None:
-                return  # Redis is away: next tick
-            self.state.withdrawal_done(run_id)
-            if withdrawn:
-                logger.info("withdrew %s: its job was deleted", run_id)
-
-    # -- backfills ------------------------------------------------------------------
-
-    async def run_backfills(self) -> None:
-        """Publish the next runs of every unfinished backfill, as the pace allows."""
-        for key in list(self.state.backfilling):
-            entry = self.state.jobs.get(key)
-            if entry is None:
-                self.state.backfilling.pop(key, None)
-                continue
-            if entry.spec is None or entry.schedule is None or entry.suspended or entry.paused:
-                continue  # a suspended or paused job's backfill waits for the resume
-            if not self.holds_lease():
-                return
-            if not self.may_act(entry.namespace):
-                continue  # another release schedules the namespace
-            try:
-                with self.state.acting_on(entry, now=self.clock.now):
-                    going = await self._backfill(entry)
-            except Exception:
-                logger.exception("backfill of %s/%s failed; it is tried again", *key)
-                continue
-            if not going:
-                return  # out of pace (or Redis away): next tick
-
-    async def _backfill(self, entry: JobEntry) -> bool:
-        """Work on ``entry``'s backfills in order; False when the pace ran out or Redis is
-        away (the rest waits for the next tick)."""
-        assert entry.schedule is not None  # noqa: S101 - checked by the caller
-        progress = list(entry.wanted.backfills)
-        for index in range(len(progress)):
-            while progress[index].completed_at is None:
-                now = self.clock.now()
-                step = await self._backfill_step(entry, progress[index], now=now)
-                if step is None:
-                    return False
-                progress[index] = step
-                entry.wanted = updated(entry.wanted, backfills=list(progress))
-                self.reporter.owe(entry)
-        self.state.track_backfills(entry)
-        return True
-
-    async def _backfill_step(
-        self, entry: JobEntry, record: BackfillProgress, *, now: dt.datetime
-    ) -> BackfillProgress | None:
-        """One more run of the backfill, or its end; None to wait (pace, Redis)."""
-        assert entry.schedule is not None  # noqa: S101
-        if record.done_until is None and record.published == 0 and record.skipped == 0:
-            why = refusal(entry.schedule, record.from_, record.to)
-            if why is not None:
-                self.reporter.owe(entry).events.append((WARNING, "BackfillRefused", (
-                    f"backfill {record.name!r} refused: {why}")))  # fmt: skip
-                return record.model_copy(update={"completed_at": now, "message": why})
-        moment = next_backfill_run(entry.schedule, start=record.from_, end=record.to,
-                                   done_until=record.done_until)  # fmt: skip
-        if moment is None:
-            self.reporter.owe(entry).events.append((NORMAL, "BackfillComplete", (
-                f"backfill {record.name!r} complete: {record.published} run(s) published, "
-                f"{record.skipped} skipped (concurrencyPolicy)")))  # fmt: skip
-            return record.model_copy(update={"completed_at": now})
-        run_id = backfill_run_id(entry.uid, record.name, moment)
-        action, reason = await self._backfill_overlap(entry, run_id)
-        if action is Action.SKIP:
-            self.metrics.runs_skipped.labels(reason="forbid").inc()
-            logger.info("backfilled run %s %s", run_id, reason)
-            return record.model_copy(update={"done_until": moment, "skipped": record.skipped + 1})
-        # A backfill is a queue of its own: under a buffering policy its next run waits
-        # here (not in status.bufferedRuns) until no run of the job is active or buffered.
-        if action is Action.BUFFER or not self.pace.take(self.clock.monotonic()):
-            return None
-        queued = QueuedRun(id=run_id, scheduled_at=moment, queued_at=now)
-        if await self._publish(entry, queued, trigger="backfill") is None:
-            return None
-        return record.model_copy(update={"done_until": moment, "published": record.published + 1})
-
-    async def _backfill_overlap(self, entry: JobEntry, run_id: str) -> tuple[Action, str]:
-        """The concurrencyPolicy's verdict on a backfilled run, with the active run
-        cancelled (CancelOther) or terminated (TerminateOther) if it says so."""
-        action, cancel, reason = overlap(entry.facts(), run_id)
-        if cancel is not None:
-            policy = entry.facts().concurrency_policy.overlap
-            terminate = policy is ConcurrencyPolicy.TERMINATE_OTHER
-            why = policy_reason(policy.value, terminate=terminate)
-            await self.request_cancel(entry, cancel, terminate=terminate, reason=why)
-        return action, reason
 
     # -- manual runs --------------------------------------------------------------
 
@@ -548,7 +346,7 @@ class Publisher:
         run_id = manual_run_id(entry.uid, token)
         queued = QueuedRun(id=run_id, scheduled_at=now, queued_at=now, manual=True,
                            params=params or None)  # fmt: skip
-        if await self._publish(entry, queued, trigger="manual") is None:
+        if await self.publish(entry, queued, trigger="manual") is None:
             self.state.retry_trigger(entry.key, trigger, newer_wins=False)  # next tick
             return
         # The token as a key: it fits status whatever the annotation holds.

@@ -3,7 +3,8 @@
 Only the replica holding the Lease runs :meth:`Ticker.run`. Every tick it
 pops the due entries of the bucket index (nothing else is looked at) and hands
 them to the :class:`~tickwork_operator.publisher.Publisher` (due runs, run-now
-triggers, withdrawals), the :class:`~tickwork_operator.reconciler.Reconciler`
+triggers; and through its parts, backfills, buffered runs, cancels and
+withdrawals), the :class:`~tickwork_operator.reconciler.Reconciler`
 (lost runs, the queue's timers and depth, TTL deletions) and the
 :class:`~tickwork_operator.reporter.Reporter` (status and Events, in the
 background, beside the ticks). Work per tick is proportional to
@@ -152,10 +153,10 @@ class Ticker:
         # in the background, so five thousand reports never hold up the next tick.
         await bounded(work, CONCURRENCY)
         await self.publisher.run_triggers()
-        await self.publisher.run_backfills()
-        await self.publisher.run_waiting()
+        await self.publisher.backfills.run_backfills()
+        await self.publisher.waiting.run_waiting()
         await self.dead_letters.act()
-        await self.publisher.withdraw()
+        await self.publisher.waiting.withdraw()
         monotonic = self.clock.monotonic()
         if self._last_reconcile is None or monotonic - self._last_reconcile >= (
             self.reconcile_seconds

@@ -21,10 +21,13 @@ pytestmark = [pytest.mark.unit, pytest.mark.asyncio]
 
 UID = "7c8e4d0a-1111-4222-8333-444455556666"
 # Status from before the operator went down: last run 08:55, the next due at 08:56.
-DOWN = {"observedGeneration": 1, "lastScheduleTime": "2026-12-01T08:55:00Z",
-        "nextRunAt": "2026-12-01T08:56:00Z", "phase": "Scheduled"}  # fmt: skip
-ALL_OF_THEM = {"schedule": "* * * * *", "concurrencyPolicy": "Allow",
-               "catchup": {"policy": "All"}}  # fmt: skip
+DOWN = {
+    "observedGeneration": 1,
+    "lastScheduleTime": "2026-12-01T08:55:00Z",
+    "nextRunAt": "2026-12-01T08:56:00Z",
+    "phase": "Scheduled",
+}
+ALL_OF_THEM = {"schedule": "* * * * *", "concurrencyPolicy": "Allow", "catchup": {"policy": "All"}}
 
 
 def ids(*minutes: int) -> list[str]:
@@ -41,9 +44,21 @@ def successor(previous: Leader, start: dt.datetime) -> Leader:
     leader = Leader(start=start)
     leader.queue = previous.queue
     ticker = leader.ticker
-    for part in (ticker.publisher, ticker.reporter, ticker.reconciler, ticker.dead_letters):
+    for part in (
+        ticker.publisher,
+        ticker.publisher.waiting,
+        ticker.reporter,
+        ticker.reconciler,
+        ticker.dead_letters,
+    ):
         part.queue = previous.queue
     return leader
+
+
+def paced(leader: Leader, pace: Pace) -> Pace:
+    """``leader`` with an operator-wide pace of the test's own (due runs and backfills)."""
+    leader.ticker.publisher.pace = leader.ticker.publisher.backfills.pace = pace
+    return pace
 
 
 async def drain(leader: Leader) -> list[str]:
@@ -84,7 +99,9 @@ async def test_progress_is_in_status_so_a_restart_mid_catch_up_goes_on_without_r
     assert await drain(first) == ids(-4, -3)
     written = first.sink.status
     assert (written["lastScheduleTime"], written["nextRunAt"]) == (
-        "2026-12-01T08:57:00Z", "2026-12-01T08:58:00Z")  # fmt: skip
+        "2026-12-01T08:57:00Z",
+        "2026-12-01T08:58:00Z",
+    )
     # The operator is killed; a new one (or the standby) starts from what status says.
     second = successor(first, back(5))
     second.observe(ALL_OF_THEM, status=written)
@@ -133,7 +150,10 @@ async def test_a_latest_catch_up_is_in_status_before_its_run_is_queued() -> None
     # What a leader taking over sees if this one dies as the run is queued: the decision.
     [seen] = at_enqueue
     assert (seen["lastScheduleTime"], seen["missedRuns"], seen["queuedRun"]["id"]) == (
-        "2026-12-01T09:00:00Z", 4, ids(0)[0])  # fmt: skip
+        "2026-12-01T09:00:00Z",
+        4,
+        ids(0)[0],
+    )
     # It takes over a minute later (09:01 is due by then): it goes on from the decision,
     # starts 09:01 once and counts nothing more missed (deciding again, it counted 09:00
     # missed and started 09:01 beside it).
@@ -165,7 +185,7 @@ async def test_a_catch_up_written_while_redis_is_away_is_published_by_the_reconc
 
 async def test_caught_up_runs_go_at_the_operators_pace_and_runs_on_time_do_not_wait() -> None:
     leader = Leader()
-    leader.ticker.publisher.pace = Pace(per_second=1, burst=1, now=back(0).timestamp())
+    paced(leader, Pace(per_second=1, burst=1, now=back(0).timestamp()))
     leader.observe(ALL_OF_THEM, status=DOWN)
     await leader.tick_at(back(0))
     await leader.tick_at(back(0.5))  # no token yet
@@ -177,8 +197,9 @@ async def test_caught_up_runs_go_at_the_operators_pace_and_runs_on_time_do_not_w
         await leader.tick_at(back(second))
     assert await drain(leader) == ids(-2, -1, 0)
     # Caught up: the next run is on time, and the empty bucket does not hold it back.
-    leader.ticker.publisher.pace = Pace(per_second=0.001, burst=1, now=back(0).timestamp())
-    leader.ticker.publisher.pace.take(back(0).timestamp())
+    paced(leader, Pace(per_second=0.001, burst=1, now=back(0).timestamp())).take(
+        back(0).timestamp()
+    )
     await leader.tick_at(minute(1, 0.005))
     assert await drain(leader) == ids(1)
 
@@ -192,8 +213,7 @@ def backfilled(*minutes: int, name: str = "b1") -> list[str]:
 
 async def test_a_backfill_publishes_every_run_of_its_range_in_order_and_records_it() -> None:
     leader = Leader(start=NINE + dt.timedelta(seconds=10))
-    leader.observe({"schedule": "* * * * *", "concurrencyPolicy": "Allow",
-                    "backfills": [BACKFILL]})  # fmt: skip
+    leader.observe({"schedule": "* * * * *", "concurrencyPolicy": "Allow", "backfills": [BACKFILL]})
     await leader.tick_at(NINE + dt.timedelta(seconds=10))
     assert await drain(leader) == backfilled(-60, -59, -58, -57)
     [progress] = leader.sink.status["backfills"]
@@ -211,12 +231,14 @@ async def test_a_new_leader_goes_on_with_a_backfill_where_the_old_one_stopped(
 ) -> None:
     caplog.set_level(logging.INFO, logger="tickwork_operator.publisher")
     hours = [dt.datetime(2026, 12, 1, h, tzinfo=dt.UTC) for h in (1, 2, 3, 4, 5)]
-    spec = {"schedule": "@every 1h", "concurrencyPolicy": "Allow",
-            "notBefore": "2026-12-01T00:00:00Z",
-            "backfills": [{"name": "b1", "from": "2026-12-01T00:30:00Z",
-                           "to": "2026-12-01T05:00:00Z"}]}  # fmt: skip
+    spec = {
+        "schedule": "@every 1h",
+        "concurrencyPolicy": "Allow",
+        "notBefore": "2026-12-01T00:00:00Z",
+        "backfills": [{"name": "b1", "from": "2026-12-01T00:30:00Z", "to": "2026-12-01T05:00:00Z"}],
+    }
     first = Leader(start=NINE)
-    first.ticker.publisher.pace = Pace(per_second=1, burst=2, now=NINE.timestamp())
+    paced(first, Pace(per_second=1, burst=2, now=NINE.timestamp()))
     first.observe(spec)
     await first.tick_at(NINE + dt.timedelta(seconds=0.1))
     assert await drain(first) == [backfill_run_id(UID, "b1", h) for h in hours[:2]]

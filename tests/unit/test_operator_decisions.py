@@ -160,34 +160,54 @@ class Leader:
     """One operator replica, leading unless told otherwise, with a hand-moved clock."""
 
     def __init__(
-        self, start: dt.datetime = T0, *, claims: Claims | None = None,
+        self,
+        start: dt.datetime = T0,
+        *,
+        claims: Claims | None = None,
         schedule_in_status: bool = True,
-    ) -> None:  # fmt: skip
+    ) -> None:
         self.t = start.timestamp()
         self.leading = True
         self.queue = FlakyQueue(clock=lambda: self.t)
         self.sink = Sink()
-        self.state = WatchState(index=BucketIndex(start=self.t, width=1.0),
-                                schedule_in_status=schedule_in_status)  # fmt: skip
+        self.state = WatchState(
+            index=BucketIndex(start=self.t, width=1.0), schedule_in_status=schedule_in_status
+        )
         self.ticker = Ticker(
-            state=self.state, queue=self.queue, kube=self.sink,  # type: ignore[arg-type]
-            events=self.sink, metrics=OperatorMetrics(),  # type: ignore[arg-type]
-            tick_seconds=1.0, reconcile_seconds=3600, holds_lease=lambda: self.leading,
-            clock=Clock(wall=lambda: self.t, monotonic=lambda: self.t), report_hold_seconds=0,
+            state=self.state,
+            queue=self.queue,
+            kube=self.sink,  # type: ignore[arg-type]
+            events=self.sink,  # type: ignore[arg-type]
+            metrics=OperatorMetrics(),
+            tick_seconds=1.0,
+            reconcile_seconds=3600,
+            holds_lease=lambda: self.leading,
+            clock=Clock(wall=lambda: self.t, monotonic=lambda: self.t),
+            report_hold_seconds=0,
             claims=claims,  # type: ignore[arg-type]
-        )  # fmt: skip
+        )
 
     def observe(
-        self, spec: dict[str, Any], *, status: dict[str, Any] | None = None,
-        generation: int = 1, annotations: dict[str, str] | None = None,
-    ) -> None:  # fmt: skip
+        self,
+        spec: dict[str, Any],
+        *,
+        status: dict[str, Any] | None = None,
+        generation: int = 1,
+        annotations: dict[str, str] | None = None,
+    ) -> None:
         body = {
-            "metadata": {"namespace": "ns", "name": "j", "uid": UID, "generation": generation,
-                         "creationTimestamp": T0.isoformat(), "resourceVersion": "7",
-                         "annotations": annotations or {}},
+            "metadata": {
+                "namespace": "ns",
+                "name": "j",
+                "uid": UID,
+                "generation": generation,
+                "creationTimestamp": T0.isoformat(),
+                "resourceVersion": "7",
+                "annotations": annotations or {},
+            },
             "spec": {"task": {"http": {"url": "https://example.com/"}}, **spec},
             "status": status or {},
-        }  # fmt: skip
+        }
         self.state.observe(body, now=dt.datetime.fromtimestamp(self.t, dt.UTC))
 
     async def tick_at(self, when: dt.datetime) -> None:
@@ -270,8 +290,12 @@ async def test_a_tick_repeated_publishes_nothing_twice() -> None:
 async def test_after_downtime_the_latest_missed_run_is_published_and_the_rest_counted() -> None:
     # Status from before the operator went down: last run 08:55, the next due at 08:56.
     leader = Leader()
-    before = {"observedGeneration": 1, "lastScheduleTime": "2026-12-01T08:55:00Z",
-              "nextRunAt": "2026-12-01T08:56:00Z", "phase": "Scheduled"}  # fmt: skip
+    before = {
+        "observedGeneration": 1,
+        "lastScheduleTime": "2026-12-01T08:55:00Z",
+        "nextRunAt": "2026-12-01T08:56:00Z",
+        "phase": "Scheduled",
+    }
     leader.observe(EVERY_MINUTE, status=before)
     await leader.tick_at(minute(0, 30.01))
     assert await leader.queued() == [scheduled_run_id(UID, minute(0))]  # 09:00, the latest
@@ -281,8 +305,11 @@ async def test_after_downtime_the_latest_missed_run_is_published_and_the_rest_co
 
 async def test_past_the_starting_deadline_nothing_is_published_and_the_miss_is_told() -> None:
     leader = Leader()
-    before = {"observedGeneration": 1, "lastScheduleTime": "2026-12-01T08:55:00Z",
-              "nextRunAt": "2026-12-01T08:56:00Z"}  # fmt: skip
+    before = {
+        "observedGeneration": 1,
+        "lastScheduleTime": "2026-12-01T08:55:00Z",
+        "nextRunAt": "2026-12-01T08:56:00Z",
+    }
     leader.observe({**EVERY_MINUTE, "startingDeadlineSeconds": 10}, status=before)
     await leader.tick_at(minute(0, 30.01))  # 09:00 is 30 s late, past the 10 s deadline
     assert await leader.queued() == []
@@ -309,14 +336,27 @@ async def test_a_missed_one_shot_completes_even_if_the_watch_outruns_the_write()
 
 
 def running(run_at: dt.datetime) -> dict[str, Any]:
-    return {"activeRuns": [{"id": scheduled_run_id(UID, run_at), "state": "Running",
-                            "scheduledAt": run_at.isoformat(), "attempt": 1}]}  # fmt: skip
+    return {
+        "activeRuns": [
+            {
+                "id": scheduled_run_id(UID, run_at),
+                "state": "Running",
+                "scheduledAt": run_at.isoformat(),
+                "attempt": 1,
+            }
+        ]
+    }
 
 
 async def worker_took(leader: Leader, run_at: dt.datetime) -> None:
     """A worker claimed the run of ``run_at`` and is running it."""
-    message = RunMessage(run_id=scheduled_run_id(UID, run_at), namespace="ns", name="j",
-                         uid=UID, scheduled_at=run_at.isoformat())  # fmt: skip
+    message = RunMessage(
+        run_id=scheduled_run_id(UID, run_at),
+        namespace="ns",
+        name="j",
+        uid=UID,
+        scheduled_at=run_at.isoformat(),
+    )
     await leader.queue.enqueue(message)
     [claim] = await leader.queue.claim(consumer="worker", lease_seconds=300)
     assert claim.message.run_id == message.run_id
@@ -370,12 +410,16 @@ async def test_a_repeated_time_is_published_as_the_daylight_saving_choice_says(
 ) -> None:
     leader = Leader(start=FALL_BACK)
     # Allow: no worker finishes the first run here, and Forbid would skip the second.
-    spec: dict[str, Any] = {"schedule": "30 1 * * *", "timeZone": "America/New_York",
-                            "concurrencyPolicy": "Allow"}  # fmt: skip
+    spec: dict[str, Any] = {
+        "schedule": "30 1 * * *",
+        "timeZone": "America/New_York",
+        "concurrencyPolicy": "Allow",
+    }
     if daylight_saving is not None:
         spec["daylightSaving"] = daylight_saving
-    leader.observe(spec, status={"observedGeneration": 1,
-                                 "lastScheduleTime": "2027-11-06T05:30:00Z"})  # fmt: skip
+    leader.observe(
+        spec, status={"observedGeneration": 1, "lastScheduleTime": "2027-11-06T05:30:00Z"}
+    )
     await leader.tick_at(FALL_BACK + dt.timedelta(seconds=1))
     assert leader.sink.status["nextRunAt"] == published[0].isoformat().replace("+00:00", "Z")
     for instant in (FIRST_0130, SECOND_0130):
@@ -407,8 +451,9 @@ async def test_run_now_publishes_one_manual_run_per_token() -> None:
     assert leader.sink.status["queuedRun"]["manual"] is True
     assert "RunNow" in leader.sink.reasons()
     # The same token seen again (every later watch event carries it): nothing new.
-    leader.observe(EVERY_MINUTE, annotations={RUN_NOW_ANNOTATION: "tok-1"},
-                   status=leader.sink.status)  # fmt: skip
+    leader.observe(
+        EVERY_MINUTE, annotations={RUN_NOW_ANNOTATION: "tok-1"}, status=leader.sink.status
+    )
     await leader.tick_at(minute(0, 41))
     assert await leader.queued() == [manual]
 
@@ -444,8 +489,9 @@ async def test_run_now_passes_its_parameters_and_trigger_time_to_the_run() -> No
     assert ("RunNow", told) in leader.sink.events
     # The next token without parameters (the CLI removes the annotation) passes none.
     await leader.queue.ack((await leader.queue.claim(consumer="w", lease_seconds=30))[0])
-    leader.observe(EVERY_MINUTE, annotations={RUN_NOW_ANNOTATION: "tok-2"},
-                   status=leader.sink.status)  # fmt: skip
+    leader.observe(
+        EVERY_MINUTE, annotations={RUN_NOW_ANNOTATION: "tok-2"}, status=leader.sink.status
+    )
     await leader.tick_at(minute(0, 41))
     [second] = await messages(leader)
     assert (second.run_id, second.params) == (manual_run_id(UID, "tok-2"), None)
@@ -482,9 +528,16 @@ async def test_run_now_with_unusable_parameters_is_refused_once_saying_why(
 async def test_a_manual_run_the_queue_lost_is_published_again_with_its_parameters() -> None:
     leader = Leader()
     run_id = manual_run_id(UID, "tok")
-    status = {"observedGeneration": 1, "queuedRun": {
-        "id": run_id, "scheduledAt": "2026-12-01T09:00:10Z", "queuedAt": "2026-12-01T09:00:10Z",
-        "manual": True, "params": {"region": "eu"}}}  # fmt: skip
+    status = {
+        "observedGeneration": 1,
+        "queuedRun": {
+            "id": run_id,
+            "scheduledAt": "2026-12-01T09:00:10Z",
+            "queuedAt": "2026-12-01T09:00:10Z",
+            "manual": True,
+            "params": {"region": "eu"},
+        },
+    }
     leader.observe(EVERY_MINUTE, status=status, annotations={RUN_NOW_ANNOTATION: "tok"})
     leader.t = minute(0, 40).timestamp()
     assert await leader.ticker.reconciler.reconcile() == 1
@@ -520,10 +573,19 @@ async def test_a_redis_outage_keeps_the_due_run_and_publishes_it_after() -> None
 
 
 def finished(run_at: dt.datetime, outcome: str, error: str | None = None) -> dict[str, Any]:
-    record = {"id": scheduled_run_id(UID, run_at), "scheduledAt": run_at.isoformat(),
-              "outcome": outcome, **({"error": error} if error else {})}  # fmt: skip
-    return {"observedGeneration": 1, "lastScheduleTime": run_at.isoformat(), "lastRun": record,
-            "nextRunAt": minute(1).isoformat(), "phase": "Scheduled"}  # fmt: skip
+    record = {
+        "id": scheduled_run_id(UID, run_at),
+        "scheduledAt": run_at.isoformat(),
+        "outcome": outcome,
+        **({"error": error} if error else {}),
+    }
+    return {
+        "observedGeneration": 1,
+        "lastScheduleTime": run_at.isoformat(),
+        "lastRun": record,
+        "nextRunAt": minute(1).isoformat(),
+        "phase": "Scheduled",
+    }
 
 
 SCHEDULE_FIELDS = ("nextRunAt", "nextRuns", "lastScheduleTime", "queuedRun")
@@ -551,8 +613,11 @@ def ended(
         "finishedAt": (run_at + dt.timedelta(seconds=1)).isoformat(),
     }
     shown = shown_after(run_at) if shows else {}
-    return {**(status or {"observedGeneration": 1, "phase": "Scheduled"}), "lastRun": record,
-            **shown}  # fmt: skip
+    return {
+        **(status or {"observedGeneration": 1, "phase": "Scheduled"}),
+        "lastRun": record,
+        **shown,
+    }
 
 
 async def test_by_default_a_run_on_time_costs_no_operator_write() -> None:
@@ -656,9 +721,15 @@ async def test_without_the_schedule_in_status_a_restart_goes_on_after_the_last_r
     # the same run: the queue keeps it once.
     again = Leader(minute(6, 40), schedule_in_status=False)
     again.observe(EVERY_MINUTE, status=ended(minute(5)))
-    await again.queue.enqueue(RunMessage(
-        run_id=scheduled_run_id(UID, minute(6)), namespace="ns", name="j", uid=UID,
-        scheduled_at=minute(6).isoformat()))  # fmt: skip
+    await again.queue.enqueue(
+        RunMessage(
+            run_id=scheduled_run_id(UID, minute(6)),
+            namespace="ns",
+            name="j",
+            uid=UID,
+            scheduled_at=minute(6).isoformat(),
+        )
+    )
     await again.tick_at(minute(6, 41))
     assert await again.queued() == [scheduled_run_id(UID, minute(6))]
     assert "MissedRuns" not in again.sink.reasons()
@@ -684,8 +755,12 @@ async def test_without_the_schedule_in_status_a_catch_up_is_still_written_first(
     before it is published, as with the schedule in status; the next run on time
     takes that name out again (a stale queuedRun would look active)."""
     leader = Leader(schedule_in_status=False)
-    before = {"observedGeneration": 1, "lastScheduleTime": "2026-12-01T08:55:00Z",
-              "nextRunAt": "2026-12-01T08:56:00Z", "phase": "Scheduled"}  # fmt: skip
+    before = {
+        "observedGeneration": 1,
+        "lastScheduleTime": "2026-12-01T08:55:00Z",
+        "nextRunAt": "2026-12-01T08:56:00Z",
+        "phase": "Scheduled",
+    }
     leader.sink.echo = lambda status: leader.observe(EVERY_MINUTE, status=status)
     leader.observe(EVERY_MINUTE, status=before)
     await leader.tick_at(minute(0, 30.01))
@@ -699,16 +774,20 @@ async def test_without_the_schedule_in_status_a_catch_up_is_still_written_first(
         EVERY_MINUTE, status=leader.sink.record_shown(ended(minute(0), status, shows=True))
     )
     await leader.tick_at(minute(1, 0.005))
-    leader.observe(EVERY_MINUTE, status=leader.sink.record_shown(
-        ended(minute(1), leader.sink.status, shows=True)))  # fmt: skip
+    leader.observe(
+        EVERY_MINUTE,
+        status=leader.sink.record_shown(ended(minute(1), leader.sink.status, shows=True)),
+    )
     await leader.tick_at(minute(1, 2))
     assert scheduled_run_id(UID, minute(1)) in await leader.queued()
     assert not {"lastScheduleTime", "queuedRun"} & set(leader.sink.status)
     assert leader.sink.status["nextRunAt"] == stamp(minute(2))
     assert leader.sink.status["missedRuns"] == 4
     writes = leader.sink.writes
-    leader.observe(EVERY_MINUTE, status=leader.sink.record_shown(
-        ended(minute(2), leader.sink.status, shows=True)))  # fmt: skip
+    leader.observe(
+        EVERY_MINUTE,
+        status=leader.sink.record_shown(ended(minute(2), leader.sink.status, shows=True)),
+    )
     await leader.tick_at(minute(2, 2))
     assert leader.sink.writes == writes  # and then none per run
 
@@ -733,15 +812,19 @@ async def test_turning_the_schedule_in_status_off_takes_its_fields_out_of_status
     assert leader.sink.writes == 0
     await leader.tick_at(minute(2, 0.005))
     assert await leader.queued() == [scheduled_run_id(UID, minute(2))]
-    leader.observe(EVERY_MINUTE, status=leader.sink.record_shown(
-        ended(minute(2), leader.sink.status, shows=True)))  # fmt: skip
+    leader.observe(
+        EVERY_MINUTE,
+        status=leader.sink.record_shown(ended(minute(2), leader.sink.status, shows=True)),
+    )
     await leader.tick_at(minute(2, 2))
     assert leader.sink.writes == 1
     assert not {"lastScheduleTime", "queuedRun"} & set(leader.sink.status)
     assert leader.sink.status["nextRunAt"] == stamp(minute(3))
     leader.sink.echo = None
-    leader.observe(EVERY_MINUTE, status=leader.sink.record_shown(
-        ended(minute(3), leader.sink.status, shows=True)))  # fmt: skip
+    leader.observe(
+        EVERY_MINUTE,
+        status=leader.sink.record_shown(ended(minute(3), leader.sink.status, shows=True)),
+    )
     await leader.tick_at(minute(3, 2))
     assert leader.sink.writes == 1  # and then none per run
 
@@ -759,6 +842,7 @@ async def test_without_the_schedule_in_status_a_restart_does_not_decide_a_skip_a
     restarted = Leader(minute(1, 30), schedule_in_status=False)
     restarted.queue = leader.queue
     restarted.ticker.publisher.queue = restarted.ticker.reconciler.queue = leader.queue
+    restarted.ticker.publisher.waiting.queue = leader.queue
     restarted.observe(spec, status={**leader.sink.status, **running(minute(0))})
     await restarted.tick_at(minute(2, 0.005))  # the run of 09:00 still runs: 09:02 skipped
     assert restarted.sink.status["missedRuns"] == 2
@@ -800,8 +884,13 @@ async def test_ready_goes_false_while_the_last_run_failed_and_back_when_one_succ
 
 async def dead_letter(leader: Leader, run_at: dt.datetime, *, uid: str = UID) -> str:
     """A run of ``run_at`` that failed for good: in the queue's dead letters."""
-    message = RunMessage(run_id=scheduled_run_id(uid, run_at), namespace="ns", name="j",
-                         uid=uid, scheduled_at=run_at.isoformat())  # fmt: skip
+    message = RunMessage(
+        run_id=scheduled_run_id(uid, run_at),
+        namespace="ns",
+        name="j",
+        uid=uid,
+        scheduled_at=run_at.isoformat(),
+    )
     await leader.queue.enqueue(message)
     [claim] = await leader.queue.claim(consumer="worker", lease_seconds=300)
     assert await leader.queue.bury(claim, error="HTTP 500")
@@ -809,10 +898,20 @@ async def dead_letter(leader: Leader, run_at: dt.datetime, *, uid: str = UID) ->
 
 
 def listed_dead(*run_ids: str) -> dict[str, Any]:
-    return {"observedGeneration": 1, "phase": "Scheduled", "deadRuns": [
-        {"id": run_id, "scheduledAt": "2026-12-01T08:00:00Z",
-         "failedAt": "2026-12-01T08:01:00Z", "attempts": 3, "error": "HTTP 500"}
-        for run_id in run_ids]}  # fmt: skip
+    return {
+        "observedGeneration": 1,
+        "phase": "Scheduled",
+        "deadRuns": [
+            {
+                "id": run_id,
+                "scheduledAt": "2026-12-01T08:00:00Z",
+                "failedAt": "2026-12-01T08:01:00Z",
+                "attempts": 3,
+                "error": "HTTP 500",
+            }
+            for run_id in run_ids
+        ],
+    }
 
 
 async def test_a_requeue_annotation_requeues_the_jobs_dead_runs_once_per_token() -> None:
@@ -828,13 +927,19 @@ async def test_a_requeue_annotation_requeues_the_jobs_dead_runs_once_per_token()
     # Both fail again; the same token, seen again (with its status), does nothing more.
     for claim in await leader.queue.claim(consumer="worker", lease_seconds=300, count=10):
         assert await leader.queue.bury(claim, error="HTTP 500")
-    leader.observe(EVERY_MINUTE, status={**status, "lastRequeueToken": "t1"},
-                   annotations={REQUEUE_ANNOTATION: "t1"})  # fmt: skip
+    leader.observe(
+        EVERY_MINUTE,
+        status={**status, "lastRequeueToken": "t1"},
+        annotations={REQUEUE_ANNOTATION: "t1"},
+    )
     await leader.tick_at(minute(0, 20))
     assert (await leader.queue.depth()).dead == 2
     # A new token naming one run requeues that run alone.
-    leader.observe(EVERY_MINUTE, status={**status, "lastRequeueToken": "t1"},
-                   annotations={REQUEUE_ANNOTATION: f"t2:{second}"})  # fmt: skip
+    leader.observe(
+        EVERY_MINUTE,
+        status={**status, "lastRequeueToken": "t1"},
+        annotations={REQUEUE_ANNOTATION: f"t2:{second}"},
+    )
     await leader.tick_at(minute(0, 30))
     assert await leader.queued() == [second]
     assert leader.sink.status["lastRequeueToken"] == "t2"
@@ -843,8 +948,9 @@ async def test_a_requeue_annotation_requeues_the_jobs_dead_runs_once_per_token()
 async def test_a_run_of_another_job_is_refused_and_left_alone() -> None:
     leader = Leader()
     foreign = await dead_letter(leader, minute(-60), uid="someone-else")
-    leader.observe(EVERY_MINUTE, status=listed_dead(),
-                   annotations={REQUEUE_ANNOTATION: f"t1:{foreign}"})  # fmt: skip
+    leader.observe(
+        EVERY_MINUTE, status=listed_dead(), annotations={REQUEUE_ANNOTATION: f"t1:{foreign}"}
+    )
     await leader.tick_at(minute(0, 10))
     assert (await leader.queue.depth()).dead == 1
     assert "DeadLetterRequestRefused" in leader.sink.reasons()
@@ -855,11 +961,21 @@ async def test_a_purge_forgets_the_run_in_the_queue_and_takes_it_out_of_status()
     leader = Leader()
     run_id = await dead_letter(leader, minute(-60))
     status = listed_dead(run_id)
-    leader.sink.job = {"metadata": {"managedFields": [
-        {"manager": run_manager(run_id), "subresource": "status",
-         "fieldsV1": {"f:status": {"f:deadRuns": {}, "f:lastRun": {}}}}]},
-        "status": {**status, "lastRun": {"id": run_id, "scheduledAt": "2026-12-01T08:00:00Z",
-                                          "outcome": "Failed"}}}  # fmt: skip
+    leader.sink.job = {
+        "metadata": {
+            "managedFields": [
+                {
+                    "manager": run_manager(run_id),
+                    "subresource": "status",
+                    "fieldsV1": {"f:status": {"f:deadRuns": {}, "f:lastRun": {}}},
+                }
+            ]
+        },
+        "status": {
+            **status,
+            "lastRun": {"id": run_id, "scheduledAt": "2026-12-01T08:00:00Z", "outcome": "Failed"},
+        },
+    }
     leader.observe(EVERY_MINUTE, status=status, annotations={PURGE_ANNOTATION: f"p1:{run_id}"})
     await leader.tick_at(minute(0, 10))
     assert (await leader.queue.depth()).dead == 0
@@ -891,8 +1007,12 @@ class Runs:
     def show(self) -> None:
         """The watch brings the job: the operator's last write and the runs' records."""
         history = {"lastRun": self.records[-1], "runs": self.records} if self.records else {}
-        self.leader.observe(self.spec, status={**self.leader.sink.status, **history},
-                            generation=self.generation, annotations=self.annotations)  # fmt: skip
+        self.leader.observe(
+            self.spec,
+            status={**self.leader.sink.status, **history},
+            generation=self.generation,
+            annotations=self.annotations,
+        )
 
     async def end_queued(self, outcome: str, *, after: float = 2.0) -> str:
         """A worker takes the queued run and it ends with ``outcome`` ``after`` seconds."""
@@ -900,9 +1020,15 @@ class Runs:
         await self.leader.queue.ack(claim)
         finished = dt.datetime.fromtimestamp(self.leader.t + after, dt.UTC)
         self.leader.t += after
-        self.records.append({"id": claim.run_id, "outcome": outcome, "attempts": 1,
-                             "scheduledAt": claim.message.scheduled_at or finished.isoformat(),
-                             "finishedAt": finished.isoformat()})  # fmt: skip
+        self.records.append(
+            {
+                "id": claim.run_id,
+                "outcome": outcome,
+                "attempts": 1,
+                "scheduledAt": claim.message.scheduled_at or finished.isoformat(),
+                "finishedAt": finished.isoformat(),
+            }
+        )
         self.show()
         return claim.run_id
 
@@ -937,7 +1063,10 @@ async def test_runs_failing_in_a_row_pause_the_job_and_nothing_more_is_published
     assert all(run_id in paused["message"] for run_id in failed)
     ready = condition(status, "Ready")
     assert (ready["status"], ready["reason"], ready["message"]) == (
-        "False", "Paused", paused["message"])  # fmt: skip
+        "False",
+        "Paused",
+        paused["message"],
+    )
     assert ("Paused", paused["message"]) in leader.sink.events
     for m in (3, 4, 5):
         await leader.tick_at(minute(m, 0.005))
@@ -1019,8 +1148,11 @@ async def test_a_new_spec_ends_the_pause_and_starts_a_new_count() -> None:
     status = leader.sink.status
     assert status["phase"] == "Scheduled"
     assert status["nextRunAt"] == "2026-12-01T09:05:00Z"
-    assert status["failureStreak"] == {"count": 0, "runIds": [],
-                                       "countedUntil": "2026-12-01T09:02:02.005000Z"}  # fmt: skip
+    assert status["failureStreak"] == {
+        "count": 0,
+        "runIds": [],
+        "countedUntil": "2026-12-01T09:02:02.005000Z",
+    }
     resumed = "resumed (the spec changed, generation 2): runs are published again"
     assert ("Resumed", f"{resumed}, from now on") in leader.sink.events
     await leader.tick_at(minute(5, 0.005))
@@ -1047,8 +1179,13 @@ async def test_a_one_shot_whose_worker_reports_first_still_completes() -> None:
     leader = Leader()
     run_at = minute(-10)
     spec = {"runAt": run_at.isoformat()}
-    done = {"lastRun": {"id": scheduled_run_id(UID, run_at), "scheduledAt": run_at.isoformat(),
-                        "outcome": "Succeeded"}}  # fmt: skip
+    done = {
+        "lastRun": {
+            "id": scheduled_run_id(UID, run_at),
+            "scheduledAt": run_at.isoformat(),
+            "outcome": "Succeeded",
+        }
+    }
     leader.observe(spec)
     leader.t = minute(0, 31).timestamp()
     await leader.ticker.tick()  # published; its report has not gone out yet
@@ -1088,9 +1225,7 @@ async def test_a_watch_event_during_a_publish_loses_none_of_it() -> None:
     assert leader.state.index.due_of(("run", "ns", "j")) == minute(3).timestamp()
 
 
-async def test_a_run_the_queue_finished_is_settled_on_the_entry_the_watch_replaced_it_with() -> (
-    None
-):
+async def test_a_run_the_queue_finished_is_settled_on_the_entry_a_watch_replaced_it_with() -> None:
     """The reconciler asks the queue where an active run is; a watch event may replace
     the job's entry meanwhile. A run the queue says is done is settled on the live
     entry, so the job is no longer held active (Skip would skip every later run)."""
@@ -1105,8 +1240,14 @@ async def test_a_run_the_queue_finished_is_settled_on_the_entry_the_watch_replac
         },
     }
     leader.observe(EVERY_MINUTE, status=status)
-    message = RunMessage(namespace="ns", name="j", uid=UID, run_id=run_id,
-                         scheduled_at=minute(0).isoformat(), attempt=1)  # fmt: skip
+    message = RunMessage(
+        namespace="ns",
+        name="j",
+        uid=UID,
+        run_id=run_id,
+        scheduled_at=minute(0).isoformat(),
+        attempt=1,
+    )
     await leader.queue.enqueue(message)
     [claim] = await leader.queue.claim(consumer="w", lease_seconds=30, count=1)
     await leader.queue.ack(claim)  # done, but its record never reached status
@@ -1131,11 +1272,20 @@ async def test_a_settled_run_is_let_go_once_its_record_reaches_status() -> None:
     one per lost write, for the job's lifetime."""
     leader = Leader()
     run_id = scheduled_run_id(UID, minute(0))
-    queued = {"id": run_id, "scheduledAt": "2026-12-01T09:00:00Z",
-              "queuedAt": "2026-12-01T09:00:00Z"}  # fmt: skip
+    queued = {
+        "id": run_id,
+        "scheduledAt": "2026-12-01T09:00:00Z",
+        "queuedAt": "2026-12-01T09:00:00Z",
+    }
     leader.observe(EVERY_MINUTE, status={"observedGeneration": 1, "queuedRun": queued})
-    message = RunMessage(namespace="ns", name="j", uid=UID, run_id=run_id,
-                         scheduled_at=minute(0).isoformat(), attempt=1)  # fmt: skip
+    message = RunMessage(
+        namespace="ns",
+        name="j",
+        uid=UID,
+        run_id=run_id,
+        scheduled_at=minute(0).isoformat(),
+        attempt=1,
+    )
     await leader.queue.enqueue(message)
     [claim] = await leader.queue.claim(consumer="w", lease_seconds=30, count=1)
     await leader.queue.ack(claim)
@@ -1145,15 +1295,26 @@ async def test_a_settled_run_is_let_go_once_its_record_reaches_status() -> None:
     leader.observe(EVERY_MINUTE, status={"observedGeneration": 1, "queuedRun": queued})
     assert leader.state.jobs[("ns", "j")].settled_run_ids == {run_id}
     # Its record arrives while status still lists it active: kept.
-    record = {"id": run_id, "scheduledAt": "2026-12-01T09:00:00Z", "outcome": "Succeeded",
-              "finishedAt": "2026-12-01T09:00:02Z"}  # fmt: skip
-    active = {"id": run_id, "scheduledAt": "2026-12-01T09:00:00Z", "state": "Running",
-              "attempt": 1}  # fmt: skip
-    leader.observe(EVERY_MINUTE, status={"observedGeneration": 1, "lastRun": record,
-                                         "runs": [record], "activeRuns": [active]})  # fmt: skip
+    record = {
+        "id": run_id,
+        "scheduledAt": "2026-12-01T09:00:00Z",
+        "outcome": "Succeeded",
+        "finishedAt": "2026-12-01T09:00:02Z",
+    }
+    active = {"id": run_id, "scheduledAt": "2026-12-01T09:00:00Z", "state": "Running", "attempt": 1}
+    leader.observe(
+        EVERY_MINUTE,
+        status={
+            "observedGeneration": 1,
+            "lastRun": record,
+            "runs": [record],
+            "activeRuns": [active],
+        },
+    )
     assert leader.state.jobs[("ns", "j")].settled_run_ids == {run_id}
-    leader.observe(EVERY_MINUTE, status={"observedGeneration": 1, "lastRun": record,
-                                         "runs": [record]})  # fmt: skip
+    leader.observe(
+        EVERY_MINUTE, status={"observedGeneration": 1, "lastRun": record, "runs": [record]}
+    )
     entry = leader.state.jobs[("ns", "j")]
     assert entry.settled_run_ids == frozenset()
     assert run_id in entry.finished_run_ids()
