@@ -72,7 +72,7 @@ class Observed:
         return self.share.queued_run
 
 
-def as_finished(record: RunRecord | RunOutline) -> FinishedRun:
+def as_finished(record: RunOutline) -> FinishedRun:
     """A run record as a finished run: when it ended, or as near as the record says."""
     ended = record.finished_at or record.started_at or record.scheduled_at
     return FinishedRun(run_id=record.id, outcome=record.outcome, finished_at=ended)

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import datetime as dt
 import enum
-from typing import Annotated
+from collections.abc import Sequence
+from typing import Annotated, Any
 
 from pydantic import (
     AwareDatetime,
@@ -131,8 +132,11 @@ class ActiveRun(_Model):
     params: RunParams | None = Field(default=None, description=_PARAMS_DOC)
 
 
-class RunRecord(_Model):
-    """A finished run, as kept in lastRun and runs."""
+class RunOutline(_Model):
+    """Which finished run, how it ended and when: the part of a record that the
+    operator reads. :class:`RunRecord` is this plus what the workers alone read."""
+
+    model_config = ConfigDict(extra="ignore")  # the rest of the record is not read
 
     id: Annotated[StrictStr, Field(max_length=256)]
     """Run ID."""
@@ -140,12 +144,19 @@ class RunRecord(_Model):
     """When the run was due."""
     outcome: RunState
     """Succeeded, Failed (after its last attempt, or refused), Cancelled or Skipped."""
-    attempts: Annotated[StrictInt, Field(ge=0)] = 1
-    """Attempts made."""
     started_at: Instant | None = None
     """When its last attempt started."""
     finished_at: Instant | None = None
     """When the last attempt ended."""
+
+
+class RunRecord(RunOutline):
+    """A finished run, as kept in lastRun and runs."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    attempts: Annotated[StrictInt, Field(ge=0)] = 1
+    """Attempts made."""
     result: Annotated[StrictStr, Field(max_length=1024)] | None = None
     """What the task returned, shortened to 1,024 characters (never a Secret's value)."""
     error: Annotated[StrictStr, Field(max_length=1024)] | None = None
@@ -157,12 +168,21 @@ class RunRecord(_Model):
     it, and the next record written there replaces it in the same write (no trim)."""
 
 
-class DeadRun(_Model):
-    """A run that failed for good and waits in the dead-letter queue: requeue or purge
-    it with the tickwork.dev/requeue or tickwork.dev/purge annotation."""
+class RunName(_Model):
+    """A run listed in status (a dead letter) by its ID: what the operator reads of it."""
+
+    model_config = ConfigDict(extra="ignore")
 
     id: Annotated[StrictStr, Field(max_length=256)]
     """Run ID."""
+
+
+class DeadRun(RunName):
+    """A run that failed for good and waits in the dead-letter queue: requeue or purge
+    it with the tickwork.dev/requeue or tickwork.dev/purge annotation."""
+
+    model_config = ConfigDict(extra="forbid")
+
     scheduled_at: Instant
     """When the run was due."""
     failed_at: Instant
@@ -292,11 +312,29 @@ class OperatorStatus(_Model):
     """
 
 
-class RunStatus(_Model):
-    """The workers' share of status: the run record. Every run writes under a field
-    manager of its own (tickwork-run-...), so runs of one job that overlap add and
-    remove only their own entries of activeRuns and runs; lastRun and
-    lastSuccessfulTime go to the run that finished last."""
+def _dead_runs() -> Any:
+    return Field(
+        max_length=DEAD_RUNS_LIMIT,
+        json_schema_extra=_list_map("id"),
+        description="Runs in the dead-letter queue (up to 20 listed per job), each written "
+        "by its own run; it leaves when the run is requeued and starts again, or is purged.",
+    )
+
+
+def _runs() -> Any:
+    return Field(
+        max_length=RUNS_LIMIT,
+        json_schema_extra=_list_map("id"),
+        description="Finished runs kept by spec.history, oldest first.",
+    )
+
+
+class RunStatusOutline(_Model):
+    """What the operator reads of the workers' share of status: the runs started and
+    not finished, the last run whole, and of the history and the dead letters only
+    which runs they are (and how and when the history's ended). :class:`RunStatus`
+    is this with whole records: validating the outline skips every record's result,
+    error and parameters."""
 
     model_config = ConfigDict(extra="ignore")
 
@@ -313,57 +351,20 @@ class RunStatus(_Model):
         # manager goes once it owns nothing else.
         json_schema_extra={"x-kubernetes-map-type": "atomic"},
     )
+    dead_runs: Annotated[Sequence[RunName], _dead_runs()] = []
+    runs: Annotated[Sequence[RunOutline], _runs()] = []
+
+
+class RunStatus(RunStatusOutline):
+    """The workers' share of status: the run record. Every run writes under a field
+    manager of its own (tickwork-run-...), so runs of one job that overlap add and
+    remove only their own entries of activeRuns and runs; lastRun and
+    lastSuccessfulTime go to the run that finished last."""
+
     last_successful_time: Instant | None = None
     """When the last run that succeeded finished."""
-    dead_runs: Annotated[
-        list[DeadRun],
-        Field(max_length=DEAD_RUNS_LIMIT, json_schema_extra=_list_map("id")),
-    ] = []
-    """Runs in the dead-letter queue (up to 20 listed per job), each written by its own
-    run; it leaves when the run is requeued and starts again, or is purged."""
-    runs: Annotated[
-        list[RunRecord],
-        Field(
-            max_length=RUNS_LIMIT,
-            json_schema_extra=_list_map("id"),
-            description="Finished runs kept by spec.history, oldest first.",
-        ),
-    ] = []
-
-
-class RunOutline(_Model):
-    """A finished run of ``status.runs`` as the operator reads it: which run, how it
-    ended and when. The rest of the record is the workers' and is not validated here."""
-
-    model_config = ConfigDict(extra="ignore")
-
-    id: StrictStr
-    outcome: RunState
-    scheduled_at: Instant
-    started_at: Instant | None = None
-    finished_at: Instant | None = None
-
-
-class RunName(_Model):
-    """A run listed in status (a dead letter) by its ID only."""
-
-    model_config = ConfigDict(extra="ignore")
-
-    id: StrictStr
-
-
-class RunStatusOutline(_Model):
-    """What the operator reads of the workers' share of status: the runs started and
-    not finished, the last run whole, and of the history and the dead letters only
-    which runs they are (and how and when the history's ended). Validating this instead
-    of :class:`RunStatus` skips every record's result, error and parameters."""
-
-    model_config = ConfigDict(extra="ignore")
-
-    active_runs: list[ActiveRun] = []
-    last_run: RunRecord | None = None
-    runs: list[RunOutline] = []
-    dead_runs: list[RunName] = []
+    dead_runs: Annotated[list[DeadRun], _dead_runs()] = []
+    runs: Annotated[list[RunRecord], _runs()] = []
 
 
 class ScheduledJobStatus(RunStatus, OperatorStatus):
