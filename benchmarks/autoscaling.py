@@ -57,16 +57,31 @@ def _cluster(workdir: Path) -> Iterator[Cluster]:
 
 
 def _values(images: ClusterImages, mode: str) -> dict[str, object]:
-    return merge(images.values(), RECORDER_EGRESS, {
-        "crds": {"install": False},
-        "autoscaling": {
-            "enabled": True, "mode": mode, "minReplicas": MIN_WORKERS,
-            "maxReplicas": MAX_WORKERS,
-            "behavior": {"scaleDownStabilizationSeconds": SCALE_DOWN_SECONDS},
+    return merge(
+        images.values(),
+        RECORDER_EGRESS,
+        {
+            "crds": {"install": False},
+            "autoscaling": {
+                "enabled": True,
+                "mode": mode,
+                "minReplicas": MIN_WORKERS,
+                "maxReplicas": MAX_WORKERS,
+                "behavior": {"scaleDownStabilizationSeconds": SCALE_DOWN_SECONDS},
+            },
+            "networkPolicy": {
+                "metricsFrom": [
+                    {
+                        "namespaceSelector": {
+                            "matchLabels": {
+                                "kubernetes.io/metadata.name": addons.MONITORING_NAMESPACE
+                            }
+                        }
+                    }
+                ]
+            },
         },
-        "networkPolicy": {"metricsFrom": [{"namespaceSelector": {"matchLabels": {
-            "kubernetes.io/metadata.name": addons.MONITORING_NAMESPACE}}}]},
-    })  # fmt: skip
+    )
 
 
 def measure(
@@ -74,8 +89,9 @@ def measure(
 ) -> dict[str, Any]:
     recorder = deploy_recorder(cluster, images.tickwork)
     if mode == "hpa":
-        addons.install_monitoring(cluster, prometheus=images.prometheus,
-                                  adapter=images.prometheus_adapter)  # fmt: skip
+        addons.install_monitoring(
+            cluster, prometheus=images.prometheus, adapter=images.prometheus_adapter
+        )
     else:
         operator, adapter = images.keda()
         addons.uninstall_monitoring(cluster)
@@ -83,8 +99,9 @@ def measure(
     release = Release(cluster, f"bench-{mode}", values=_values(images, mode))
     release.install()
     try:
-        burst = run_burst(release, recorder, jobs=jobs, task_seconds=seconds,
-                          min_replicas=MIN_WORKERS)  # fmt: skip
+        burst = run_burst(
+            release, recorder, jobs=jobs, task_seconds=seconds, min_replicas=MIN_WORKERS
+        )
         return {**burst.summary(), "redis_memory": release.redis_memory()}
     finally:
         release.uninstall()
@@ -96,19 +113,27 @@ def plot(results: dict[str, Any], path: Path) -> None:
     mpl.use("Agg")
     import matplotlib.pyplot as plt  # noqa: PLC0415
 
-    figure, axes = plt.subplots(1, len(results["modes"]), figsize=(6 * len(results["modes"]), 4),
-                                squeeze=False, sharey=True)  # fmt: skip
+    figure, axes = plt.subplots(
+        1, len(results["modes"]), figsize=(6 * len(results["modes"]), 4), squeeze=False, sharey=True
+    )
     for axis, (mode, burst) in zip(axes[0], results["modes"].items(), strict=True):
         samples = burst["samples"]
         at = [s["at"] for s in samples]
         axis.step(at, [s["replicas"] for s in samples], where="post", label="worker replicas")
         axis.step(at, [s["ready"] for s in samples], where="post", label="ready", linestyle=":")
         twin = axis.twinx()
-        twin.plot(at, [s["executing"] for s in samples], color="tab:gray", alpha=0.6,
-                  label="runs executing")  # fmt: skip
+        twin.plot(
+            at,
+            [s["executing"] for s in samples],
+            color="tab:gray",
+            alpha=0.6,
+            label="runs executing",
+        )
         twin.set_ylabel("runs executing")
-        axis.set_title(f"{mode}: {burst['jobs']} runs of {burst['task_seconds']:g} s, "
-                       f"peak {burst['peak_replicas']}")  # fmt: skip
+        axis.set_title(
+            f"{mode}: {burst['jobs']} runs of {burst['task_seconds']:g} s, "
+            f"peak {burst['peak_replicas']}"
+        )
         axis.set_xlabel("seconds after the burst fell due")
         axis.set_ylabel("workers")
         axis.legend(loc="upper right")
@@ -121,8 +146,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=20)
     parser.add_argument("--modes", nargs="+", choices=["hpa", "keda"], default=["hpa", "keda"])
     args = parser.parse_args(argv)
-    commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
-                            check=False).stdout.strip()  # fmt: skip
+    commit = subprocess.run(
+        ["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=False
+    ).stdout.strip()
     results: dict[str, Any] = {
         "benchmark": "autoscaling",
         "commit": commit,

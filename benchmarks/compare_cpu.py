@@ -31,8 +31,13 @@ def side(report: dict[str, Any]) -> dict[str, Any]:
     tickwork = row["tickwork"]
     expected, started = tickwork["expected_runs"], tickwork["runs"]
     cpu_ms = sum(ms for name, ms in tickwork["cpu_ms_per_run"].items() if name not in _BYSTANDERS)
-    settings = ("minutes_measured", "warmup_minutes", "worker_job_cache", "history",
-                "schedule_in_status")  # fmt: skip
+    settings = (
+        "minutes_measured",
+        "warmup_minutes",
+        "worker_job_cache",
+        "history",
+        "schedule_in_status",
+    )
     return {
         "n": row["n"],
         "commit": report.get("commit"),
@@ -88,8 +93,14 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
         if key == "runs_started":
             for index, row in enumerate(rows):
                 due = row["after"]["expected_runs"]
-                axis.hlines(due, index - width, index + width, colors="black",
-                            linestyles="--", label=None if index else "due")  # fmt: skip
+                axis.hlines(
+                    due,
+                    index - width,
+                    index + width,
+                    colors="black",
+                    linestyles="--",
+                    label=None if index else "due",
+                )
         axis.set_xticks(range(len(rows)), labels)
         axis.set_title(title, fontsize=10)
         axis.grid(visible=True, axis="y", alpha=0.3)
@@ -110,8 +121,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if len(args.before) != len(args.after):
         parser.error("give one --after for each --before")
-    rows = [compare(json.loads(b.read_text()), json.loads(a.read_text()))
-            for b, a in zip(args.before, args.after, strict=True)]  # fmt: skip
+    rows = [
+        compare(json.loads(b.read_text()), json.loads(a.read_text()))
+        for b, a in zip(args.before, args.after, strict=True)
+    ]
     for row in rows:
         row["before"]["commit"] = row["before"]["commit"] or args.before_commit
     report = {"benchmark": "compare_cpu", "change": args.label, "results": rows}

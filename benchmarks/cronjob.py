@@ -99,8 +99,9 @@ class Collector:
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
 
-    def watch(self, list_function: Callable[..., Any], handle: Callable[[Any, float], None],
-              *args: Any) -> None:  # fmt: skip
+    def watch(
+        self, list_function: Callable[..., Any], handle: Callable[[Any, float], None], *args: Any
+    ) -> None:
         def loop() -> None:
             # Each watch resumes where the last one ended: a fresh list would only show
             # the latest status of each job, and a run reported in between would be lost.
@@ -108,8 +109,9 @@ class Collector:
             while not self._stop.is_set():
                 watcher = k8s_watch.Watch()  # type: ignore[no-untyped-call]
                 try:
-                    stream = watcher.stream(list_function, *args, timeout_seconds=30,
-                                            resource_version=version)  # type: ignore[no-untyped-call]  # fmt: skip
+                    stream = watcher.stream(  # type: ignore[no-untyped-call]
+                        list_function, *args, timeout_seconds=30, resource_version=version
+                    )
                     for event in stream:
                         handle(event["object"], time.time())
                         if self._stop.is_set():
@@ -135,8 +137,7 @@ class Collector:
         return [scheduled for scheduled, _ in self._seen() if first <= scheduled < last]
 
     def lags(self, first: float, last: float) -> list[float]:
-        return [seen - scheduled for scheduled, seen in self._seen()
-                if first <= scheduled < last]  # fmt: skip
+        return [seen - scheduled for scheduled, seen in self._seen() if first <= scheduled < last]
 
 
 def _parse(stamp: str) -> float:
@@ -154,8 +155,9 @@ def control_plane(workdir: Path) -> Iterator[tuple[ControlPlane, Cluster, k8s.Ap
 def _apply_in_batches(cluster: Cluster, items: list[dict[str, Any]]) -> None:
     for start in range(0, len(items), 500):
         listing = {"apiVersion": "v1", "kind": "List", "items": items[start : start + 500]}
-        cluster.kubectl("apply", "--server-side", "-f", "-", input_text=json.dumps(listing),
-                        timeout=600)  # fmt: skip
+        cluster.kubectl(
+            "apply", "--server-side", "-f", "-", input_text=json.dumps(listing), timeout=600
+        )
 
 
 def _cpu(pids: dict[str, int]) -> dict[str, float]:
@@ -167,8 +169,13 @@ def profile_apiserver(cluster: Cluster, seconds: int, path: Path) -> threading.T
     (``go tool pprof``), in a thread."""
 
     def take() -> None:
-        argv = [kubectl_binary(), f"--kubeconfig={cluster.kubeconfig}", "get", "--raw",
-                f"/debug/pprof/profile?seconds={seconds}"]  # fmt: skip
+        argv = [
+            kubectl_binary(),
+            f"--kubeconfig={cluster.kubeconfig}",
+            "get",
+            "--raw",
+            f"/debug/pprof/profile?seconds={seconds}",
+        ]
         result = subprocess.run(argv, capture_output=True, timeout=seconds + 120, check=True)
         path.write_bytes(result.stdout)
 
@@ -223,24 +230,35 @@ def parts_of(top: str) -> dict[str, float]:
     return found
 
 
-def measure_window(cluster: Cluster, collector: Collector, minutes: int,
-                   pids: dict[str, int] | None = None, *,
-                   warmup: int = 1, profile: Path | None = None) -> dict[str, Any]:  # fmt: skip
+def measure_window(
+    cluster: Cluster,
+    collector: Collector,
+    minutes: int,
+    pids: dict[str, int] | None = None,
+    *,
+    warmup: int = 1,
+    profile: Path | None = None,
+) -> dict[str, Any]:
     """Skip ``warmup`` minutes, then measure ``minutes`` whole minutes (and the CPU
     time the processes ``pids`` names used in them; with ``profile``, the API
     server's CPU profile of the first of them)."""
     first = next_minute(time.time()) + 60 * warmup
     last = first + 60 * minutes
-    wait_for(lambda: time.time() >= first - 2, timeout=60 * warmup + 140, interval=0.5,
-             what="the window")  # fmt: skip
+    wait_for(
+        lambda: time.time() >= first - 2, timeout=60 * warmup + 140, interval=0.5, what="the window"
+    )
     before = writes_so_far(cluster)
     job_writes_before = writes_so_far(cluster, resource="scheduledjobs")
     job_reads_before = requests_so_far(cluster, ("GET",), resource="scheduledjobs")
     tries_before = storage_updates_so_far(cluster, "scheduledjobs")
     cpu_before = _cpu(pids or {})
     profiling = profile_apiserver(cluster, 60, profile) if profile is not None else None
-    wait_for(lambda: time.time() >= last - 2, timeout=60 * minutes + 60, interval=0.5,
-             what="the end of the window")  # fmt: skip
+    wait_for(
+        lambda: time.time() >= last - 2,
+        timeout=60 * minutes + 60,
+        interval=0.5,
+        what="the end of the window",
+    )
     cpu = {name: used - cpu_before[name] for name, used in _cpu(pids or {}).items()}
     after = writes_so_far(cluster)
     job_writes = writes_so_far(cluster, resource="scheduledjobs") - job_writes_before
@@ -253,11 +271,18 @@ def measure_window(cluster: Cluster, collector: Collector, minutes: int,
     observed_until = time.time()
     lags = collector.lags(first, last)
     scheduled = collector.scheduled(first, last)
-    return {"lags": lags, "writes": after - before, "job_writes": job_writes,
-            "job_reads": job_reads,
-            "job_write_tries": tries, "window": (first, last),
-            "observed_until": observed_until, "scheduled": scheduled,
-            "minutes": minutes, "cpu_seconds": cpu}  # fmt: skip
+    return {
+        "lags": lags,
+        "writes": after - before,
+        "job_writes": job_writes,
+        "job_reads": job_reads,
+        "job_write_tries": tries,
+        "window": (first, last),
+        "observed_until": observed_until,
+        "scheduled": scheduled,
+        "minutes": minutes,
+        "cpu_seconds": cpu,
+    }
 
 
 def skipped_by_cronjobs(
@@ -292,12 +317,21 @@ def skipped_by_cronjobs(
     return skipped
 
 
-def run_tickwork(workdir: Path, plane: ControlPlane, api: k8s.ApiClient, n: int,
-                 minutes: int, *, job_cache: bool = True, warmup: int = 1,
-                 profile: Path | None = None, history: int | None = None,
-                 schedule_in_status: bool | None = None,
-                 indexed: int = 0, extra_env: dict[str, str] | None = None,
-                 ) -> dict[str, Any]:  # fmt: skip
+def run_tickwork(
+    workdir: Path,
+    plane: ControlPlane,
+    api: k8s.ApiClient,
+    n: int,
+    minutes: int,
+    *,
+    job_cache: bool = True,
+    warmup: int = 1,
+    profile: Path | None = None,
+    history: int | None = None,
+    schedule_in_status: bool | None = None,
+    indexed: int = 0,
+    extra_env: dict[str, str] | None = None,
+) -> dict[str, Any]:
     """``indexed``: that many more jobs in the namespace, yearly (due on January 1st),
     created before the operator and workers start: they hold them all."""
     cluster = Cluster(kubeconfig=plane.kubeconfig, plane=plane)
@@ -305,14 +339,27 @@ def run_tickwork(workdir: Path, plane: ControlPlane, api: k8s.ApiClient, n: int,
     cluster.kubectl("create", "namespace", namespace)
     if indexed:
         yearly = {"schedule": "0 0 1 1 *", "task": {"echo": {"message": "new year"}}}
-        create_jobs(cluster, namespace, [job_manifest(f"idle-{i:06d}", yearly)
-                                         for i in range(indexed)])  # fmt: skip
-    items = [{"apiVersion": models.API_VERSION, "kind": models.KIND,
-              "metadata": {"name": f"sj-{i:05d}", "namespace": namespace},
-              "spec": {"schedule": "* * * * *", "concurrencyPolicy": "Allow",
-                       "task": {"echo": {"message": "tick"}},
-                       **({"history": {"successfulRuns": history, "failedRuns": history}}
-                          if history is not None else {})}} for i in range(n)]  # fmt: skip
+        create_jobs(
+            cluster, namespace, [job_manifest(f"idle-{i:06d}", yearly) for i in range(indexed)]
+        )
+    items = [
+        {
+            "apiVersion": models.API_VERSION,
+            "kind": models.KIND,
+            "metadata": {"name": f"sj-{i:05d}", "namespace": namespace},
+            "spec": {
+                "schedule": "* * * * *",
+                "concurrencyPolicy": "Allow",
+                "task": {"echo": {"message": "tick"}},
+                **(
+                    {"history": {"successfulRuns": history, "failedRuns": history}}
+                    if history is not None
+                    else {}
+                ),
+            },
+        }
+        for i in range(n)
+    ]
     collector = Collector()
 
     def handle(obj: dict[str, Any], seen: float) -> None:
@@ -325,24 +372,42 @@ def run_tickwork(workdir: Path, plane: ControlPlane, api: k8s.ApiClient, n: int,
         del seen
 
     custom = k8s.CustomObjectsApi(api)
-    collector.watch(custom.list_namespaced_custom_object, handle, models.GROUP, models.VERSION,
-                    namespace, models.PLURAL)  # fmt: skip
+    collector.watch(
+        custom.list_namespaced_custom_object,
+        handle,
+        models.GROUP,
+        models.VERSION,
+        namespace,
+        models.PLURAL,
+    )
     with RedisServer(workdir=workdir / f"redis-{n}", appendonly=True) as redis:
-        env = {"KUBECONFIG": str(cluster.kubeconfig), "TICKWORK_REDIS_URL": redis.url,
-               "TICKWORK_OPERATOR_NAMESPACES": namespace, "TICKWORK_WORKER_NAMESPACES": namespace,
-               "TICKWORK_OPERATOR_LOG_LEVEL": "WARNING",
-               "TICKWORK_WORKER_LOG_LEVEL": "WARNING", "TICKWORK_WORKER_CONCURRENCY": "128",
-               "TICKWORK_OPERATOR_RECONCILE_SECONDS": "60",
-               "TICKWORK_WORKER_JOB_CACHE": str(job_cache).lower()}  # fmt: skip
+        env = {
+            "KUBECONFIG": str(cluster.kubeconfig),
+            "TICKWORK_REDIS_URL": redis.url,
+            "TICKWORK_OPERATOR_NAMESPACES": namespace,
+            "TICKWORK_WORKER_NAMESPACES": namespace,
+            "TICKWORK_OPERATOR_LOG_LEVEL": "WARNING",
+            "TICKWORK_WORKER_LOG_LEVEL": "WARNING",
+            "TICKWORK_WORKER_CONCURRENCY": "128",
+            "TICKWORK_OPERATOR_RECONCILE_SECONDS": "60",
+            "TICKWORK_WORKER_JOB_CACHE": str(job_cache).lower(),
+        }
         env.update(extra_env or {})
         if schedule_in_status is not None:  # else the operator's default
             env["TICKWORK_OPERATOR_SCHEDULE_IN_STATUS"] = str(schedule_in_status).lower()
         components = [
-            TickworkProcess(command="tickwork-operator", env=env,
-                            log_path=workdir / f"operator-{n}.log"),
-            *(TickworkProcess(command="tickwork-worker", env={**env, "TICKWORK_WORKER_NAME": w},
-                              log_path=workdir / f"{w}-{n}.log") for w in ("w0", "w1")),
-        ]  # fmt: skip
+            TickworkProcess(
+                command="tickwork-operator", env=env, log_path=workdir / f"operator-{n}.log"
+            ),
+            *(
+                TickworkProcess(
+                    command="tickwork-worker",
+                    env={**env, "TICKWORK_WORKER_NAME": w},
+                    log_path=workdir / f"{w}-{n}.log",
+                )
+                for w in ("w0", "w1")
+            ),
+        ]
         # A worker lists every job of its namespaces before it is ready: with 100,000
         # there, that takes longer than a component's usual minute.
         ready_timeout = READY_TIMEOUT_SECONDS + indexed * 0.003
@@ -355,9 +420,14 @@ def run_tickwork(workdir: Path, plane: ControlPlane, api: k8s.ApiClient, n: int,
             # POSTs over one HTTP/2 connection, 32 in flight: kubectl's server-side
             # apply of 5,000 took over 10 min while the first jobs already fired.
             create_jobs(cluster, namespace, items)
-            pids = {**plane.pids(), "redis-server": redis.pid,
-                    **{f"tickwork-{c.command.removeprefix('tickwork-')}-{i}": c.pid
-                       for i, c in enumerate(components)}}  # fmt: skip
+            pids = {
+                **plane.pids(),
+                "redis-server": redis.pid,
+                **{
+                    f"tickwork-{c.command.removeprefix('tickwork-')}-{i}": c.pid
+                    for i, c in enumerate(components)
+                },
+            }
             window = measure_window(
                 cluster, collector, minutes, pids, warmup=warmup, profile=profile
             )
@@ -373,14 +443,30 @@ def run_tickwork(workdir: Path, plane: ControlPlane, api: k8s.ApiClient, n: int,
 def run_cronjobs(cluster: Cluster, api: k8s.ApiClient, n: int, minutes: int) -> dict[str, Any]:
     namespace = f"cronjob-{n}"
     cluster.kubectl("create", "namespace", namespace)
-    items = [{"apiVersion": "batch/v1", "kind": "CronJob",
-              "metadata": {"name": f"cj-{i:05d}", "namespace": namespace},
-              "spec": {"schedule": "* * * * *", "concurrencyPolicy": "Allow",
-                       "jobTemplate": {"spec": {"template": {"spec": {
-                           "restartPolicy": "Never",
-                           "containers": [{"name": "c", "image": "busybox",
-                                           "command": ["echo", "tick"]}]}}}}}}
-             for i in range(n)]  # fmt: skip
+    items = [
+        {
+            "apiVersion": "batch/v1",
+            "kind": "CronJob",
+            "metadata": {"name": f"cj-{i:05d}", "namespace": namespace},
+            "spec": {
+                "schedule": "* * * * *",
+                "concurrencyPolicy": "Allow",
+                "jobTemplate": {
+                    "spec": {
+                        "template": {
+                            "spec": {
+                                "restartPolicy": "Never",
+                                "containers": [
+                                    {"name": "c", "image": "busybox", "command": ["echo", "tick"]}
+                                ],
+                            }
+                        }
+                    }
+                },
+            },
+        }
+        for i in range(n)
+    ]
     collector = Collector()
 
     def handle(obj: Any, seen: float) -> None:
@@ -398,8 +484,7 @@ def run_cronjobs(cluster: Cluster, api: k8s.ApiClient, n: int, minutes: int) -> 
     finally:
         collector.stop()
         # Stop the controller creating more Jobs; their pods stay Pending (no nodes).
-        cluster.kubectl("delete", "cronjobs", "--all", "-n", namespace, "--wait=false",
-                        timeout=600)  # fmt: skip
+        cluster.kubectl("delete", "cronjobs", "--all", "-n", namespace, "--wait=false", timeout=600)
     return window
 
 
@@ -475,8 +560,10 @@ def _cpu_per_run(cpu: dict[str, float], runs: int) -> dict[str, Any]:
         name = re.sub(r"-\d+$", "", process).replace("tickwork-worker", "tickwork-workers")
         by_process[name] = by_process.get(name, 0.0) + 1000 * seconds / runs
     on_path = sum(ms for name, ms in by_process.items() if name not in _BYSTANDERS)
-    return {"cpu_ms_per_run": {k: round(v, 2) for k, v in sorted(by_process.items())},
-            "cpu_ms_per_run_total": round(on_path, 2)}  # fmt: skip
+    return {
+        "cpu_ms_per_run": {k: round(v, 2) for k, v in sorted(by_process.items())},
+        "cpu_ms_per_run_total": round(on_path, 2),
+    }
 
 
 def _finite(value: float) -> float | None:
@@ -490,11 +577,12 @@ def p99_ratio(tickwork: dict[str, Any], cronjob: dict[str, Any]) -> dict[str, An
         return {"p99_lag_ratio_cronjob_over_tickwork": None}
     bound = cronjob["lag_p99_lower_bound_seconds"] / ours
     return {
-        "p99_lag_ratio_cronjob_over_tickwork": None if cronjob["lag_p99_unbounded"]
-        else round(bound, 1),
+        "p99_lag_ratio_cronjob_over_tickwork": (
+            None if cronjob["lag_p99_unbounded"] else round(bound, 1)
+        ),
         "p99_lag_ratio_at_least": round(bound, 1),
         "p99_lag_ratio_unbounded": cronjob["lag_p99_unbounded"],
-    }  # fmt: skip
+    }
 
 
 def plot(report: dict[str, Any], path: Path) -> None:
@@ -517,12 +605,18 @@ def plot(report: dict[str, Any], path: Path) -> None:
             for n, value, row in zip(sizes, values, rows, strict=True):
                 if row[system].get(key.replace("_seconds", "_unbounded")):
                     lags.plot([n], [value], marker="^", markersize=9, color=color)
-                    lags.annotate("∞", (n, value), textcoords="offset points", xytext=(6, 4),
-                                  color=color)  # fmt: skip
+                    lags.annotate(
+                        "∞", (n, value), textcoords="offset points", xytext=(6, 4), color=color
+                    )
                     continue
                 bound = row[system]["lag_percentiles_are_lower_bounds"]
-                lags.plot([n], [value], marker="o", color=color,
-                          markerfacecolor="white" if bound else color)  # fmt: skip
+                lags.plot(
+                    [n],
+                    [value],
+                    marker="o",
+                    color=color,
+                    markerfacecolor="white" if bound else color,
+                )
         started = [100 * row[system]["runs"] / row[system]["expected_runs"] for row in rows]
         share.plot(sizes, started, marker="o", color=color, label=system)
     lags.set_xscale("log")
@@ -530,8 +624,11 @@ def plot(report: dict[str, Any], path: Path) -> None:
     lags.set_yscale("log")
     lags.set_xlabel("schedules firing every minute (N)")
     lags.set_ylabel("schedule lag (s)")
-    lags.set_title("Schedule lag (hollow: lower bound; ▲∞: unbounded,\n"
-                   "more than 1 % of runs skipped for good)", fontsize=10)  # fmt: skip
+    lags.set_title(
+        "Schedule lag (hollow: lower bound; ▲∞: unbounded,\n"
+        "more than 1 % of runs skipped for good)",
+        fontsize=10,
+    )
     share.set_xscale("log")
     share.set_ylim(0, 105)
     share.set_xlabel("schedules firing every minute (N)")
@@ -552,8 +649,9 @@ def plot_cpu(report: dict[str, Any], path: Path) -> None:
     import matplotlib.pyplot as plt  # noqa: PLC0415
 
     rows = [row for row in report["results"] if row["tickwork"].get("cpu_ms_per_run")]
-    processes = sorted({p for row in rows for p in row["tickwork"]["cpu_ms_per_run"]
-                        if p not in _BYSTANDERS})  # fmt: skip
+    processes = sorted(
+        {p for row in rows for p in row["tickwork"]["cpu_ms_per_run"] if p not in _BYSTANDERS}
+    )
     figure, axis = plt.subplots(figsize=(6, 4.2))
     labels = [f"N = {row['n']:,}" for row in rows]
     bottom = [0.0] * len(rows)
@@ -567,8 +665,9 @@ def plot_cpu(report: dict[str, Any], path: Path) -> None:
     lean = "; no schedule in status" if report.get("schedule_in_status") is False else ""
     if report.get("history") is not None:
         lean += f"; run history {report['history']}"
-    axis.set_title(f"Tickwork's CPU per run, by process\n(workers' job cache {cache}{lean})",
-                   fontsize=10)  # fmt: skip
+    axis.set_title(
+        f"Tickwork's CPU per run, by process\n(workers' job cache {cache}{lean})", fontsize=10
+    )
     axis.legend(fontsize=8)
     axis.grid(visible=True, axis="y", alpha=0.3)
     save_figure(figure, path)
@@ -647,40 +746,57 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     in_status = None if args.schedule_in_status is None else args.schedule_in_status == "true"
-    report: dict[str, Any] = {"benchmark": "cronjob", "commit": code_commit(),
-                              "python": platform.python_version(),
-                              "minutes_measured": args.minutes,
-                              "warmup_minutes": args.warmup_minutes,
-                              "worker_job_cache": not args.no_worker_cache,
-                              "history": args.history,
-                              "schedule_in_status": in_status,
-                              "indexed_beside": args.indexed,
-                              "results": []}  # fmt: skip
+    report: dict[str, Any] = {
+        "benchmark": "cronjob",
+        "commit": code_commit(),
+        "python": platform.python_version(),
+        "minutes_measured": args.minutes,
+        "warmup_minutes": args.warmup_minutes,
+        "worker_job_cache": not args.no_worker_cache,
+        "history": args.history,
+        "schedule_in_status": in_status,
+        "indexed_beside": args.indexed,
+        "results": [],
+    }
     for n in args.sizes:
         with tempfile.TemporaryDirectory(prefix=f"cronjob-bench-{n}-") as tmp:
             workdir = Path(tmp)
             with control_plane(workdir) as (plane, cluster, api):
                 cluster.kubectl("apply", "-f", str(CRDS))
                 cluster.wait_established("scheduledjobs.tickwork.dev")
-                tickwork = summarize(run_tickwork(workdir, plane, api, n, args.minutes,
-                                                job_cache=not args.no_worker_cache,
-                                                warmup=args.warmup_minutes,
-                                                history=args.history,
-                                                schedule_in_status=in_status,
-                                                profile=_profile_path(args, n),
-                                                indexed=args.indexed,
-                                                extra_env=dict(e.split("=", 1) for e in args.env)),
-                                   n, args.minutes)  # fmt: skip
+                tickwork = summarize(
+                    run_tickwork(
+                        workdir,
+                        plane,
+                        api,
+                        n,
+                        args.minutes,
+                        job_cache=not args.no_worker_cache,
+                        warmup=args.warmup_minutes,
+                        history=args.history,
+                        schedule_in_status=in_status,
+                        profile=_profile_path(args, n),
+                        indexed=args.indexed,
+                        extra_env=dict(e.split("=", 1) for e in args.env),
+                    ),
+                    n,
+                    args.minutes,
+                )
                 profile = _profile_path(args, n)
                 if profile is not None:
                     tickwork["apiserver_profile_percent"] = profile_parts(profile)
                 if args.tickwork_only:
                     row = {"n": n, "tickwork": tickwork}
                 else:
-                    cronjob = summarize(run_cronjobs(cluster, api, n, args.minutes), n,
-                                        args.minutes)  # fmt: skip
-                    row = {"n": n, "tickwork": tickwork, "cronjob": cronjob,
-                           **p99_ratio(tickwork, cronjob)}  # fmt: skip
+                    cronjob = summarize(
+                        run_cronjobs(cluster, api, n, args.minutes), n, args.minutes
+                    )
+                    row = {
+                        "n": n,
+                        "tickwork": tickwork,
+                        "cronjob": cronjob,
+                        **p99_ratio(tickwork, cronjob),
+                    }
         print(json.dumps(row), flush=True)
         report["results"].append(row)
         # Written after every N: a long run that is interrupted keeps what it measured.

@@ -70,15 +70,21 @@ async def _drive(patch: Patch, jobs: list[dict[str, Any]], writes: int, concurre
     await asyncio.gather(*(loop() for _ in range(concurrency)))
 
 
-async def _tickwork(kubeconfig: Path, jobs: list[dict[str, Any]], writes: int,
-                    concurrency: int) -> None:  # fmt: skip
+async def _tickwork(
+    kubeconfig: Path, jobs: list[dict[str, Any]], writes: int, concurrency: int
+) -> None:
     async with KubeClient(load_configuration(str(kubeconfig))) as kube:
 
         async def patch(job: dict[str, Any], status: dict[str, Any]) -> object:
             meta = job["metadata"]
-            return await kube.apply_job_status(meta["namespace"], meta["name"], meta["uid"],
-                                               status, field_manager="bench-clients",
-                                               force=True)  # fmt: skip
+            return await kube.apply_job_status(
+                meta["namespace"],
+                meta["name"],
+                meta["uid"],
+                status,
+                field_manager="bench-clients",
+                force=True,
+            )
 
         await _drive(patch, jobs, writes, concurrency)
 
@@ -86,12 +92,16 @@ async def _tickwork(kubeconfig: Path, jobs: list[dict[str, Any]], writes: int,
 def _request(job: dict[str, Any], status: dict[str, Any]) -> tuple[str, bytes]:
     """The path and body of one status apply, as every client sends it."""
     meta = job["metadata"]
-    body = {"apiVersion": models.API_VERSION, "kind": models.KIND,
-            "metadata": {"name": meta["name"], "namespace": meta["namespace"],
-                         "uid": meta["uid"]},
-            "status": status}  # fmt: skip
-    path = (f"/apis/{models.GROUP}/{models.VERSION}/namespaces/{meta['namespace']}/"
-            f"{models.PLURAL}/{meta['name']}/status")  # fmt: skip
+    body = {
+        "apiVersion": models.API_VERSION,
+        "kind": models.KIND,
+        "metadata": {"name": meta["name"], "namespace": meta["namespace"], "uid": meta["uid"]},
+        "status": status,
+    }
+    path = (
+        f"/apis/{models.GROUP}/{models.VERSION}/namespaces/{meta['namespace']}/"
+        f"{models.PLURAL}/{meta['name']}/status"
+    )
     return path, json.dumps(body).encode()
 
 
@@ -99,15 +109,17 @@ _HEADERS = {"Content-Type": "application/apply-patch+yaml", "Accept": "applicati
 _PARAMS = {"fieldManager": "bench-clients", "force": "true"}
 
 
-async def _httpx(kubeconfig: Path, jobs: list[dict[str, Any]], writes: int, concurrency: int,
-                 *, http2: bool) -> None:  # fmt: skip
+async def _httpx(
+    kubeconfig: Path, jobs: list[dict[str, Any]], writes: int, concurrency: int, *, http2: bool
+) -> None:
     import httpx  # noqa: PLC0415 - only these variants
 
     configuration = load_configuration(str(kubeconfig))
     context = configuration.ssl_context()
     limits = httpx.Limits(max_connections=64, max_keepalive_connections=64, keepalive_expiry=600)
-    async with httpx.AsyncClient(base_url=configuration.host, verify=context, http2=http2,
-                                 limits=limits, timeout=30) as client:  # fmt: skip
+    async with httpx.AsyncClient(
+        base_url=configuration.host, verify=context, http2=http2, limits=limits, timeout=30
+    ) as client:
 
         async def patch(job: dict[str, Any], status: dict[str, Any]) -> object:
             path, body = _request(job, status)
@@ -118,8 +130,9 @@ async def _httpx(kubeconfig: Path, jobs: list[dict[str, Any]], writes: int, conc
         await _drive(patch, jobs, writes, concurrency)
 
 
-async def _official(kubeconfig: Path, jobs: list[dict[str, Any]], writes: int,
-                    concurrency: int) -> None:  # fmt: skip
+async def _official(
+    kubeconfig: Path, jobs: list[dict[str, Any]], writes: int, concurrency: int
+) -> None:
     configuration = k8s.Configuration()
     k8s_config.load_kube_config(config_file=str(kubeconfig), client_configuration=configuration)  # type: ignore[no-untyped-call]
     configuration.connection_pool_maxsize = concurrency
@@ -129,15 +142,23 @@ async def _official(kubeconfig: Path, jobs: list[dict[str, Any]], writes: int,
 
     def call(job: dict[str, Any], status: dict[str, Any]) -> object:
         meta = job["metadata"]
-        body = {"apiVersion": models.API_VERSION, "kind": models.KIND,
-                "metadata": {"name": meta["name"], "namespace": meta["namespace"],
-                             "uid": meta["uid"]},
-                "status": status}  # fmt: skip
+        body = {
+            "apiVersion": models.API_VERSION,
+            "kind": models.KIND,
+            "metadata": {"name": meta["name"], "namespace": meta["namespace"], "uid": meta["uid"]},
+            "status": status,
+        }
         return api.patch_namespaced_custom_object_status(
-            models.GROUP, models.VERSION, meta["namespace"], models.PLURAL, meta["name"], body,
-            field_manager="bench-clients", force=True,
+            models.GROUP,
+            models.VERSION,
+            meta["namespace"],
+            models.PLURAL,
+            meta["name"],
+            body,
+            field_manager="bench-clients",
+            force=True,
             _content_type="application/apply-patch+yaml",
-        )  # fmt: skip
+        )
 
     async def patch(job: dict[str, Any], status: dict[str, Any]) -> object:
         return await loop.run_in_executor(pool, call, job, status)
@@ -149,8 +170,9 @@ async def _official(kubeconfig: Path, jobs: list[dict[str, Any]], writes: int,
         api.api_client.close()
 
 
-def measure(kubeconfig: Path, jobs: list[dict[str, Any]], name: str, *, writes: int,
-            concurrency: int) -> dict[str, Any]:  # fmt: skip
+def measure(
+    kubeconfig: Path, jobs: list[dict[str, Any]], name: str, *, writes: int, concurrency: int
+) -> dict[str, Any]:
     if name == "official":
         work = _official(kubeconfig, jobs, writes, concurrency)
     elif name == "tickwork":
@@ -210,8 +232,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--jobs", type=int, default=200)
     args = parser.parse_args(argv)
-    report: dict[str, Any] = {"benchmark": "kube_clients", "python": platform.python_version(),
-                              "concurrency": args.concurrency, "rounds": []}  # fmt: skip
+    report: dict[str, Any] = {
+        "benchmark": "kube_clients",
+        "python": platform.python_version(),
+        "concurrency": args.concurrency,
+        "rounds": [],
+    }
     with (
         tempfile.TemporaryDirectory(prefix="clients-bench-") as tmp,
         plane_with_crd(Path(tmp)) as (cluster, _redis),
@@ -219,8 +245,9 @@ def main(argv: list[str] | None = None) -> int:
         jobs = _jobs(cluster, args.jobs)
         for _ in range(args.rounds):
             for name in CLIENTS:
-                row = measure(cluster.kubeconfig, jobs, name, writes=args.writes,
-                              concurrency=args.concurrency)  # fmt: skip
+                row = measure(
+                    cluster.kubeconfig, jobs, name, writes=args.writes, concurrency=args.concurrency
+                )
                 print(json.dumps(row), flush=True)
                 report["rounds"].append(row)
     report["summary"] = summary = summarise(report["rounds"])

@@ -90,8 +90,14 @@ def _deep_size(roots: list[Any], seen: set[int]) -> int:
     what several owners share is counted once, for the first)."""
     import types  # noqa: PLC0415
 
-    skip = (type, types.ModuleType, types.FunctionType, types.BuiltinFunctionType,
-            types.MethodType, types.CodeType)  # fmt: skip
+    skip = (
+        type,
+        types.ModuleType,
+        types.FunctionType,
+        types.BuiltinFunctionType,
+        types.MethodType,
+        types.CodeType,
+    )
     total, stack = 0, list(roots)
     while stack:
         obj = stack.pop()
@@ -114,9 +120,10 @@ def _owners(state: Any, jobs: int) -> dict[str, float]:
         "spec models": _deep_size([e.spec for e in entries], seen),
         "observed status models": _deep_size([e.observed for e in entries], seen),
         "wanted/written status models": _deep_size(
-            [m for e in entries for m in (e.wanted, e.written)], seen),
+            [m for e in entries for m in (e.wanted, e.written)], seen
+        ),
         "JobEntry records and the rest": _deep_size([state.jobs], seen),
-    }  # fmt: skip
+    }
     # kopf's class or a subclass of it (LeanMemories), by name: --compare-with may run
     # a tree whose operator has either.
     kinds = {"ResourceMemories", "LeanMemories"}
@@ -137,10 +144,15 @@ def _breakdown(jobs: int) -> dict[str, Any]:
         category = _category(stat.traceback)
         sizes[category] = sizes.get(category, 0) + stat.size
     top = [
-        {"where": f"{stat.traceback[0].filename.split('site-packages/')[-1]}:"
-                  f"{stat.traceback[0].lineno}", "kib": round(stat.size / 1024, 1)}
+        {
+            "where": (
+                f"{stat.traceback[0].filename.split('site-packages/')[-1]}:"
+                f"{stat.traceback[0].lineno}"
+            ),
+            "kib": round(stat.size / 1024, 1),
+        }
         for stat in snapshot.statistics("lineno")[:15]
-    ]  # fmt: skip
+    ]
     per = max(jobs, 1) / 1000
     return {
         "traced_mib": round(sum(sizes.values()) / 2**20, 1),
@@ -177,8 +189,9 @@ def child(out: Path, jobs: int, *, trace: bool, until_indexed: bool = False) -> 
     asyncio.run(both())
 
 
-async def _probe(captured: list[Any], jobs: int, out: Path, *, trace: bool,
-                 until_indexed: bool = False) -> None:  # fmt: skip
+async def _probe(
+    captured: list[Any], jobs: int, out: Path, *, trace: bool, until_indexed: bool = False
+) -> None:
     """Wait for each phase (polling the state: the probe must not change the operator),
     record it, and end the process after the last (``until_indexed``: once every job
     is indexed, before any status is written)."""
@@ -188,18 +201,24 @@ async def _probe(captured: list[Any], jobs: int, out: Path, *, trace: bool,
         cpu = time.process_time()
         while not captured or len(captured[0].jobs) < jobs:  # noqa: ASYNC110
             await asyncio.sleep(0.05)
-        indexed = {"seconds": round(time.monotonic() - launched, 2),
-                   "cpu_seconds": round(time.process_time() - cpu, 2),
-                   "peak_mib": round(_rss()[1], 1)}  # fmt: skip
+        indexed = {
+            "seconds": round(time.monotonic() - launched, 2),
+            "cpu_seconds": round(time.process_time() - cpu, 2),
+            "peak_mib": round(_rss()[1], 1),
+        }
         await asyncio.to_thread(out.write_text, json.dumps(indexed))
         os._exit(0)
 
     def record(name: str) -> None:
         gc.collect()
         rss, peak = _rss()
-        phase: dict[str, Any] = {"phase": name, "seconds": round(time.monotonic() - launched, 1),
-                                 "cpu_seconds": round(time.process_time(), 1),
-                                 "rss_mib": round(rss, 1), "peak_mib": round(peak, 1)}  # fmt: skip
+        phase: dict[str, Any] = {
+            "phase": name,
+            "seconds": round(time.monotonic() - launched, 1),
+            "cpu_seconds": round(time.process_time(), 1),
+            "rss_mib": round(rss, 1),
+            "peak_mib": round(peak, 1),
+        }
         if trace:
             phase.update(_breakdown(jobs))
         elif captured and name != "started":
@@ -226,8 +245,16 @@ async def _probe(captured: list[Any], jobs: int, out: Path, *, trace: bool,
 # -- the parent: a control plane, the jobs, and the operator processes ---------------
 
 
-def _run_child(workdir: Path, env: dict[str, str], pythonpath: str, jobs: int, *, trace: bool,
-               label: str, until_indexed: bool = False) -> Any:  # fmt: skip
+def _run_child(
+    workdir: Path,
+    env: dict[str, str],
+    pythonpath: str,
+    jobs: int,
+    *,
+    trace: bool,
+    label: str,
+    until_indexed: bool = False,
+) -> Any:
     out = workdir / f"{label}.json"
     command = [sys.executable, __file__, "--child", str(out), "--jobs", str(jobs)]
     if trace:
@@ -235,8 +262,14 @@ def _run_child(workdir: Path, env: dict[str, str], pythonpath: str, jobs: int, *
     if until_indexed:
         command.append("--until-indexed")
     with (workdir / f"{label}.log").open("w") as log:
-        subprocess.run(command, env={**os.environ, **env, "PYTHONPATH": pythonpath},
-                       stdout=log, stderr=subprocess.STDOUT, timeout=1800, check=True)  # fmt: skip
+        subprocess.run(
+            command,
+            env={**os.environ, **env, "PYTHONPATH": pythonpath},
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            timeout=1800,
+            check=True,
+        )
     return json.loads(out.read_text())
 
 
@@ -264,20 +297,36 @@ def index_rounds(args: Any, trees: dict[str, Path]) -> int:
             for round_ in range(args.index_rounds):
                 for label in order if round_ % 2 == 0 else order[::-1]:
                     env = _operator_env(cluster, redis, namespace, f"{label}-{round_}")
-                    indexed = _run_child(workdir, env, _pythonpath(trees[label]), args.jobs,
-                                         trace=False, label=f"{label}-{round_}",
-                                         until_indexed=True)  # fmt: skip
+                    indexed = _run_child(
+                        workdir,
+                        env,
+                        _pythonpath(trees[label]),
+                        args.jobs,
+                        trace=False,
+                        label=f"{label}-{round_}",
+                        until_indexed=True,
+                    )
                     starts[label].append(indexed)
                     print(json.dumps({"variant": label, "round": round_, **indexed}), flush=True)
-    medians = {label: {key: round(statistics.median(s[key] for s in runs), 2)
-                       for key in ("seconds", "cpu_seconds", "peak_mib")}
-               for label, runs in starts.items()}  # fmt: skip
+    medians = {
+        label: {
+            key: round(statistics.median(s[key] for s in runs), 2)
+            for key in ("seconds", "cpu_seconds", "peak_mib")
+        }
+        for label, runs in starts.items()
+    }
     report = {
-        "benchmark": "operator_index", "python": platform.python_version(), "jobs": args.jobs,
-        "list_page": 500, "starts": starts, "median": medians,
-        "after_over_before": {key: round(medians["after"][key] / medians["before"][key], 2)
-                              for key in medians["after"]},
-    }  # fmt: skip
+        "benchmark": "operator_index",
+        "python": platform.python_version(),
+        "jobs": args.jobs,
+        "list_page": 500,
+        "starts": starts,
+        "median": medians,
+        "after_over_before": {
+            key: round(medians["after"][key] / medians["before"][key], 2)
+            for key in medians["after"]
+        },
+    }
     report["commits"] = {label: code_commit(tree) for label, tree in trees.items()}
     save_report(report, args.out, args)
     plot_index(report, args.plot)
@@ -288,9 +337,13 @@ def _yearly_jobs(rng: random.Random, count: int) -> list[dict[str, Any]]:
     """``count`` ScheduledJobs due once a year at a random minute: nothing is due."""
     from tickwork_dev.devcluster.measure import job_manifest  # noqa: PLC0415
 
-    return [job_manifest(f"m-{i:06d}", {
-        "schedule": f"{rng.randrange(60)} {rng.randrange(24)} 1 1 *",
-        "task": ECHO}) for i in range(count)]  # fmt: skip
+    return [
+        job_manifest(
+            f"m-{i:06d}",
+            {"schedule": f"{rng.randrange(60)} {rng.randrange(24)} 1 1 *", "task": ECHO},
+        )
+        for i in range(count)
+    ]
 
 
 def _operator_env(cluster: Any, redis: Any, namespace: str, name: str) -> dict[str, str]:
@@ -324,15 +377,24 @@ def main(argv: list[str] | None = None) -> int:
     parser = benchmark_parser(__doc__, "operator_memory")
     parser.add_argument("--jobs", type=int, default=10_000)
     parser.add_argument("--compare-with", type=Path, help="another checkout's tree: 'before'")
-    parser.add_argument("--history", type=int, default=6,
-                        help="finished runs in each job's status (default 6: what the "
-                        "default spec.history keeps, 3 succeeded and 3 failed)")  # fmt: skip
-    parser.add_argument("--index-rounds", type=int, default=0,
-                        help="only the time to index, R starts of each tree by turns")  # fmt: skip
+    parser.add_argument(
+        "--history",
+        type=int,
+        default=6,
+        help="finished runs in each job's status (default 6: what the "
+        "default spec.history keeps, 3 succeeded and 3 failed)",
+    )
+    parser.add_argument(
+        "--index-rounds",
+        type=int,
+        default=0,
+        help="only the time to index, R starts of each tree by turns",
+    )
     parser.add_argument("--until-indexed", action="store_true", help=argparse_hidden())
     parser.add_argument("--child", type=Path, help=argparse_hidden())
-    parser.add_argument("--trace", action="store_true",
-                        help="also run each variant under tracemalloc (slow)")  # fmt: skip
+    parser.add_argument(
+        "--trace", action="store_true", help="also run each variant under tracemalloc (slow)"
+    )
     args = parser.parse_args(argv)
     if args.child:  # one operator process; --trace: under tracemalloc
         child(args.child, args.jobs, trace=args.trace, until_indexed=args.until_indexed)
@@ -345,9 +407,13 @@ def main(argv: list[str] | None = None) -> int:
         if not args.compare_with:
             parser.error("--index-rounds compares two trees: give --compare-with")
         return index_rounds(args, dict(variants))
-    report: dict[str, Any] = {"benchmark": "operator_memory", "python": platform.python_version(),
-                              "jobs": args.jobs, "history": args.history,
-                              "variants": {}}  # fmt: skip
+    report: dict[str, Any] = {
+        "benchmark": "operator_memory",
+        "python": platform.python_version(),
+        "jobs": args.jobs,
+        "history": args.history,
+        "variants": {},
+    }
     rng = random.Random(7)
     with tempfile.TemporaryDirectory(prefix="operator-memory-") as tmp:
         workdir = Path(tmp)
@@ -367,15 +433,33 @@ def main(argv: list[str] | None = None) -> int:
 
                             asyncio.run(write_history(cluster, created, args.history))
                     env = _operator_env(cluster, redis, namespace, namespace)
-                    phases = _run_child(workdir, env, _pythonpath(tree), args.jobs, trace=trace,
-                                        label=namespace)  # fmt: skip
+                    phases = _run_child(
+                        workdir, env, _pythonpath(tree), args.jobs, trace=trace, label=namespace
+                    )
                     report["variants"].setdefault(label, {})["traced" if trace else "plain"] = (
                         phases
                     )
-                    print(json.dumps({"variant": namespace, "phases": [
-                        {k: p[k] for k in ("phase", "seconds", "cpu_seconds", "rss_mib", "peak_mib")
-                         }
-                        for p in phases]}), flush=True)  # fmt: skip
+                    print(
+                        json.dumps(
+                            {
+                                "variant": namespace,
+                                "phases": [
+                                    {
+                                        k: p[k]
+                                        for k in (
+                                            "phase",
+                                            "seconds",
+                                            "cpu_seconds",
+                                            "rss_mib",
+                                            "peak_mib",
+                                        )
+                                    }
+                                    for p in phases
+                                ],
+                            }
+                        ),
+                        flush=True,
+                    )
             report["worker"] = _worker_memory(workdir, cluster, redis, "after-plain", args.jobs)
             print(json.dumps({"worker": report["worker"]}), flush=True)
     _ratios(report)
@@ -384,24 +468,36 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _worker_memory(workdir: Path, cluster: Any, redis: Any, namespace: str,
-                   jobs: int) -> dict[str, Any]:  # fmt: skip
+def _worker_memory(
+    workdir: Path, cluster: Any, redis: Any, namespace: str, jobs: int
+) -> dict[str, Any]:
     """A worker's RSS once its job cache holds every job, against one without a cache."""
     from tickwork_dev.devcluster.components import TickworkProcess, wait_for  # noqa: PLC0415
     from tickwork_dev.devcluster.measure import rss_bytes  # noqa: PLC0415
 
     found: dict[str, Any] = {"jobs": jobs}
     for cache in (False, True):
-        worker = TickworkProcess(command="tickwork-worker", env={
-            "KUBECONFIG": str(cluster.kubeconfig), "TICKWORK_REDIS_URL": redis.url,
-            "TICKWORK_REDIS_QUEUE": namespace, "TICKWORK_WORKER_NAMESPACES": namespace,
-            "TICKWORK_WORKER_JOB_CACHE": str(cache).lower(), "TICKWORK_WORKER_LOG_LEVEL": "WARNING",
-        }, log_path=workdir / f"worker-{cache}.log").start()  # fmt: skip
+        worker = TickworkProcess(
+            command="tickwork-worker",
+            env={
+                "KUBECONFIG": str(cluster.kubeconfig),
+                "TICKWORK_REDIS_URL": redis.url,
+                "TICKWORK_REDIS_QUEUE": namespace,
+                "TICKWORK_WORKER_NAMESPACES": namespace,
+                "TICKWORK_WORKER_JOB_CACHE": str(cache).lower(),
+                "TICKWORK_WORKER_LOG_LEVEL": "WARNING",
+            },
+            log_path=workdir / f"worker-{cache}.log",
+        ).start()
         try:
             worker.wait_ready()
             if cache:
-                wait_for(lambda w=worker: w.metric("tickwork_worker_job_cache_objects") == jobs,
-                         timeout=600, interval=1, what="the cache to hold every job")  # fmt: skip
+                wait_for(
+                    lambda w=worker: w.metric("tickwork_worker_job_cache_objects") == jobs,
+                    timeout=600,
+                    interval=1,
+                    what="the cache to hold every job",
+                )
             text = Path(f"/proc/{worker.pid}/status").read_text()
             peak = int(text.split("VmHWM:")[1].split()[0]) / 1024
             found["cache" if cache else "no_cache"] = {
@@ -437,10 +533,12 @@ def _ratios(report: dict[str, Any]) -> None:
             "status_written_seconds": plain["status_written"]["seconds"],
             # CPU time less the imports' (the "started" phase): fairer than wall time.
             "indexed_cpu_seconds": round(
-                plain["indexed"]["cpu_seconds"] - plain["started"]["cpu_seconds"], 1),
+                plain["indexed"]["cpu_seconds"] - plain["started"]["cpu_seconds"], 1
+            ),
             "status_written_cpu_seconds": round(
-                plain["status_written"]["cpu_seconds"] - plain["started"]["cpu_seconds"], 1),
-        }  # fmt: skip
+                plain["status_written"]["cpu_seconds"] - plain["started"]["cpu_seconds"], 1
+            ),
+        }
     if "before" in variants and "after" in variants:
         before, after = variants["before"]["summary"], variants["after"]["summary"]
         report["after_over_before"] = {
@@ -460,8 +558,13 @@ def plot_index(report: dict[str, Any], path: Path) -> None:
     for offset, (label, runs) in enumerate(report["starts"].items()):
         xs = [i + offset * 0.3 for i in range(len(runs))]
         axis.bar(xs, [r["seconds"] for r in runs], width=0.3, label=f"{label}: wall")
-        axis.scatter(xs, [r["cpu_seconds"] for r in runs], color="black", zorder=3,
-                     label="CPU" if offset else None)  # fmt: skip
+        axis.scatter(
+            xs,
+            [r["cpu_seconds"] for r in runs],
+            color="black",
+            zorder=3,
+            label="CPU" if offset else None,
+        )
     axis.set_xlabel("start (the trees by turns)")
     axis.set_ylabel("seconds to every job indexed")
     axis.set_title(f"Operator start to {report['jobs']:,} jobs indexed")
@@ -492,9 +595,13 @@ def plot(report: dict[str, Any], path: Path) -> None:
             bottom = [b + v for b, v in zip(bottom, values, strict=True)]
         plain = [p for p in report["variants"][label]["plain"] if p["phase"] != "started"]
         base = report["variants"][label]["plain"][0]["rss_mib"]
-        axis.plot([p["phase"] for p in plain],
-                  [(p["rss_mib"] - base) / (report["jobs"] / 1000) for p in plain],
-                  color="black", marker="o", label="RSS above start (untraced)")  # fmt: skip
+        axis.plot(
+            [p["phase"] for p in plain],
+            [(p["rss_mib"] - base) / (report["jobs"] / 1000) for p in plain],
+            color="black",
+            marker="o",
+            label="RSS above start (untraced)",
+        )
         axis.set_title(f"{label}: MiB per 1,000 jobs (N = {report['jobs']:,})")
         axis.grid(visible=True, alpha=0.3)
     axes[0][-1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))

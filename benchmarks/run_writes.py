@@ -98,8 +98,11 @@ OUTCOME_WRITER = "tickwork-outcome"
 #: The variants on a copy of the CRD without its CEL rules.
 WITHOUT_RULES = ("no_rules", "outcome_only")
 JSON_PATCH = "application/json-patch+json"
-SPEC = {**HTTP_JOB_SPEC, "schedule": "* * * * *",
-        "history": {"successfulRuns": KEEP, "failedRuns": KEEP}}  # fmt: skip
+SPEC = {
+    **HTTP_JOB_SPEC,
+    "schedule": "* * * * *",
+    "history": {"successfulRuns": KEEP, "failedRuns": KEEP},
+}
 BASE = dt.datetime(2027, 1, 1, tzinfo=dt.UTC)
 
 
@@ -138,9 +141,12 @@ class Job:
         return BASE + dt.timedelta(minutes=k)
 
     def apply_body(self, status: dict[str, Any]) -> dict[str, Any]:
-        return {"apiVersion": f"{group(self.variant)}/{models.VERSION}", "kind": models.KIND,
-                "metadata": {"name": self.name, "namespace": NAMESPACE, "uid": self.uid},
-                "status": status}  # fmt: skip
+        return {
+            "apiVersion": f"{group(self.variant)}/{models.VERSION}",
+            "kind": models.KIND,
+            "metadata": {"name": self.name, "namespace": NAMESPACE, "uid": self.uid},
+            "status": status,
+        }
 
 
 def operator_share(job: Job, k: int) -> dict[str, Any]:
@@ -148,28 +154,50 @@ def operator_share(job: Job, k: int) -> dict[str, Any]:
     at = job.due(k)
     following = [timestamp(at + dt.timedelta(minutes=i)) for i in range(1, 6)]
     return {
-        "phase": "Scheduled", "observedGeneration": 1, "nextRunAt": following[0],
-        "nextRuns": following, "lastScheduleTime": timestamp(at),
-        "queuedRun": {"id": job.run_id(k), "scheduledAt": timestamp(at),
-                      "queuedAt": timestamp(at + dt.timedelta(seconds=0.2))},
-        "conditions": [{"type": "Ready", "status": "True", "reason": "Scheduled",
-                        "message": "runs on its schedule", "observedGeneration": 1,
-                        "lastTransitionTime": timestamp(BASE)}],
-    }  # fmt: skip
+        "phase": "Scheduled",
+        "observedGeneration": 1,
+        "nextRunAt": following[0],
+        "nextRuns": following,
+        "lastScheduleTime": timestamp(at),
+        "queuedRun": {
+            "id": job.run_id(k),
+            "scheduledAt": timestamp(at),
+            "queuedAt": timestamp(at + dt.timedelta(seconds=0.2)),
+        },
+        "conditions": [
+            {
+                "type": "Ready",
+                "status": "True",
+                "reason": "Scheduled",
+                "message": "runs on its schedule",
+                "observedGeneration": 1,
+                "lastTransitionTime": timestamp(BASE),
+            }
+        ],
+    }
 
 
 def record(job: Job, k: int) -> RunRecord:
     at = job.due(k)
-    return RunRecord(id=job.run_id(k), scheduled_at=at, outcome=RunState.SUCCEEDED, attempts=1,
-                     started_at=at + dt.timedelta(seconds=0.4),
-                     finished_at=at + dt.timedelta(seconds=0.5),
-                     result="the report for team a was built")  # fmt: skip
+    return RunRecord(
+        id=job.run_id(k),
+        scheduled_at=at,
+        outcome=RunState.SUCCEEDED,
+        attempts=1,
+        started_at=at + dt.timedelta(seconds=0.4),
+        finished_at=at + dt.timedelta(seconds=0.5),
+        result="the report for team a was built",
+    )
 
 
 async def report(kube: KubeClient, job: Job, k: int) -> int:
-    await kube.request("PATCH", job.status_path, body=job.apply_body(operator_share(job, k)),
-                       params={"fieldManager": OPERATOR_MANAGER, "force": "true"},
-                       content_type=APPLY_PATCH)  # fmt: skip
+    await kube.request(
+        "PATCH",
+        job.status_path,
+        body=job.apply_body(operator_share(job, k)),
+        params={"fieldManager": OPERATOR_MANAGER, "force": "true"},
+        content_type=APPLY_PATCH,
+    )
     return 1
 
 
@@ -178,9 +206,12 @@ async def record_as_shipped(kube: KubeClient, job: Job, k: int) -> int:
     done = record(job, k)
     body = job.apply_body(record_body(done, successful=KEEP, failed=KEEP))
     job.written = await kube.request(
-        "PATCH", job.status_path, body=body,
-        params={"fieldManager": run_manager(done.id), "force": "true"}, content_type=APPLY_PATCH,
-    )  # fmt: skip
+        "PATCH",
+        job.status_path,
+        body=body,
+        params={"fieldManager": run_manager(done.id), "force": "true"},
+        content_type=APPLY_PATCH,
+    )
     return 1
 
 
@@ -191,9 +222,13 @@ async def trim_as_shipped(kube: KubeClient, job: Job, k: int) -> int:
     patch = trim_patch(job.written, drop) if trim_due(drop, len(status.runs), placed=False) else []
     if not patch:
         return 0
-    job.written = await kube.request("PATCH", job.status_path, body=patch,
-                                     params={"fieldManager": TRIM_MANAGER},
-                                     content_type=JSON_PATCH)  # fmt: skip
+    job.written = await kube.request(
+        "PATCH",
+        job.status_path,
+        body=patch,
+        params={"fieldManager": TRIM_MANAGER},
+        content_type=JSON_PATCH,
+    )
     return 1
 
 
@@ -203,21 +238,29 @@ async def record_by_one_writer(kube: KubeClient, job: Job, k: int) -> int:
     body = record_body(record(job, k), successful=KEEP, failed=KEEP)
     runs = (job.written.get("status") or {}).get("runs") or []
     # The first record makes the list (``add`` of a member replaces it: it is empty).
-    append = ({"op": "add", "path": "/status/runs/-", "value": body["runs"][0]} if job.written
-              else {"op": "add", "path": "/status/runs", "value": body["runs"]})  # fmt: skip
+    append = (
+        {"op": "add", "path": "/status/runs/-", "value": body["runs"][0]}
+        if job.written
+        else {"op": "add", "path": "/status/runs", "value": body["runs"]}
+    )
     operations: list[dict[str, Any]] = [
         {"op": "test", "path": "/metadata/uid", "value": job.uid},
         append,
         {"op": "add", "path": "/status/lastRun", "value": body["lastRun"]},
         {"op": "add", "path": "/status/lastSuccessfulTime", "value": body["lastSuccessfulTime"]},
-    ]  # fmt: skip
+    ]
     for index in reversed(range(max(0, len(runs) + 1 - KEEP))):
-        operations += [{"op": "test", "path": f"/status/runs/{index}/id",
-                        "value": runs[index]["id"]},
-                       {"op": "remove", "path": f"/status/runs/{index}"}]  # fmt: skip
-    job.written = await kube.request("PATCH", job.status_path, body=operations,
-                                     params={"fieldManager": ONE_WRITER},
-                                     content_type=JSON_PATCH)  # fmt: skip
+        operations += [
+            {"op": "test", "path": f"/status/runs/{index}/id", "value": runs[index]["id"]},
+            {"op": "remove", "path": f"/status/runs/{index}"},
+        ]
+    job.written = await kube.request(
+        "PATCH",
+        job.status_path,
+        body=operations,
+        params={"fieldManager": ONE_WRITER},
+        content_type=JSON_PATCH,
+    )
     return 1
 
 
@@ -226,9 +269,12 @@ async def outcome_only(kube: KubeClient, job: Job, k: int) -> int:
     done = record(job, k)
     body = record_body(done, successful=0, failed=0)  # a history of none
     job.written = await kube.request(
-        "PATCH", job.status_path, body=job.apply_body(body),
-        params={"fieldManager": OUTCOME_WRITER, "force": "true"}, content_type=APPLY_PATCH,
-    )  # fmt: skip
+        "PATCH",
+        job.status_path,
+        body=job.apply_body(body),
+        params={"fieldManager": OUTCOME_WRITER, "force": "true"},
+        content_type=APPLY_PATCH,
+    )
     return 1
 
 
@@ -263,8 +309,12 @@ async def create(kube: KubeClient, variant: str, jobs: int) -> list[Job]:
     limit = asyncio.Semaphore(16)
 
     async def one(i: int) -> Job:
-        body = {"apiVersion": f"{group(variant)}/{models.VERSION}", "kind": models.KIND,
-                "metadata": {"name": f"j-{i:05d}"}, "spec": SPEC}  # fmt: skip
+        body = {
+            "apiVersion": f"{group(variant)}/{models.VERSION}",
+            "kind": models.KIND,
+            "metadata": {"name": f"j-{i:05d}"},
+            "spec": SPEC,
+        }
         async with limit:
             made = await kube.request("POST", _path(variant), body=body)
         return Job(variant, made["metadata"]["name"], made["metadata"]["uid"])
@@ -286,8 +336,9 @@ def describe(stored: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def measure(cluster: Cluster, apiserver: int, jobs: int, rounds: int,
-            concurrency: int) -> dict[str, Any]:  # fmt: skip
+def measure(
+    cluster: Cluster, apiserver: int, jobs: int, rounds: int, concurrency: int
+) -> dict[str, Any]:
     cluster.kubectl("create", "namespace", NAMESPACE)
     for variant in VARIANTS:
         cluster.kubectl("apply", "-f", "-", input_text=json.dumps(variant_crd(variant)))
@@ -319,11 +370,18 @@ def measure(cluster: Cluster, apiserver: int, jobs: int, rounds: int,
                     tries[variant] += await asyncio.to_thread(stored, variant) - tried
                     per_run[variant].append(1000 * used / jobs)
                     writes[variant] += sent
-                    print(json.dumps({"round": round_, "variant": variant,
-                                      "apiserver_ms_per_run": round(1000 * used / jobs, 3),
-                                      "writes_per_run": round(sent / jobs, 3),
-                                      "runs_per_second": round(jobs / took, 1)}),
-                          flush=True)  # fmt: skip
+                    print(
+                        json.dumps(
+                            {
+                                "round": round_,
+                                "variant": variant,
+                                "apiserver_ms_per_run": round(1000 * used / jobs, 3),
+                                "writes_per_run": round(sent / jobs, 3),
+                                "runs_per_second": round(jobs / took, 1),
+                            }
+                        ),
+                        flush=True,
+                    )
             for variant in VARIANTS:
                 first = sets[variant][0]
                 held[variant] = describe(await kube.request("GET", _path(variant, first.name)))
@@ -331,13 +389,15 @@ def measure(cluster: Cluster, apiserver: int, jobs: int, rounds: int,
 
     asyncio.run(run())
     return {
-        "jobs_per_variant": jobs, "rounds": rounds, "concurrency": concurrency,
+        "jobs_per_variant": jobs,
+        "rounds": rounds,
+        "concurrency": concurrency,
         "history_limit": KEEP,
         **summary({v: [round(x, 3) for x in per_run[v]] for v in VARIANTS}),
         "writes_per_run": {v: round(writes[v] / (jobs * rounds), 3) for v in VARIANTS},
         "storage_tries_per_write": {v: round(tries[v] / writes[v], 3) for v in VARIANTS},
         "a_job_after_the_rounds": held,
-    }  # fmt: skip
+    }
 
 
 def summary(by_round: dict[str, list[float]]) -> dict[str, Any]:
@@ -375,8 +435,16 @@ def plot(result: dict[str, Any], path: Path) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     # Whole trim cycles: a history is trimmed once in every TRIM_BATCH runs.
-    return writes_benchmark(__doc__, "run_writes", argv, measure=measure, plot=plot,
-                            jobs=300, rounds=12, rounds_multiple_of=TRIM_BATCH)  # fmt: skip
+    return writes_benchmark(
+        __doc__,
+        "run_writes",
+        argv,
+        measure=measure,
+        plot=plot,
+        jobs=300,
+        rounds=12,
+        rounds_multiple_of=TRIM_BATCH,
+    )
 
 
 if __name__ == "__main__":

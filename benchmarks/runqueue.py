@@ -102,16 +102,23 @@ async def produce_tickwork(url: str, runs: int, namespaces: int = 1) -> None:
 
         async def one(i: int) -> None:
             async with limit:
-                await queue.enqueue(RunMessage(run_id=f"run-{i}", namespace=f"ns-{i % namespaces}",
-                                               name=f"job-{i}", uid="uid"))  # fmt: skip
+                await queue.enqueue(
+                    RunMessage(
+                        run_id=f"run-{i}",
+                        namespace=f"ns-{i % namespaces}",
+                        name=f"job-{i}",
+                        uid="uid",
+                    )
+                )
 
         await asyncio.gather(*(one(i) for i in range(runs)))
     finally:
         await queue.close()
 
 
-async def consume_tickwork(url: str, runs: int, concurrency: int, go: Callable[[], None],
-                           fair_limit: int = 0) -> None:  # fmt: skip
+async def consume_tickwork(
+    url: str, runs: int, concurrency: int, go: Callable[[], None], fair_limit: int = 0
+) -> None:
     from tickwork.queue.connection import create_client  # noqa: PLC0415
     from tickwork.queue.messages import Claim, FairShare  # noqa: PLC0415
     from tickwork.queue.redis_queue import RedisRunQueue  # noqa: PLC0415
@@ -131,9 +138,17 @@ async def consume_tickwork(url: str, runs: int, concurrency: int, go: Callable[[
                 stop.set()
 
     fair = FairShare(max_in_flight=fair_limit) if fair_limit else None
-    worker = Worker(queue=queue, runner=NoopRunner(), name="bench", concurrency=concurrency,
-                    lease_seconds=30, claim_wait_seconds=1, maintain_seconds=5,
-                    grace_seconds=5, fair_share=fair)  # fmt: skip
+    worker = Worker(
+        queue=queue,
+        runner=NoopRunner(),
+        name="bench",
+        concurrency=concurrency,
+        lease_seconds=30,
+        claim_wait_seconds=1,
+        maintain_seconds=5,
+        grace_seconds=5,
+        fair_share=fair,
+    )
     await queue.depth()  # connected before the clock starts
     go()
     await worker.run(stop)
@@ -203,8 +218,13 @@ async def consume_arq(url: str, runs: int, concurrency: int, go: Callable[[], No
     from arq.worker import Worker, func  # noqa: PLC0415
 
     pool = await create_pool(_arq_settings(url))  # connected before the clock starts
-    worker = Worker(functions=[func(arq_noop, name="arq_noop")], redis_pool=pool,  # type: ignore[arg-type]
-                    max_jobs=concurrency, burst=True, handle_signals=False)  # fmt: skip
+    worker = Worker(
+        functions=[func(arq_noop, name="arq_noop")],  # type: ignore[arg-type]
+        redis_pool=pool,
+        max_jobs=concurrency,
+        burst=True,
+        handle_signals=False,
+    )
     go()
     await worker.main()  # burst: returns once the queue is empty
     await worker.close()
@@ -245,19 +265,24 @@ async def consume_dramatiq(url: str, runs: int, concurrency: int, go: Callable[[
 
 Side = Callable[..., Coroutine[Any, Any, None]]
 PRODUCERS: dict[str, Side] = {
-    "tickwork": produce_tickwork, "saq": produce_saq, "arq": produce_arq,
+    "tickwork": produce_tickwork,
+    "saq": produce_saq,
+    "arq": produce_arq,
     "dramatiq": produce_dramatiq,
     "tickwork-fair": functools.partial(produce_tickwork, namespaces=FAIR_NAMESPACES),
-}  # fmt: skip
+}
 CONSUMERS: dict[str, Side] = {
-    "tickwork": consume_tickwork, "saq": consume_saq, "arq": consume_arq,
+    "tickwork": consume_tickwork,
+    "saq": consume_saq,
+    "arq": consume_arq,
     "dramatiq": consume_dramatiq,
     "tickwork-fair": functools.partial(consume_tickwork, fair_limit=FAIR_LIMIT),
-}  # fmt: skip
+}
 
 
-def consumer_process(system: str, url: str, runs: int, concurrency: int,  # noqa: PLR0917
-                     ready: Any, start: Any, results: Any) -> None:  # fmt: skip
+def consumer_process(  # noqa: PLR0917
+    system: str, url: str, runs: int, concurrency: int, ready: Any, start: Any, results: Any
+) -> None:
     """The consumer's own process: connect, say ready, wait for the signal, drain."""
     count_round_trips()
     began: list[float] = []
@@ -271,8 +296,14 @@ def consumer_process(system: str, url: str, runs: int, concurrency: int,  # noqa
     asyncio.run(CONSUMERS[system](url, runs, concurrency, go))
     elapsed = time.monotonic() - began[0]
     counts = Counter(EXECUTED)
-    results.put({"drain_seconds": elapsed, "executions": len(EXECUTED), "unique": len(counts),
-                 "round_trips": _ROUND_TRIPS[0]})  # fmt: skip
+    results.put(
+        {
+            "drain_seconds": elapsed,
+            "executions": len(EXECUTED),
+            "unique": len(counts),
+            "round_trips": _ROUND_TRIPS[0],
+        }
+    )
 
 
 def measure(system: str, workdir: Path, runs: int, concurrency: int) -> dict[str, Any]:
@@ -339,8 +370,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--systems", nargs="+", choices=SYSTEMS, default=list(SYSTEMS))
     args = parser.parse_args(argv)
     count_round_trips()
-    report: dict[str, Any] = {"benchmark": "runqueue", "python": platform.python_version(),
-                              "results": []}  # fmt: skip
+    report: dict[str, Any] = {
+        "benchmark": "runqueue",
+        "python": platform.python_version(),
+        "results": [],
+    }
     with tempfile.TemporaryDirectory(prefix="runqueue-bench-") as tmp:
         for system in args.systems:
             row = measure(system, Path(tmp), args.runs, args.concurrency)
@@ -348,8 +382,9 @@ def main(argv: list[str] | None = None) -> int:
             report["results"].append(row)
     ours = next((r for r in report["results"] if r["system"] == "tickwork"), None)
     fair = next((r for r in report["results"] if r["system"] == "tickwork-fair"), None)
-    others = [r["drained_per_second"] for r in report["results"]
-              if not r["system"].startswith("tickwork")]  # fmt: skip
+    others = [
+        r["drained_per_second"] for r in report["results"] if not r["system"].startswith("tickwork")
+    ]
     if ours is not None and others:
         report["tickwork_vs_fastest_other"] = round(ours["drained_per_second"] / max(others), 2)
     if ours is not None and fair is not None:

@@ -60,10 +60,12 @@ def shard_of(uid: str, shards: int) -> int:
 def _jobs(count: int) -> list[tuple[str, Schedule]]:
     rng = random.Random(7)
     return [
-        (str(uuid.UUID(int=rng.getrandbits(128), version=4)),
-         cron_schedule(f"{rng.randrange(60)} * * * *"))
+        (
+            str(uuid.UUID(int=rng.getrandbits(128), version=4)),
+            cron_schedule(f"{rng.randrange(60)} * * * *"),
+        )
         for _ in range(count)
-    ]  # fmt: skip
+    ]
 
 
 def measure(jobs: list[tuple[str, Schedule]], minutes: int) -> dict[str, Any]:
@@ -113,19 +115,28 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=200_000)
     parser.add_argument("--shards", type=int, default=2)
     parser.add_argument("--minutes", type=int, default=60)
-    parser.add_argument("--repeats", type=int, default=3,
-                        help="measure every index this often, keep each one's fastest")  # fmt: skip
+    parser.add_argument(
+        "--repeats",
+        type=int,
+        default=3,
+        help="measure every index this often, keep each one's fastest",
+    )
     args = parser.parse_args(argv)
     jobs = _jobs(args.jobs)
 
-    parts_jobs = [[job for job in jobs if shard_of(job[0], args.shards) == shard]
-                  for shard in range(args.shards)]  # fmt: skip
+    parts_jobs = [
+        [job for job in jobs if shard_of(job[0], args.shards) == shard]
+        for shard in range(args.shards)
+    ]
     # Repeats go round every index in turn (all, shard 0, shard 1, all, ...), so that
     # a slow spell of the shared machine does not fall on one index only.
-    rounds = [[measure(mine, args.minutes) for mine in [jobs, *parts_jobs]]
-              for _ in range(args.repeats)]  # fmt: skip
-    fastest = [min((r[i] for r in rounds), key=lambda run: run["tick_seconds_total"])
-               for i in range(args.shards + 1)]  # fmt: skip
+    rounds = [
+        [measure(mine, args.minutes) for mine in [jobs, *parts_jobs]] for _ in range(args.repeats)
+    ]
+    fastest = [
+        min((r[i] for r in rounds), key=lambda run: run["tick_seconds_total"])
+        for i in range(args.shards + 1)
+    ]
     whole = fastest[0]
     print(json.dumps({"index": "all", **whole}), flush=True)
     parts: list[dict[str, Any]] = []
@@ -135,9 +146,16 @@ def main(argv: list[str] | None = None) -> int:
             row[f"{key}_vs_all"] = round(row[key] / whole[key], 3) if whole[key] else None
         print(json.dumps(row), flush=True)
         parts.append(row)
-    report = {"benchmark": "shards", "python": platform.python_version(), "jobs": args.jobs,
-              "shards": args.shards, "minutes": args.minutes, "repeats": args.repeats, "all": whole,
-              "per_shard": parts}  # fmt: skip
+    report = {
+        "benchmark": "shards",
+        "python": platform.python_version(),
+        "jobs": args.jobs,
+        "shards": args.shards,
+        "minutes": args.minutes,
+        "repeats": args.repeats,
+        "all": whole,
+        "per_shard": parts,
+    }
     save_report(report, args.out, args)
     plot(report, args.plot)
     return 0
@@ -157,12 +175,16 @@ def plot(report: dict[str, Any], path: Path) -> None:
         ("index memory (MiB)", f"tick time over {report['minutes']} min (s)", "slowest tick (ms)"),
         strict=True,
     ):
-        axis.bar([name for name, _ in rows], [row[key] for _, row in rows],
-                 color=["grey"] + ["tab:blue"] * len(report["per_shard"]))  # fmt: skip
+        axis.bar(
+            [name for name, _ in rows],
+            [row[key] for _, row in rows],
+            color=["grey"] + ["tab:blue"] * len(report["per_shard"]),
+        )
         axis.set_title(title)
         axis.grid(visible=True, alpha=0.3, axis="y")
-    figure.suptitle(f"{report['jobs']:,} hourly jobs: one index vs {report['shards']} shards "
-                    "by uid hash")  # fmt: skip
+    figure.suptitle(
+        f"{report['jobs']:,} hourly jobs: one index vs {report['shards']} shards by uid hash"
+    )
     save_figure(figure, path)
 
 

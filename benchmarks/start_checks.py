@@ -57,21 +57,32 @@ async def _histories(kube: KubeClient, created: list[dict[str, Any]]) -> None:
         at = base + dt.timedelta(minutes=place)
         stamp = at.isoformat().replace("+00:00", "Z")
         failed = place >= 3  # three successes, three failures
-        record = {"id": scheduled_run_id(meta["uid"], at), "scheduledAt": stamp,
-                  "startedAt": stamp, "finishedAt": stamp,
-                  "outcome": "Failed" if failed else "Succeeded", "attempts": 1,
-                  "slot": f"{'f' if failed else 's'}{place % 3}"}  # fmt: skip
+        record = {
+            "id": scheduled_run_id(meta["uid"], at),
+            "scheduledAt": stamp,
+            "startedAt": stamp,
+            "finishedAt": stamp,
+            "outcome": "Failed" if failed else "Succeeded",
+            "attempts": 1,
+            "slot": f"{'f' if failed else 's'}{place % 3}",
+        }
         manager = f"tickwork-runs-{record['slot']}"
         async with limit:
-            await kube.apply_job_status(meta["namespace"], meta["name"], meta["uid"],
-                                        {"runs": [record]}, field_manager=manager,
-                                        force=True)  # fmt: skip
+            await kube.apply_job_status(
+                meta["namespace"],
+                meta["name"],
+                meta["uid"],
+                {"runs": [record]},
+                field_manager=manager,
+                force=True,
+            )
 
     await asyncio.gather(*(one(job, place) for job in created for place in range(6)))
 
 
-async def _measure(kube: KubeClient, apiserver: int, namespace: str, jobs: int,
-                   args: Any) -> dict[str, Any]:  # fmt: skip
+async def _measure(
+    kube: KubeClient, apiserver: int, namespace: str, jobs: int, args: Any
+) -> dict[str, Any]:
     names = [f"job-{i}" for i in range(jobs)]
     reads: int = args.reads
     # per read: API server seconds, this process's seconds, jobs answered
@@ -131,8 +142,12 @@ def _plot(report: dict[str, Any], path: Path) -> None:
     figure, axis = plt.subplots(figsize=(7, 4))
     sizes = [entry["jobs"] for entry in report["sizes"]]
     for read, label in (("job", "one job's read"), ("namespace", "a job in a namespace's list")):
-        axis.plot(sizes, [entry[read]["total_us_per_job"] for entry in report["sizes"]],
-                  marker="o", label=label)  # fmt: skip
+        axis.plot(
+            sizes,
+            [entry[read]["total_us_per_job"] for entry in report["sizes"]],
+            marker="o",
+            label=label,
+        )
     axis.set_xscale("log")
     axis.set_yscale("log")
     axis.set_xlabel("jobs in the namespace")

@@ -80,8 +80,7 @@ def _guarded(node: Any) -> Any:
 
 def variant_crd(variant: str) -> dict[str, Any]:
     """The shipped CRD, under the group ``<variant>.bench.tickwork.dev``."""
-    crd = crd_copy(f"{variant.replace('_', '-')}.bench.{models.GROUP}",
-                   rules=variant != "no_rules")  # fmt: skip
+    crd = crd_copy(f"{variant.replace('_', '-')}.bench.{models.GROUP}", rules=variant != "no_rules")
     if variant == "oldself_guard":
         crd = _guarded(crd)
     return copy.deepcopy(crd)
@@ -98,8 +97,12 @@ async def _create(kube: KubeClient, variant: str, namespace: str, jobs: int) -> 
     group = f"{variant.replace('_', '-')}.bench.{models.GROUP}"
 
     async def one(i: int) -> str:
-        body = {"apiVersion": f"{group}/{models.VERSION}", "kind": models.KIND,
-                "metadata": {"name": f"j-{i:05d}"}, "spec": SPEC}  # fmt: skip
+        body = {
+            "apiVersion": f"{group}/{models.VERSION}",
+            "kind": models.KIND,
+            "metadata": {"name": f"j-{i:05d}"},
+            "spec": SPEC,
+        }
         async with limit:
             created = await kube.request("POST", _path(variant, namespace), body=body)
         return str(created["metadata"]["name"])
@@ -107,28 +110,42 @@ async def _create(kube: KubeClient, variant: str, namespace: str, jobs: int) -> 
     return await asyncio.gather(*(one(i) for i in range(jobs)))
 
 
-async def _write_round(kube: KubeClient, variant: str, names: list[str], *,
-                       next_run: dt.datetime, concurrency: int) -> None:  # fmt: skip
+async def _write_round(
+    kube: KubeClient, variant: str, names: list[str], *, next_run: dt.datetime, concurrency: int
+) -> None:
     namespace = NAMESPACE
     limit = asyncio.Semaphore(concurrency)
     group = f"{variant.replace('_', '-')}.bench.{models.GROUP}"
     stamp = next_run.isoformat().replace("+00:00", "Z")
-    status = {"observedGeneration": 1, "phase": "Scheduled", "nextRunAt": stamp,
-              "nextRuns": [stamp]}  # fmt: skip
+    status = {
+        "observedGeneration": 1,
+        "phase": "Scheduled",
+        "nextRunAt": stamp,
+        "nextRuns": [stamp],
+    }
 
     async def one(name: str) -> None:
-        body = {"apiVersion": f"{group}/{models.VERSION}", "kind": models.KIND,
-                "metadata": {"name": name, "namespace": namespace}, "status": status}  # fmt: skip
+        body = {
+            "apiVersion": f"{group}/{models.VERSION}",
+            "kind": models.KIND,
+            "metadata": {"name": name, "namespace": namespace},
+            "status": status,
+        }
         async with limit:
-            await kube.request("PATCH", f"{_path(variant, namespace, name)}/status", body=body,
-                               params={"fieldManager": OPERATOR_MANAGER, "force": "true"},
-                               content_type=APPLY_PATCH)  # fmt: skip
+            await kube.request(
+                "PATCH",
+                f"{_path(variant, namespace, name)}/status",
+                body=body,
+                params={"fieldManager": OPERATOR_MANAGER, "force": "true"},
+                content_type=APPLY_PATCH,
+            )
 
     await asyncio.gather(*(one(name) for name in names))
 
 
-def measure(cluster: Cluster, apiserver: int, jobs: int, rounds: int,
-            concurrency: int) -> dict[str, Any]:  # fmt: skip
+def measure(
+    cluster: Cluster, apiserver: int, jobs: int, rounds: int, concurrency: int
+) -> dict[str, Any]:
     namespace = NAMESPACE
     cluster.kubectl("create", "namespace", namespace)
     for variant in VARIANTS:
@@ -148,24 +165,42 @@ def measure(cluster: Cluster, apiserver: int, jobs: int, rounds: int,
                 order = VARIANTS[turn:] + VARIANTS[:turn]
                 for variant in order:
                     cpu, started = cpu_seconds(apiserver), time.monotonic()
-                    await _write_round(kube, variant, names[variant], concurrency=concurrency,
-                                       next_run=base + dt.timedelta(minutes=round_))  # fmt: skip
+                    await _write_round(
+                        kube,
+                        variant,
+                        names[variant],
+                        concurrency=concurrency,
+                        next_run=base + dt.timedelta(minutes=round_),
+                    )
                     used, took = cpu_seconds(apiserver) - cpu, time.monotonic() - started
                     if round_:
                         per_write[variant].append(1000 * used / jobs)
                         per_second[variant].append(jobs / took)
-                    print(json.dumps({"round": round_, "variant": variant,
-                                      "apiserver_ms_per_write": round(1000 * used / jobs, 3),
-                                      "writes_per_second": round(jobs / took, 1)}),
-                          flush=True)  # fmt: skip
+                    print(
+                        json.dumps(
+                            {
+                                "round": round_,
+                                "variant": variant,
+                                "apiserver_ms_per_write": round(1000 * used / jobs, 3),
+                                "writes_per_second": round(jobs / took, 1),
+                            }
+                        ),
+                        flush=True,
+                    )
 
     # kubectl reads the watch's events as they come (and drops them): the API server
     # encodes and sends each write of the watched copy once more.
     watch = subprocess.Popen(
-        [kubectl_binary(), f"--kubeconfig={cluster.kubeconfig}", "get", "--raw",
-         f"{_path('shipped_watched', namespace)}?watch=1&allowWatchBookmarks=true"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+        [
+            kubectl_binary(),
+            f"--kubeconfig={cluster.kubeconfig}",
+            "get",
+            "--raw",
+            f"{_path('shipped_watched', namespace)}?watch=1&allowWatchBookmarks=true",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         asyncio.run(run())
         if watch.poll() is not None:
@@ -175,15 +210,18 @@ def measure(cluster: Cluster, apiserver: int, jobs: int, rounds: int,
         watch.wait()
     ms = {v: round(statistics.median(per_write[v]), 3) for v in VARIANTS}
     return {
-        "jobs_per_variant": jobs, "rounds": rounds, "concurrency": concurrency,
+        "jobs_per_variant": jobs,
+        "rounds": rounds,
+        "concurrency": concurrency,
         "apiserver_ms_per_write": ms,
-        "apiserver_ms_per_write_by_round": {v: [round(x, 3) for x in per_write[v]]
-                                            for v in VARIANTS},
+        "apiserver_ms_per_write_by_round": {
+            v: [round(x, 3) for x in per_write[v]] for v in VARIANTS
+        },
         "writes_per_second": {v: round(statistics.median(per_second[v]), 1) for v in VARIANTS},
         "oldself_guard_over_shipped": round(ms["oldself_guard"] / ms["shipped"], 3),
         "no_rules_over_shipped": round(ms["no_rules"] / ms["shipped"], 3),
         "shipped_watched_over_shipped": round(ms["shipped_watched"] / ms["shipped"], 3),
-    }  # fmt: skip
+    }
 
 
 def plot(result: dict[str, Any], path: Path) -> None:
@@ -202,8 +240,9 @@ def plot(result: dict[str, Any], path: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    return writes_benchmark(__doc__, "status_writes", argv, measure=measure, plot=plot,
-                            jobs=500, rounds=5)  # fmt: skip
+    return writes_benchmark(
+        __doc__, "status_writes", argv, measure=measure, plot=plot, jobs=500, rounds=5
+    )
 
 
 if __name__ == "__main__":

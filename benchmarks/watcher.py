@@ -86,8 +86,15 @@ from tickwork_dev.devcluster.redis import RedisServer
 ECHO = {"echo": {"message": "tick"}}
 
 
-def start_operator(workdir: Path, cluster: Cluster, redis: RedisServer, namespace: str,
-                   label: str, *, tree: Path | None = None) -> TickworkProcess:  # fmt: skip
+def start_operator(
+    workdir: Path,
+    cluster: Cluster,
+    redis: RedisServer,
+    namespace: str,
+    label: str,
+    *,
+    tree: Path | None = None,
+) -> TickworkProcess:
     """An operator process for ``namespace``; ``tree``: another checkout's code."""
     env = {
         "KUBECONFIG": str(cluster.kubeconfig),
@@ -129,16 +136,26 @@ def publish_lag(workdir: Path, cluster: Cluster, redis: RedisServer, burst: int)
         operator.stop()
 
 
-def burst_lag(cluster: Cluster, redis: RedisServer, operator: TickworkProcess, namespace: str,
-              burst: int, *, indexed: int) -> dict[str, Any]:  # fmt: skip
+def burst_lag(
+    cluster: Cluster,
+    redis: RedisServer,
+    operator: TickworkProcess,
+    namespace: str,
+    burst: int,
+    *,
+    indexed: int,
+) -> dict[str, Any]:
     """``burst`` one-shot jobs due in the same second, created beside ``indexed`` jobs
     the running operator already holds: the lag of each run's publication."""
     # Due on a whole second far enough ahead for every job to be created and indexed.
     due = dt.datetime.fromtimestamp(int(time.time()) + 30 + burst // 50, dt.UTC)
     spec = {"runAt": due.isoformat().replace("+00:00", "Z"), "task": ECHO}
     create_jobs(cluster, namespace, [job_manifest(f"b-{i:05d}", spec) for i in range(burst)])
-    wait_for(lambda: operator.metric("tickwork_index_jobs") == indexed + burst, timeout=120,
-             what="the index to hold the burst")  # fmt: skip
+    wait_for(
+        lambda: operator.metric("tickwork_index_jobs") == indexed + burst,
+        timeout=120,
+        what="the index to hold the burst",
+    )
     if time.time() >= due.timestamp():
         raise RuntimeError("creating the burst took longer than planned; lower --burst")
     messages: list[RunMessage] = []
@@ -161,9 +178,13 @@ def burst_lag(cluster: Cluster, redis: RedisServer, operator: TickworkProcess, n
     }
 
 
-async def _apply_statuses(kubeconfig: Path, namespace: str, jobs: list[dict[str, Any]],
-                          status: dict[str, Any], concurrency: int,
-                          ) -> tuple[float, int]:  # fmt: skip
+async def _apply_statuses(
+    kubeconfig: Path,
+    namespace: str,
+    jobs: list[dict[str, Any]],
+    status: dict[str, Any],
+    concurrency: int,
+) -> tuple[float, int]:
     """Seconds to apply ``status`` to every job, and how many came back with it applied
     (its ``nextRunAt``)."""
     limit = asyncio.Semaphore(concurrency)
@@ -173,8 +194,13 @@ async def _apply_statuses(kubeconfig: Path, namespace: str, jobs: list[dict[str,
             metadata = job["metadata"]
             async with limit:
                 found = await kube.apply_job_status(
-                    namespace, metadata["name"], metadata["uid"], status,
-                    field_manager=OPERATOR_MANAGER, force=True)  # fmt: skip
+                    namespace,
+                    metadata["name"],
+                    metadata["uid"],
+                    status,
+                    field_manager=OPERATOR_MANAGER,
+                    force=True,
+                )
             return bool((found.get("status") or {}).get("nextRunAt") == status.get("nextRunAt"))
 
         started = time.monotonic()
@@ -191,9 +217,15 @@ def _rewritten(status: dict[str, Any]) -> dict[str, Any]:
     return {**status, "nextRunAt": _REWRITTEN_NEXT_RUN}
 
 
-def status_write_ceiling(cluster: Cluster, status: dict[str, Any], count: int,
-                         concurrencies: list[int], *,
-                         label: str = "", rewrite: bool = False) -> dict[str, Any]:  # fmt: skip
+def status_write_ceiling(
+    cluster: Cluster,
+    status: dict[str, Any],
+    count: int,
+    concurrencies: list[int],
+    *,
+    label: str = "",
+    rewrite: bool = False,
+) -> dict[str, Any]:
     """The API server's rate of first status writes, with no operator in the way: the
     operator's share of status (as it wrote it) applied by server-side apply to
     ``count`` fresh jobs per level of concurrency, from one client over one connection
@@ -210,17 +242,31 @@ def status_write_ceiling(cluster: Cluster, status: dict[str, Any], count: int,
     for concurrency in concurrencies:
         namespace = f"ceiling{label}-{concurrency}"
         cluster.kubectl("create", "namespace", namespace)
-        created = create_jobs(cluster, namespace, [job_manifest(f"c-{i:05d}", {
-            "schedule": "0 0 1 1 *", "task": ECHO}) for i in range(count)])  # fmt: skip
+        created = create_jobs(
+            cluster,
+            namespace,
+            [
+                job_manifest(f"c-{i:05d}", {"schedule": "0 0 1 1 *", "task": ECHO})
+                for i in range(count)
+            ],
+        )
         cpu = cpu_seconds(apiserver)
-        seconds, _ = asyncio.run(_apply_statuses(cluster.kubeconfig, namespace, created, status,
-                                                 concurrency))  # fmt: skip
+        seconds, _ = asyncio.run(
+            _apply_statuses(cluster.kubeconfig, namespace, created, status, concurrency)
+        )
         rates[str(concurrency)] = round(count / seconds, 1)
         apiserver_ms[str(concurrency)] = round(1000 * (cpu_seconds(apiserver) - cpu) / count, 2)
-        print(json.dumps({"status_writes": count, "concurrency": concurrency,
-                          "per_second": rates[str(concurrency)],
-                          "apiserver_ms_per_write": apiserver_ms[str(concurrency)]}),
-              flush=True)  # fmt: skip
+        print(
+            json.dumps(
+                {
+                    "status_writes": count,
+                    "concurrency": concurrency,
+                    "per_second": rates[str(concurrency)],
+                    "apiserver_ms_per_write": apiserver_ms[str(concurrency)],
+                }
+            ),
+            flush=True,
+        )
         if rewrite:
             seconds, applied = asyncio.run(
                 _apply_statuses(
@@ -230,20 +276,28 @@ def status_write_ceiling(cluster: Cluster, status: dict[str, Any], count: int,
             again[str(concurrency)] = round(count / seconds, 1)
             rewrites_changed += applied
         cluster.kubectl("delete", "namespace", namespace, "--wait=false")
-    found: dict[str, Any] = {"writes": count, "per_second_by_concurrency": rates,
-                             "apiserver_ms_per_write_by_concurrency": apiserver_ms,
-                             "ceiling_per_second": max(rates.values())}  # fmt: skip
+    found: dict[str, Any] = {
+        "writes": count,
+        "per_second_by_concurrency": rates,
+        "apiserver_ms_per_write_by_concurrency": apiserver_ms,
+        "ceiling_per_second": max(rates.values()),
+    }
     if again:
         found["rewrite_per_second_by_concurrency"] = again
         found["rewrites_changed"] = rewrites_changed  # each rewrite a change, none a no-op
-        found["first_over_rewrite"] = round(statistics.median(
-            rates[level] / again[level] for level in again), 3)  # fmt: skip
+        found["first_over_rewrite"] = round(
+            statistics.median(rates[level] / again[level] for level in again), 3
+        )
     return found
 
 
-def same_jobs_ceiling(cluster: Cluster, namespace: str, jobs: list[dict[str, Any]],
-                      status: dict[str, Any], concurrencies: list[int],
-                      ) -> dict[str, Any]:  # fmt: skip
+def same_jobs_ceiling(
+    cluster: Cluster,
+    namespace: str,
+    jobs: list[dict[str, Any]],
+    status: dict[str, Any],
+    concurrencies: list[int],
+) -> dict[str, Any]:
     """The API server's sustained rate of status writes to the very jobs a start has just
     written, in the state that start left it in (every job of the run in etcd and the
     watch cache, the collector's and compaction's share of so many writes): the
@@ -263,18 +317,30 @@ def same_jobs_ceiling(cluster: Cluster, namespace: str, jobs: list[dict[str, Any
         if not part:
             continue
         cpu = cpu_seconds(apiserver)
-        seconds, applied = asyncio.run(_apply_statuses(cluster.kubeconfig, namespace, part, body,
-                                                       concurrency))  # fmt: skip
+        seconds, applied = asyncio.run(
+            _apply_statuses(cluster.kubeconfig, namespace, part, body, concurrency)
+        )
         changed += applied
         rates[str(concurrency)] = round(len(part) / seconds, 1)
         apiserver_ms[str(concurrency)] = round(1000 * (cpu_seconds(apiserver) - cpu) / len(part), 2)
-        print(json.dumps({"same_jobs_writes": len(part), "concurrency": concurrency,
-                          "per_second": rates[str(concurrency)],
-                          "apiserver_ms_per_write": apiserver_ms[str(concurrency)]}),
-              flush=True)  # fmt: skip
-    return {"writes": len(jobs), "changed": changed, "per_second_by_concurrency": rates,
-            "apiserver_ms_per_write_by_concurrency": apiserver_ms,
-            "ceiling_per_second": max(rates.values())}  # fmt: skip
+        print(
+            json.dumps(
+                {
+                    "same_jobs_writes": len(part),
+                    "concurrency": concurrency,
+                    "per_second": rates[str(concurrency)],
+                    "apiserver_ms_per_write": apiserver_ms[str(concurrency)],
+                }
+            ),
+            flush=True,
+        )
+    return {
+        "writes": len(jobs),
+        "changed": changed,
+        "per_second_by_concurrency": rates,
+        "apiserver_ms_per_write_by_concurrency": apiserver_ms,
+        "ceiling_per_second": max(rates.values()),
+    }
 
 
 def _operator_status(cluster: Cluster, namespace: str, name: str) -> dict[str, Any]:
@@ -284,8 +350,15 @@ def _operator_status(cluster: Cluster, namespace: str, name: str) -> dict[str, A
     return status
 
 
-def tick_and_memory(workdir: Path, cluster: Cluster, redis: RedisServer, sizes: list[int],
-                    window: float, *, burst: int) -> list[dict[str, Any]]:  # fmt: skip
+def tick_and_memory(
+    workdir: Path,
+    cluster: Cluster,
+    redis: RedisServer,
+    sizes: list[int],
+    window: float,
+    *,
+    burst: int,
+) -> list[dict[str, Any]]:
     """One row per size; at the largest, also the lag of a burst due beside every job."""
     namespace = "scale"
     cluster.kubectl("create", "namespace", namespace)
@@ -294,9 +367,13 @@ def tick_and_memory(workdir: Path, cluster: Cluster, redis: RedisServer, sizes: 
     created = 0
     rng = random.Random(7)
     for size in [0, *sizes]:
-        items = [job_manifest(f"s-{i:06d}", {
-            "schedule": f"{rng.randrange(60)} {rng.randrange(24)} 1 1 *", "task": ECHO})
-            for i in range(created, size)]  # fmt: skip
+        items = [
+            job_manifest(
+                f"s-{i:06d}",
+                {"schedule": f"{rng.randrange(60)} {rng.randrange(24)} 1 1 *", "task": ECHO},
+            )
+            for i in range(created, size)
+        ]
         started = time.monotonic()
         for start in range(0, len(items), 5000):
             create_jobs(cluster, namespace, items[start : start + 5000])
@@ -321,8 +398,11 @@ def tick_and_memory(workdir: Path, cluster: Cluster, redis: RedisServer, sizes: 
             time.sleep(window)  # the measurement window itself, not a wait for an event
             after = _ticks(operator)
             rss, peak = rss_bytes(operator.pid), peak_rss_bytes(operator.pid)
-            lag = (burst_lag(cluster, redis, operator, namespace, burst, indexed=size)
-                   if size == max(sizes) and burst else None)  # fmt: skip
+            lag = (
+                burst_lag(cluster, redis, operator, namespace, burst, indexed=size)
+                if size == max(sizes) and burst
+                else None
+            )
         finally:
             operator.stop()
         ticks = after[1] - before[1]
@@ -347,8 +427,9 @@ def tick_and_memory(workdir: Path, cluster: Cluster, redis: RedisServer, sizes: 
         if lag is not None:
             row["burst_lag"] = lag
             row["operator_status_sample"] = _operator_status(cluster, namespace, "s-000000")
-        print(json.dumps({k: v for k, v in row.items() if k != "operator_status_sample"}),
-              flush=True)  # fmt: skip
+        print(
+            json.dumps({k: v for k, v in row.items() if k != "operator_status_sample"}), flush=True
+        )
         rows.append(row)
     base = rows[0]
     for row in rows[1:]:
@@ -392,11 +473,17 @@ def _ticks(operator: TickworkProcess) -> tuple[float, float]:
     return total, count
 
 
-def first_statuses(workdir: Path, cluster: Cluster, redis: RedisServer, size: int, *,
-                   trees: dict[str, Path], rounds: int,
-                   ceiling: Callable[[int], dict[str, Any]] | None = None,
-                   again: Callable[[str, list[dict[str, Any]]], dict[str, Any]] | None = None,
-                   ) -> dict[str, Any]:  # fmt: skip
+def first_statuses(
+    workdir: Path,
+    cluster: Cluster,
+    redis: RedisServer,
+    size: int,
+    *,
+    trees: dict[str, Path],
+    rounds: int,
+    ceiling: Callable[[int], dict[str, Any]] | None = None,
+    again: Callable[[str, list[dict[str, Any]]], dict[str, Any]] | None = None,
+) -> dict[str, Any]:
     """``size`` new jobs owe their first status: operator processes of two trees start
     against ``size`` fresh jobs each (a namespace per start), by turns (before, after,
     after, before, ...), ``rounds`` times each. Per start: seconds to every job indexed,
@@ -411,17 +498,21 @@ def first_statuses(workdir: Path, cluster: Cluster, redis: RedisServer, size: in
     for i, label in enumerate(label for pair in order for label in pair):
         namespace = f"first-{i}"
         cluster.kubectl("create", "namespace", namespace)
-        items = [job_manifest(f"s-{k:06d}", {
-            "schedule": f"{rng.randrange(60)} {rng.randrange(24)} 1 1 *", "task": ECHO})
-            for k in range(size)]  # fmt: skip
+        items = [
+            job_manifest(
+                f"s-{k:06d}",
+                {"schedule": f"{rng.randrange(60)} {rng.randrange(24)} 1 1 *", "task": ECHO},
+            )
+            for k in range(size)
+        ]
         created: list[dict[str, Any]] = []
         for start in range(0, size, 5000):
             page = create_jobs(cluster, namespace, items[start : start + 5000])
-            created += [{"metadata": {key: job["metadata"][key] for key in ("name", "uid")}}
-                        for job in page]  # fmt: skip
+            created += [
+                {"metadata": {key: job["metadata"][key] for key in ("name", "uid")}} for job in page
+            ]
         launched = time.monotonic()
-        operator = start_operator(workdir, cluster, redis, namespace, namespace,
-                                  tree=trees[label])  # fmt: skip
+        operator = start_operator(workdir, cluster, redis, namespace, namespace, tree=trees[label])
         try:
             _wait_indexed(operator, size)
             indexed = time.monotonic() - launched
@@ -430,23 +521,39 @@ def first_statuses(workdir: Path, cluster: Cluster, redis: RedisServer, size: in
             cpu = cpu_seconds(operator.pid)
         finally:
             operator.stop()
-        row = {"tree": label, "index_warm_seconds": round(indexed, 1),
-               "status_backfill_seconds": round(written, 1),
-               "writes_per_second": round(size / (written - indexed), 1),
-               "operator_cpu_seconds": round(cpu, 1)}  # fmt: skip
+        row = {
+            "tree": label,
+            "index_warm_seconds": round(indexed, 1),
+            "status_backfill_seconds": round(written, 1),
+            "writes_per_second": round(size / (written - indexed), 1),
+            "operator_cpu_seconds": round(cpu, 1),
+        }
         print(json.dumps(row), flush=True)
         if ceiling is not None:
             row["ceiling_after"] = ceiling(i)
         if again is not None:
             row["same_jobs_ceiling"] = again(namespace, created)
         starts.append(row)
-    keys = ("index_warm_seconds", "status_backfill_seconds", "writes_per_second",
-            "operator_cpu_seconds")  # fmt: skip
-    medians = {label: {key: round(statistics.median(r[key] for r in starts if r["tree"] == label),
-                                  1) for key in keys}
-               for label in ("before", "after")}  # fmt: skip
-    return {"jobs": size, "rounds": rounds, "trees": {k: str(v) for k, v in trees.items()},
-            "starts": starts, "median": medians}  # fmt: skip
+    keys = (
+        "index_warm_seconds",
+        "status_backfill_seconds",
+        "writes_per_second",
+        "operator_cpu_seconds",
+    )
+    medians = {
+        label: {
+            key: round(statistics.median(r[key] for r in starts if r["tree"] == label), 1)
+            for key in keys
+        }
+        for label in ("before", "after")
+    }
+    return {
+        "jobs": size,
+        "rounds": rounds,
+        "trees": {k: str(v) for k, v in trees.items()},
+        "starts": starts,
+        "median": medians,
+    }
 
 
 def plot(report: dict[str, Any], path: Path) -> None:
@@ -484,18 +591,40 @@ def plot_first_statuses(report: dict[str, Any], path: Path) -> None:
     colors = {"before": "tab:gray", "after": "tab:blue"}
     for i, row in enumerate(starts):
         axis.bar(i, row["index_warm_seconds"], color=colors[row["tree"]], alpha=0.5)
-        axis.bar(i, row["status_backfill_seconds"] - row["index_warm_seconds"],
-                 bottom=row["index_warm_seconds"], color=colors[row["tree"]])  # fmt: skip
-    own = [(i, found["jobs"] / row["ceiling_after"]["ceiling_per_second"])
-           for i, row in enumerate(starts) if "ceiling_after" in row]  # fmt: skip
+        axis.bar(
+            i,
+            row["status_backfill_seconds"] - row["index_warm_seconds"],
+            bottom=row["index_warm_seconds"],
+            color=colors[row["tree"]],
+        )
+    own = [
+        (i, found["jobs"] / row["ceiling_after"]["ceiling_per_second"])
+        for i, row in enumerate(starts)
+        if "ceiling_after" in row
+    ]
     if own:
-        axis.scatter([i for i, _ in own], [f for _, f in own], marker="_", s=900,
-                     color="tab:orange", label="floor of the ceiling after that start")  # fmt: skip
-    again = [(i, found["jobs"] / row["same_jobs_ceiling"]["ceiling_per_second"])
-             for i, row in enumerate(starts) if "same_jobs_ceiling" in row]  # fmt: skip
+        axis.scatter(
+            [i for i, _ in own],
+            [f for _, f in own],
+            marker="_",
+            s=900,
+            color="tab:orange",
+            label="floor of the ceiling after that start",
+        )
+    again = [
+        (i, found["jobs"] / row["same_jobs_ceiling"]["ceiling_per_second"])
+        for i, row in enumerate(starts)
+        if "same_jobs_ceiling" in row
+    ]
     if again:
-        axis.scatter([i for i, _ in again], [f for _, f in again], marker="_", s=900,
-                     color="tab:green", label="floor of its own jobs written again")  # fmt: skip
+        axis.scatter(
+            [i for i, _ in again],
+            [f for _, f in again],
+            marker="_",
+            s=900,
+            color="tab:green",
+            label="floor of its own jobs written again",
+        )
     floor = found["floor_seconds"]
     axis.axhline(floor, color="black", linestyle="--", label=f"floor {floor:.0f} s (best ceiling)")
     axis.axhline(1.3 * floor, color="tab:red", linestyle=":", label="target 1.3 x floor")
@@ -519,13 +648,19 @@ def main(argv: list[str] | None = None) -> int:
         help="status writes per level when measuring the API server's ceiling",
     )
     parser.add_argument("--ceiling-concurrency", type=int, nargs="+", default=[16, 32, 64])
-    parser.add_argument("--compare-with", type=Path,
-                        help="another tree ('before'): only the first statuses of the "
-                        "largest --sizes, by turns with this tree's, --rounds each")  # fmt: skip
+    parser.add_argument(
+        "--compare-with",
+        type=Path,
+        help="another tree ('before'): only the first statuses of the "
+        "largest --sizes, by turns with this tree's, --rounds each",
+    )
     parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--same-jobs-ceiling", action="store_true",
-                        help="with --compare-with: after every start, write the same jobs' "
-                        "statuses once more with one client (the sustained ceiling)")  # fmt: skip
+    parser.add_argument(
+        "--same-jobs-ceiling",
+        action="store_true",
+        help="with --compare-with: after every start, write the same jobs' "
+        "statuses once more with one client (the sustained ceiling)",
+    )
     args = parser.parse_args(argv)
     report: dict[str, Any] = {"benchmark": "watcher", "python": platform.python_version()}
     with tempfile.TemporaryDirectory(prefix="operator-bench-") as tmp:
@@ -535,8 +670,9 @@ def main(argv: list[str] | None = None) -> int:
         with plane_with_crd(workdir) as (cluster, redis):
             report["publish_lag"] = publish_lag(workdir, cluster, redis, args.burst)
             print(json.dumps(report["publish_lag"]), flush=True)
-            report["scale"] = tick_and_memory(workdir, cluster, redis, args.sizes, args.window,
-                                              burst=args.burst)  # fmt: skip
+            report["scale"] = tick_and_memory(
+                workdir, cluster, redis, args.sizes, args.window, burst=args.burst
+            )
             largest = report["scale"][-1]
             status = largest.pop("operator_status_sample")
             report["status_write_ceiling"] = ceiling = status_write_ceiling(
@@ -566,7 +702,8 @@ def _over_same_jobs(found: dict[str, Any]) -> None:
         # measured both; their ratio turns the rewrites' rate into first writes'.
         factor = row["ceiling_after"]["first_over_rewrite"]
         row["over_floor_of_the_same_jobs_as_first_writes"] = round(
-            row["status_backfill_seconds"] * rate * factor / jobs, 2)  # fmt: skip
+            row["status_backfill_seconds"] * rate * factor / jobs, 2
+        )
     found["same_jobs_floor_seconds"] = round(floor, 1)
     found["same_jobs_ceiling_of_every_start"] = [
         row["same_jobs_ceiling"]["ceiling_per_second"] for row in found["starts"]
@@ -574,10 +711,10 @@ def _over_same_jobs(found: dict[str, Any]) -> None:
     for label in ("before", "after"):
         median = found["median"][label]
         median["over_same_jobs_floor"] = round(median["status_backfill_seconds"] / floor, 2)
-        for key in ("over_floor_of_the_same_jobs",
-                    "over_floor_of_the_same_jobs_as_first_writes"):  # fmt: skip
-            median[key] = round(statistics.median(
-                row[key] for row in found["starts"] if row["tree"] == label), 2)  # fmt: skip
+        for key in ("over_floor_of_the_same_jobs", "over_floor_of_the_same_jobs_as_first_writes"):
+            median[key] = round(
+                statistics.median(row[key] for row in found["starts"] if row["tree"] == label), 2
+            )
 
 
 def compare(args: Any, workdir: Path, report: dict[str, Any]) -> int:
@@ -593,28 +730,42 @@ def compare(args: Any, workdir: Path, report: dict[str, Any]) -> int:
             return sample[0]
 
         def measured(i: int) -> dict[str, Any]:
-            return status_write_ceiling(cluster, written(), args.ceiling_writes,
-                                        args.ceiling_concurrency, label=f"-{i}",
-                                        rewrite=args.same_jobs_ceiling)  # fmt: skip
+            return status_write_ceiling(
+                cluster,
+                written(),
+                args.ceiling_writes,
+                args.ceiling_concurrency,
+                label=f"-{i}",
+                rewrite=args.same_jobs_ceiling,
+            )
 
         def again(namespace: str, jobs: list[dict[str, Any]]) -> dict[str, Any]:
-            return same_jobs_ceiling(cluster, namespace, jobs, written(),
-                                     args.ceiling_concurrency)  # fmt: skip
+            return same_jobs_ceiling(cluster, namespace, jobs, written(), args.ceiling_concurrency)
 
-        found = first_statuses(workdir, cluster, redis, max(args.sizes), trees=trees,
-                               rounds=args.rounds, ceiling=measured,
-                               again=again if args.same_jobs_ceiling else None)  # fmt: skip
+        found = first_statuses(
+            workdir,
+            cluster,
+            redis,
+            max(args.sizes),
+            trees=trees,
+            rounds=args.rounds,
+            ceiling=measured,
+            again=again if args.same_jobs_ceiling else None,
+        )
     # The floor from the best ceiling of the run (the strictest): after every start.
-    ceiling = max((row["ceiling_after"] for row in found["starts"]),
-                  key=lambda c: c["ceiling_per_second"])  # fmt: skip
-    ceiling["of_every_start"] = [row["ceiling_after"]["ceiling_per_second"]
-                                 for row in found["starts"]]  # fmt: skip
+    ceiling = max(
+        (row["ceiling_after"] for row in found["starts"]), key=lambda c: c["ceiling_per_second"]
+    )
+    ceiling["of_every_start"] = [
+        row["ceiling_after"]["ceiling_per_second"] for row in found["starts"]
+    ]
     floor = found["jobs"] / ceiling["ceiling_per_second"]
     for row in found["starts"]:
         row["over_floor"] = round(row["status_backfill_seconds"] / floor, 2)
         after = row["ceiling_after"]["ceiling_per_second"]
-        row["over_floor_of_its_own_ceiling"] = round(row["status_backfill_seconds"] * after
-                                                     / found["jobs"], 2)  # fmt: skip
+        row["over_floor_of_its_own_ceiling"] = round(
+            row["status_backfill_seconds"] * after / found["jobs"], 2
+        )
     found["floor_seconds"] = round(floor, 1)
     for label in ("before", "after"):
         median = found["median"][label]
@@ -628,8 +779,16 @@ def compare(args: Any, workdir: Path, report: dict[str, Any]) -> int:
     found["after_over_before"] = round(seconds["after"] / seconds["before"], 2)
     report["first_statuses"] = found
     report["status_write_ceiling"] = ceiling
-    print(json.dumps({"median": found["median"], "floor_seconds": found["floor_seconds"],
-                      "after_over_before": found["after_over_before"]}), flush=True)  # fmt: skip
+    print(
+        json.dumps(
+            {
+                "median": found["median"],
+                "floor_seconds": found["floor_seconds"],
+                "after_over_before": found["after_over_before"],
+            }
+        ),
+        flush=True,
+    )
     report["commits"] = {label: code_commit(tree) for label, tree in trees.items()}
     save_report(report, args.out, args)
     plot(report, args.plot)

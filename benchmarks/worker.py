@@ -63,8 +63,9 @@ from tickwork_dev.devcluster.redis import RedisServer
 Call = Callable[[KubeClient, dict[str, Any]], Awaitable[object]]
 
 
-async def _call_for(kubeconfig: Path, jobs: list[dict[str, Any]], call: Call,
-                    seconds: float, concurrency: int) -> int:  # fmt: skip
+async def _call_for(
+    kubeconfig: Path, jobs: list[dict[str, Any]], call: Call, seconds: float, concurrency: int
+) -> int:
     """How many ``call``s (one job each, round robin) complete in ``seconds``."""
     done = 0
     deadline = time.monotonic() + seconds
@@ -85,9 +86,14 @@ async def _call_for(kubeconfig: Path, jobs: list[dict[str, Any]], call: Call,
 async def _patch(kube: KubeClient, job: dict[str, Any]) -> object:
     status = {"phase": "Scheduled", "nextRunAt": dt.datetime.now(dt.UTC).isoformat()}
     metadata = job["metadata"]
-    return await kube.apply_job_status(metadata["namespace"], metadata["name"], metadata["uid"],
-                                       status, field_manager="bench-ceiling",
-                                       force=True)  # fmt: skip
+    return await kube.apply_job_status(
+        metadata["namespace"],
+        metadata["name"],
+        metadata["uid"],
+        status,
+        field_manager="bench-ceiling",
+        force=True,
+    )
 
 
 async def _check(kube: KubeClient, job: dict[str, Any]) -> object:
@@ -106,16 +112,18 @@ def ceiling(cluster: Cluster, seconds: float = 15.0, concurrency: int = 32) -> d
     spec = {"schedule": "0 0 1 1 *", "task": {"echo": {"message": "x"}}}
     jobs = create_jobs(cluster, namespace, [job_manifest(f"c-{i:04d}", spec) for i in range(256)])
     rates = {}
-    for what, call in (("status_patches", _patch), ("metadata_checks", _check),
-                       ("job_gets", _get)):  # fmt: skip
+    for what, call in (("status_patches", _patch), ("metadata_checks", _check), ("job_gets", _get)):
         started = time.monotonic()
         done = asyncio.run(_call_for(cluster.kubeconfig, jobs, call, seconds, concurrency))
         rates[what] = round(done / (time.monotonic() - started), 1)
-    return {"seconds": seconds, "status_patches_per_second": rates["status_patches"],
-            "metadata_checks_per_second": rates["metadata_checks"],
-            "job_gets_per_second": rates["job_gets"],
-            "check_cost_vs_patch": round(rates["status_patches"] / rates["metadata_checks"], 3),
-            "get_cost_vs_patch": round(rates["status_patches"] / rates["job_gets"], 3)}  # fmt: skip
+    return {
+        "seconds": seconds,
+        "status_patches_per_second": rates["status_patches"],
+        "metadata_checks_per_second": rates["metadata_checks"],
+        "job_gets_per_second": rates["job_gets"],
+        "check_cost_vs_patch": round(rates["status_patches"] / rates["metadata_checks"], 3),
+        "get_cost_vs_patch": round(rates["status_patches"] / rates["job_gets"], 3),
+    }
 
 
 def enqueue_all(redis: RedisServer, queue: str, messages: list[RunMessage]) -> None:
@@ -178,20 +186,34 @@ def end_to_end(
     task = {"http": {"url": url, "method": "POST"}} if url else {"echo": {"message": "hi"}}
     spec = {"runAt": due.isoformat().replace("+00:00", "Z"), "task": task}
     jobs = create_jobs(cluster, namespace, [job_manifest(f"r-{i:05d}", spec) for i in range(runs)])
-    messages = [RunMessage(run_id=scheduled_run_id(j["metadata"]["uid"], due), namespace=namespace,
-                           name=j["metadata"]["name"], uid=j["metadata"]["uid"],
-                           scheduled_at=due.isoformat()) for j in jobs]  # fmt: skip
-    env = {"KUBECONFIG": str(cluster.kubeconfig), "TICKWORK_REDIS_URL": redis.url,
-           "TICKWORK_REDIS_QUEUE": namespace, "TICKWORK_WORKER_LOG_LEVEL": "WARNING",
-           "TICKWORK_WORKER_CONCURRENCY": str(concurrency),
-           "TICKWORK_WORKER_EGRESS_ALLOW": "127.0.0.0/8" if url else ""}  # fmt: skip
+    messages = [
+        RunMessage(
+            run_id=scheduled_run_id(j["metadata"]["uid"], due),
+            namespace=namespace,
+            name=j["metadata"]["name"],
+            uid=j["metadata"]["uid"],
+            scheduled_at=due.isoformat(),
+        )
+        for j in jobs
+    ]
+    env = {
+        "KUBECONFIG": str(cluster.kubeconfig),
+        "TICKWORK_REDIS_URL": redis.url,
+        "TICKWORK_REDIS_QUEUE": namespace,
+        "TICKWORK_WORKER_LOG_LEVEL": "WARNING",
+        "TICKWORK_WORKER_CONCURRENCY": str(concurrency),
+        "TICKWORK_WORKER_EGRESS_ALLOW": "127.0.0.0/8" if url else "",
+    }
     env.update(extra_env or {})
     served_before = _Served.count
     processes = [
-        TickworkProcess(command="tickwork-worker", env={**env, "TICKWORK_WORKER_NAME": f"w{i}"},
-                        log_path=workdir / f"worker-{workers}-{i}.log").start()
+        TickworkProcess(
+            command="tickwork-worker",
+            env={**env, "TICKWORK_WORKER_NAME": f"w{i}"},
+            log_path=workdir / f"worker-{workers}-{i}.log",
+        ).start()
         for i in range(workers)
-    ]  # fmt: skip
+    ]
     try:
         for process in processes:
             process.wait_ready()
@@ -201,8 +223,9 @@ def end_to_end(
         enqueue_all(redis, namespace, messages)
 
         def finished() -> float:
-            return sum(p.metric("tickwork_runs_total", 'outcome="Succeeded"') or 0
-                       for p in processes)  # fmt: skip
+            return sum(
+                p.metric("tickwork_runs_total", 'outcome="Succeeded"') or 0 for p in processes
+            )
 
         wait_for(lambda: finished() >= runs, timeout=600, interval=0.2, what="every run")
         elapsed = time.monotonic() - started
@@ -275,9 +298,16 @@ def main(argv: list[str] | None = None) -> int:
             print(json.dumps(report["ceiling"]), flush=True)
             report["end_to_end"] = []
             for workers in args.workers:
-                row = end_to_end(workdir, cluster, redis, workers=workers, runs=args.runs,
-                                 concurrency=args.concurrency, url=url,
-                                 extra_env=dict(e.split("=", 1) for e in args.env))  # fmt: skip
+                row = end_to_end(
+                    workdir,
+                    cluster,
+                    redis,
+                    workers=workers,
+                    runs=args.runs,
+                    concurrency=args.concurrency,
+                    url=url,
+                    extra_env=dict(e.split("=", 1) for e in args.env),
+                )
                 print(json.dumps(row), flush=True)
                 report["end_to_end"].append(row)
     patches = report["ceiling"]["status_patches_per_second"]
@@ -287,8 +317,10 @@ def main(argv: list[str] | None = None) -> int:
     report["targets"] = {"status_writes_per_run_max": 2, "fraction_of_ceiling_bound_min": 0.5}
     save_report(report, args.out, args)
     plot(report, args.plot)
-    met = all(r["status_writes_per_run"] <= 2 and r["fraction_of_ceiling_bound"] >= 0.5
-              for r in report["end_to_end"])  # fmt: skip
+    met = all(
+        r["status_writes_per_run"] <= 2 and r["fraction_of_ceiling_bound"] >= 0.5
+        for r in report["end_to_end"]
+    )
     return 0 if met else 1
 
 

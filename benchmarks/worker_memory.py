@@ -53,24 +53,40 @@ def _settled_rss(pid: int) -> float:
     return last / 2**20
 
 
-def _measure(workdir: Path, cluster: Any, redis: Any, tree: Path | None, jobs: int, *,
-             cache: bool, label: str) -> dict[str, float]:  # fmt: skip
+def _measure(
+    workdir: Path,
+    cluster: Any,
+    redis: Any,
+    tree: Path | None,
+    jobs: int,
+    *,
+    cache: bool,
+    label: str,
+) -> dict[str, float]:
     from tickwork_dev.devcluster.components import TickworkProcess, wait_for  # noqa: PLC0415
 
     env = {
-        "KUBECONFIG": str(cluster.kubeconfig), "TICKWORK_REDIS_URL": redis.url,
-        "TICKWORK_REDIS_QUEUE": f"q-{label}", "TICKWORK_WORKER_NAMESPACES": NAMESPACE,
-        "TICKWORK_WORKER_JOB_CACHE": str(cache).lower(), "TICKWORK_WORKER_LOG_LEVEL": "WARNING",
-    }  # fmt: skip
+        "KUBECONFIG": str(cluster.kubeconfig),
+        "TICKWORK_REDIS_URL": redis.url,
+        "TICKWORK_REDIS_QUEUE": f"q-{label}",
+        "TICKWORK_WORKER_NAMESPACES": NAMESPACE,
+        "TICKWORK_WORKER_JOB_CACHE": str(cache).lower(),
+        "TICKWORK_WORKER_LOG_LEVEL": "WARNING",
+    }
     if tree is not None:
         env["PYTHONPATH"] = _pythonpath(tree)
-    worker = TickworkProcess(command="tickwork-worker", env=env,
-                             log_path=workdir / f"worker-{label}-{jobs}.log").start()  # fmt: skip
+    worker = TickworkProcess(
+        command="tickwork-worker", env=env, log_path=workdir / f"worker-{label}-{jobs}.log"
+    ).start()
     try:
         worker.wait_ready(timeout=900)  # ready once listed: minutes at 100,000 jobs
         if cache:
-            wait_for(lambda: worker.metric("tickwork_worker_job_cache_objects") == jobs,
-                     timeout=900, interval=0.5, what="the cache to hold every job")  # fmt: skip
+            wait_for(
+                lambda: worker.metric("tickwork_worker_job_cache_objects") == jobs,
+                timeout=900,
+                interval=0.5,
+                what="the cache to hold every job",
+            )
         rss = _settled_rss(worker.pid)
         text = Path(f"/proc/{worker.pid}/status").read_text()
         peak = int(text.split("VmHWM:")[1].split()[0]) / 1024
@@ -88,8 +104,11 @@ def fit(points: list[tuple[int, float]]) -> dict[str, float]:
     spread = sum((x - mean_x) ** 2 for x, _ in points)
     slope = sum((x - mean_x) * (y - mean_y) for x, y in points) / spread if spread else 0.0
     intercept = mean_y - slope * mean_x
-    return {"mib_per_1k_jobs": round(slope * 1000, 3), "intercept_mib": round(intercept, 1),
-            f"rss_at_{TARGET_JOBS}_mib": round(intercept + slope * TARGET_JOBS, 1)}  # fmt: skip
+    return {
+        "mib_per_1k_jobs": round(slope * 1000, 3),
+        "intercept_mib": round(intercept, 1),
+        f"rss_at_{TARGET_JOBS}_mib": round(intercept + slope * TARGET_JOBS, 1),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -110,9 +129,14 @@ def main(argv: list[str] | None = None) -> int:
     variants: list[tuple[str, Path | None]] = [("after", None)]
     if args.compare_with:
         variants.insert(0, ("before", args.compare_with.resolve()))
-    report: dict[str, Any] = {"benchmark": "worker_memory", "python": platform.python_version(),
-                              "history": args.history, "sizes": sorted(args.sizes),
-                              "no_cache": {}, "variants": {}}  # fmt: skip
+    report: dict[str, Any] = {
+        "benchmark": "worker_memory",
+        "python": platform.python_version(),
+        "history": args.history,
+        "sizes": sorted(args.sizes),
+        "no_cache": {},
+        "variants": {},
+    }
     rng = random.Random(11)
     with tempfile.TemporaryDirectory(prefix="worker-memory-") as tmp:
         workdir = Path(tmp)
@@ -121,9 +145,16 @@ def main(argv: list[str] | None = None) -> int:
             made = 0
             for size in sorted(args.sizes):
                 for start in range(made, size, 5000):
-                    items = [job_manifest(f"w-{i:06d}", {
-                        "schedule": f"{rng.randrange(60)} {rng.randrange(24)} 1 1 *",
-                        "task": ECHO}) for i in range(start, min(size, start + 5000))]  # fmt: skip
+                    items = [
+                        job_manifest(
+                            f"w-{i:06d}",
+                            {
+                                "schedule": f"{rng.randrange(60)} {rng.randrange(24)} 1 1 *",
+                                "task": ECHO,
+                            },
+                        )
+                        for i in range(start, min(size, start + 5000))
+                    ]
                     created = create_jobs(cluster, NAMESPACE, items)
                     if args.history:
                         asyncio.run(write_history(cluster, created, args.history))
@@ -134,8 +165,9 @@ def main(argv: list[str] | None = None) -> int:
                         {"jobs": size, **found}
                     )
                     print(json.dumps({"variant": label, "jobs": size, **found}), flush=True)
-            report["no_cache"] = _measure(workdir, cluster, redis, None, made, cache=False,
-                                          label="no-cache")  # fmt: skip
+            report["no_cache"] = _measure(
+                workdir, cluster, redis, None, made, cache=False, label="no-cache"
+            )
     for variant in report["variants"].values():
         variant["fit"] = fit([(p["jobs"], p["rss_mib"]) for p in variant["points"]])
     if "before" in report["variants"]:
@@ -159,12 +191,17 @@ def plot(report: dict[str, Any], path: Path) -> None:
         line = variant["fit"]
         axis.plot(xs, ys, "o", label=f"{label}: {line['mib_per_1k_jobs']} MiB per 1,000 jobs")
         ends = [0, TARGET_JOBS]
-        axis.plot(ends, [line["intercept_mib"] + line["mib_per_1k_jobs"] * x / 1000
-                         for x in ends], "--", color=axis.lines[-1].get_color())  # fmt: skip
+        axis.plot(
+            ends,
+            [line["intercept_mib"] + line["mib_per_1k_jobs"] * x / 1000 for x in ends],
+            "--",
+            color=axis.lines[-1].get_color(),
+        )
     axis.axhline(TARGET_MIB, color="red", linewidth=1, label=f"target at {TARGET_JOBS:,} jobs")
     if report.get("no_cache"):
-        axis.axhline(report["no_cache"]["rss_mib"], color="grey", linewidth=1,
-                     label="worker without a cache")  # fmt: skip
+        axis.axhline(
+            report["no_cache"]["rss_mib"], color="grey", linewidth=1, label="worker without a cache"
+        )
     axis.set_xlabel(f"ScheduledJobs (history of {report['history']} runs each)")
     axis.set_ylabel("worker RSS (MiB)")
     axis.set_title("A worker's job cache: RSS vs jobs, fitted and extrapolated")

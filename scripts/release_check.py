@@ -53,8 +53,11 @@ def versions(root: Path) -> dict[str, str]:
 def changelog_section(changelog: str, heading: str) -> str | None:
     """The text under ``## <heading>`` (perhaps followed by a date) up to the next
     ``## ``, or None without one."""
-    found = re.search(rf"^## {re.escape(heading)}(?:[ \t][^\n]*)?\n(.*?)(?=^## |\Z)", changelog,
-                      re.MULTILINE | re.DOTALL)  # fmt: skip
+    found = re.search(
+        rf"^## {re.escape(heading)}(?:[ \t][^\n]*)?\n(.*?)(?=^## |\Z)",
+        changelog,
+        re.MULTILINE | re.DOTALL,
+    )
     return found.group(1).strip() if found else None
 
 
@@ -63,8 +66,11 @@ def problems(tag: str, root: Path) -> list[str]:
     if not tag.startswith("v") or not SEMVER.fullmatch(tag[1:]):
         return [f"tag {tag!r} is not v<major>.<minor>.<patch>"]
     version = tag[1:]
-    found = [f"{place} is {value}, the tag says {version}"
-             for place, value in versions(root).items() if value != version]  # fmt: skip
+    found = [
+        f"{place} is {value}, the tag says {version}"
+        for place, value in versions(root).items()
+        if value != version
+    ]
     if not changelog_section((root / "CHANGELOG.md").read_text(), version):
         found.append(f"CHANGELOG.md has no '## {version}' section: rename '## Unreleased'")
     return found

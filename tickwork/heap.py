@@ -74,8 +74,13 @@ async def trim_now(reason: str) -> None:
     after = rss_bytes()
     if before is not None and after is not None:
         took_ms = (time.perf_counter() - started) * 1000
-        logger.debug("heap trimmed after %s in %.1f ms: RSS %.1f -> %.1f MiB",
-                     reason, took_ms, before / 2**20, after / 2**20)  # fmt: skip
+        logger.debug(
+            "heap trimmed after %s in %.1f ms: RSS %.1f -> %.1f MiB",
+            reason,
+            took_ms,
+            before / 2**20,
+            after / 2**20,
+        )
 
 
 async def trim_periodically(stop: asyncio.Event, *, seconds: float = TRIM_SECONDS) -> None:

@@ -171,8 +171,9 @@ async def test_when_the_watch_does_not_get_there_each_job_reads_its_own() -> Non
     copy.stalled = True  # nothing written in the namespace: no event comes in time
     counted: list[tuple[str, int]] = []
     server.jobs["j1"]["generation"] = 2
-    answers = await asyncio.gather(*(checks(server, counted, copy).metadata(NS, n)
-                                     for n in ("j0", "j1")))  # fmt: skip
+    answers = await asyncio.gather(
+        *(checks(server, counted, copy).metadata(NS, n) for n in ("j0", "j1"))
+    )
     assert sorted(server.reads, key=str) == [(NS, "j0"), (NS, "j1")]
     assert [a and a["generation"] for a in answers] == [1, 2]  # not the copy's 1
     assert sorted(counted) == [("job", 1), ("job", 1)]
@@ -182,8 +183,9 @@ async def test_when_the_watch_does_not_get_there_each_job_reads_its_own() -> Non
 async def test_namespaces_are_read_apart() -> None:
     server = ApiServer(jobs(4))
     shared = checks(server)
-    await asyncio.gather(shared.metadata("a", "j0"), shared.metadata("b", "j1"),
-                         shared.metadata("b", "j2"))  # fmt: skip
+    await asyncio.gather(
+        shared.metadata("a", "j0"), shared.metadata("b", "j1"), shared.metadata("b", "j2")
+    )
     assert sorted(server.reads, key=str) == [("a", "j0"), ("b", None)]
 
 
@@ -214,8 +216,9 @@ async def test_a_failed_read_reaches_every_claim_it_would_have_answered() -> Non
     server = ApiServer(jobs(4))
     server.failure = KubeApiError(503, "ServiceUnavailable", "etcd is down")
     shared = checks(server)
-    answers = await asyncio.gather(*(shared.metadata(NS, n) for n in ("j0", "j1", "j2")),
-                                   return_exceptions=True)  # fmt: skip
+    answers = await asyncio.gather(
+        *(shared.metadata(NS, n) for n in ("j0", "j1", "j2")), return_exceptions=True
+    )
     assert all(isinstance(a, KubeApiError) and a.unavailable for a in answers)
     assert await asyncio.gather(shared.metadata(NS, "j3"), return_exceptions=True) == [
         server.failure

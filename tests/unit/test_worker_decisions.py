@@ -37,18 +37,27 @@ LATER = AT + dt.timedelta(minutes=1)
 def job(*, status: dict[str, Any] | None = None, uid: str = UID, **spec: Any) -> ScheduledJob:
     body: dict[str, Any] = {
         "metadata": {"name": "j", "namespace": "ns", "uid": uid, "generation": 1},
-        "spec": {"schedule": "* * * * *", "task": {"http": {"url": "https://example.com/"}},
-                 **spec},
+        "spec": {
+            "schedule": "* * * * *",
+            "task": {"http": {"url": "https://example.com/"}},
+            **spec,
+        },
         "status": status or {},
-    }  # fmt: skip
+    }
     return ScheduledJob.model_validate(body)
 
 
 def message(*, at: dt.datetime | None = AT, attempt: int = 1, **fields: Any) -> RunMessage:
     run_id = scheduled_run_id(UID, at) if at is not None else manual_run_id(UID, "tok")
     fields.setdefault("run_id", run_id)
-    return RunMessage(namespace="ns", name="j", uid=UID, attempt=attempt,
-                      scheduled_at=at.isoformat() if at else None, **fields)  # fmt: skip
+    return RunMessage(
+        namespace="ns",
+        name="j",
+        uid=UID,
+        attempt=attempt,
+        scheduled_at=at.isoformat() if at else None,
+        **fields,
+    )
 
 
 def record(run_id: str, outcome: str) -> dict[str, Any]:
@@ -111,8 +120,12 @@ def test_a_run_that_already_ended_is_not_executed_again(outcome: str) -> None:
 def test_another_runs_record_or_a_run_still_going_does_not_stop_it() -> None:
     other = scheduled_run_id(UID, LATER)
     assert why_skip(job(status={"lastRun": record(other, "Succeeded")}), message()) is None
-    running = {"id": message().run_id, "scheduledAt": AT.isoformat(), "state": "Running",
-               "attempt": 1}  # fmt: skip
+    running = {
+        "id": message().run_id,
+        "scheduledAt": AT.isoformat(),
+        "state": "Running",
+        "attempt": 1,
+    }
     assert why_skip(job(status={"currentRun": running}), message(attempt=2)) is None
 
 
@@ -125,8 +138,13 @@ def test_a_dead_letter_requeued_by_hand_runs_again_but_a_success_does_not() -> N
 
 
 def queued(at: dt.datetime) -> dict[str, Any]:
-    return {"queuedRun": {"id": scheduled_run_id(UID, at), "scheduledAt": at.isoformat(),
-                          "queuedAt": at.isoformat()}}  # fmt: skip
+    return {
+        "queuedRun": {
+            "id": scheduled_run_id(UID, at),
+            "scheduledAt": at.isoformat(),
+            "queuedAt": at.isoformat(),
+        }
+    }
 
 
 def cancelling(run_at: dt.datetime, *, terminate: bool = False) -> dict[str, Any]:
@@ -152,8 +170,7 @@ def test_a_run_named_in_cancel_requests_is_recorded_cancelled_and_never_starts()
     assert why_skip(job(status=cancelling(LATER)), message()) is None
     assert why_skip(job(concurrencyPolicy="Replace", status=queued(LATER)), message()) is None
     # A run that already finished keeps its record.
-    done = job(status={**cancelling(AT), "lastRun": record(scheduled_run_id(UID, AT),
-                                                           "Succeeded")})  # fmt: skip
+    done = job(status={**cancelling(AT), "lastRun": record(scheduled_run_id(UID, AT), "Succeeded")})
     assert why_skip(done, message()) is SkipReason.ALREADY_FINISHED
 
 
@@ -170,9 +187,15 @@ def test_a_cancelled_outcome_says_why_and_is_not_retried() -> None:
 
 def test_skip_reasons_are_the_metric_labels_the_docs_name() -> None:
     assert {r.value for r in SkipReason} == {
-        "gone", "replaced", "deleting", "foreign", "suspended", "paused", "already-finished",
+        "gone",
+        "replaced",
+        "deleting",
+        "foreign",
+        "suspended",
+        "paused",
+        "already-finished",
         "cancelled",
-    }  # fmt: skip
+    }
 
 
 # -- how a failed attempt ends -------------------------------------------------------
@@ -287,17 +310,28 @@ def _minutes(*offsets: int) -> list[dt.datetime]:
     [
         ({}, {}, _minutes(1, 2, 3, 4, 5)),  # the runs after this one, not after now
         ({"schedule": "*/2 * * * *"}, {}, _minutes(2, 4, 6, 8, 10)),
-        ({"schedule": "@every 90s"}, {}, [AT + dt.timedelta(seconds=s)
-                                          for s in (90, 180, 270, 360, 450)]),
+        (
+            {"schedule": "@every 90s"},
+            {},
+            [AT + dt.timedelta(seconds=s) for s in (90, 180, 270, 360, 450)],
+        ),
         ({"notAfter": "2026-12-01T09:02:30Z"}, {}, _minutes(1, 2)),  # the schedule ends
         ({"suspend": True}, {}, []),
         ({}, {"phase": "Paused"}, []),
         ({}, {"phase": "Completed"}, []),
         ({"runAt": "2026-12-01T09:00:00Z", "schedule": None}, {}, []),  # one-shot: the operator's
     ],
-    ids=["every-minute", "every-2-minutes", "every-90s", "not-after", "suspended", "paused",
-         "completed", "one-shot"],
-)  # fmt: skip
+    ids=[
+        "every-minute",
+        "every-2-minutes",
+        "every-90s",
+        "not-after",
+        "suspended",
+        "paused",
+        "completed",
+        "one-shot",
+    ],
+)
 def test_a_run_shows_the_runs_of_its_schedule_that_follow_it(
     spec: dict[str, Any], status: dict[str, Any], shown: list[dt.datetime]
 ) -> None:
@@ -307,8 +341,10 @@ def test_a_run_shows_the_runs_of_its_schedule_that_follow_it(
 
 
 def test_a_manual_or_backfilled_run_shows_what_the_job_showed() -> None:
-    showing = {"nextRunAt": "2026-12-01T09:07:00Z",
-               "nextRuns": ["2026-12-01T09:07:00Z", "2026-12-01T09:08:00Z"]}  # fmt: skip
+    showing = {
+        "nextRunAt": "2026-12-01T09:07:00Z",
+        "nextRuns": ["2026-12-01T09:07:00Z", "2026-12-01T09:08:00Z"],
+    }
     claimed = job(status=showing)
     assert next_runs_shown(claimed, message(at=None)) == _minutes(7, 8)
     backfilled = message(run_id=backfill_run_id(UID, "q4", AT))

@@ -60,17 +60,27 @@ async def _turns(condition: Callable[[], object]) -> None:
     raise AssertionError("never happened")
 
 
-async def _stage(runs: int, concurrency: int, finishing_per_slot: int = 0,
-                 grace_seconds: float = 30) -> tuple[MemoryRunQueue, Runner, Worker]:  # fmt: skip
+async def _stage(
+    runs: int, concurrency: int, finishing_per_slot: int = 0, grace_seconds: float = 30
+) -> tuple[MemoryRunQueue, Runner, Worker]:
     """``runs`` runs in the queue, a worker with a runner that stands in for the rest."""
     queue = MemoryRunQueue()
     runner = Runner(queue)
-    worker = Worker(queue=queue, runner=runner, name="w", concurrency=concurrency,  # type: ignore[arg-type]
-                    lease_seconds=30, claim_wait_seconds=5, maintain_seconds=60,
-                    grace_seconds=grace_seconds, finishing_per_slot=finishing_per_slot)  # fmt: skip
+    worker = Worker(
+        queue=queue,
+        runner=runner,  # type: ignore[arg-type]
+        name="w",
+        concurrency=concurrency,
+        lease_seconds=30,
+        claim_wait_seconds=5,
+        maintain_seconds=60,
+        grace_seconds=grace_seconds,
+        finishing_per_slot=finishing_per_slot,
+    )
     for index in range(runs):
-        await queue.enqueue(RunMessage(run_id=f"r{index:02d}", namespace="ns",
-                                       name=f"j{index}", uid=f"u{index}"))  # fmt: skip
+        await queue.enqueue(
+            RunMessage(run_id=f"r{index:02d}", namespace="ns", name=f"j{index}", uid=f"u{index}")
+        )
     return queue, runner, worker
 
 
@@ -91,8 +101,9 @@ def test_a_run_whose_task_ended_frees_its_slot_before_its_record_is_written() ->
             for event in list(runner.executing.values()):
                 event.set()
             await _turns(lambda: not any(e.is_set() for e in runner.executing.values()))
-            await _turns(lambda: len(runner.executing) == 2 or
-                         len(runner.writing) >= 2 * FINISHING_PER_SLOT)  # fmt: skip
+            await _turns(
+                lambda: len(runner.executing) == 2 or len(runner.writing) >= 2 * FINISHING_PER_SLOT
+            )
         for event in list(runner.executing.values()):
             event.set()
         await _turns(lambda: not runner.executing)

@@ -41,23 +41,36 @@ class Jobs:
         return result
 
     def get(self, name: str) -> dict[str, Any]:
-        return self._call(f'scheduledjob "{name}"', "get_namespaced_custom_object",
-                          self.namespace, models.PLURAL, name)  # fmt: skip
+        return self._call(
+            f'scheduledjob "{name}"',
+            "get_namespaced_custom_object",
+            self.namespace,
+            models.PLURAL,
+            name,
+        )
 
     def patch(self, name: str, body: dict[str, Any]) -> dict[str, Any]:
-        return self._call(f'scheduledjob "{name}"', "patch_namespaced_custom_object",
-                          self.namespace, models.PLURAL, name, body)  # fmt: skip
+        return self._call(
+            f'scheduledjob "{name}"',
+            "patch_namespaced_custom_object",
+            self.namespace,
+            models.PLURAL,
+            name,
+            body,
+        )
 
     def list(self, *, all_namespaces: bool = False) -> list[dict[str, Any]]:
         """Every job the user may list, sorted as kubectl sorts (namespace, name)."""
         if all_namespaces:
             found = self._call("scheduledjobs", "list_cluster_custom_object", models.PLURAL)
         else:
-            found = self._call("scheduledjobs", "list_namespaced_custom_object",
-                               self.namespace, models.PLURAL)  # fmt: skip
+            found = self._call(
+                "scheduledjobs", "list_namespaced_custom_object", self.namespace, models.PLURAL
+            )
         items: list[dict[str, Any]] = found.get("items") or []
-        return sorted(items, key=lambda j: (j["metadata"].get("namespace", ""),
-                                            j["metadata"]["name"]))  # fmt: skip
+        return sorted(
+            items, key=lambda j: (j["metadata"].get("namespace", ""), j["metadata"]["name"])
+        )
 
 
 def connect(args: argparse.Namespace) -> Jobs:

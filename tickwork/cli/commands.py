@@ -1,6 +1,10 @@
 """The commands, their flags, and ``main``: each command reads or patches
 ScheduledJobs with the user's own kubeconfig and prints what :mod:`render` makes
-of them."""
+of them.
+
+Over 400 lines: one short function per ``kubectl tickwork`` command, which read best
+side by side.
+"""
 
 from __future__ import annotations
 
@@ -62,8 +66,10 @@ def cmd_trigger(args: argparse.Namespace) -> str:
     token = args.token or _token()
     # One patch sets the token and its parameters together (none: the annotation goes,
     # so no earlier trigger's parameters join this run).
-    annotations = {RUN_NOW_ANNOTATION: token,
-                   RUN_PARAMS_ANNOTATION: encode_params(params) if params else None}  # fmt: skip
+    annotations = {
+        RUN_NOW_ANNOTATION: token,
+        RUN_PARAMS_ANNOTATION: encode_params(params) if params else None,
+    }
     jobs.patch(args.name, {"metadata": {"annotations": annotations}})
     named = f", parameters {', '.join(f'{k}={v}' for k, v in params.items())}" if params else ""
     return f'scheduledjob "{args.name}" triggered (token {token}{named})'
@@ -80,8 +86,10 @@ def cmd_resume(args: argparse.Namespace) -> str:
     change needed); either way runs start again from now."""
     jobs = connect(args)
     token = args.token or _token()
-    jobs.patch(args.name, {"spec": {"suspend": False},
-                           "metadata": {"annotations": {RESUME_ANNOTATION: token}}})  # fmt: skip
+    jobs.patch(
+        args.name,
+        {"spec": {"suspend": False}, "metadata": {"annotations": {RESUME_ANNOTATION: token}}},
+    )
     return f'scheduledjob "{args.name}" resumed (token {token})'
 
 
@@ -91,8 +99,10 @@ def _instant(text: str, flag: str) -> dt.datetime:
     except ValueError:
         moment = None
     if moment is None or moment.tzinfo is None:
-        raise CliError(f"{flag} must be an RFC 3339 time with an offset, like "
-                       f"2026-11-01T00:00:00Z, not {text!r}")  # fmt: skip
+        raise CliError(
+            f"{flag} must be an RFC 3339 time with an offset, like "
+            f"2026-11-01T00:00:00Z, not {text!r}"
+        )
     return moment
 
 
@@ -111,8 +121,10 @@ def cmd_backfill(args: argparse.Namespace) -> str:
         except ConflictError:
             continue
         count = backfill_runs(schedule, start, end)
-        return (f'scheduledjob "{args.name}" backfill {name}: {count} run(s) from '
-                f"{start.isoformat()} to {end.isoformat()}")  # fmt: skip
+        return (
+            f'scheduledjob "{args.name}" backfill {name}: {count} run(s) from '
+            f"{start.isoformat()} to {end.isoformat()}"
+        )
     raise CliError(f'scheduledjob "{args.name}" kept changing: try again')
 
 
@@ -138,11 +150,15 @@ def _backfill_patch(
         raise CliError(f"backfill refused: {why}")
     kept = [b for b in spec.backfills if b.name != name]
     if len(kept) >= MAX_BACKFILLS:
-        raise CliError(f"the job lists {len(kept)} backfills already, the most it may: "
-                       "remove finished ones from spec.backfills first")  # fmt: skip
+        raise CliError(
+            f"the job lists {len(kept)} backfills already, the most it may: "
+            "remove finished ones from spec.backfills first"
+        )
     wire = [b.model_dump(mode="json", by_alias=True) for b in [*kept, backfill]]
-    patch = {"metadata": {"resourceVersion": job["metadata"]["resourceVersion"]},
-             "spec": {"backfills": wire}}  # fmt: skip
+    patch = {
+        "metadata": {"resourceVersion": job["metadata"]["resourceVersion"]},
+        "spec": {"backfills": wire},
+    }
     return patch, schedule
 
 
@@ -156,8 +172,9 @@ def cmd_get(args: argparse.Namespace) -> str:
         found = jobs.list(all_namespaces=args.all_namespaces)
     if not found and args.output == "table" and not args.all_namespaces:
         return f"No resources found in {jobs.namespace} namespace."
-    return render.render_jobs(found, output=args.output, all_namespaces=args.all_namespaces,
-                              now=_now())  # fmt: skip
+    return render.render_jobs(
+        found, output=args.output, all_namespaces=args.all_namespaces, now=_now()
+    )
 
 
 def cmd_runs(args: argparse.Namespace) -> str:
@@ -172,8 +189,10 @@ def cmd_describe(args: argparse.Namespace) -> str:
     found = render.find_run(job, args.run_id)
     if found is None:
         name = job["metadata"]["name"]
-        raise CliError(f'run "{args.run_id}" is not in the status of scheduledjob '
-                       f'"{name}" (it may have left the history)')  # fmt: skip
+        raise CliError(
+            f'run "{args.run_id}" is not in the status of scheduledjob '
+            f'"{name}" (it may have left the history)'
+        )
     return render.describe_run(job, *found, now=_now())
 
 
@@ -196,16 +215,21 @@ def cmd_dlq(args: argparse.Namespace) -> str:
         job = _job_of_run(jobs, args.run_id, all_namespaces=args.all_namespaces)
         asks = [(job, f"{token}:{args.run_id}", 1)]
     else:
-        asks = [(job, token, len(job["status"]["deadRuns"]))
-                for job in jobs.list(all_namespaces=args.all_namespaces)
-                if (job.get("status") or {}).get("deadRuns")]  # fmt: skip
+        asks = [
+            (job, token, len(job["status"]["deadRuns"]))
+            for job in jobs.list(all_namespaces=args.all_namespaces)
+            if (job.get("status") or {}).get("deadRuns")
+        ]
     for job, value, _count in asks:
         meta = job["metadata"]
         Jobs(jobs.api.api_client, meta["namespace"]).patch(
-            meta["name"], {"metadata": {"annotations": {annotation: value}}})  # fmt: skip
+            meta["name"], {"metadata": {"annotations": {annotation: value}}}
+        )
     runs = sum(count for _job, _value, count in asks)
-    return (f"asked the operator to {args.dlq_command} {runs} dead run(s) of "
-            f"{len(asks)} job(s) (token {token})")  # fmt: skip
+    return (
+        f"asked the operator to {args.dlq_command} {runs} dead run(s) of "
+        f"{len(asks)} job(s) (token {token})"
+    )
 
 
 #: Tries of the cancel annotation's conditional write when other writes win the race.
@@ -237,12 +261,17 @@ def cmd_cancel(args: argparse.Namespace) -> str:
         if args.run_id not in pending:
             found = render.find_run(job, args.run_id)
             if found is not None and found[0] in ("history", "last"):
-                raise CliError(f'run "{args.run_id}" already finished '
-                               f'({found[1].get("outcome")}): nothing to cancel')  # fmt: skip
-            raise CliError(f'run "{args.run_id}" is not queued, running or buffered in '
-                           f'scheduledjob "{meta["name"]}"')  # fmt: skip
-        value = with_cancel((meta.get("annotations") or {}).get(CANCEL_ANNOTATION), args.run_id,
-                            pending=pending)  # fmt: skip
+                raise CliError(
+                    f'run "{args.run_id}" already finished '
+                    f"({found[1].get('outcome')}): nothing to cancel"
+                )
+            raise CliError(
+                f'run "{args.run_id}" is not queued, running or buffered in '
+                f'scheduledjob "{meta["name"]}"'
+            )
+        value = with_cancel(
+            (meta.get("annotations") or {}).get(CANCEL_ANNOTATION), args.run_id, pending=pending
+        )
         try:
             own.patch(
                 meta["name"],
@@ -270,8 +299,11 @@ def _job_of_run(jobs: Jobs, run_id: str, *, all_namespaces: bool) -> dict[str, A
     for job in jobs.list(all_namespaces=all_namespaces):
         if job["metadata"].get("uid") == uid:
             return job
-    where = "any namespace you may list" if all_namespaces else (
-        f'namespace "{jobs.namespace}" (-A looks everywhere)')  # fmt: skip
+    where = (
+        "any namespace you may list"
+        if all_namespaces
+        else f'namespace "{jobs.namespace}" (-A looks everywhere)'
+    )
     raise CliError(f'no scheduledjob of run "{run_id}" in {where}')
 
 
@@ -299,13 +331,14 @@ def _dead_table(letters: list[DeadLetter]) -> str:
     now = _now()
     rows = [
         [
-            letter.message.run_id, f"{letter.message.namespace}/{letter.message.name}",
+            letter.message.run_id,
+            f"{letter.message.namespace}/{letter.message.name}",
             str(letter.message.attempt),
             render.ago(dt.datetime.fromtimestamp(letter.failed_at, dt.UTC).isoformat(), now),
             render.one_line(letter.error, 70),
         ]
         for letter in letters
-    ]  # fmt: skip
+    ]
     return render.table(["RUN ID", "JOB", "ATTEMPTS", "FAILED", "ERROR"], rows)
 
 
@@ -318,26 +351,31 @@ def _global_flags(*, nested: bool) -> argparse.ArgumentParser:
     flags.add_argument("-n", "--namespace", default=default)
     flags.add_argument("--kubeconfig", default=default)
     flags.add_argument("--context", default=default)
-    flags.add_argument("--redis-url", default=default,
-                       help="overrides TICKWORK_REDIS_URL (dlq commands)")  # fmt: skip
+    flags.add_argument(
+        "--redis-url", default=default, help="overrides TICKWORK_REDIS_URL (dlq commands)"
+    )
     return flags
 
 
 def parser() -> argparse.ArgumentParser:
     root = argparse.ArgumentParser(
-        prog="tickwork", description=sys.modules["tickwork.cli"].__doc__,
+        prog="tickwork",
+        description=sys.modules["tickwork.cli"].__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
         parents=[_global_flags(nested=False)],
-    )  # fmt: skip
+    )
     nested = [_global_flags(nested=True)]
     sub = root.add_subparsers(dest="command", required=True)
     get = sub.add_parser("get", help="list jobs, or show one", parents=nested)
     get.add_argument("name", nargs="?")
     get.add_argument("-A", "--all-namespaces", action="store_true")
     get.add_argument("-o", "--output", choices=render.FORMATS, default="table")
-    for name, text in (("trigger", "run a job now"), ("suspend", "stop publishing runs"),
-                       ("resume", "publish runs again, from now on (also after a pause)"),
-                       ("runs", "show the run history")):  # fmt: skip
+    for name, text in (
+        ("trigger", "run a job now"),
+        ("suspend", "stop publishing runs"),
+        ("resume", "publish runs again, from now on (also after a pause)"),
+        ("runs", "show the run history"),
+    ):
         cmd = sub.add_parser(name, help=text, parents=nested)
         cmd.add_argument("name")
         if name == "runs":
@@ -345,21 +383,31 @@ def parser() -> argparse.ArgumentParser:
         if name in ("trigger", "resume"):
             cmd.add_argument("--token", help="a distinct token acts once (default: a timestamp)")
         if name == "trigger":
-            cmd.add_argument("--param", action="append", metavar="NAME=VALUE",
-                             help="a parameter of this run (repeatable)")  # fmt: skip
-    backfill = sub.add_parser("backfill", parents=nested,
-                              help="run every run of the schedule in a time range")  # fmt: skip
+            cmd.add_argument(
+                "--param",
+                action="append",
+                metavar="NAME=VALUE",
+                help="a parameter of this run (repeatable)",
+            )
+    backfill = sub.add_parser(
+        "backfill", parents=nested, help="run every run of the schedule in a time range"
+    )
     backfill.add_argument("name")
-    backfill.add_argument("--from", dest="start", required=True, metavar="TIME",
-                          help="RFC 3339, included (2026-11-01T00:00:00Z)")  # fmt: skip
+    backfill.add_argument(
+        "--from",
+        dest="start",
+        required=True,
+        metavar="TIME",
+        help="RFC 3339, included (2026-11-01T00:00:00Z)",
+    )
     backfill.add_argument("--to", dest="end", required=True, metavar="TIME", help="included")
-    backfill.add_argument("--name", dest="backfill_name", metavar="NAME",
-                          help="a DNS label (default: from the time)")  # fmt: skip
+    backfill.add_argument(
+        "--name", dest="backfill_name", metavar="NAME", help="a DNS label (default: from the time)"
+    )
     describe = sub.add_parser("describe", help="one run, by its ID", parents=nested)
     describe.add_argument("run_id")
     describe.add_argument("-A", "--all-namespaces", action="store_true")
-    cancel = sub.add_parser("cancel", help="stop a queued, running or buffered run",
-                            parents=nested)  # fmt: skip
+    cancel = sub.add_parser("cancel", help="stop a queued, running or buffered run", parents=nested)
     cancel.add_argument("run_id")
     cancel.add_argument("-A", "--all-namespaces", action="store_true")
     sub.add_parser("version", help="this client's version", parents=nested)
@@ -376,8 +424,9 @@ def parser() -> argparse.ArgumentParser:
         cmd.add_argument("--all", action="store_true")
     for cmd in dlq.choices.values():
         cmd.add_argument("-A", "--all-namespaces", action="store_true")
-        cmd.add_argument("--redis", action="store_true",
-                         help="Redis itself (its password), not the jobs' status")  # fmt: skip
+        cmd.add_argument(
+            "--redis", action="store_true", help="Redis itself (its password), not the jobs' status"
+        )
     return root
 
 
@@ -402,9 +451,14 @@ def _complete(words: list[str]) -> str:
         ids = []
         for job in jobs:
             status = job.get("status") or {}
-            ids += [run["id"] for run in [*(status.get("activeRuns") or []),
-                                          *(status.get("bufferedRuns") or []),
-                                          *(status.get("runs") or [])]]  # fmt: skip
+            ids += [
+                run["id"]
+                for run in [
+                    *(status.get("activeRuns") or []),
+                    *(status.get("bufferedRuns") or []),
+                    *(status.get("runs") or []),
+                ]
+            ]
         return ids
 
     offered = completion.candidates(parser(), before, current, names=job_names, run_ids=run_ids)

@@ -40,8 +40,11 @@ def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentP
 
 
 def _options(parser: argparse.ArgumentParser) -> dict[str, argparse.Action]:
-    return {flag: action for action in parser._actions  # noqa: SLF001
-            for flag in action.option_strings}  # fmt: skip
+    return {
+        flag: action
+        for action in parser._actions  # noqa: SLF001
+        for flag in action.option_strings
+    }
 
 
 def _positional(

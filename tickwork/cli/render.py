@@ -111,15 +111,28 @@ def render_jobs(
     """``get``: the jobs as kubectl prints them (``-o wide`` adds the zone, readiness
     reason, missed runs and the last run's ID); ``name`` gives ``scheduledjob/x``."""
     if output in ("json", "yaml"):
-        body = jobs[0] if len(jobs) == 1 and not all_namespaces else {
-            "apiVersion": "v1", "kind": "List", "items": jobs}  # fmt: skip
+        body = (
+            jobs[0]
+            if len(jobs) == 1 and not all_namespaces
+            else {"apiVersion": "v1", "kind": "List", "items": jobs}
+        )
         return document(body, output)
     if output == "name":
         return "\n".join(f"scheduledjob.tickwork.dev/{j['metadata']['name']}" for j in jobs)
     if not jobs:
         return "No resources found."
-    headers = ["NAME", "SCHEDULE", "SUSPEND", "PHASE", "READY", "ACTIVE", "LAST", "LAST RUN",
-               "NEXT RUN", "AGE"]  # fmt: skip
+    headers = [
+        "NAME",
+        "SCHEDULE",
+        "SUSPEND",
+        "PHASE",
+        "READY",
+        "ACTIVE",
+        "LAST",
+        "LAST RUN",
+        "NEXT RUN",
+        "AGE",
+    ]
     wide = output == "wide"
     if wide:
         headers += ["ZONE", "REASON", "MISSED", "LAST RUN ID", "NEXT RUNS"]
@@ -144,10 +157,13 @@ def render_jobs(
             ago(meta.get("creationTimestamp"), now),
         ]
         if wide:
-            row += [spec.get("timeZone", "UTC"), reason, str(status.get("missedRuns", 0)),
-                    last.get("id", ""),
-                    ", ".join(ago(at, now) for at in upcoming[:NEXT_RUNS_SHOWN]) or "-",
-                    ]  # fmt: skip
+            row += [
+                spec.get("timeZone", "UTC"),
+                reason,
+                str(status.get("missedRuns", 0)),
+                last.get("id", ""),
+                ", ".join(ago(at, now) for at in upcoming[:NEXT_RUNS_SHOWN]) or "-",
+            ]
         if all_namespaces:
             row.insert(0, meta.get("namespace", ""))
         rows.append(row)
@@ -175,18 +191,25 @@ def render_runs(name: str, status: dict[str, Any], *, output: str, now: dt.datet
     rows = []
     for current in active:
         row = [
-            current["id"].split(".", 1)[-1], ago(current.get("scheduledAt"), now),
-            current.get("state", ""), str(current.get("attempt", "")),
-            ago(current.get("startedAt"), now), "-", f"on {current.get('worker', '?')}",
-        ]  # fmt: skip
+            current["id"].split(".", 1)[-1],
+            ago(current.get("scheduledAt"), now),
+            current.get("state", ""),
+            str(current.get("attempt", "")),
+            ago(current.get("startedAt"), now),
+            "-",
+            f"on {current.get('worker', '?')}",
+        ]
         rows.append([*row, "-", current.get("worker", ""), current["id"]] if wide else row)
     for run in history:
         row = [
-            run["id"].split(".", 1)[-1], ago(run.get("scheduledAt"), now), run.get("outcome", ""),
-            str(run.get("attempts", "")), ago(run.get("startedAt"), now),
+            run["id"].split(".", 1)[-1],
+            ago(run.get("scheduledAt"), now),
+            run.get("outcome", ""),
+            str(run.get("attempts", "")),
+            ago(run.get("startedAt"), now),
             duration(run.get("startedAt"), run.get("finishedAt")),
             one_line(run.get("error") or run.get("result"), 200 if wide else 60),
-        ]  # fmt: skip
+        ]
         rows.append([*row, ago(run.get("finishedAt"), now), "", run["id"]] if wide else row)
     if not rows:
         return f'no runs of scheduledjob "{name}" yet'
@@ -202,8 +225,10 @@ def render_runs(name: str, status: dict[str, Any], *, output: str, now: dt.datet
 def find_run(job: dict[str, Any], run_id: str) -> tuple[str, dict[str, Any]] | None:
     """Where the job's status holds ``run_id`` (active, kept, last, or only queued)."""
     status = job.get("status") or {}
-    for where, runs in (("active", status.get("activeRuns") or []),
-                        ("history", status.get("runs") or [])):  # fmt: skip
+    for where, runs in (
+        ("active", status.get("activeRuns") or []),
+        ("history", status.get("runs") or []),
+    ):
         for run in runs:
             if run.get("id") == run_id:
                 return where, run
@@ -229,13 +254,18 @@ def describe_run(job: dict[str, Any], where: str, run: dict[str, Any], *, now: d
         ("Run ID", run["id"]),
         ("Job", f"{meta.get('namespace')}/{meta['name']}"),
         ("Task", next(iter(task), "?")),
-        ("Trigger", "manual (run-now)" if run.get("manual") or ".manual." in run["id"]
-         else "backfill" if ".backfill." in run["id"] else "schedule"),
-        ("Parameters", ", ".join(f"{k}={v}" for k, v in (run.get("params") or {}).items())
-         or "-"),
+        (
+            "Trigger",
+            "manual (run-now)"
+            if run.get("manual") or ".manual." in run["id"]
+            else ("backfill" if ".backfill." in run["id"] else "schedule"),
+        ),
+        ("Parameters", ", ".join(f"{k}={v}" for k, v in (run.get("params") or {}).items()) or "-"),
         ("State", state or "?"),
-        ("Attempts", f"{attempts} of {(spec.get('retry') or {}).get('maxAttempts', 3)}"
-         if attempts else "-"),
+        (
+            "Attempts",
+            f"{attempts} of {(spec.get('retry') or {}).get('maxAttempts', 3)}" if attempts else "-",
+        ),
         ("Scheduled", stamp("scheduledAt")),
         ("Queued", stamp("queuedAt")),
         ("Started", stamp("startedAt")),
@@ -244,7 +274,7 @@ def describe_run(job: dict[str, Any], where: str, run: dict[str, Any], *, now: d
         ("Worker", run.get("worker") or "-"),
         ("Result", run.get("result") or "-"),
         ("Error", run.get("error") or "-"),
-    ]  # fmt: skip
+    ]
     width = max(len(key) for key, _ in lines) + 2
     return "\n".join(f"{key + ':':<{width}}{value}" for key, value in lines)
 
@@ -261,15 +291,26 @@ def render_dead_runs(jobs: list[dict[str, Any]], *, now: dt.datetime) -> str:
         dead = (job.get("status") or {}).get("deadRuns") or []
         if len(dead) >= DEAD_RUNS_LISTED:
             full.append(f"{meta.get('namespace')}/{meta['name']}")
-        rows += [(run.get("failedAt") or "", [
-            run["id"], f"{meta.get('namespace')}/{meta['name']}", str(run.get("attempts", "")),
-            ago(run.get("failedAt"), now), one_line(run.get("error"), 70),
-        ]) for run in dead]  # fmt: skip
+        rows += [
+            (
+                run.get("failedAt") or "",
+                [
+                    run["id"],
+                    f"{meta.get('namespace')}/{meta['name']}",
+                    str(run.get("attempts", "")),
+                    ago(run.get("failedAt"), now),
+                    one_line(run.get("error"), 70),
+                ],
+            )
+            for run in dead
+        ]
     if not rows:
         return "no dead runs"
     rows.sort(key=lambda row: row[0], reverse=True)
     text = table(["RUN ID", "JOB", "ATTEMPTS", "FAILED", "ERROR"], [row for _, row in rows])
     if full:
-        text += (f"\n{', '.join(full)}: status lists {DEAD_RUNS_LISTED} dead runs at most; "
-                 "requeue or purge them to see more (or dlq list --redis)")  # fmt: skip
+        text += (
+            f"\n{', '.join(full)}: status lists {DEAD_RUNS_LISTED} dead runs at most; "
+            "requeue or purge them to see more (or dlq list --redis)"
+        )
     return text

@@ -116,8 +116,11 @@ def _sentinel_client(
 ) -> aioredis.Redis:
     # The URL still gives the database and any credentials (and wins, as in
     # from_url); its host and port are the sentinels' to say.
-    from_url = {key: value for key, value in parse_url(settings.url).items()
-                if key not in {"host", "port", "connection_class", "path"}}  # fmt: skip
+    from_url = {
+        key: value
+        for key, value in parse_url(settings.url).items()
+        if key not in {"host", "port", "connection_class", "path"}
+    }
     ssl_on = {"ssl": True, **tls} if tls else {}
     sentinel_options: dict[str, Any] = {
         "socket_connect_timeout": settings.connect_timeout_seconds,

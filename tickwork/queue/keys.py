@@ -1,5 +1,8 @@
 """Every Redis key and every Lua script of the run queue, in one place.
 
+Over 400 lines: the queue's Lua scripts share one prelude and one key layout, and are
+read against it.
+
 All keys of one queue share the hash tag ``{<queue>}`` so that the scripts,
 which touch several keys atomically, also work on Redis Cluster. Scripts
 read the clock with ``TIME`` (the server's clock, the same for every pod) and
@@ -146,11 +149,26 @@ class QueueKeys:
 
     def all(self) -> list[str]:
         return [
-            self.messages, self.ready, self.inflight, self.leases, self.delayed,
-            self.dead, self.dead_errors, self.done, self.cancelled, self.notify, self.server,
-            self.owners, self.shares, self.parked, self.pace, self.paced,
-            self.parked_runs, self.consumers, self.consumer_slots,
-        ]  # fmt: skip
+            self.messages,
+            self.ready,
+            self.inflight,
+            self.leases,
+            self.delayed,
+            self.dead,
+            self.dead_errors,
+            self.done,
+            self.cancelled,
+            self.notify,
+            self.server,
+            self.owners,
+            self.shares,
+            self.parked,
+            self.pace,
+            self.paced,
+            self.parked_runs,
+            self.consumers,
+            self.consumer_slots,
+        ]
 
 
 _PRELUDE = f"""

@@ -168,8 +168,7 @@ class MemoryRunQueue:
 
     async def register_consumer(self, consumer: str, slots: int, *, ttl_seconds: float) -> int:
         now = self._clock()
-        self._consumers = {name: entry for name, entry in self._consumers.items()
-                           if entry[0] > now}  # fmt: skip
+        self._consumers = {name: entry for name, entry in self._consumers.items() if entry[0] > now}
         if slots > 0:
             self._consumers[consumer] = (now + ttl_seconds, slots)
         else:
@@ -177,8 +176,9 @@ class MemoryRunQueue:
         return sum(slots for _, slots in self._consumers.values())
 
     async def rebalance(self, fair_share: FairShare | None, *, limit: int = 1000) -> int:
-        self._shares = Counter(ns for run_id, ns in self._owners.items()
-                               if run_id in self._inflight)  # fmt: skip
+        self._shares = Counter(
+            ns for run_id, ns in self._owners.items() if run_id in self._inflight
+        )
         self._owners = {r: ns for r, ns in self._owners.items() if r in self._inflight}
         moved = 0
         for namespace, parked in list(self._parked.items()):

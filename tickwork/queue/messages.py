@@ -45,8 +45,12 @@ class RunMessage:
     def log_fields(self) -> dict[str, Any]:
         """The fields every log line about this run carries (``extra=``), so that one
         run can be followed across the operator's and the workers' logs by ``run_id``."""
-        return {"run_id": self.run_id, "namespace": self.namespace, "job": self.name,
-                "attempt": self.attempt}  # fmt: skip
+        return {
+            "run_id": self.run_id,
+            "namespace": self.namespace,
+            "job": self.name,
+            "attempt": self.attempt,
+        }
 
     def to_json(self) -> str:
         return json.dumps(
@@ -61,9 +65,10 @@ class RunMessage:
         known = {key: data[key] for key in cls.__dataclass_fields__ if key in data}
         params = known.get("params")
         known["params"] = (
-            {str(k): str(v) for k, v in params.items()} if isinstance(params, dict) and params
+            {str(k): str(v) for k, v in params.items()}
+            if isinstance(params, dict) and params
             else None
-        )  # fmt: skip
+        )
         return cls(**known)
 
 

@@ -153,9 +153,22 @@ class RedisRunQueue:
     ) -> list[Claim]:
         k = self.keys
         fair = fair_share.to_json() if fair_share is not None else ""
-        keys = [k.ready, k.inflight, k.leases, k.messages, k.cancelled, k.done, k.notify,
-                k.owners, k.shares, k.parked, k.delayed, k.pace, k.paced,
-                k.parked_runs]  # fmt: skip
+        keys = [
+            k.ready,
+            k.inflight,
+            k.leases,
+            k.messages,
+            k.cancelled,
+            k.done,
+            k.notify,
+            k.owners,
+            k.shares,
+            k.parked,
+            k.delayed,
+            k.pace,
+            k.paced,
+            k.parked_runs,
+        ]
         deadline = time.monotonic() + wait_seconds
         while True:
             prefix = f"{consumer}:{uuid.uuid4().hex[:12]}"
@@ -252,8 +265,9 @@ class RedisRunQueue:
 
     async def register_consumer(self, consumer: str, slots: int, *, ttl_seconds: float) -> int:
         k = self.keys
-        total = await self._call(self._register, [k.consumers, k.consumer_slots],
-                                 [consumer, slots, ttl_seconds])  # fmt: skip
+        total = await self._call(
+            self._register, [k.consumers, k.consumer_slots], [consumer, slots, ttl_seconds]
+        )
         return int(total)
 
     async def rebalance(self, fair_share: FairShare | None, *, limit: int = _BATCH) -> int:
@@ -289,17 +303,30 @@ class RedisRunQueue:
                 pipe.time()
                 pipe.info("memory")
                 pipe.hvals(k.parked)
-                (ready, cancelled, in_flight, delayed, dead, remembered, oldest, now,
-                 memory, parked) = await pipe.execute()  # fmt: skip
+                (
+                    ready,
+                    cancelled,
+                    in_flight,
+                    delayed,
+                    dead,
+                    remembered,
+                    oldest,
+                    now,
+                    memory,
+                    parked,
+                ) = await pipe.execute()
         clock = now[0] + now[1] / 1e6
         return Depth(
-            ready=max(0, ready - cancelled), in_flight=in_flight, delayed=delayed, dead=dead,
+            ready=max(0, ready - cancelled),
+            in_flight=in_flight,
+            delayed=delayed,
+            dead=dead,
             remembered=remembered,
             oldest_dead_seconds=max(0.0, clock - oldest[0][1]) if oldest else 0.0,
             memory_used_bytes=int(memory.get("used_memory", 0)),
             memory_max_bytes=int(memory.get("maxmemory", 0)),
             parked=sum(int(n) for n in parked),
-        )  # fmt: skip
+        )
 
     async def _dead_letters(self, pairs: list[tuple[str, float]]) -> list[DeadLetter]:
         if not pairs:

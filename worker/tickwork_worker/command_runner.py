@@ -144,12 +144,17 @@ def _isolation(isolation: Isolation) -> tuple[str, bool]:
     if refused:
         logger.error("%s", refused)
     elif abi:
-        logger.info("commands run in a Landlock sandbox (ABI %d)%s", abi,
-                    "" if abi >= command_supervisor.REQUIRED_ABI else
-                    ": weaker than required, accepted as bestEffort")  # fmt: skip
+        logger.info(
+            "commands run in a Landlock sandbox (ABI %d)%s",
+            abi,
+            ""
+            if abi >= command_supervisor.REQUIRED_ABI
+            else ": weaker than required, accepted as bestEffort",
+        )
     else:
-        logger.warning("commands run without a sandbox: this kernel offers no Landlock, "
-                       "accepted as bestEffort")  # fmt: skip
+        logger.warning(
+            "commands run without a sandbox: this kernel offers no Landlock, accepted as bestEffort"
+        )
     return refused, abi > 0
 
 
@@ -173,12 +178,22 @@ async def _serve_one(
         request = json.loads(await reader.readuntil(b"\n"))
         args = [str(a) for a in request["args"]]
         env = {str(k): str(v) for k, v in request["env"].items()}
-    except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError, KeyError,
-            TypeError, AttributeError, IndexError):  # fmt: skip
+    except (
+        asyncio.IncompleteReadError,
+        asyncio.LimitOverrunError,
+        ValueError,
+        KeyError,
+        TypeError,
+        AttributeError,
+        IndexError,
+    ):
         writer.close()
         return
-    answer = {"error": refused, "permanent": True} if refused else await _run(
-        args, env, reader, writer, confine=confine)  # fmt: skip
+    answer = (
+        {"error": refused, "permanent": True}
+        if refused
+        else await _run(args, env, reader, writer, confine=confine)
+    )
     if answer is None:
         return  # the worker gave the run up: nobody to answer
     with contextlib.suppress(ConnectionError):
@@ -188,9 +203,13 @@ async def _serve_one(
 
 
 async def _run(
-    args: list[str], env: dict[str, str], reader: asyncio.StreamReader,
-    writer: asyncio.StreamWriter, *, confine: bool,
-) -> dict[str, Any] | None:  # fmt: skip
+    args: list[str],
+    env: dict[str, str],
+    reader: asyncio.StreamReader,
+    writer: asyncio.StreamWriter,
+    *,
+    confine: bool,
+) -> dict[str, Any] | None:
     """Run one command until it ends (its answer) or the worker hangs up (None)."""
     try:
         process = await start(args, env, confine=confine)
@@ -218,9 +237,12 @@ async def _run(
 
 
 async def serve(
-    path: Path, stop: asyncio.Event | None = None, *, isolation: Isolation = "required",
+    path: Path,
+    stop: asyncio.Event | None = None,
+    *,
+    isolation: Isolation = "required",
     worker_uid: int | None = None,
-) -> None:  # fmt: skip
+) -> None:
     """Answer commands on the Unix socket ``path`` until ``stop`` is set (or SIGTERM).
 
     Then take no new command, and let the running ones end as the worker decides: it
@@ -240,8 +262,7 @@ async def serve(
         running.add(task)
         try:
             if not answered(uid := peer_uid(writer), worker_uid):
-                logger.warning("refused a request from uid %d: only the worker's are answered",
-                               uid)  # fmt: skip
+                logger.warning("refused a request from uid %d: only the worker's are answered", uid)
                 return
             await _serve_one(reader, writer, confine=confine, refused=refused)
         finally:
@@ -269,8 +290,7 @@ async def serve(
             await stop.wait()
             server.close()  # no new command from here on
             if running:
-                logger.info("stopping: %d command(s) still run; the worker ends them",
-                            len(running))  # fmt: skip
+                logger.info("stopping: %d command(s) still run; the worker ends them", len(running))
                 await asyncio.gather(*running, return_exceptions=True)
     finally:
         for task in list(running):
@@ -284,13 +304,19 @@ def main(argv: list[str] | None = None) -> int:
     default = os.environ.get("TICKWORK_COMMAND_RUNNER_SOCKET", "/run/tickwork/commands/runner.sock")
     parser.add_argument("--socket", type=Path, default=Path(default))
     parser.add_argument(
-        "--isolation", choices=["required", "bestEffort"],
+        "--isolation",
+        choices=["required", "bestEffort"],
         default=os.environ.get("TICKWORK_COMMAND_RUNNER_ISOLATION", "required"),
         help="refuse commands when the kernel cannot keep them apart (required), or run "
-        "them with what it offers (bestEffort)")  # fmt: skip
+        "them with what it offers (bestEffort)",
+    )
     worker_uid = os.environ.get("TICKWORK_COMMAND_RUNNER_WORKER_UID", "")
-    parser.add_argument("--worker-uid", type=int, default=int(worker_uid) if worker_uid else None,
-                        help="the only user whose requests are answered")  # fmt: skip
+    parser.add_argument(
+        "--worker-uid",
+        type=int,
+        default=int(worker_uid) if worker_uid else None,
+        help="the only user whose requests are answered",
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     asyncio.run(serve(args.socket, isolation=args.isolation, worker_uid=args.worker_uid))

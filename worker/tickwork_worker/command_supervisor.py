@@ -189,7 +189,7 @@ def main(argv: list[str]) -> int:
     if "--" not in argv or argv.index("--") == len(argv) - 1:
         sys.stderr.write(USAGE + "\n")
         return 2
-    options, args = argv[:argv.index("--")], argv[argv.index("--") + 1:]  # fmt: skip
+    options, args = argv[: argv.index("--")], argv[argv.index("--") + 1 :]
     confine = "--confine" in options
     base = options[options.index("--dir") + 1] if "--dir" in options else "/tmp"  # noqa: S108
     abi = landlock_abi() if confine else 0

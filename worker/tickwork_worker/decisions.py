@@ -52,8 +52,11 @@ class SkipReason(enum.StrEnum):
         return _TEXTS.get(self, f"skipped: {self.value}")
 
 
-_RECORDED = {SkipReason.SUSPENDED: RunState.SKIPPED, SkipReason.PAUSED: RunState.SKIPPED,
-             SkipReason.CANCELLED: RunState.CANCELLED}  # fmt: skip
+_RECORDED = {
+    SkipReason.SUSPENDED: RunState.SKIPPED,
+    SkipReason.PAUSED: RunState.SKIPPED,
+    SkipReason.CANCELLED: RunState.CANCELLED,
+}
 _TEXTS = {
     SkipReason.SUSPENDED: "skipped: the job is suspended",
     SkipReason.PAUSED: "skipped: the job is paused after consecutive failed runs "
@@ -140,9 +143,13 @@ class Outcome:
 
 
 def failure_outcome(
-    job: ScheduledJob, message: RunMessage, error: str, *, permanent: bool,
+    job: ScheduledJob,
+    message: RunMessage,
+    error: str,
+    *,
+    permanent: bool,
     detail: str | None = None,
-) -> Outcome:  # fmt: skip
+) -> Outcome:
     """A failed attempt under the job's retry policy: Retrying with the delay and the
     next attempt's number, or Failed saying why no attempt is left."""
     retry = job.spec.retry
@@ -156,8 +163,11 @@ def failure_outcome(
     )
     text = f"{error}: {detail}" if detail else error  # the detail: status only
     if isinstance(decision, GiveUp):
-        return Outcome(state=RunState.FAILED, error=f"{text} ({decision.reason})",
-                       brief=f"{error} ({decision.reason})")  # fmt: skip
+        return Outcome(
+            state=RunState.FAILED,
+            error=f"{text} ({decision.reason})",
+            brief=f"{error} ({decision.reason})",
+        )
     return Outcome(
         state=RunState.RETRYING,
         error=text,

@@ -155,8 +155,14 @@ class JobAccess:
         # A redelivered or requeued run is checked against the API server itself: it
         # may have finished moments ago, and only the truth may decide to run it again.
         # A copy not listed yet vouches for nothing: no check, the job itself is read.
-        if (self.jobs is not None and self.checks is not None and self.jobs.synced
-                and message.attempt == 1 and not message.requeued and not fresh):  # fmt: skip
+        if (
+            self.jobs is not None
+            and self.checks is not None
+            and self.jobs.synced
+            and message.attempt == 1
+            and not message.requeued
+            and not fresh
+        ):
             generation = message.generation or 0
             if to_start:
                 now = await self.checks.metadata(message.namespace, message.name)
@@ -235,11 +241,15 @@ class JobAccess:
         )
         limits = job.spec.history
         message = claim.message
-        placed = (not marked and message.attempt == 1 and not message.requeued
-                  and outcome.state is not RunState.FAILED and on_schedule(message))  # fmt: skip
+        placed = (
+            not marked
+            and message.attempt == 1
+            and not message.requeued
+            and outcome.state is not RunState.FAILED
+            and on_schedule(message)
+        )
         written: dict[str, Any] = {}
-        if placed and keeps(record, successful=limits.successful_runs,
-                            failed=limits.failed_runs):  # fmt: skip
+        if placed and keeps(record, successful=limits.successful_runs, failed=limits.failed_runs):
             done = await self._place(claim, lease, job, record, written)
             if done is not None:
                 if done and written:
@@ -249,8 +259,13 @@ class JobAccess:
         dead = None
         if outcome.state is RunState.FAILED:
             dead = sum(1 for entry in job.status.dead_runs if entry.id != record.id)
-        body = record_body(record, successful=limits.successful_runs, failed=limits.failed_runs,
-                           dead_listed=dead, shown=next_runs_shown(job, claim.message))  # fmt: skip
+        body = record_body(
+            record,
+            successful=limits.successful_runs,
+            failed=limits.failed_runs,
+            dead_listed=dead,
+            shown=next_runs_shown(job, claim.message),
+        )
         if not await self.write(claim, lease, body, record=True, written=written):
             return False
         if written:
@@ -258,9 +273,13 @@ class JobAccess:
         return True
 
     async def _place(
-        self, claim: Claim, lease: Lease, job: ScheduledJob, record: RunRecord,
+        self,
+        claim: Claim,
+        lease: Lease,
+        job: ScheduledJob,
+        record: RunRecord,
         written: dict[str, Any],
-    ) -> bool | None:  # fmt: skip
+    ) -> bool | None:
         """Write ``record`` in its place of the history (:func:`history_slot`) as that
         place's manager, over the record it held, with ``lastRun`` and the next runs:
         the run's one write. The place is chosen on the newest copy of the job, and the
@@ -272,18 +291,30 @@ class JobAccess:
         copy = self._newest(claim, job)
         for _ in range(_PLACE_ATTEMPTS):
             version = str(copy.metadata.get("resourceVersion") or "") or None
-            slot = history_slot(copy.status.runs, record.outcome,
-                                successful=limits.successful_runs,
-                                failed=limits.failed_runs)  # fmt: skip
+            slot = history_slot(
+                copy.status.runs,
+                record.outcome,
+                successful=limits.successful_runs,
+                failed=limits.failed_runs,
+            )
             if slot is None or version is None:
                 return None
-            body = record_body(record.model_copy(update={"slot": slot}),
-                               successful=limits.successful_runs, failed=limits.failed_runs,
-                               shown=next_runs_shown(copy, message))  # fmt: skip
+            body = record_body(
+                record.model_copy(update={"slot": slot}),
+                successful=limits.successful_runs,
+                failed=limits.failed_runs,
+                shown=next_runs_shown(copy, message),
+            )
             try:
-                return await self.write(claim, lease, body, record=True, written=written,
-                                        manager=history_manager(slot),
-                                        resource_version=version)  # fmt: skip
+                return await self.write(
+                    claim,
+                    lease,
+                    body,
+                    record=True,
+                    written=written,
+                    manager=history_manager(slot),
+                    resource_version=version,
+                )
             except _StaleCopy:
                 self.metrics.stale_copies.inc()
                 fresh = await self.get(claim)
@@ -304,8 +335,9 @@ class JobAccess:
         held = self.jobs.resource_version(message.namespace, message.name, message.uid)
         if held is not None and held == job.metadata.get("resourceVersion"):
             return job  # nothing came since: the copy is ``job`` (no second decode)
-        body = self.jobs.get(message.namespace, message.name, message.uid,
-                             int(job.metadata.get("generation") or 0))  # fmt: skip
+        body = self.jobs.get(
+            message.namespace, message.name, message.uid, int(job.metadata.get("generation") or 0)
+        )
         if body is None:
             return job
         try:
@@ -314,9 +346,14 @@ class JobAccess:
             return job
 
     async def trim(
-        self, claim: Claim, written: dict[str, Any], record: RunRecord, job: ScheduledJob,
-        *, placed: bool,
-    ) -> None:  # fmt: skip
+        self,
+        claim: Claim,
+        written: dict[str, Any],
+        record: RunRecord,
+        job: ScheduledJob,
+        *,
+        placed: bool,
+    ) -> None:
         """Let records past the history limits go, as seen in the object just written,
         in batches or at once after a ``placed`` record
         (:func:`~tickwork.kube.status.trim_due`): one JSON patch removes
@@ -327,15 +364,21 @@ class JobAccess:
         written, so that the API server does it once."""
         limits = job.spec.history
         message = claim.message
-        patch = trim_plan(written, record, successful=limits.successful_runs,
-                          failed=limits.failed_runs, placed=placed)  # fmt: skip
+        patch = trim_plan(
+            written,
+            record,
+            successful=limits.successful_runs,
+            failed=limits.failed_runs,
+            placed=placed,
+        )
         if patch:
             if self.jobs is not None:
                 # Sent at once, the patch would find the record not yet in the API
                 # server's watch cache and be done twice there (JobCache.until_watched).
                 version = str((written.get("metadata") or {}).get("resourceVersion") or "")
-                await self.jobs.until_watched(message.namespace, version,
-                                              seconds=_WATCH_CATCH_UP_SECONDS)  # fmt: skip
+                await self.jobs.until_watched(
+                    message.namespace, version, seconds=_WATCH_CATCH_UP_SECONDS
+                )
             since = self.jobs.mark() if self.jobs is not None else 0
             try:
                 result = await self.kube.patch_job_status(
@@ -343,9 +386,12 @@ class JobAccess:
                 )
             except KubeApiError as exc:
                 if exc.status == _INVALID:
-                    logger.debug("history of %s/%s changed meanwhile; the next run trims it",
-                                 message.namespace, message.name,
-                                 extra={"run_id": claim.run_id})  # fmt: skip
+                    logger.debug(
+                        "history of %s/%s changed meanwhile; the next run trims it",
+                        message.namespace,
+                        message.name,
+                        extra={"run_id": claim.run_id},
+                    )
                 else:
                     self._not_trimmed(claim, exc)
                 return
@@ -354,17 +400,26 @@ class JobAccess:
         if holds_legacy_share(written.get("metadata") or {}):
             try:
                 await self.kube.apply_job_status(
-                    message.namespace, message.name, message.uid, None,
-                    field_manager=LEGACY_WORKER_MANAGER, force=False,
-                )  # fmt: skip
+                    message.namespace,
+                    message.name,
+                    message.uid,
+                    None,
+                    field_manager=LEGACY_WORKER_MANAGER,
+                    force=False,
+                )
             except KubeApiError as exc:
                 self._not_trimmed(claim, exc)
 
     @staticmethod
     def _not_trimmed(claim: Claim, exc: KubeApiError) -> None:
         if not exc.not_found:
-            logger.warning("history of %s/%s not trimmed: %s", claim.message.namespace,
-                           claim.message.name, exc, extra={"run_id": claim.run_id})  # fmt: skip
+            logger.warning(
+                "history of %s/%s not trimmed: %s",
+                claim.message.namespace,
+                claim.message.name,
+                exc,
+                extra={"run_id": claim.run_id},
+            )
 
     async def write(
         self,
@@ -429,15 +484,19 @@ class JobAccess:
                     return True  # gone, or another object under the name: nothing to tell
                 if step.next is AfterRefusal.GIVE_UP:
                     logger.error(  # noqa: TRY400 - the API error says it all; no traceback
-                        "status not written (attempt %d): %s", attempt, exc,
+                        "status not written (attempt %d): %s",
+                        attempt,
+                        exc,
                         extra={"run_id": message.run_id},
-                    )  # fmt: skip
+                    )
                     return False
                 if step.warn:
                     logger.warning(
-                        "the run's record is not written yet (%d attempts): %s", attempt, exc,
+                        "the run's record is not written yet (%d attempts): %s",
+                        attempt,
+                        exc,
                         extra={"run_id": message.run_id},
-                    )  # fmt: skip
+                    )
                 await asyncio.sleep(step.wait_seconds)  # the API server is unavailable
             else:
                 if self.jobs is not None:

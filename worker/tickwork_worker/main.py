@@ -67,38 +67,66 @@ async def run_worker(
     rules = tenant_rules(settings)
     async with contextlib.AsyncExitStack() as clients:
         # One HTTP client (connection pool) per set of egress rules, not per namespace.
-        by_key = {r.key: await clients.enter_async_context(guarded_client(r.egress))
-                  for r in rules.all()}  # fmt: skip
+        by_key = {
+            r.key: await clients.enter_async_context(guarded_client(r.egress)) for r in rules.all()
+        }
         kinds = TaskKinds()
         kinds.register(models.EchoTask, EchoTask())
-        kinds.register(models.HttpTask, HttpTask(lambda namespace: by_key[rules.of(namespace).key],
-                                                 previews=settings.previews))  # fmt: skip
-        kinds.register(models.PythonTask, PythonTask(
-            discover(demo=settings.demo_tasks), threads=settings.concurrency, rules=rules,
-        ))  # fmt: skip
-        kinds.register(models.CommandTask, CommandTask(
-            enabled=settings.command_tasks, rules=rules,
-            runner_socket=settings.command_runner, previews=settings.previews,
-        ))  # fmt: skip
-        kinds.register(models.ContainerTask, ContainerTask(
-            kube=kube, enabled=settings.container_tasks,
-            ttl_seconds=settings.container_ttl_seconds,
-            log_bytes=settings.container_log_bytes, previews=settings.previews,
-        ))  # fmt: skip
+        kinds.register(
+            models.HttpTask,
+            HttpTask(lambda namespace: by_key[rules.of(namespace).key], previews=settings.previews),
+        )
+        kinds.register(
+            models.PythonTask,
+            PythonTask(
+                discover(demo=settings.demo_tasks), threads=settings.concurrency, rules=rules
+            ),
+        )
+        kinds.register(
+            models.CommandTask,
+            CommandTask(
+                enabled=settings.command_tasks,
+                rules=rules,
+                runner_socket=settings.command_runner,
+                previews=settings.previews,
+            ),
+        )
+        kinds.register(
+            models.ContainerTask,
+            ContainerTask(
+                kube=kube,
+                enabled=settings.container_tasks,
+                ttl_seconds=settings.container_ttl_seconds,
+                log_bytes=settings.container_log_bytes,
+                previews=settings.previews,
+            ),
+        )
         runner = Runner(
-            queue=queue, kube=kube, events=events, metrics=metrics, kinds=kinds,
-            worker_name=settings.name, lease_seconds=settings.lease_seconds,
+            queue=queue,
+            kube=kube,
+            events=events,
+            metrics=metrics,
+            kinds=kinds,
+            worker_name=settings.name,
+            lease_seconds=settings.lease_seconds,
             soft_timeout_ratio=settings.soft_timeout_ratio,
-            running_after_seconds=settings.running_after_seconds, jobs=jobs,
+            running_after_seconds=settings.running_after_seconds,
+            jobs=jobs,
             start_check_watch_seconds=settings.start_check_watch_seconds,
             stuck_seconds=settings.stuck_seconds,
-        )  # fmt: skip
+        )
         worker = Worker(
-            queue=queue, runner=runner, name=settings.name, concurrency=settings.concurrency,
-            lease_seconds=settings.lease_seconds, claim_wait_seconds=settings.claim_wait_seconds,
-            maintain_seconds=settings.maintain_seconds, grace_seconds=settings.grace_seconds,
-            fair_share=rules.fair_share, finishing_per_slot=settings.finishing_per_slot,
-        )  # fmt: skip
+            queue=queue,
+            runner=runner,
+            name=settings.name,
+            concurrency=settings.concurrency,
+            lease_seconds=settings.lease_seconds,
+            claim_wait_seconds=settings.claim_wait_seconds,
+            maintain_seconds=settings.maintain_seconds,
+            grace_seconds=settings.grace_seconds,
+            fair_share=rules.fair_share,
+            finishing_per_slot=settings.finishing_per_slot,
+        )
 
         async def liveness() -> str | None:
             # The claim loop goes round at least every claim wait, busy or idle.
@@ -112,18 +140,23 @@ async def run_worker(
         readiness = _readiness(queue, kube, jobs)
 
         http = await start_http(
-            host=settings.http_host, port=settings.http_port, registry=metrics.registry,
-            liveness=liveness, readiness=readiness,
-        )  # fmt: skip
+            host=settings.http_host,
+            port=settings.http_port,
+            registry=metrics.registry,
+            liveness=liveness,
+            readiness=readiness,
+        )
         logger.info(
             "tickwork-worker %s: %d slot(s), queue %s, command tasks %s, container tasks %s, "
             "job cache %s, fair share %s",
-            settings.name, settings.concurrency, redis.safe_url() if redis else "in memory",
+            settings.name,
+            settings.concurrency,
+            redis.safe_url() if redis else "in memory",
             "enabled" if settings.command_tasks else "disabled",
             "enabled" if settings.container_tasks else "disabled",
             ", ".join(settings.namespaces) or "all namespaces" if jobs else "off",
             _fair_text(rules.fair_share),
-        )  # fmt: skip
+        )
         try:
             async with kept_current(jobs):
                 trimming = asyncio.create_task(trim_periodically(stop), name="heap trim")
@@ -192,9 +225,11 @@ def _fair_text(fair: FairShare | None) -> str:
         return "off"
     limits = [f"{fair.share:.0%} of the live slots"] if fair.share else []
     limits += [str(fair.max_in_flight)] if fair.max_in_flight else []
-    return (f"{' and at most '.join(limits) or 'unlimited'} in flight, "
-            f"{fair.runs_per_minute or 'unlimited'}/min per namespace "
-            f"({len(fair.namespaces)} exception(s))")  # fmt: skip
+    return (
+        f"{' and at most '.join(limits) or 'unlimited'} in flight, "
+        f"{fair.runs_per_minute or 'unlimited'}/min per namespace "
+        f"({len(fair.namespaces)} exception(s))"
+    )
 
 
 def tenant_rules(settings: WorkerSettings) -> TenantRules:
@@ -204,14 +239,16 @@ def tenant_rules(settings: WorkerSettings) -> TenantRules:
     def split(text: str) -> list[str]:
         return [item.strip() for item in text.split(",") if item.strip()]
 
-    return TenantRules(egress_allow=split(settings.egress_allow),
-                       egress_deny=split(settings.egress_deny),
-                       python_tasks=split(settings.python_tasks),
-                       command_tasks=settings.command_tasks,
-                       max_runs=settings.max_runs_per_namespace,
-                       runs_per_minute=settings.runs_per_minute_per_namespace,
-                       share=settings.share_per_namespace,
-                       tenants=settings.tenants)  # fmt: skip
+    return TenantRules(
+        egress_allow=split(settings.egress_allow),
+        egress_deny=split(settings.egress_deny),
+        python_tasks=split(settings.python_tasks),
+        command_tasks=settings.command_tasks,
+        max_runs=settings.max_runs_per_namespace,
+        runs_per_minute=settings.runs_per_minute_per_namespace,
+        share=settings.share_per_namespace,
+        tenants=settings.tenants,
+    )
 
 
 def check(port: int) -> int:

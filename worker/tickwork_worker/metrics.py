@@ -15,26 +15,31 @@ class WorkerMetrics:
         self.registry = registry or CollectorRegistry()
         r = self.registry
         self.runs = Counter(
-            "tickwork_runs_total", "Runs finished by this worker, by outcome.", ["outcome"],
+            "tickwork_runs_total",
+            "Runs finished by this worker, by outcome.",
+            ["outcome"],
             registry=r,
-        )  # fmt: skip
+        )
         for outcome in (RunState.SUCCEEDED, RunState.FAILED):  # from 0, for increase()
             self.runs.labels(outcome=outcome.value)
         self.retries = Counter(
             "tickwork_run_retries_total", "Failed attempts that will be retried.", registry=r
         )
         self.dead_lettered = Counter(
-            "tickwork_runs_dead_lettered_total", "Runs moved to the dead-letter queue.",
-            registry=r,
-        )  # fmt: skip
+            "tickwork_runs_dead_lettered_total", "Runs moved to the dead-letter queue.", registry=r
+        )
         self.duration = Histogram(
-            "tickwork_run_duration_seconds", "Time spent executing one attempt.",
-            buckets=_DURATION_BUCKETS, registry=r,
-        )  # fmt: skip
+            "tickwork_run_duration_seconds",
+            "Time spent executing one attempt.",
+            buckets=_DURATION_BUCKETS,
+            registry=r,
+        )
         self.queue_wait = Histogram(
-            "tickwork_queue_wait_seconds", "Start of execution minus enqueue time.",
-            buckets=_WAIT_BUCKETS, registry=r,
-        )  # fmt: skip
+            "tickwork_queue_wait_seconds",
+            "Start of execution minus enqueue time.",
+            buckets=_WAIT_BUCKETS,
+            registry=r,
+        )
         self.in_flight = Gauge(
             "tickwork_runs_in_flight", "Runs this worker is executing now.", registry=r
         )

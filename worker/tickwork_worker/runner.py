@@ -95,8 +95,9 @@ class Runner:
         self.running_after_seconds = running_after_seconds
         self.jobs = jobs
         self.stuck_seconds = stuck_seconds
-        self.access = JobAccess(kube=kube, metrics=metrics, jobs=jobs,
-                                watch_wait=start_check_watch_seconds)  # fmt: skip
+        self.access = JobAccess(
+            kube=kube, metrics=metrics, jobs=jobs, watch_wait=start_check_watch_seconds
+        )
         self._leases: dict[str, Lease] = {}
         """The lease of every claim in hand, by token."""
         self._held: set[str] = set()
@@ -130,8 +131,7 @@ class Runner:
             await self._execute(claim, job, progress, ended)
         except asyncio.CancelledError:
             if claim.token in self._held:  # its thread may still run: the lease expires
-                logger.warning("run not handed back: a thread of its attempt still runs",
-                               extra=log)  # fmt: skip
+                logger.warning("run not handed back: a thread of its attempt still runs", extra=log)
                 raise
             with contextlib.suppress(Exception):
                 await asyncio.shield(self.queue.release(claim))
@@ -142,14 +142,16 @@ class Runner:
             # already was) as a new attempt, and its record is that attempt's to write.
             self.metrics.leases_lost.inc()
             why = str(exc) or lease.why or "Redis gave the run to another worker"
-            logger.warning("lease lost (%s): the attempt was stopped, nothing written", why,
-                           extra=log)  # fmt: skip
+            logger.warning(
+                "lease lost (%s): the attempt was stopped, nothing written", why, extra=log
+            )
         except KubeApiError as exc:
             if exc.unavailable:
                 # The API server is unreachable: leave the lease to expire and the run
                 # to be redelivered, rather than run it blind.
-                logger.warning("cannot read the job (%s); the run will be redelivered", exc,
-                               extra=log)  # fmt: skip
+                logger.warning(
+                    "cannot read the job (%s); the run will be redelivered", exc, extra=log
+                )
             else:
                 # Refused (403: the worker's RBAC does not cover the namespace; 400):
                 # asking again cannot help. Dead-letter the run, saying why.
@@ -158,8 +160,9 @@ class Runner:
             # Redis went away while the run ended (ack, retry, bury): the lease
             # expires and the run is redelivered; its record in status, if written,
             # keeps it from running again.
-            logger.warning("the queue is unavailable (%s); the run will be redelivered", exc,
-                           extra=log)  # fmt: skip
+            logger.warning(
+                "the queue is unavailable (%s); the run will be redelivered", exc, extra=log
+            )
         except Exception:
             # Tickwork's own fault, not the task's: say so loudly, count it, and let
             # the lease expire so that the run is redelivered.
@@ -170,9 +173,11 @@ class Runner:
             del self._leases[claim.token]
 
     async def _refused(self, claim: Claim, error: KubeApiError) -> None:
-        reason = (f"the API server refused to let this worker read "
-                  f"{claim.message.namespace}/{claim.message.name} ({error}): "
-                  "check the worker's RBAC and watchNamespaces")  # fmt: skip
+        reason = (
+            f"the API server refused to let this worker read "
+            f"{claim.message.namespace}/{claim.message.name} ({error}): "
+            "check the worker's RBAC and watchNamespaces"
+        )
         logger.error("%s", reason, extra={"run_id": claim.run_id})
         if await self.queue.bury(claim, error=reason):
             self.metrics.dead_lettered.inc()
@@ -181,15 +186,23 @@ class Runner:
         self, claim: Claim, job: ScheduledJob | None, reason: SkipReason, progress: RunProgress
     ) -> None:
         self.metrics.skipped.labels(reason=reason.value).inc()
-        logger.info("run skipped: %s", reason.value, extra={
-            **claim.message.log_fields(), "event": "skipped", "reason": reason.value,
-            "outcome": reason.state.value if reason.state is not None else None})  # fmt: skip
+        logger.info(
+            "run skipped: %s",
+            reason.value,
+            extra={
+                **claim.message.log_fields(),
+                "event": "skipped",
+                "reason": reason.value,
+                "outcome": reason.state.value if reason.state is not None else None,
+            },
+        )
         if job is not None and reason.state is not None:
             request = cancel_request(job, claim.run_id)
             text = request.reason if reason is SkipReason.CANCELLED and request else reason.text
             outcome = Outcome(state=progress.move(reason.state), error=text or reason.text)
-            await self.access.finish(claim, self._leases[claim.token], job, outcome,
-                                     started_at=None)  # fmt: skip
+            await self.access.finish(
+                claim, self._leases[claim.token], job, outcome, started_at=None
+            )
         await self.queue.ack(claim)
 
     # -- execution ----------------------------------------------------------------
@@ -210,8 +223,9 @@ class Runner:
             await self._conclude(claim, job, exhausted, progress, started_at=started_at)
             return
         running = self._active(claim, started_at, RunState.RUNNING)
-        marker = RunningMarker(lambda: self.access.mark(claim, lease, job, running),
-                               self.running_after_seconds)  # fmt: skip
+        marker = RunningMarker(
+            lambda: self.access.mark(claim, lease, job, running), self.running_after_seconds
+        )
         await marker.start()
         self.metrics.in_flight.inc()
         begun = time.perf_counter()
@@ -222,8 +236,9 @@ class Runner:
             self.metrics.duration.observe(time.perf_counter() - begun)
             await marker.settle()
         ended()
-        await self._conclude(claim, job, outcome, progress, started_at=started_at,
-                             marked=marker.wrote)  # fmt: skip
+        await self._conclude(
+            claim, job, outcome, progress, started_at=started_at, marked=marker.wrote
+        )
 
     def _active(self, claim: Claim, started_at: dt.datetime, state: RunState) -> ActiveRun:
         message = claim.message
@@ -247,15 +262,23 @@ class Runner:
         message = claim.message
         secrets = SecretValues(self.kube, message.namespace)
         context = RunContext(
-            run_id=message.run_id, attempt=message.attempt, namespace=message.namespace,
-            name=message.name, scheduled_at=scheduled_at(message, dt.datetime.now(dt.UTC)),
-            params=message.params or {}, secrets=secrets, job_uid=message.uid,
-        )  # fmt: skip
+            run_id=message.run_id,
+            attempt=message.attempt,
+            namespace=message.namespace,
+            name=message.name,
+            scheduled_at=scheduled_at(message, dt.datetime.now(dt.UTC)),
+            params=message.params or {},
+            secrets=secrets,
+            job_uid=message.uid,
+        )
         outcome = await self._attempt_in(claim, job, context)
         await self._until_threads_end(claim, context, self.stuck_seconds)
-        return dataclasses.replace(outcome, result=secrets.redact(outcome.result),
-                                   error=secrets.redact(outcome.error),
-                                   brief=secrets.redact(outcome.brief))  # fmt: skip
+        return dataclasses.replace(
+            outcome,
+            result=secrets.redact(outcome.result),
+            error=secrets.redact(outcome.error),
+            brief=secrets.redact(outcome.brief),
+        )
 
     async def _until_threads_end(self, claim: Claim, context: RunContext, seconds: float) -> None:
         """Wait, under the lease, for threads the attempt left running; past ``seconds``
@@ -265,15 +288,18 @@ class Runner:
             return
         self._held.add(claim.token)
         log = claim.message.log_fields()
-        logger.warning("the attempt's thread runs past its timeout; the run waits for it",
-                       extra=log)  # fmt: skip
+        logger.warning(
+            "the attempt's thread runs past its timeout; the run waits for it", extra=log
+        )
         waiting = asyncio.ensure_future(asyncio.wait([asyncio.wrap_future(t) for t in running]))
         if await under_lease(waiting, self._leases[claim.token], seconds):
             self._held.discard(claim.token)
             return
         waiting.cancel()
-        self.stuck = (f"a thread of run {claim.run_id} still runs {seconds:g}s after its "
-                      "timeout; a restart ends it")  # fmt: skip
+        self.stuck = (
+            f"a thread of run {claim.run_id} still runs {seconds:g}s after its "
+            "timeout; a restart ends it"
+        )
         logger.error("%s", self.stuck, extra=log)
         await asyncio.Future()  # hold the run, and its lease, until the worker stops
 
@@ -343,43 +369,64 @@ class Runner:
     # -- the outcome ----------------------------------------------------------------
 
     async def _conclude(
-        self, claim: Claim, job: ScheduledJob, outcome: Outcome, progress: RunProgress, *,
-        started_at: dt.datetime, marked: bool = True,
-    ) -> None:  # fmt: skip
+        self,
+        claim: Claim,
+        job: ScheduledJob,
+        outcome: Outcome,
+        progress: RunProgress,
+        *,
+        started_at: dt.datetime,
+        marked: bool = True,
+    ) -> None:
         progress.move(outcome.state)
         lease = self._leases[claim.token]
-        log = {**claim.message.log_fields(), "outcome": outcome.state.value,
-               "duration_seconds": round(
-                   (dt.datetime.now(dt.UTC) - started_at).total_seconds(), 3)}  # fmt: skip
-        ref = JobRef(namespace=claim.message.namespace, name=claim.message.name,
-                     uid=claim.message.uid)  # fmt: skip
+        log = {
+            **claim.message.log_fields(),
+            "outcome": outcome.state.value,
+            "duration_seconds": round((dt.datetime.now(dt.UTC) - started_at).total_seconds(), 3),
+        }
+        ref = JobRef(
+            namespace=claim.message.namespace, name=claim.message.name, uid=claim.message.uid
+        )
         if outcome.state is RunState.RETRYING:
             assert outcome.retry_delay is not None  # noqa: S101 - set with RETRYING
             assert outcome.next_attempt is not None  # noqa: S101
-            await self.access.mark(claim, lease, job,
-                                   self._active(claim, started_at, RunState.RETRYING))  # fmt: skip
+            await self.access.mark(
+                claim, lease, job, self._active(claim, started_at, RunState.RETRYING)
+            )
             self.metrics.retries.inc()
-            logger.info("run failed, retrying in %.0fs", outcome.retry_delay,
-                        extra={**log, "event": "retrying", "retry_in_seconds": outcome.retry_delay,
-                               "error": outcome.told})  # fmt: skip
+            logger.info(
+                "run failed, retrying in %.0fs",
+                outcome.retry_delay,
+                extra={
+                    **log,
+                    "event": "retrying",
+                    "retry_in_seconds": outcome.retry_delay,
+                    "error": outcome.told,
+                },
+            )
             await self.events.post(
-                ref, type_=NORMAL, reason="RunRetrying",
+                ref,
+                type_=NORMAL,
+                reason="RunRetrying",
                 message=f"attempt {claim.message.attempt} of run {claim.run_id} failed, retrying "
                 f"in {outcome.retry_delay:.0f}s: {outcome.told}",
-            )  # fmt: skip
+            )
             if not await self.queue.retry(
                 claim, delay_seconds=outcome.retry_delay, attempt=outcome.next_attempt
             ):
                 raise LeaseLostError
             return
-        recorded = await self.access.finish(claim, lease, job, outcome, started_at=started_at,
-                                            marked=marked)  # fmt: skip
+        recorded = await self.access.finish(
+            claim, lease, job, outcome, started_at=started_at, marked=marked
+        )
         self.metrics.runs.labels(outcome=outcome.state.value).inc()
         dead = outcome.state is RunState.FAILED or not recorded
-        logger.log(logging.WARNING if dead else logging.INFO,
-                   "run dead-lettered" if dead else "run finished",
-                   extra={**log, "event": "dead-lettered" if dead else "finished",
-                          "recorded": recorded})  # fmt: skip
+        logger.log(
+            logging.WARNING if dead else logging.INFO,
+            "run dead-lettered" if dead else "run finished",
+            extra={**log, "event": "dead-lettered" if dead else "finished", "recorded": recorded},
+        )
         if not recorded and outcome.state is not RunState.FAILED:
             # Status refused the record: keep the outcome where an operator sees it.
             self.metrics.dead_lettered.inc()

@@ -27,10 +27,11 @@ class WorkerSettings(BaseSettings):
     )
     claim_wait_seconds: float = Field(default=1.0, gt=0, le=30)
     stuck_seconds: float = Field(
-        default=120.0, gt=0,
+        default=120.0,
+        gt=0,
         description="Liveness fails when the claim loop has not gone round this long, or "
         "a task's thread still runs this long after its timeout.",
-    )  # fmt: skip
+    )
     maintain_seconds: float = Field(
         default=1.0, gt=0, description="How often expired leases and due retries are moved."
     )
@@ -38,25 +39,31 @@ class WorkerSettings(BaseSettings):
         default=25.0, ge=0, description="On SIGTERM, how long in-flight runs may finish."
     )
     soft_timeout_ratio: float = Field(
-        default=0.9, gt=0, le=1,
+        default=0.9,
+        gt=0,
+        le=1,
         description="A run is cancelled at this share of timeoutSeconds, abandoned at all of it.",
-    )  # fmt: skip
+    )
     running_after_seconds: float = Field(
-        default=0.5, ge=0,
+        default=0.5,
+        ge=0,
         description="Mark a run Running in status only once it has run this long (0: at "
         "once); shorter runs go straight to their outcome, one API write fewer.",
-    )  # fmt: skip
+    )
     finishing_per_slot: int = Field(
-        default=16, ge=0, le=64,
+        default=16,
+        ge=0,
+        le=64,
         description="A run frees its slot when its task ends; up to this many such runs "
         "per slot wait for their record's write without one (0: a run holds its slot "
         "until its outcome is written).",
-    )  # fmt: skip
+    )
     start_check_watch_seconds: float = Field(
-        default=0.25, ge=0,
+        default=0.25,
+        ge=0,
         description="How long the runs of a batch wait for the worker's watch to pass the "
         "version of their shared check before each reads its own job (0: at once).",
-    )  # fmt: skip
+    )
     egress_allow: str = Field(
         default="",
         description="Comma-separated CIDRs and host patterns HTTP tasks may reach although "
@@ -128,10 +135,12 @@ class WorkerSettings(BaseSettings):
         "admission policy makes sure whoever creates one may create Jobs there).",
     )
     container_ttl_seconds: int = Field(
-        default=3600, ge=0, le=31536000,
+        default=3600,
+        ge=0,
+        le=31536000,
         description="ttlSecondsAfterFinished of the Jobs of container tasks: finished Jobs "
         "and their Pods (and logs) are deleted this long after they end.",
-    )  # fmt: skip
+    )
     container_log_bytes: int = Field(
         default=16384,
         ge=1024,

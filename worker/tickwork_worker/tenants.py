@@ -85,31 +85,39 @@ class TenantRules:
         self._allow, self._deny = list(egress_allow), list(egress_deny)
         self.default = NamespaceRules(
             EgressPolicy.build(allow=self._allow, deny=self._deny),
-            tuple(python_tasks), command_tasks, key="",
-        )  # fmt: skip
+            tuple(python_tasks),
+            command_tasks,
+            key="",
+        )
         self._by_namespace: dict[str, NamespaceRules] = {}
         shares: dict[str, tuple[int | None, float | None]] = {}
         for namespace, entry in raw.items():
             try:
                 exceptions = _Exceptions.model_validate(entry)
                 own = bool(exceptions.egress_allow or exceptions.egress_deny)
-                egress = (EgressPolicy.build(allow=[*self._allow, *exceptions.egress_allow],
-                                             deny=[*self._deny, *exceptions.egress_deny])
-                          if own else self.default.egress)  # fmt: skip
+                egress = (
+                    EgressPolicy.build(
+                        allow=[*self._allow, *exceptions.egress_allow],
+                        deny=[*self._deny, *exceptions.egress_deny],
+                    )
+                    if own
+                    else self.default.egress
+                )
             except ValidationError as exc:
-                problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}"
-                                     for e in exc.errors())  # fmt: skip
+                problems = "; ".join(
+                    f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()
+                )
                 raise ValueError(f"tenants[{namespace!r}]: {problems}") from None
             except ValueError as exc:
                 raise ValueError(f"tenants[{namespace!r}]: {exc}") from None
             self._by_namespace[namespace] = NamespaceRules(
                 egress,
-                tuple(exceptions.python_tasks) if exceptions.python_tasks is not None
+                tuple(exceptions.python_tasks)
+                if exceptions.python_tasks is not None
                 else self.default.python_tasks,
-                exceptions.command_tasks if exceptions.command_tasks is not None
-                else command_tasks,
+                exceptions.command_tasks if exceptions.command_tasks is not None else command_tasks,
                 key=namespace if own else "",
-            )  # fmt: skip
+            )
             if exceptions.max_runs is not None or exceptions.runs_per_minute is not None:
                 shares[namespace] = (exceptions.max_runs, exceptions.runs_per_minute)
         self.fair_share: FairShare | None = None

@@ -104,8 +104,11 @@ class Worker:
         )
         resolved = self.fair_share.under(max(live, self.concurrency))
         if not going and resolved != self.claim_share:
-            logger.info("%d slot(s) alive: up to %d run(s) of one namespace in flight",
-                        live, resolved.max_in_flight)  # fmt: skip
+            logger.info(
+                "%d slot(s) alive: up to %d run(s) of one namespace in flight",
+                live,
+                resolved.max_in_flight,
+            )
             self.claim_share = resolved
 
     async def _claim_loop(self, stop: asyncio.Event) -> None:
@@ -119,13 +122,15 @@ class Worker:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._freed.wait(), timeout=self.claim_wait_seconds)
                 continue
-            claiming = asyncio.ensure_future(self.queue.claim(
-                consumer=self.name,
-                lease_seconds=self.lease_seconds,
-                count=free,
-                wait_seconds=self.claim_wait_seconds,
-                fair_share=self.claim_share,
-            ))  # fmt: skip
+            claiming = asyncio.ensure_future(
+                self.queue.claim(
+                    consumer=self.name,
+                    lease_seconds=self.lease_seconds,
+                    count=free,
+                    wait_seconds=self.claim_wait_seconds,
+                    fair_share=self.claim_share,
+                )
+            )
             try:
                 claims = await _unless_stopped(claiming, stop, grace=self.claim_wait_seconds + 1)
             except QueueUnavailableError as exc:
@@ -148,12 +153,13 @@ class Worker:
         if not self.finishing_per_slot:
             return self.concurrency - len(self.in_flight)
         finishing = len(self.in_flight) - len(self._executing)
-        return min(self.concurrency - len(self._executing),
-                   self.concurrency * self.finishing_per_slot - finishing)  # fmt: skip
+        return min(
+            self.concurrency - len(self._executing),
+            self.concurrency * self.finishing_per_slot - finishing,
+        )
 
     def _start(self, claim: Claim) -> None:
-        task = asyncio.create_task(self.runner.process(claim, ended=self._ended),
-                                   name=claim.run_id)  # fmt: skip
+        task = asyncio.create_task(self.runner.process(claim, ended=self._ended), name=claim.run_id)
         self.in_flight.add(task)
         self._executing.add(task)
         task.add_done_callback(self._finished)

@@ -65,9 +65,14 @@ class RunContext:
 
     def values(self) -> RunValues:
         """What a body template's placeholders stand for in this run."""
-        return RunValues(run_id=self.run_id, scheduled_time=self.scheduled_time,
-                         attempt=self.attempt, job=self.name, namespace=self.namespace,
-                         params=self.params)  # fmt: skip
+        return RunValues(
+            run_id=self.run_id,
+            scheduled_time=self.scheduled_time,
+            attempt=self.attempt,
+            job=self.name,
+            namespace=self.namespace,
+            params=self.params,
+        )
 
     def cut(self, text: str, *, start: bool = False, end: bool = False) -> str:
         """``text``, cut by the task at its ``start`` or ``end`` from something longer,

@@ -49,9 +49,13 @@ class CommandDisabledError(PermanentTaskError):
 
 class CommandTask:
     def __init__(
-        self, *, enabled: bool, rules: TenantRules | None = None, runner_socket: str = "",
+        self,
+        *,
+        enabled: bool,
+        rules: TenantRules | None = None,
+        runner_socket: str = "",
         previews: bool = False,
-    ) -> None:  # fmt: skip
+    ) -> None:
         """``rules``: per-namespace exceptions to ``enabled`` (see tenants);
         ``runner_socket``: run programs through the command runner listening there;
         ``previews``: keep the output's tail in the result (off: the exit code only)."""
@@ -96,8 +100,7 @@ class CommandTask:
         """Run the program through the command runner; hanging up (on cancellation)
         makes the runner kill its process group (at once after ``kill``)."""
         try:
-            reader, writer = await asyncio.open_unix_connection(self._runner,
-                                                                limit=REQUEST_LIMIT)  # fmt: skip
+            reader, writer = await asyncio.open_unix_connection(self._runner, limit=REQUEST_LIMIT)
         except OSError as exc:
             raise RetryableTaskError(f"the command runner is not reachable: {exc}") from None
         try:

@@ -45,9 +45,14 @@ class ContainerDisabledError(PermanentTaskError):
 
 class ContainerTask:
     def __init__(
-        self, *, kube: KubeClient, enabled: bool, ttl_seconds: int, log_bytes: int,
+        self,
+        *,
+        kube: KubeClient,
+        enabled: bool,
+        ttl_seconds: int,
+        log_bytes: int,
         previews: bool = False,
-    ) -> None:  # fmt: skip
+    ) -> None:
         """``ttl_seconds``: the Jobs' ttlSecondsAfterFinished; ``log_bytes``: the most
         of a container's log read for its tail; ``previews``: keep that tail in the
         result (off: the log is not read)."""
@@ -71,8 +76,9 @@ class ContainerTask:
         if run.job_uid is None:
             raise PermanentTaskError("the run does not name its ScheduledJob's uid")
         owner = jobs.Owner(name=run.name, uid=run.job_uid)
-        wanted = jobs.build_job(task, run, owner=owner, timeout_seconds=spec.timeout_seconds,
-                                ttl_seconds=self._ttl)  # fmt: skip
+        wanted = jobs.build_job(
+            task, run, owner=owner, timeout_seconds=spec.timeout_seconds, ttl_seconds=self._ttl
+        )
         name = wanted["metadata"]["name"]
         try:
             job = await self._find_or_create(run, owner, wanted)
@@ -83,8 +89,9 @@ class ContainerTask:
             # Shielded: the deletion completes even if this task is cancelled again.
             await asyncio.shield(self._delete(run.namespace, name))
             raise
-        return await self._result(run, job, end, redactable=redactable,
-                                  timeout_seconds=spec.timeout_seconds)  # fmt: skip
+        return await self._result(
+            run, job, end, redactable=redactable, timeout_seconds=spec.timeout_seconds
+        )
 
     async def _learn_secrets(self, run: RunContext, refs: list[SecretKeyRef]) -> bool:
         """Read the referenced Secrets' values so the log can be redacted; False if
@@ -105,19 +112,20 @@ class ContainerTask:
             f"{jobs.RUN_LABEL}={jobs.run_digest(run.run_id)},{jobs.JOB_UID_LABEL}={owner.uid}"
         )
         try:
-            found = jobs.to_adopt(await self._kube.list_batch_jobs(run.namespace, selector),
-                                  run.run_id, owner.uid)  # fmt: skip
+            found = jobs.to_adopt(
+                await self._kube.list_batch_jobs(run.namespace, selector), run.run_id, owner.uid
+            )
             if found is not None:
-                logger.info("taking over Job %s", found["metadata"]["name"],
-                            extra={"run_id": run.run_id})  # fmt: skip
+                logger.info(
+                    "taking over Job %s", found["metadata"]["name"], extra={"run_id": run.run_id}
+                )
                 return found
             try:
                 return await self._kube.create_batch_job(run.namespace, wanted)
             except KubeApiError as exc:
                 if not exc.conflict:
                     raise
-                existing = await self._kube.get_batch_job(run.namespace,
-                                                          wanted["metadata"]["name"])  # fmt: skip
+                existing = await self._kube.get_batch_job(run.namespace, wanted["metadata"]["name"])
                 if not jobs.belongs_to(existing, run.run_id, owner.uid):
                     raise PermanentTaskError(
                         f"a Job named {wanted['metadata']['name']} exists in "
@@ -147,9 +155,12 @@ class ContainerTask:
         """One watch request from the Job's version: the Job as it ended, or as it was
         when the watch ended (the server's timeout, a version too old)."""
         name = job["metadata"]["name"]
-        params = {"fieldSelector": f"metadata.name={name}",
-                  "resourceVersion": job["metadata"].get("resourceVersion", ""),
-                  "allowWatchBookmarks": "true", "timeoutSeconds": str(_WATCH_SECONDS)}  # fmt: skip
+        params = {
+            "fieldSelector": f"metadata.name={name}",
+            "resourceVersion": job["metadata"].get("resourceVersion", ""),
+            "allowWatchBookmarks": "true",
+            "timeoutSeconds": str(_WATCH_SECONDS),
+        }
         path = self._kube.batch_jobs_path(namespace)
         async for event in self._kube.watch(path, params, idle_timeout=_WATCH_SECONDS + 60):
             kind, obj = event.get("type"), event.get("object") or {}
@@ -167,9 +178,14 @@ class ContainerTask:
         return job
 
     async def _result(
-        self, run: RunContext, job: dict[str, Any], end: jobs.JobEnd, *, redactable: bool,
+        self,
+        run: RunContext,
+        job: dict[str, Any],
+        end: jobs.JobEnd,
+        *,
+        redactable: bool,
         timeout_seconds: int,
-    ) -> TaskResult:  # fmt: skip
+    ) -> TaskResult:
         name = job["metadata"]["name"]
         if jobs.timed_out(end):
             raise RetryableTaskError(
@@ -205,9 +221,13 @@ class ContainerTask:
         if not with_log:
             return code, ""
         try:
-            log = await self._kube.pod_log(namespace, pod["metadata"]["name"],
-                                           container=jobs.CONTAINER, tail_lines=_LOG_LINES,
-                                           limit_bytes=self._log_bytes)  # fmt: skip
+            log = await self._kube.pod_log(
+                namespace,
+                pod["metadata"]["name"],
+                container=jobs.CONTAINER,
+                tail_lines=_LOG_LINES,
+                limit_bytes=self._log_bytes,
+            )
         except KubeApiError as exc:
             log = f"(log not available: {exc.reason or exc.status})"
         return code, log.strip()[-_TAIL_CHARS:]

@@ -40,20 +40,47 @@ Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 
 #: Refused unless allowed: every range that is not the public internet.
 DEFAULT_DENY: tuple[str, ...] = (
-    "0.0.0.0/8", "10.0.0.0/8", "100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16",
-    "172.16.0.0/12", "192.0.0.0/24", "192.0.2.0/24", "192.168.0.0/16", "198.18.0.0/15",
-    "198.51.100.0/24", "203.0.113.0/24", "224.0.0.0/4", "240.0.0.0/4",
-    "::/128", "::1/128", "64:ff9b::/96", "64:ff9b:1::/48", "100::/64", "2001:db8::/32",
-    "fc00::/7", "fe80::/10", "ff00::/8",
-)  # fmt: skip
+    "0.0.0.0/8",
+    "10.0.0.0/8",
+    "100.64.0.0/10",
+    "127.0.0.0/8",
+    "169.254.0.0/16",
+    "172.16.0.0/12",
+    "192.0.0.0/24",
+    "192.0.2.0/24",
+    "192.168.0.0/16",
+    "198.18.0.0/15",
+    "198.51.100.0/24",
+    "203.0.113.0/24",
+    "224.0.0.0/4",
+    "240.0.0.0/4",
+    "::/128",
+    "::1/128",
+    "64:ff9b::/96",
+    "64:ff9b:1::/48",
+    "100::/64",
+    "2001:db8::/32",
+    "fc00::/7",
+    "fe80::/10",
+    "ff00::/8",
+)
 
 
 #: Refused even for a host an allowed pattern matches (only an allowed CIDR opens them).
 BELOW_PATTERNS: tuple[str, ...] = (
-    "0.0.0.0/8", "127.0.0.0/8", "169.254.0.0/16", "224.0.0.0/4", "240.0.0.0/4",
-    "::/128", "::1/128", "64:ff9b::/96", "64:ff9b:1::/48", "fd00:ec2::254/128",
-    "fe80::/10", "ff00::/8",
-)  # fmt: skip
+    "0.0.0.0/8",
+    "127.0.0.0/8",
+    "169.254.0.0/16",
+    "224.0.0.0/4",
+    "240.0.0.0/4",
+    "::/128",
+    "::1/128",
+    "64:ff9b::/96",
+    "64:ff9b:1::/48",
+    "fd00:ec2::254/128",
+    "fe80::/10",
+    "ff00::/8",
+)
 
 _HOST_PATTERN = re.compile(r"[A-Za-z0-9*?._-]+")
 _LOOKS_NUMERIC = re.compile(r"[0-9.]+")
@@ -106,8 +133,14 @@ class EgressPolicy:
         if any(address in net for net in self.allow_networks if net.version == address.version):
             return None
         if any(fnmatch.fnmatchcase(name, pattern) for pattern in self.allow_hosts):
-            below = next((net for net in self.pattern_floor
-                          if net.version == address.version and address in net), None)  # fmt: skip
+            below = next(
+                (
+                    net
+                    for net in self.pattern_floor
+                    if net.version == address.version and address in net
+                ),
+                None,
+            )
             return None if below is None else f"{address} is in {below}"
         for net in self.deny_networks:
             if net.version == address.version and address in net:
@@ -152,9 +185,12 @@ class GuardedBackend(httpcore.AsyncNetworkBackend):
         for address in allowed:  # the checked address itself: no second lookup
             try:
                 return await self._inner.connect_tcp(
-                    str(address), port, timeout=timeout, local_address=local_address,
+                    str(address),
+                    port,
+                    timeout=timeout,
+                    local_address=local_address,
                     socket_options=socket_options,
-                )  # fmt: skip
+                )
             except (httpcore.ConnectError, httpcore.ConnectTimeout) as exc:
                 failure = exc
         assert failure is not None  # noqa: S101 - at least one address was tried

@@ -61,8 +61,10 @@ class HttpTask:
     async def execute(self, spec: ScheduledJobSpec, run: RunContext) -> TaskResult:
         task = spec.task.http
         assert task is not None  # noqa: S101 - dispatched by kind
-        headers = {h.name: header_value(h.name, await run.value(h.value, h.value_from))
-                   for h in task.headers}  # fmt: skip
+        headers = {
+            h.name: header_value(h.name, await run.value(h.value, h.value_from))
+            for h in task.headers
+        }
         if task.body_template is not None:
             body = render_template(task.body_template, run.values())
             _default(headers, "Content-Type", "application/json")
@@ -102,8 +104,10 @@ class HttpTask:
             return TaskResult(summary=f"HTTP {code}" + (f": {preview}" if preview else ""))
         # The body's preview goes to status only: Events are readable more widely.
         if 300 <= code < 400:  # noqa: PLR2004 - the same URL redirects again on a retry
-            raise PermanentTaskError(f"HTTP {code}: redirects are not followed; point url at "
-                                     "the target, or list the code in successCodes")  # fmt: skip
+            raise PermanentTaskError(
+                f"HTTP {code}: redirects are not followed; point url at "
+                "the target, or list the code in successCodes"
+            )
         if 400 <= code < 500 and code not in _RETRYABLE_4XX:  # noqa: PLR2004
             raise PermanentTaskError(f"HTTP {code}", detail=preview or None)
         raise RetryableTaskError(f"HTTP {code}", detail=preview or None)
@@ -131,8 +135,10 @@ def header_value(name: str, value: str) -> str:
     newline). A line break or NUL inside is refused, naming the header only."""
     value = value.strip(" \t\r\n")
     if any(c in value for c in "\r\n\0"):
-        raise PermanentTaskError(f"the value of header {name!r} holds a line break or a NUL "
-                                 "character, which HTTP header values cannot")  # fmt: skip
+        raise PermanentTaskError(
+            f"the value of header {name!r} holds a line break or a NUL "
+            "character, which HTTP header values cannot"
+        )
     return value
 
 

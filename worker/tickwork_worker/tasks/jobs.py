@@ -184,9 +184,11 @@ def job_end(job: dict[str, Any]) -> JobEnd | None:
         if condition.get("status") != "True":
             continue
         if condition.get("type") in ("Complete", "Failed"):
-            return JobEnd(succeeded=condition["type"] == "Complete",
-                          reason=condition.get("reason") or "",
-                          message=condition.get("message") or "")  # fmt: skip
+            return JobEnd(
+                succeeded=condition["type"] == "Complete",
+                reason=condition.get("reason") or "",
+                message=condition.get("message") or "",
+            )
     return None
 
 
@@ -225,9 +227,10 @@ def to_adopt(jobs: list[dict[str, Any]], run_id: str, owner_uid: str) -> dict[st
     run does not execute twice), the latest attempt first. Failed Jobs and Jobs being
     deleted are not taken: the attempt makes its own."""
     candidates = [
-        job for job in jobs
+        job
+        for job in jobs
         if belongs_to(job, run_id, owner_uid)
         and not (job.get("metadata") or {}).get("deletionTimestamp")
         and not ((end := job_end(job)) is not None and not end.succeeded)
-    ]  # fmt: skip
+    ]
     return max(candidates, key=attempt_of, default=None)

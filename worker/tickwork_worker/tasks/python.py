@@ -58,8 +58,11 @@ def discover(*, demo: bool = False) -> dict[str, Callable[..., Any]]:
     """Every registered task, by name (loaded lazily, at first use); Tickwork's demo
     and test tasks only with ``demo``."""
     groups = [ENTRY_POINT_GROUP, *([DEMO_ENTRY_POINT_GROUP] if demo else [])]
-    return {ep.name: ep for group in groups  # type: ignore[misc]
-            for ep in importlib.metadata.entry_points(group=group)}  # fmt: skip
+    return {
+        ep.name: ep  # type: ignore[misc]
+        for group in groups
+        for ep in importlib.metadata.entry_points(group=group)
+    }
 
 
 class PythonTask:
@@ -93,8 +96,12 @@ class PythonTask:
         return self._loaded[name]
 
     def _call_kwargs(self, task: PythonTaskSpec, run: RunContext) -> dict[str, Any]:
-        offered = {"run_id": run.run_id, "scheduled_time": run.scheduled_at,
-                   "attempt": run.attempt, "params": dict(run.params)}  # fmt: skip
+        offered = {
+            "run_id": run.run_id,
+            "scheduled_time": run.scheduled_at,
+            "attempt": run.attempt,
+            "params": dict(run.params),
+        }
         wanted = self._wanted[task.name]
         return {**{k: v for k, v in offered.items() if k in wanted}, **task.kwargs}
 

@@ -25,8 +25,11 @@ WORK_BYTES = 8 * 1024 * 1024
 nothing (empty deflate blocks) costs CPU, not memory, and this bounds that too."""
 _MAX_CODINGS = 3
 """Longer chains are not decoded (no server needs them; a bomb does)."""
-_ZLIB_CODINGS = {"gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS,
-                 "deflate": zlib.MAX_WBITS}  # fmt: skip
+_ZLIB_CODINGS = {
+    "gzip": 16 + zlib.MAX_WBITS,
+    "x-gzip": 16 + zlib.MAX_WBITS,
+    "deflate": zlib.MAX_WBITS,
+}
 
 
 class UndecodableError(Exception):

@@ -47,11 +47,18 @@ def forms(value: str) -> frozenset[str]:
     found: set[str] = set()
     for base in bases:
         quoted = urllib.parse.quote(base, safe="")
-        found |= {base, repr(base)[1:-1], str(base.encode())[2:-1],
-                  json.dumps(base)[1:-1], json.dumps(base, ensure_ascii=False)[1:-1],
-                  html.escape(base), quoted, urllib.parse.quote(base),
-                  urllib.parse.quote_plus(base),
-                  _PERCENT.sub(lambda m: m.group().lower(), quoted)}  # fmt: skip
+        found |= {
+            base,
+            repr(base)[1:-1],
+            str(base.encode())[2:-1],
+            json.dumps(base)[1:-1],
+            json.dumps(base, ensure_ascii=False)[1:-1],
+            html.escape(base),
+            quoted,
+            urllib.parse.quote(base),
+            urllib.parse.quote_plus(base),
+            _PERCENT.sub(lambda m: m.group().lower(), quoted),
+        }
     return frozenset(form for form in found if len(form) >= _SHORTEST_REDACTED)
 
 
