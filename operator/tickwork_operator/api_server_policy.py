@@ -58,16 +58,24 @@ def api_server_policy(
 ) -> dict[str, Any]:
     """The NetworkPolicy admitting the worker Pods to the addresses and ports of
     ``endpoint_slice``; no rule (so nothing more admitted) if it names none."""
-    addresses = sorted({address for endpoint in endpoint_slice.get("endpoints") or []
-                        for address in endpoint.get("addresses") or []})  # fmt: skip
-    ports = sorted({port["port"] for port in endpoint_slice.get("ports") or []
-                    if port.get("port")})  # fmt: skip
+    addresses = sorted(
+        {
+            address
+            for endpoint in endpoint_slice.get("endpoints") or []
+            for address in endpoint.get("addresses") or []
+        }
+    )
+    ports = sorted({port["port"] for port in endpoint_slice.get("ports") or [] if port.get("port")})
     rules = []
     if addresses and ports:
-        rules.append({
-            "to": [{"ipBlock": {"cidr": f"{a}/128" if ":" in a else f"{a}/32"}} for a in addresses],
-            "ports": [{"port": port, "protocol": "TCP"} for port in ports],
-        })  # fmt: skip
+        rules.append(
+            {
+                "to": [
+                    {"ipBlock": {"cidr": f"{a}/128" if ":" in a else f"{a}/32"}} for a in addresses
+                ],
+                "ports": [{"port": port, "protocol": "TCP"} for port in ports],
+            }
+        )
     return {
         "apiVersion": "networking.k8s.io/v1",
         "kind": "NetworkPolicy",
@@ -113,19 +121,28 @@ async def keep_once(kube: KubeClient, target: PolicyTarget) -> str | None:
     return "updated"
 
 
-async def keep(kube: KubeClient, target: PolicyTarget, stop: asyncio.Event,
-               *, every: float = 60.0) -> None:  # fmt: skip
+async def keep(
+    kube: KubeClient, target: PolicyTarget, stop: asyncio.Event, *, every: float = 60.0
+) -> None:
     """:func:`keep_once` at start and every ``every`` seconds until ``stop``; a
     failure is logged and tried again next time (the policy in place stays)."""
     while not stop.is_set():
         try:
             done = await keep_once(kube, target)
         except KubeApiError as exc:
-            logger.warning("cannot keep the workers' NetworkPolicy %s/%s for the API "
-                           "server: %s", target.namespace, target.name, exc)  # fmt: skip
+            logger.warning(
+                "cannot keep the workers' NetworkPolicy %s/%s for the API server: %s",
+                target.namespace,
+                target.name,
+                exc,
+            )
         else:
             if done:
-                logger.info("%s the workers' NetworkPolicy %s/%s for the API server",
-                            done, target.namespace, target.name)  # fmt: skip
+                logger.info(
+                    "%s the workers' NetworkPolicy %s/%s for the API server",
+                    done,
+                    target.namespace,
+                    target.name,
+                )
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), timeout=every)

@@ -106,15 +106,24 @@ class Backfills:
         if record.done_until is None and record.published == 0 and record.skipped == 0:
             why = refusal(entry.schedule, record.from_, record.to)
             if why is not None:
-                self.reporter.owe(entry).events.append((WARNING, "BackfillRefused", (
-                    f"backfill {record.name!r} refused: {why}")))  # fmt: skip
+                self.reporter.owe(entry).events.append(
+                    (WARNING, "BackfillRefused", (f"backfill {record.name!r} refused: {why}"))
+                )
                 return record.model_copy(update={"completed_at": now, "message": why})
-        moment = next_backfill_run(entry.schedule, start=record.from_, end=record.to,
-                                   done_until=record.done_until)  # fmt: skip
+        moment = next_backfill_run(
+            entry.schedule, start=record.from_, end=record.to, done_until=record.done_until
+        )
         if moment is None:
-            self.reporter.owe(entry).events.append((NORMAL, "BackfillComplete", (
-                f"backfill {record.name!r} complete: {record.published} run(s) published, "
-                f"{record.skipped} skipped (concurrencyPolicy)")))  # fmt: skip
+            self.reporter.owe(entry).events.append(
+                (
+                    NORMAL,
+                    "BackfillComplete",
+                    (
+                        f"backfill {record.name!r} complete: {record.published} run(s) published, "
+                        f"{record.skipped} skipped (concurrencyPolicy)"
+                    ),
+                )
+            )
             return record.model_copy(update={"completed_at": now})
         run_id = backfill_run_id(entry.uid, record.name, moment)
         action, reason = await self._backfill_overlap(entry, run_id)

@@ -36,8 +36,13 @@ def buffer_plan(
     if not waiting:
         return None
     if not valid or suspended or paused:
-        why = ("the spec is invalid" if not valid else "the job is suspended" if suspended
-               else "the job is paused after failed runs")  # fmt: skip
+        why = (
+            "the spec is invalid"
+            if not valid
+            else "the job is suspended"
+            if suspended
+            else "the job is paused after failed runs"
+        )
         return DropAll(tuple(waiting), why)
     if active:
         return None

@@ -153,15 +153,24 @@ class NamespaceClaims:
         claim = self._claims.get(namespace)
         if claim is None:
             claim = self._claims[namespace] = LeaderElector(
-                self.kube, namespace=namespace, name=CLAIM_NAME, identity=self.identity,
-                duration_seconds=self.duration, renew_seconds=self.renew,
-            )  # fmt: skip
+                self.kube,
+                namespace=namespace,
+                name=CLAIM_NAME,
+                identity=self.identity,
+                duration_seconds=self.duration,
+                renew_seconds=self.renew,
+            )
         held_before = claim.leading
         if await claim.campaign():
             self._elsewhere.pop(namespace, None)
             if not held_before:
-                logger.info("scheduling namespace %s (claim %s/%s held as %s)",
-                            namespace, namespace, CLAIM_NAME, self.identity)  # fmt: skip
+                logger.info(
+                    "scheduling namespace %s (claim %s/%s held as %s)",
+                    namespace,
+                    namespace,
+                    CLAIM_NAME,
+                    self.identity,
+                )
                 self.on_claimed(namespace)
             return
         holder = claim.holder
@@ -171,8 +180,12 @@ class NamespaceClaims:
                     "not scheduling namespace %s: another Tickwork release, %s, schedules "
                     "it (Lease %s/%s); two would run every job there twice. This release "
                     "takes it over only once that claim expires (%.0fs without renewal)",
-                    namespace, holder, namespace, CLAIM_NAME, self.duration,
-                )  # fmt: skip
+                    namespace,
+                    holder,
+                    namespace,
+                    CLAIM_NAME,
+                    self.duration,
+                )
             self._elsewhere[namespace] = holder
 
     def _count(self) -> None:

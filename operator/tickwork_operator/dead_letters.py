@@ -84,12 +84,26 @@ class DeadLetterDesk:
             if moved:
                 acted.append(run_id)
         done = "requeued" if ask.verb == "requeue" else "purged"
-        await self._done(entry, ask, NORMAL, f"DeadRuns{done.capitalize()}",
-                         f"{done} {len(acted)} dead run(s) (token {ask.token!r})"
-                         + (f": {', '.join(acted)}" if acted else ""))  # fmt: skip
-        logger.info("%s %d dead run(s) of %s/%s", done, len(acted), *entry.key,
-                    extra={"event": f"dead-{ask.verb}", "namespace": entry.namespace,
-                           "job": entry.name, "runs": acted})  # fmt: skip
+        await self._done(
+            entry,
+            ask,
+            NORMAL,
+            f"DeadRuns{done.capitalize()}",
+            f"{done} {len(acted)} dead run(s) (token {ask.token!r})"
+            + (f": {', '.join(acted)}" if acted else ""),
+        )
+        logger.info(
+            "%s %d dead run(s) of %s/%s",
+            done,
+            len(acted),
+            *entry.key,
+            extra={
+                "event": f"dead-{ask.verb}",
+                "namespace": entry.namespace,
+                "job": entry.name,
+                "runs": acted,
+            },
+        )
 
     async def _unlist(self, entry: JobEntry, run_id: str) -> None:
         """Take ``run_id`` out of ``deadRuns``: its own manager applies what it still
@@ -98,9 +112,14 @@ class DeadLetterDesk:
         body = await self.kube.get_job(entry.namespace, entry.name)
         status = ScheduledJobStatus.model_validate(body.get("status") or {})
         kept = withdrawal_body(body.get("metadata") or {}, status, run_id, keep_dead=False)
-        await self.kube.apply_job_status(entry.namespace, entry.name, entry.uid, kept,
-                                         field_manager=run_manager(run_id),
-                                         force=False)  # fmt: skip
+        await self.kube.apply_job_status(
+            entry.namespace,
+            entry.name,
+            entry.uid,
+            kept,
+            field_manager=run_manager(run_id),
+            force=False,
+        )
 
     async def _done(
         self, entry: JobEntry, ask: DeadLetterRequest, type_: str, reason: str, message: str

@@ -79,8 +79,9 @@ class ListedJobs:
         if gone:
             logger.info(
                 "forgot %d ScheduledJobs deleted while the watch was down (first: %s/%s)",
-                len(gone), *gone[0],
-            )  # fmt: skip
+                len(gone),
+                *gone[0],
+            )
 
 
 class JobFeed:

@@ -68,8 +68,13 @@ class LeaderElector:
                 self.leading_event.set()
             else:
                 self.leading_event.clear()
-            logger.info("lease %s/%s %s by %s", self._namespace, self._name,
-                        "acquired" if leading else "lost", self.identity)  # fmt: skip
+            logger.info(
+                "lease %s/%s %s by %s",
+                self._namespace,
+                self._name,
+                "acquired" if leading else "lost",
+                self.identity,
+            )
             self._on_change(leading)
 
     def _spec(self, now: dt.datetime, *, acquire: bool, holder: str | None) -> dict[str, Any]:

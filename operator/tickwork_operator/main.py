@@ -66,10 +66,14 @@ def _claims(
     if not settings.namespace_claims:
         return None
     return NamespaceClaims(
-        kube, identity=settings.release, namespaces=settings.namespaces, state=state,
-        metrics=metrics, duration_seconds=settings.claim_duration_seconds,
+        kube,
+        identity=settings.release,
+        namespaces=settings.namespaces,
+        state=state,
+        metrics=metrics,
+        duration_seconds=settings.claim_duration_seconds,
         renew_seconds=settings.claim_renew_seconds,
-    )  # fmt: skip
+    )
 
 
 def _leadership(
@@ -91,8 +95,10 @@ async def run_operator(settings: OperatorSettings, *, queue: RunQueue | None = N
         queue = await _redis_queue(redis) if redis is not None else open_queue(None)
     kube = KubeClient(load_configuration(settings.kubeconfig))
     metrics = OperatorMetrics()
-    state = WatchState(index=BucketIndex(start=time.time(), width=settings.bucket_seconds),
-                       schedule_in_status=settings.schedule_in_status)  # fmt: skip
+    state = WatchState(
+        index=BucketIndex(start=time.time(), width=settings.bucket_seconds),
+        schedule_in_status=settings.schedule_in_status,
+    )
     metrics.count_jobs(state.phases)
     events = EventRecorder(kube, component="tickwork-operator", instance=settings.identity)
     claims = _claims(settings, kube, state, metrics)
@@ -106,12 +112,18 @@ async def run_operator(settings: OperatorSettings, *, queue: RunQueue | None = N
         on_change=functools.partial(_leadership, metrics, claims),
     )
     ticker = Ticker(
-        state=state, queue=queue, kube=kube, events=events, metrics=metrics,
-        tick_seconds=settings.tick_seconds, reconcile_seconds=settings.reconcile_seconds,
+        state=state,
+        queue=queue,
+        kube=kube,
+        events=events,
+        metrics=metrics,
+        tick_seconds=settings.tick_seconds,
+        reconcile_seconds=settings.reconcile_seconds,
         queue_name=redis.queue if redis else "memory",
         holds_lease=lambda: elector.leading,
-        catchup_runs_per_second=settings.catchup_runs_per_second, claims=claims,
-    )  # fmt: skip
+        catchup_runs_per_second=settings.catchup_runs_per_second,
+        claims=claims,
+    )
     stop = asyncio.Event()
     kopf_ready = asyncio.Event()
     # The ScheduledJobs are listed and watched here, not by kopf (tickwork_operator.feed).
@@ -120,8 +132,11 @@ async def run_operator(settings: OperatorSettings, *, queue: RunQueue | None = N
 
     async def liveness() -> str | None:
         # The event loop answered; the ticker must be going round too.
-        return ticker.stuck(leading=elector.leading_event.is_set(), now=time.monotonic(),
-                            limit=settings.stuck_seconds)  # fmt: skip
+        return ticker.stuck(
+            leading=elector.leading_event.is_set(),
+            now=time.monotonic(),
+            limit=settings.stuck_seconds,
+        )
 
     async def readiness() -> str | None:
         if not kopf_ready.is_set() or len(feed.watching) < len(jobs.scopes):
@@ -133,9 +148,12 @@ async def run_operator(settings: OperatorSettings, *, queue: RunQueue | None = N
         return None
 
     http = await start_http(
-        host=settings.http_host, port=settings.http_port, registry=metrics.registry,
-        liveness=liveness, readiness=readiness,
-    )  # fmt: skip
+        host=settings.http_host,
+        port=settings.http_port,
+        registry=metrics.registry,
+        liveness=liveness,
+        readiness=readiness,
+    )
     # The ticker runs once the leader has also done a round of its namespaces' claims.
     ticking = elector.leading_event if claims is None else claims.ready
     background = [
@@ -149,16 +167,23 @@ async def run_operator(settings: OperatorSettings, *, queue: RunQueue | None = N
             asyncio.create_task(claims.run(elector.leading_event, stop), name="namespace claims")
         )
     if settings.api_server_policy:
-        target = PolicyTarget(name=settings.api_server_policy, namespace=settings.lease_namespace,
-                              selector=json.loads(settings.api_server_policy_selector),
-                              owner=settings.api_server_policy_owner)  # fmt: skip
-        background.append(asyncio.create_task(api_server_policy.keep(kube, target, stop),
-                                               name="API server policy"))  # fmt: skip
+        target = PolicyTarget(
+            name=settings.api_server_policy,
+            namespace=settings.lease_namespace,
+            selector=json.loads(settings.api_server_policy_selector),
+            owner=settings.api_server_policy_owner,
+        )
+        background.append(
+            asyncio.create_task(
+                api_server_policy.keep(kube, target, stop), name="API server policy"
+            )
+        )
     logger.info(
         "tickwork-operator %s watching %s, queue %s",
-        settings.identity, ", ".join(settings.namespaces) or "all namespaces",
+        settings.identity,
+        ", ".join(settings.namespaces) or "all namespaces",
         redis.safe_url() if redis else "in memory",
-    )  # fmt: skip
+    )
     following = asyncio.create_task(jobs.run(), name="ScheduledJob list and watch")
     try:
         await kopf.operator(

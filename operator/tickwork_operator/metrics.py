@@ -62,9 +62,10 @@ class OperatorMetrics:
             registry=r,
         )
         self.redis_memory_used = Gauge(
-            "tickwork_redis_memory_used_bytes", "Memory Redis uses (INFO used_memory).",
+            "tickwork_redis_memory_used_bytes",
+            "Memory Redis uses (INFO used_memory).",
             registry=r,
-        )  # fmt: skip
+        )
         self.redis_memory_max = Gauge(
             "tickwork_redis_memory_max_bytes",
             "Redis' maxmemory; 0 when it has none (then alert on the container's limit).",

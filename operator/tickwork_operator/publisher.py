@@ -1,5 +1,8 @@
 """The leader's publishing: due runs and run-now triggers, and the one publish path.
 
+Over 400 lines: due runs and run-now triggers share the one publish path, its Lease
+check and what a refused publish leaves behind.
+
 A due entry of the bucket index is planned by :func:`tickwork.core.planning.decide`
 (publish, buffer, skip, or miss), a trigger names a manual run. Every run goes out
 through :meth:`Publisher.publish`, these and those of the two parts a
@@ -71,12 +74,28 @@ class Publisher:
         self.clock = clock
         self.holds_lease = holds_lease
         self.claims = claims
-        self.waiting = WaitingRuns(state=state, queue=queue, events=events, metrics=metrics,
-                                   reporter=reporter, clock=clock, holds_lease=holds_lease,
-                                   publish=self.publish, claims=claims)  # fmt: skip
-        self.backfills = Backfills(state=state, metrics=metrics, reporter=reporter, clock=clock,
-                                   pace=pace, holds_lease=holds_lease, publish=self.publish,
-                                   waiting=self.waiting, claims=claims)  # fmt: skip
+        self.waiting = WaitingRuns(
+            state=state,
+            queue=queue,
+            events=events,
+            metrics=metrics,
+            reporter=reporter,
+            clock=clock,
+            holds_lease=holds_lease,
+            publish=self.publish,
+            claims=claims,
+        )
+        self.backfills = Backfills(
+            state=state,
+            metrics=metrics,
+            reporter=reporter,
+            clock=clock,
+            pace=pace,
+            holds_lease=holds_lease,
+            publish=self.publish,
+            waiting=self.waiting,
+            claims=claims,
+        )
 
     def may_act(self, namespace: str) -> bool:
         """Is the leader Lease ours, and the claim on ``namespace`` (if claims are
@@ -98,11 +117,15 @@ class Publisher:
         as the run's record will). None if Redis is away."""
         moment = queued.scheduled_at.isoformat()
         message = RunMessage(
-            run_id=queued.id, namespace=entry.namespace, name=entry.name, uid=entry.uid,
+            run_id=queued.id,
+            namespace=entry.namespace,
+            name=entry.name,
+            uid=entry.uid,
             scheduled_at=None if queued.manual else moment,
             triggered_at=moment if queued.manual else None,
-            generation=entry.generation, params=queued.params,
-        )  # fmt: skip
+            generation=entry.generation,
+            params=queued.params,
+        )
         try:
             outcome = await self.queue.enqueue(message)
         except QueueUnavailableError as exc:
@@ -111,12 +134,16 @@ class Publisher:
             return None
         if outcome is EnqueueOutcome.ENQUEUED:
             self.metrics.runs_published.labels(trigger=trigger).inc()
-            logger.info("run published", extra={**message.log_fields(), "event": "published",
-                                                 "trigger": trigger})  # fmt: skip
+            logger.info(
+                "run published",
+                extra={**message.log_fields(), "event": "published", "trigger": trigger},
+            )
         else:
-            logger.info("run published again: the queue has it (%s)", outcome,
-                        extra={**message.log_fields(), "event": "republished",
-                               "trigger": trigger})  # fmt: skip
+            logger.info(
+                "run published again: the queue has it (%s)",
+                outcome,
+                extra={**message.log_fields(), "event": "republished", "trigger": trigger},
+            )
         entry.published_run_id = queued.id
         self.state.track_active(entry)
         entry.wanted = updated(entry.wanted, queued_run=queued if reported else None)
@@ -151,8 +178,9 @@ class Publisher:
                 self.state.index.put(("run", entry.namespace, entry.name), self.clock.wall() + wait)
                 return
             if decision.cancel_run_id is not None:
-                why = policy_reason(entry.spec.concurrency_policy.overlap.value,
-                                    terminate=decision.terminate)  # fmt: skip
+                why = policy_reason(
+                    entry.spec.concurrency_policy.overlap.value, terminate=decision.terminate
+                )
                 await self.waiting.request_cancel(
                     entry, decision.cancel_run_id, terminate=decision.terminate, reason=why
                 )
@@ -188,8 +216,7 @@ class Publisher:
     async def _publish_due(self, entry: JobEntry, decision: Decision, *, now: dt.datetime) -> bool:
         assert decision.scheduled_at is not None  # noqa: S101 - a publish names its run
         assert decision.run_id is not None  # noqa: S101
-        queued = QueuedRun(id=decision.run_id, scheduled_at=decision.scheduled_at,
-                           queued_at=now)  # fmt: skip
+        queued = QueuedRun(id=decision.run_id, scheduled_at=decision.scheduled_at, queued_at=now)
         # Which run a catch-up starts and how many it counts missed depend on when it
         # is decided: a leader taking over before the report went out would decide
         # again later, count one more missed and start a second run. Such a decision
@@ -225,12 +252,21 @@ class Publisher:
             return True
         report = self.reporter.owe(entry)
         if decision.missed:
-            which = "the oldest run caught up" if decision.following and (
-                decision.following.scheduled_at <= now) else "the latest due run"  # fmt: skip
-            report.events.append((WARNING, "MissedRuns", (
-                f"{decision.missed} run(s) missed while no watcher ran; {which} "
-                f"({decision.scheduled_at.isoformat()}) was published"
-            )))  # fmt: skip
+            which = (
+                "the oldest run caught up"
+                if decision.following and (decision.following.scheduled_at <= now)
+                else "the latest due run"
+            )
+            report.events.append(
+                (
+                    WARNING,
+                    "MissedRuns",
+                    (
+                        f"{decision.missed} run(s) missed while no watcher ran; {which} "
+                        f"({decision.scheduled_at.isoformat()}) was published"
+                    ),
+                )
+            )
         return True
 
     def _decided(self, entry: JobEntry, decision: Decision) -> OperatorStatus:
@@ -329,9 +365,14 @@ class Publisher:
             self.state.retry_trigger(entry.key, trigger)
             return
         if entry.spec is None or entry.suspended or entry.paused:
-            why = ("the spec is invalid" if entry.spec is None else "the job is suspended"
-                   if entry.suspended else "the job is paused after failed runs: resume it "
-                   "first (kubectl tickwork resume)")  # fmt: skip
+            why = (
+                "the spec is invalid"
+                if entry.spec is None
+                else "the job is suspended"
+                if entry.suspended
+                else "the job is paused after failed runs: resume it "
+                "first (kubectl tickwork resume)"
+            )
             await self._ignore(entry, token, why)
             return
         try:
@@ -344,8 +385,9 @@ class Publisher:
             return
         now = self.clock.now()
         run_id = manual_run_id(entry.uid, token)
-        queued = QueuedRun(id=run_id, scheduled_at=now, queued_at=now, manual=True,
-                           params=params or None)  # fmt: skip
+        queued = QueuedRun(
+            id=run_id, scheduled_at=now, queued_at=now, manual=True, params=params or None
+        )
         if await self.publish(entry, queued, trigger="manual") is None:
             self.state.retry_trigger(entry.key, trigger, newer_wins=False)  # next tick
             return

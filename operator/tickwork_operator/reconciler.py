@@ -87,8 +87,11 @@ class Reconciler:
         if unheard:
             # Normal for a moment under load (the watch is behind the workers' writes);
             # if it persists, status writes are failing: see the workers' logs.
-            logger.warning("%d run(s) done in the queue but not yet in status, e.g. %s",
-                           len(unheard), ", ".join(unheard[:3]))  # fmt: skip
+            logger.warning(
+                "%d run(s) done in the queue but not yet in status, e.g. %s",
+                len(unheard),
+                ", ".join(unheard[:3]),
+            )
         self.metrics.reconciliations.inc()
         return republished
 
@@ -104,9 +107,12 @@ class Reconciler:
             return
         self.metrics.redis_up.labels(queue=self.queue_name).set(1)
         for state, value in (
-            ("ready", depth.ready), ("in_flight", depth.in_flight),
-            ("delayed", depth.delayed), ("dead", depth.dead), ("parked", depth.parked),
-        ):  # fmt: skip
+            ("ready", depth.ready),
+            ("in_flight", depth.in_flight),
+            ("delayed", depth.delayed),
+            ("dead", depth.dead),
+            ("parked", depth.parked),
+        ):
             self.metrics.queue_depth.labels(state=state).set(value)
         self.metrics.queue_backlog.labels(queue=self.queue_name).set(depth.backlog)
         self.metrics.queue_remembered.set(depth.remembered)
@@ -123,8 +129,9 @@ class Reconciler:
 
     async def delete_finished(self, entry: JobEntry) -> None:
         if not self.holds_lease() or not schedules(self.claims, entry.namespace):
-            self.state.index.put(("ttl", entry.namespace, entry.name),
-                                 self.clock.wall() + TTL_RETRY_SECONDS)  # fmt: skip
+            self.state.index.put(
+                ("ttl", entry.namespace, entry.name), self.clock.wall() + TTL_RETRY_SECONDS
+            )
             return
         try:
             await self.kube.delete_job(entry.namespace, entry.name, entry.uid)
@@ -132,8 +139,9 @@ class Reconciler:
         except KubeApiError as exc:
             if not exc.not_found and not exc.conflict:
                 self.metrics.api_errors.labels(operation="job.delete").inc()
-                self.state.index.put(("ttl", entry.namespace, entry.name),
-                                     self.clock.wall() + TTL_RETRY_SECONDS)  # fmt: skip
+                self.state.index.put(
+                    ("ttl", entry.namespace, entry.name), self.clock.wall() + TTL_RETRY_SECONDS
+                )
 
 
 def _lost(entry: JobEntry, run_id: str) -> RunMessage:
@@ -157,8 +165,13 @@ def _lost(entry: JobEntry, run_id: str) -> RunMessage:
             named = parse_run_id(run_id).scheduled_at
             moment = named.isoformat() if named is not None else None
     return RunMessage(
-        run_id=run_id, namespace=entry.namespace, name=entry.name, uid=entry.uid,
-        attempt=attempt, scheduled_at=None if manual else moment,
+        run_id=run_id,
+        namespace=entry.namespace,
+        name=entry.name,
+        uid=entry.uid,
+        attempt=attempt,
+        scheduled_at=None if manual else moment,
         triggered_at=moment if manual else None,
-        generation=entry.generation, params=source.params if source is not None else None,
-    )  # fmt: skip
+        generation=entry.generation,
+        params=source.params if source is not None else None,
+    )

@@ -2,6 +2,9 @@
 background, after the workers have claimed the runs), and the owed writes of new
 or edited jobs (in the background too, beside the ticks).
 
+Over 400 lines: the operator's status writes and its Events share one record of what
+is owed, written in batches with one retry policy.
+
 The operator writes only its own share of status (field manager
 ``tickwork-operator``, :class:`~tickwork.api.models.OperatorStatus`): no worker
 writes any of its fields, so a report never reads, merges or races a worker's.
@@ -227,9 +230,13 @@ class Reporter:
             # Forced: the next runs and the phase are also written by the runs' records
             # (each its own manager); the operator's write takes them over knowingly.
             await self.kube.apply_job_status(
-                entry.namespace, entry.name, entry.uid, body, field_manager=OPERATOR_MANAGER,
+                entry.namespace,
+                entry.name,
+                entry.uid,
+                body,
+                field_manager=OPERATOR_MANAGER,
                 force=True,
-            )  # fmt: skip
+            )
         except KubeApiError as exc:
             if exc.not_found:
                 return False  # deleted meanwhile; the watch will tell us
@@ -254,9 +261,12 @@ class Reporter:
         them, before the apply (a reader never sees a suspended or paused job with a
         next run); the apply's answer is watched like any other."""
         try:
-            await self.kube.merge_job_status(entry.namespace, entry.name,
-                                             {"nextRunAt": None, "nextRuns": None},
-                                             field_manager=OPERATOR_MANAGER)  # fmt: skip
+            await self.kube.merge_job_status(
+                entry.namespace,
+                entry.name,
+                {"nextRunAt": None, "nextRuns": None},
+                field_manager=OPERATOR_MANAGER,
+            )
         except KubeApiError as exc:
             if not exc.not_found:
                 raise
@@ -334,9 +344,13 @@ class Reporter:
         keys: dict[JobKey, None] = {}
         while self._candidates and len(keys) < OWED_BATCH:
             key = self._candidates.popleft()
-            if (key in self.state.dirty and key not in self._reports
-                    and key not in self._writing and key not in started
-                    and schedules(self.claims, key[0])):  # fmt: skip
+            if (
+                key in self.state.dirty
+                and key not in self._reports
+                and key not in self._writing
+                and key not in started
+                and schedules(self.claims, key[0])
+            ):
                 keys[key] = None
         return list(keys)
 
@@ -355,9 +369,11 @@ class Reporter:
             return
         if written and newly_invalid:
             await self.events.post(
-                job_ref(entry), type_=WARNING, reason="InvalidSpec",
+                job_ref(entry),
+                type_=WARNING,
+                reason="InvalidSpec",
                 message=f"{entry.invalid_reason}; fix the spec and apply it again",
-            )  # fmt: skip
+            )
 
     async def record_cancelled(
         self, entry: JobEntry, run_id: str, scheduled_at: dt.datetime, reason: str
@@ -367,8 +383,14 @@ class Reporter:
         since a worker never claims the run. False if the API server refused it (the
         cancel request in status then makes any worker that claims it record it)."""
         spec = entry.spec
-        record = RunRecord(id=run_id, scheduled_at=scheduled_at, outcome=RunState.CANCELLED,
-                           attempts=0, finished_at=self.clock.now(), error=reason)  # fmt: skip
+        record = RunRecord(
+            id=run_id,
+            scheduled_at=scheduled_at,
+            outcome=RunState.CANCELLED,
+            attempts=0,
+            finished_at=self.clock.now(),
+            error=reason,
+        )
         body = record_body(
             record,
             successful=spec.history.successful_runs if spec else 3,
@@ -376,9 +398,14 @@ class Reporter:
         )
         try:
             # Forced: ``lastRun`` and the next runs belong to whichever record was last.
-            await self.kube.apply_job_status(entry.namespace, entry.name, entry.uid, body,
-                                             field_manager=run_manager(run_id),
-                                             force=True)  # fmt: skip
+            await self.kube.apply_job_status(
+                entry.namespace,
+                entry.name,
+                entry.uid,
+                body,
+                field_manager=run_manager(run_id),
+                force=True,
+            )
         except KubeApiError as exc:
             if not exc.not_found:
                 self.metrics.api_errors.labels(operation="status.apply").inc()

@@ -35,23 +35,28 @@ class OperatorSettings(BaseSettings):
     )
     tick_seconds: float = Field(default=1.0, gt=0, le=60)
     stuck_seconds: float = Field(
-        default=120.0, gt=0,
+        default=120.0,
+        gt=0,
         description="Liveness fails when the leader has not finished a tick this long.",
-    )  # fmt: skip
+    )
     bucket_seconds: float = Field(default=1.0, gt=0, le=3600)
     reconcile_seconds: float = Field(
         default=30.0, gt=0, description="How often queued/running runs are checked in Redis."
     )
     catchup_runs_per_second: float = Field(
-        default=10.0, gt=0, le=10000,
+        default=10.0,
+        gt=0,
+        le=10000,
         description="Late runs published per second, operator-wide: runs caught up after an "
         "outage (spec.catchup) and backfilled runs (spec.backfills). Runs on time are never "
         "held back.",
-    )  # fmt: skip
+    )
     list_page_size: int = Field(
-        default=500, ge=1, le=10000,
+        default=500,
+        ge=1,
+        le=10000,
         description="ScheduledJobs per page of the list at a start (and at every relist).",
-    )  # fmt: skip
+    )
     lease_name: str = "tickwork-operator"
     lease_namespace: str = Field(default_factory=lambda: os.environ.get("POD_NAMESPACE", "default"))
     lease_duration_seconds: float = Field(default=10.0, ge=2)
@@ -63,10 +68,11 @@ class OperatorSettings(BaseSettings):
         "a namespace another Tickwork release holds alone (no run twice across releases).",
     )
     claim_duration_seconds: float = Field(
-        default=60.0, ge=2,
+        default=60.0,
+        ge=2,
         description="How long a namespace's claim outlives its release's last renewal: "
         "another release takes the namespace over after this.",
-    )  # fmt: skip
+    )
     claim_renew_seconds: float = Field(default=15.0, gt=0)
     schedule_in_status: bool = Field(
         default=False,
@@ -75,7 +81,7 @@ class OperatorSettings(BaseSettings):
         "status write, its worker's record, which carries nextRunAt and nextRuns; the "
         "operator writes them itself only where no run's record is on its way (a new or "
         "edited job, a resume, a suspend). One-shot jobs keep their whole schedule.",
-    )  # fmt: skip
+    )
 
     @property
     def release(self) -> str:

@@ -1,5 +1,9 @@
 """The watcher's memory: every ScheduledJob it was told about, and the bucket index.
 
+Over 400 lines: each watch event updates the index and every set the tick takes its
+work from (triggers, waiting and active jobs, dead-letter asks, withdrawals) together,
+in one place.
+
 Fed by the watch stream (:meth:`WatchState.observe`, :meth:`WatchState.forget`),
 read by the leader's tick. No I/O happens here; every decision is delegated
 to :mod:`tickwork.core.planning`. Each replica keeps this state warm, so a
@@ -39,12 +43,8 @@ from tickwork.core.states import FINAL_STATES, JobPhase
 from tickwork.kube.status import (
     operator_body,
 )
-from tickwork_operator.entry import (
-    NO_ASKS,
-    NO_IDS,
-    IndexKey,
-    JobEntry,
-    JobKey,
+from tickwork_operator.entry import NO_ASKS, NO_IDS, IndexKey, JobEntry, JobKey
+from tickwork_operator.reading import (
     created_at,
     parse,
     shared_status,
@@ -215,8 +215,9 @@ class WatchState:
             spec, schedule, invalid = parse(body, created_at(body, now))
         held = (previous.wanted, previous.written) if previous else ()
         apart = not self.schedule_in_status and spec is not None and not spec.one_shot
-        observed, written = shared_status(status_of(body, previous=held, apart=apart),
-                                          shown_in(body) if apart else ())  # fmt: skip
+        observed, written = shared_status(
+            status_of(body, previous=held, apart=apart), shown_in(body) if apart else ()
+        )
         entry = JobEntry(
             namespace=key[0],
             name=key[1],
@@ -313,8 +314,11 @@ class WatchState:
         did not bring were deleted while the watch was down (a relist follows a watch
         that failed, and a watch resumed from a newer list never tells of them).
         Forget them; return which."""
-        gone = [key for key in self.jobs
-                if (namespace is None or key[0] == namespace) and key not in listed]  # fmt: skip
+        gone = [
+            key
+            for key in self.jobs
+            if (namespace is None or key[0] == namespace) and key not in listed
+        ]
         for key in gone:
             self.forget(*key)
         return gone
@@ -420,8 +424,7 @@ class WatchState:
             self.backfilling.pop(entry.key, None)
 
     def _track_dead_letter_asks(self, entry: JobEntry) -> None:
-        done = {"requeue": entry.wanted.last_requeue_token,
-                "purge": entry.wanted.last_purge_token}  # fmt: skip
+        done = {"requeue": entry.wanted.last_requeue_token, "purge": entry.wanted.last_purge_token}
         for verb in DEAD_LETTER_ANNOTATIONS:
             ask = dead_letter_request(verb, entry.dead_letter_asks.get(verb))
             if ask is not None and ask.token != done[verb]:

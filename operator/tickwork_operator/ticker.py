@@ -69,22 +69,50 @@ class Ticker:
         self.tick_seconds = tick_seconds
         self.reconcile_seconds = reconcile_seconds
         self.clock = clock
-        self.reporter = Reporter(state=state, queue=queue, kube=kube, events=events,
-                                 metrics=metrics, clock=clock,
-                                 hold_seconds=report_hold_seconds, claims=claims)  # fmt: skip
-        self.publisher = Publisher(state=state, queue=queue, events=events, metrics=metrics,
-                                   reporter=self.reporter, clock=clock,
-                                   holds_lease=holds_lease, claims=claims,
-                                   pace=Pace(per_second=catchup_runs_per_second,
-                                             burst=int(catchup_runs_per_second),
-                                             now=clock.monotonic()))  # fmt: skip
-        self.dead_letters = DeadLetterDesk(state=state, queue=queue, kube=kube, events=events,
-                                           reporter=self.reporter,
-                                           holds_lease=holds_lease,
-                                           claims=claims)  # fmt: skip
-        self.reconciler = Reconciler(state=state, queue=queue, kube=kube, metrics=metrics,
-                                     clock=clock, holds_lease=holds_lease,
-                                     queue_name=queue_name, claims=claims)  # fmt: skip
+        self.reporter = Reporter(
+            state=state,
+            queue=queue,
+            kube=kube,
+            events=events,
+            metrics=metrics,
+            clock=clock,
+            hold_seconds=report_hold_seconds,
+            claims=claims,
+        )
+        self.publisher = Publisher(
+            state=state,
+            queue=queue,
+            events=events,
+            metrics=metrics,
+            reporter=self.reporter,
+            clock=clock,
+            holds_lease=holds_lease,
+            claims=claims,
+            pace=Pace(
+                per_second=catchup_runs_per_second,
+                burst=int(catchup_runs_per_second),
+                now=clock.monotonic(),
+            ),
+        )
+        self.dead_letters = DeadLetterDesk(
+            state=state,
+            queue=queue,
+            kube=kube,
+            events=events,
+            reporter=self.reporter,
+            holds_lease=holds_lease,
+            claims=claims,
+        )
+        self.reconciler = Reconciler(
+            state=state,
+            queue=queue,
+            kube=kube,
+            metrics=metrics,
+            clock=clock,
+            holds_lease=holds_lease,
+            queue_name=queue_name,
+            claims=claims,
+        )
         self.wakeup = asyncio.Event()
         if claims is not None:
             claims.on_claimed = self._claimed

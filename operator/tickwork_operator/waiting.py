@@ -75,13 +75,13 @@ class WaitingRuns:
         """Keep the run in ``status.bufferedRuns`` until no run of the job is active."""
         assert decision.scheduled_at is not None  # noqa: S101 - a buffered run is named
         assert decision.run_id is not None  # noqa: S101
-        waiting = BufferedRun(id=decision.run_id, scheduled_at=decision.scheduled_at,
-                              buffered_at=now)  # fmt: skip
+        waiting = BufferedRun(
+            id=decision.run_id, scheduled_at=decision.scheduled_at, buffered_at=now
+        )
         entry.wanted = updated(
             entry.wanted,
-            buffered_runs=[*(b for b in entry.wanted.buffered_runs if b.id != waiting.id),
-                           waiting],
-        )  # fmt: skip
+            buffered_runs=[*(b for b in entry.wanted.buffered_runs if b.id != waiting.id), waiting],
+        )
         told = f"run {decision.run_id} {decision.reason}"
         self.reporter.owe(entry).events.append((NORMAL, "RunBuffered", told))
 
@@ -94,8 +94,9 @@ class WaitingRuns:
         known = next((r for r in entry.wanted.cancel_requests if r.id == run_id), None)
         if known is not None and (known.terminate or not terminate):
             return
-        request = CancelRequest(id=run_id, requested_at=self.clock.now(), terminate=terminate,
-                                reason=reason[:256])  # fmt: skip
+        request = CancelRequest(
+            id=run_id, requested_at=self.clock.now(), terminate=terminate, reason=reason[:256]
+        )
         others = [r for r in entry.wanted.cancel_requests if r.id != run_id]
         kept = [*others, request][-CANCEL_REQUESTS_LIMIT:]
         entry.wanted = updated(entry.wanted, cancel_requests=kept)
@@ -106,8 +107,12 @@ class WaitingRuns:
             await self.reporter.record_cancelled(entry, run_id, moment, reason)
         await self.reporter.write(entry)
         how = "withdrawn from the queue" if withdrawn else "its worker is asked to stop it"
-        await self.events.post(job_ref(entry), type_=NORMAL, reason="RunCancelled",
-                               message=f"run {run_id} {how}: {reason}")  # fmt: skip
+        await self.events.post(
+            job_ref(entry),
+            type_=NORMAL,
+            reason="RunCancelled",
+            message=f"run {run_id} {how}: {reason}",
+        )
 
     async def run_waiting(self) -> None:
         """Act on buffered runs and cancels: drop the buffer of a job that may not run
@@ -130,42 +135,63 @@ class WaitingRuns:
             if buffered is None:
                 await self.request_cancel(entry, run_id, terminate=False, reason=CANCELLED_BY_USER)
                 continue
-            entry.wanted = updated(entry.wanted, buffered_runs=[
-                b for b in entry.wanted.buffered_runs if b.id != run_id])  # fmt: skip
-            await self.reporter.record_cancelled(entry, run_id, buffered.scheduled_at,
-                                                 CANCELLED_BY_USER)  # fmt: skip
+            entry.wanted = updated(
+                entry.wanted,
+                buffered_runs=[b for b in entry.wanted.buffered_runs if b.id != run_id],
+            )
+            await self.reporter.record_cancelled(
+                entry, run_id, buffered.scheduled_at, CANCELLED_BY_USER
+            )
             await self.reporter.write(entry)
-            await self.events.post(job_ref(entry), type_=NORMAL, reason="RunCancelled",
-                                   message=f"buffered run {run_id} cancelled: "
-                                   f"{CANCELLED_BY_USER}")  # fmt: skip
-        plan = buffer_plan(entry.wanted.buffered_runs, valid=entry.spec is not None,
-                           suspended=entry.suspended, paused=entry.paused,
-                           active=entry.active_run_id() is not None)  # fmt: skip
+            await self.events.post(
+                job_ref(entry),
+                type_=NORMAL,
+                reason="RunCancelled",
+                message=f"buffered run {run_id} cancelled: {CANCELLED_BY_USER}",
+            )
+        plan = buffer_plan(
+            entry.wanted.buffered_runs,
+            valid=entry.spec is not None,
+            suspended=entry.suspended,
+            paused=entry.paused,
+            active=entry.active_run_id() is not None,
+        )
         if isinstance(plan, DropAll):
             waiting = plan.runs
             self.metrics.runs_skipped.labels(reason="missed").inc(len(waiting))
             entry.wanted = updated(
-                entry.wanted, buffered_runs=[],
+                entry.wanted,
+                buffered_runs=[],
                 missed_runs=(entry.wanted.missed_runs or 0) + len(waiting),
                 last_missed_time=max(b.scheduled_at for b in waiting),
-            )  # fmt: skip
+            )
             await self.reporter.write(entry)
             named = ", ".join(b.id for b in waiting[:_NAMED]) + (
-                ", ..." if len(waiting) > _NAMED else "")  # fmt: skip
-            await self.events.post(job_ref(entry), type_=WARNING, reason="BufferDropped",
-                                   message=f"{len(waiting)} buffered run(s) dropped and counted "
-                                   f"missed: {plan.why} ({named})")  # fmt: skip
+                ", ..." if len(waiting) > _NAMED else ""
+            )
+            await self.events.post(
+                job_ref(entry),
+                type_=WARNING,
+                reason="BufferDropped",
+                message=f"{len(waiting)} buffered run(s) dropped and counted "
+                f"missed: {plan.why} ({named})",
+            )
         elif isinstance(plan, PublishHead):
             head, rest = plan.head, list(plan.rest)
-            queued = QueuedRun(id=head.id, scheduled_at=head.scheduled_at,
-                               queued_at=self.clock.now())  # fmt: skip
+            queued = QueuedRun(
+                id=head.id, scheduled_at=head.scheduled_at, queued_at=self.clock.now()
+            )
             if await self.publish(entry, queued, trigger="buffer") is None:
                 return
             entry.wanted = updated(entry.wanted, buffered_runs=rest)
             await self.reporter.write(entry)
-            await self.events.post(job_ref(entry), type_=NORMAL, reason="RunReleased",
-                                   message=f"buffered run {head.id} published: no run is active "
-                                   f"now ({len(rest)} still buffered)")  # fmt: skip
+            await self.events.post(
+                job_ref(entry),
+                type_=NORMAL,
+                reason="RunReleased",
+                message=f"buffered run {head.id} published: no run is active "
+                f"now ({len(rest)} still buffered)",
+            )
 
     async def cancel(self, run_id: str) -> bool | None:
         """Take a run out of the queue if it has not started; None if Redis is away."""

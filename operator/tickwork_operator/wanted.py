@@ -39,15 +39,25 @@ class ConditionChange:
     message: str
 
 
-SUSPENDED = ConditionChange(CONDITION_SUSPENDED, status=True, reason="Suspended",
-                            message="spec.suspend is true: no run is published")  # fmt: skip
-UNSUSPENDED = ConditionChange(CONDITION_SUSPENDED, status=False, reason="Resumed",
-                              message="runs are published again, from the resume on")  # fmt: skip
+SUSPENDED = ConditionChange(
+    CONDITION_SUSPENDED,
+    status=True,
+    reason="Suspended",
+    message="spec.suspend is true: no run is published",
+)
+UNSUSPENDED = ConditionChange(
+    CONDITION_SUSPENDED,
+    status=False,
+    reason="Resumed",
+    message="runs are published again, from the resume on",
+)
 UNPAUSED = ConditionChange(
-    CONDITION_PAUSED, status=False, reason="Resumed",
+    CONDITION_PAUSED,
+    status=False,
+    reason="Resumed",
     message=f"resumed ({RESUME_ANNOTATION} or a new spec): runs are published again, "
     "from the resume on",
-)  # fmt: skip
+)
 
 
 def condition_plan(
@@ -62,8 +72,11 @@ def condition_plan(
     elif valid and CONDITION_SUSPENDED in shown:
         plan.append(UNSUSPENDED)
     if paused is not None:
-        plan.append(ConditionChange(CONDITION_PAUSED, status=True, reason="ConsecutiveFailures",
-                                    message=paused))  # fmt: skip
+        plan.append(
+            ConditionChange(
+                CONDITION_PAUSED, status=True, reason="ConsecutiveFailures", message=paused
+            )
+        )
     elif CONDITION_PAUSED in shown:
         plan.append(UNPAUSED)
     return tuple(plan)
@@ -83,37 +96,60 @@ def wanted_share(entry: JobEntry, *, now: dt.datetime, keeps_schedule: bool) -> 
     current = entry.wanted.observed_generation == entry.generation
     base = entry.wanted if current else entry.written
     phase = job_phase(
-        suspended=entry.suspended, valid=entry.spec is not None,
+        suspended=entry.suspended,
+        valid=entry.spec is not None,
         finished=entry.finished(now=now, last_schedule_time=base.last_schedule_time),
-        active=entry.active_run_id() is not None, paused=entry.paused,
-    )  # fmt: skip
+        active=entry.active_run_id() is not None,
+        paused=entry.paused,
+    )
     pending = entry.pending if entry.spec and not entry.suspended and keeps_schedule else None
     next_run_at = pending.scheduled_at if pending else None
     finished = entry.finished_run_ids()
     # Each step below leaves a new share as it is; the last one is compacted.
     wanted = updated(
-        base, lean=False, observed_generation=entry.generation,
+        base,
+        lean=False,
+        observed_generation=entry.generation,
         cancel_requests=[r for r in base.cancel_requests if r.id not in finished],
-        phase=phase, next_run_at=next_run_at,
+        phase=phase,
+        next_run_at=next_run_at,
         next_runs=entry.next_runs(next_run_at),
-        failure_streak=recorded_streak(entry.streak), last_resume_token=entry.resumed_token,
+        failure_streak=recorded_streak(entry.streak),
+        last_resume_token=entry.resumed_token,
         backfills=entry.backfill_progress(),
-    )  # fmt: skip
+    )
     paused = pause_text(entry)
     last = entry.observed.last_run
     ready = readiness(
-        phase=phase, invalid_reason=entry.invalid_reason,
-        last_outcome=last.outcome if last else None, last_run_id=last.id if last else None,
+        phase=phase,
+        invalid_reason=entry.invalid_reason,
+        last_outcome=last.outcome if last else None,
+        last_run_id=last.id if last else None,
         last_error=last.error if last else None,
-        missed_one_shot=wanted.missed_runs is not None and wanted.missed_runs > 0
-        and wanted.last_missed_time == wanted.last_schedule_time and last is None
+        missed_one_shot=wanted.missed_runs is not None
+        and wanted.missed_runs > 0
+        and wanted.last_missed_time == wanted.last_schedule_time
+        and last is None
         and bool(entry.spec and entry.spec.one_shot),
-        pause_message=paused, one_shot=entry.spec is None or entry.spec.one_shot,
-    )  # fmt: skip
+        pause_message=paused,
+        one_shot=entry.spec is None or entry.spec.one_shot,
+    )
     shown_types = frozenset(c.type for c in wanted.conditions)
-    plan = condition_plan(ready=ready, valid=entry.spec is not None, suspended=entry.suspended,
-                          paused=paused, shown=shown_types)  # fmt: skip
+    plan = condition_plan(
+        ready=ready,
+        valid=entry.spec is not None,
+        suspended=entry.suspended,
+        paused=paused,
+        shown=shown_types,
+    )
     for change in plan:
-        wanted = with_condition(wanted, change.type, status=change.status, reason=change.reason,
-                                message=change.message, now=now, lean=False)  # fmt: skip
+        wanted = with_condition(
+            wanted,
+            change.type,
+            status=change.status,
+            reason=change.reason,
+            message=change.message,
+            now=now,
+            lean=False,
+        )
     return wanted if wanted is base else compact(wanted)

@@ -4,6 +4,7 @@ made anew fails here."""
 
 from __future__ import annotations
 
+import ast
 from pathlib import Path
 
 import pytest
@@ -31,3 +32,20 @@ def test_a_module_without_a_docstring_is_refused(tmp_path: Path) -> None:
     bare.write_text("x = 1\n")
     with pytest.raises(ValueError, match="has no docstring"):
         moduledocs.summary(bare)
+
+
+#: A module longer than this says why at its top, in its docstring.
+LONG = 400
+
+
+def test_a_module_over_400_lines_says_why_at_its_top() -> None:
+    unexplained = []
+    for package in moduledocs.PACKAGES:
+        for path in sorted(package.rglob("*.py")):
+            text = path.read_text()
+            if text.count("\n") <= LONG:
+                continue
+            docstring = ast.get_docstring(ast.parse(text)) or ""
+            if not any(line.startswith(f"Over {LONG} lines: ") for line in docstring.splitlines()):
+                unexplained.append(f"{path.relative_to(moduledocs.ROOT)}: {text.count(chr(10))}")
+    assert not unexplained, f'say why in the docstring ("Over {LONG} lines: ..."), or split'

@@ -266,7 +266,7 @@ def test_a_share_read_from_json_holds_its_values_in_dicts_keyed_by_shared_keys()
     import tracemalloc  # noqa: PLC0415
 
     from tickwork.api.models import OperatorStatus  # noqa: PLC0415
-    from tickwork_operator.entry import status_of  # noqa: PLC0415
+    from tickwork_operator.reading import status_of  # noqa: PLC0415
 
     status = {
         "phase": "Scheduled",
@@ -309,7 +309,7 @@ def test_jobs_on_one_schedule_share_their_lists_which_nothing_can_change() -> No
 
     from tickwork.api.models import OperatorStatus  # noqa: PLC0415
     from tickwork.api.sharing import SharedList  # noqa: PLC0415
-    from tickwork_operator.entry import status_of  # noqa: PLC0415
+    from tickwork_operator.reading import status_of  # noqa: PLC0415
 
     status = {
         "phase": "Scheduled",
@@ -406,7 +406,7 @@ def test_the_share_a_watch_event_brings_back_unchanged_is_the_one_held(
     pair of empty shares."""
     from tickwork.api.sharing import compact  # noqa: PLC0415
     from tickwork.kube.status import operator_body  # noqa: PLC0415
-    from tickwork_operator import entry as entries  # noqa: PLC0415
+    from tickwork_operator import reading as entries  # noqa: PLC0415
 
     state = WatchState(index=BucketIndex(start=T0.timestamp(), width=1.0))
     new = state.observe(body({}), now=T0)

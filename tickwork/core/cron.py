@@ -1,5 +1,8 @@
 """Cron expressions: parsing, and matching on wall-clock minute numbers.
 
+Over 400 lines: one grammar (Vixie cron's fields, names, steps and its day-of-month or
+day-of-week rule) and the matching that follows it, which change together.
+
 Syntax is Vixie cron's (as in Debian): five fields — minute, hour, day of
 month, month, day of week — each a comma list of ``*``, ``N``, ``N-M`` with
 an optional ``/step``; month and weekday names (``jan``, ``mon-fri``); 0 or 7

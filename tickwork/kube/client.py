@@ -1,5 +1,8 @@
 """A small asyncio client for the few Kubernetes calls Tickwork makes.
 
+Over 400 lines: every call Tickwork makes to the API server, with the retries,
+timeouts and errors they share, in one client.
+
 Credentials come from :mod:`tickwork.kube.credentials` (the in-cluster service
 account, a kubeconfig; the official ``kubernetes`` package's loaders only for what
 those do not read, such as exec plugins), the transport is ``aiohttp`` — the HTTP
@@ -144,8 +147,9 @@ class KubeClient:
         content_type: str = "application/json",
         accept: str = "application/json",
     ) -> dict[str, Any]:
-        payload = await self._send(method, path, body=body, params=params,
-                                   content_type=content_type, accept=accept)  # fmt: skip
+        payload = await self._send(
+            method, path, body=body, params=params, content_type=content_type, accept=accept
+        )
         result: dict[str, Any] = json.loads(payload) if payload else {}
         return result
 
@@ -378,8 +382,9 @@ class KubeClient:
         return await self.request("GET", f"{self.batch_jobs_path(namespace)}/{name}")
 
     async def list_batch_jobs(self, namespace: str, label_selector: str) -> list[dict[str, Any]]:
-        answer = await self.request("GET", self.batch_jobs_path(namespace),
-                                    params={"labelSelector": label_selector})  # fmt: skip
+        answer = await self.request(
+            "GET", self.batch_jobs_path(namespace), params={"labelSelector": label_selector}
+        )
         items: list[dict[str, Any]] = answer.get("items") or []
         return items
 
@@ -392,8 +397,9 @@ class KubeClient:
         )
 
     async def list_pods(self, namespace: str, label_selector: str) -> list[dict[str, Any]]:
-        answer = await self.request("GET", f"/api/v1/namespaces/{namespace}/pods",
-                                    params={"labelSelector": label_selector})  # fmt: skip
+        answer = await self.request(
+            "GET", f"/api/v1/namespaces/{namespace}/pods", params={"labelSelector": label_selector}
+        )
         items: list[dict[str, Any]] = answer.get("items") or []
         return items
 

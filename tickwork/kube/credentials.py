@@ -39,10 +39,26 @@ SERVICE_ACCOUNT = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 #: often; a refresh hook of the official loaders is called as often.
 TOKEN_REREAD_SECONDS = 60.0
 
-_CLUSTER_KEYS = frozenset({"server", "certificate-authority", "certificate-authority-data",
-                           "insecure-skip-tls-verify", "extensions"})  # fmt: skip
-_USER_KEYS = frozenset({"token", "tokenFile", "client-certificate", "client-key",
-                        "client-certificate-data", "client-key-data", "extensions"})  # fmt: skip
+_CLUSTER_KEYS = frozenset(
+    {
+        "server",
+        "certificate-authority",
+        "certificate-authority-data",
+        "insecure-skip-tls-verify",
+        "extensions",
+    }
+)
+_USER_KEYS = frozenset(
+    {
+        "token",
+        "tokenFile",
+        "client-certificate",
+        "client-key",
+        "client-certificate-data",
+        "client-key-data",
+        "extensions",
+    }
+)
 
 
 class CredentialsError(Exception):
@@ -121,8 +137,9 @@ def service_account(root: Path = SERVICE_ACCOUNT) -> Connection:
         raise CredentialsError("KUBERNETES_SERVICE_HOST is not set: not in a pod")
     if ":" in host:  # IPv6
         host = f"[{host}]"
-    connection = Connection(host=f"https://{host}:{port}", ca_file=str(root / "ca.crt"),
-                            token_file=str(root / "token"))  # fmt: skip
+    connection = Connection(
+        host=f"https://{host}:{port}", ca_file=str(root / "ca.crt"), token_file=str(root / "token")
+    )
     connection.authorization()  # a missing or unreadable token fails here, not later
     return connection
 
@@ -213,6 +230,11 @@ def _official(kubeconfig: str | None) -> Connection:
         prefix = configuration.api_key_prefix.get("BearerToken")
         return f"{prefix} {token}" if token and prefix else token
 
-    return Connection(host=configuration.host, verify=bool(configuration.verify_ssl),
-                      ca_file=configuration.ssl_ca_cert, cert_file=configuration.cert_file,
-                      key_file=configuration.key_file, refresh=header)  # fmt: skip
+    return Connection(
+        host=configuration.host,
+        verify=bool(configuration.verify_ssl),
+        ca_file=configuration.ssl_ca_cert,
+        cert_file=configuration.cert_file,
+        key_file=configuration.key_file,
+        refresh=header,
+    )

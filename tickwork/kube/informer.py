@@ -155,8 +155,13 @@ class Informer:
                 delay = retry[min(failures, len(retry) - 1)]
                 failures += 1
                 log = logger.warning if isinstance(exc, KubeApiError) else logger.exception
-                log("watch of %s broke, %s in %.1fs: %s", self._path(scope),
-                    "resuming" if self._at.get(scope) else "listing again", delay, exc)  # fmt: skip
+                log(
+                    "watch of %s broke, %s in %.1fs: %s",
+                    self._path(scope),
+                    "resuming" if self._at.get(scope) else "listing again",
+                    delay,
+                    exc,
+                )
                 await self._sleep(delay)
             version = self._at.get(scope, "")
 
@@ -200,8 +205,11 @@ class Informer:
         """Hand over the watch's events from ``version`` on, until the server ends the
         watch; the version to resume from is kept as they come."""
         self._at[scope] = version
-        params = {"resourceVersion": version, "allowWatchBookmarks": "true",
-                  "timeoutSeconds": str(self.settings.watch_seconds)}  # fmt: skip
+        params = {
+            "resourceVersion": version,
+            "allowWatchBookmarks": "true",
+            "timeoutSeconds": str(self.settings.watch_seconds),
+        }
         events = self._kube.watch(
             self._path(scope), params, idle_timeout=self.settings.idle_seconds
         )
@@ -213,8 +221,11 @@ class Informer:
                     if obj.get("code") == _GONE:
                         self._at.pop(scope, None)
                         raise _ExpiredError
-                    raise KubeApiError(int(obj.get("code") or 0), str(obj.get("reason", "")),
-                                       str(obj.get("message", "")))  # fmt: skip
+                    raise KubeApiError(
+                        int(obj.get("code") or 0),
+                        str(obj.get("reason", "")),
+                        str(obj.get("message", "")),
+                    )
                 version = str((obj.get("metadata") or {}).get("resourceVersion") or version)
                 if kind in EVENT_TYPES:
                     _call(self._subscriber.event, scope, kind, _trimmed(obj))

@@ -114,32 +114,58 @@ def identity(obj: dict[str, Any]) -> tuple[tuple[str, str], str, str, int]:
     metadata = obj.get("metadata") or {}
     # A namespace is shared by many jobs: one string for all of them.
     key = (sys.intern(str(metadata.get("namespace", ""))), str(metadata.get("name", "")))
-    return (key, str(metadata.get("uid", "")), str(metadata.get("resourceVersion") or ""),
-            int(metadata.get("generation") or 0))  # fmt: skip
+    return (
+        key,
+        str(metadata.get("uid", "")),
+        str(metadata.get("resourceVersion") or ""),
+        int(metadata.get("generation") or 0),
+    )
 
 
 #: What most ScheduledJobs' JSON spells out, as a preset dictionary for deflate: a
 #: job's compact JSON is mostly these keys and values (zlib looks back into it, the
 #: most common strings last).
-_DICTIONARY = json.dumps({
-    "status": {"cancelRequests": [{"id": "", "requestedAt": "", "reason": ""}],
-               "deadRuns": [{"attempts": 3, "failedAt": "", "id": "", "scheduledAt": ""}],
-               "phase": "Scheduled",
-               "runs": [{"id": "", "outcome": "Failed", "scheduledAt": ""}],
-               "lastRun": {"id": "", "outcome": "Succeeded", "scheduledAt": ""}},
-    "spec": {"concurrencyPolicy": "Skip", "retry": {"backoffSeconds": 10, "maxAttempts": 3},
-             "suspend": False, "timeoutSeconds": 300, "startingDeadlineSeconds": 0,
-             "history": {"failedRuns": 3, "successfulRuns": 3}, "timeZone": "UTC",
-             "runAt": "", "task": {"echo": {"message": ""}, "command": {"args": []},
-                                   "python": {"callable": "", "kwargs": {}},
-                                   "http": {"body": "", "headers": {}, "method": "POST",
-                                            "url": "https://"}}, "schedule": "0 * * * *"},
-    "metadata": {"annotations": {RUN_NOW_ANNOTATION: ""}, "labels": {},
-                 "creationTimestamp": "2026-01-01T00:00:00Z", "generation": 1,
-                 "name": "", "namespace": "default", "resourceVersion": "",
-                 "uid": "00000000-0000-0000-0000-000000000000"},
-    "apiVersion": models.API_VERSION, "kind": models.KIND,
-}, separators=(",", ":")).encode()  # fmt: skip
+_DICTIONARY = json.dumps(
+    {
+        "status": {
+            "cancelRequests": [{"id": "", "requestedAt": "", "reason": ""}],
+            "deadRuns": [{"attempts": 3, "failedAt": "", "id": "", "scheduledAt": ""}],
+            "phase": "Scheduled",
+            "runs": [{"id": "", "outcome": "Failed", "scheduledAt": ""}],
+            "lastRun": {"id": "", "outcome": "Succeeded", "scheduledAt": ""},
+        },
+        "spec": {
+            "concurrencyPolicy": "Skip",
+            "retry": {"backoffSeconds": 10, "maxAttempts": 3},
+            "suspend": False,
+            "timeoutSeconds": 300,
+            "startingDeadlineSeconds": 0,
+            "history": {"failedRuns": 3, "successfulRuns": 3},
+            "timeZone": "UTC",
+            "runAt": "",
+            "task": {
+                "echo": {"message": ""},
+                "command": {"args": []},
+                "python": {"callable": "", "kwargs": {}},
+                "http": {"body": "", "headers": {}, "method": "POST", "url": "https://"},
+            },
+            "schedule": "0 * * * *",
+        },
+        "metadata": {
+            "annotations": {RUN_NOW_ANNOTATION: ""},
+            "labels": {},
+            "creationTimestamp": "2026-01-01T00:00:00Z",
+            "generation": 1,
+            "name": "",
+            "namespace": "default",
+            "resourceVersion": "",
+            "uid": "00000000-0000-0000-0000-000000000000",
+        },
+        "apiVersion": models.API_VERSION,
+        "kind": models.KIND,
+    },
+    separators=(",", ":"),
+).encode()
 
 
 #: Raw deflate with a 4 KiB window (the dictionary fits; a job's JSON seldom repeats
@@ -205,6 +231,11 @@ def entry(
     obj: dict[str, Any], *, delivered: int, awaiting: str | None = None
 ) -> tuple[tuple[str, str], Cached]:
     key, uid, version, generation = identity(obj)
-    return key, Cached(packed_uid=_packed_uid(uid), packed_version=_packed_version(version),
-                        generation=generation, body=encode(obj), delivered=delivered,
-                        awaiting=awaiting)  # fmt: skip
+    return key, Cached(
+        packed_uid=_packed_uid(uid),
+        packed_version=_packed_version(version),
+        generation=generation,
+        body=encode(obj),
+        delivered=delivered,
+        awaiting=awaiting,
+    )

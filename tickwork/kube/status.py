@@ -127,16 +127,22 @@ def with_condition(
     wanted = ConditionStatus.TRUE if status else ConditionStatus.FALSE
     previous = next((c for c in share.conditions if c.type == type_), None)
     text = cap_optional(message, 2048) or ""
-    if previous is not None and (previous.status, previous.reason, previous.message,
-                                 previous.observed_generation) == (
-        wanted, reason, text, share.observed_generation
-    ):  # fmt: skip
+    if previous is not None and (
+        previous.status,
+        previous.reason,
+        previous.message,
+        previous.observed_generation,
+    ) == (wanted, reason, text, share.observed_generation):
         return share  # unchanged: no new object, no validation
     since = previous.last_transition_time if previous and previous.status is wanted else now
     condition = Condition(
-        type=type_, status=wanted, reason=reason, message=text,
-        last_transition_time=since, observed_generation=share.observed_generation,
-    )  # fmt: skip
+        type=type_,
+        status=wanted,
+        reason=reason,
+        message=text,
+        last_transition_time=since,
+        observed_generation=share.observed_generation,
+    )
     kept = [c for c in share.conditions if c.type != type_]
     return updated(
         share, lean=lean, conditions=[*(c.model_dump() for c in kept), condition.model_dump()]
@@ -171,8 +177,10 @@ def shown_fields(shown: list[dt.datetime]) -> dict[str, Any]:
     shown: the fields then leave if this apply's manager held them."""
     if not shown:
         return {}
-    return {"nextRunAt": timestamp(shown[0]),
-            "nextRuns": [timestamp(moment) for moment in shown[:NEXT_RUNS]]}  # fmt: skip
+    return {
+        "nextRunAt": timestamp(shown[0]),
+        "nextRuns": [timestamp(moment) for moment in shown[:NEXT_RUNS]],
+    }
 
 
 def active_body(run: ActiveRun, shown: list[dt.datetime] | None = None) -> dict[str, Any]:
@@ -200,11 +208,15 @@ def record_body(
     ``dead_listed``, the other runs listed there), up to :data:`DEAD_RUNS_LISTED`."""
     fields: dict[str, Any] = {"last_run": cap_record(record, TEXT_LIMIT)}
     if dead_listed is not None and dead_listed < DEAD_RUNS_LISTED:
-        fields["dead_runs"] = [DeadRun(
-            id=record.id, scheduled_at=record.scheduled_at,
-            failed_at=record.finished_at or record.scheduled_at, attempts=max(1, record.attempts),
-            error=cap_optional(record.error, TEXT_LIMIT),
-        )]  # fmt: skip
+        fields["dead_runs"] = [
+            DeadRun(
+                id=record.id,
+                scheduled_at=record.scheduled_at,
+                failed_at=record.finished_at or record.scheduled_at,
+                attempts=max(1, record.attempts),
+                error=cap_optional(record.error, TEXT_LIMIT),
+            )
+        ]
     if keeps(record, successful=successful, failed=failed):
         fields["runs"] = [cap_record(record, HISTORY_TEXT_LIMIT)]
     if record.outcome is RunState.SUCCEEDED and record.finished_at is not None:
@@ -220,8 +232,9 @@ def history_manager(slot: str) -> str:
     return HISTORY_MANAGER_PREFIX + slot
 
 
-def history_slot(history: list[RunRecord], outcome: RunState, *, successful: int,
-                 failed: int) -> str | None:  # fmt: skip
+def history_slot(
+    history: list[RunRecord], outcome: RunState, *, successful: int, failed: int
+) -> str | None:
     """Where the record of a run that ended ``outcome`` goes in ``history``: the first
     free place of its kind (``s<i>`` for a success, ``f<i>`` for the rest, i below its
     limit), else the place of the oldest record of its kind. Written there by that
@@ -294,8 +307,12 @@ def withdrawal_body(
 
 
 def cap_record(record: RunRecord, limit: int) -> RunRecord:
-    return record.model_copy(update={"result": cap_optional(record.result, limit),
-                                     "error": cap_optional(record.error, limit)})  # fmt: skip
+    return record.model_copy(
+        update={
+            "result": cap_optional(record.result, limit),
+            "error": cap_optional(record.error, limit),
+        }
+    )
 
 
 def trim_due(drop: list[str], held: int, *, placed: bool) -> bool:
@@ -320,15 +337,20 @@ def trim_patch(written: dict[str, Any], drop: list[str]) -> list[dict[str, Any]]
     last index down. Empty when none of them is there."""
     runs = (written.get("status") or {}).get("runs") or []
     gone = set(drop)
-    found = [(index, entry["id"]) for index, entry in enumerate(runs)
-             if isinstance(entry, dict) and entry.get("id") in gone]  # fmt: skip
+    found = [
+        (index, entry["id"])
+        for index, entry in enumerate(runs)
+        if isinstance(entry, dict) and entry.get("id") in gone
+    ]
     if not found:
         return []
     uid = (written.get("metadata") or {}).get("uid")
     operations: list[dict[str, Any]] = [{"op": "test", "path": "/metadata/uid", "value": uid}]
     for index, run_id in reversed(found):
-        operations += [{"op": "test", "path": f"/status/runs/{index}/id", "value": run_id},
-                       {"op": "remove", "path": f"/status/runs/{index}"}]  # fmt: skip
+        operations += [
+            {"op": "test", "path": f"/status/runs/{index}/id", "value": run_id},
+            {"op": "remove", "path": f"/status/runs/{index}"},
+        ]
     return operations
 
 
@@ -349,5 +371,7 @@ def trim_plan(
 
 def holds_legacy_share(metadata: dict[str, Any]) -> bool:
     """Does the workers' single manager of older versions still own fields here?"""
-    return any(entry.get("manager") == LEGACY_WORKER_MANAGER
-               for entry in metadata.get("managedFields") or [])  # fmt: skip
+    return any(
+        entry.get("manager") == LEGACY_WORKER_MANAGER
+        for entry in metadata.get("managedFields") or []
+    )

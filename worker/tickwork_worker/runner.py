@@ -1,5 +1,8 @@
 """One claimed run, from the queue to its outcome in status.
 
+Over 400 lines: the steps of one run, in the order that makes a killed worker
+harmless, read best in one place.
+
 The pieces: :mod:`~tickwork_worker.decisions` (may it start, how did it end:
 pure), :mod:`~tickwork_worker.lease` (the heartbeat), and
 :mod:`~tickwork_worker.job_access` (reading the job, writing status); this
