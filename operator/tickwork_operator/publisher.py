@@ -1,8 +1,5 @@
 """The leader's publishing: due runs and run-now triggers, and the one publish path.
 
-Over 400 lines: due runs and run-now triggers share the one publish path, its Lease
-check and what a refused publish leaves behind.
-
 A due entry of the bucket index is planned by :func:`tickwork.core.planning.decide`
 (publish, buffer, skip, or miss), a trigger names a manual run. Every run goes out
 through :meth:`Publisher.publish`, these and those of the two parts a
@@ -20,12 +17,10 @@ from __future__ import annotations
 import datetime as dt
 import logging
 from collections.abc import Callable
-from typing import Any
 
-from tickwork.api.models import OperatorStatus, QueuedRun
+from tickwork.api.models import QueuedRun
 from tickwork.core.annotations import same_trigger, trigger_key
 from tickwork.core.cancel import policy_reason
-from tickwork.core.catchup import CatchupPolicy
 from tickwork.core.errors import InvalidParamsError, QueueUnavailableError
 from tickwork.core.params import parse_params
 from tickwork.core.planning import Action, Decision, PendingRun, decide
@@ -38,6 +33,7 @@ from tickwork.queue.protocol import RunQueue
 from tickwork_operator.backfills import Backfills
 from tickwork_operator.claims import NamespaceClaims, schedules
 from tickwork_operator.clock import Clock
+from tickwork_operator.due import DuePlan, decided_by_the_clock, due_plan
 from tickwork_operator.metrics import OperatorMetrics
 from tickwork_operator.pacing import Pace
 from tickwork_operator.reporter import Reporter, job_ref
@@ -177,24 +173,45 @@ class Publisher:
                 wait = self.pace.wait(self.clock.monotonic())
                 self.state.index.put(("run", entry.namespace, entry.name), self.clock.wall() + wait)
                 return
-            if decision.cancel_run_id is not None:
-                why = policy_reason(
-                    entry.spec.concurrency_policy.overlap.value, terminate=decision.terminate
-                )
-                await self.waiting.request_cancel(
-                    entry, decision.cancel_run_id, terminate=decision.terminate, reason=why
-                )
-            if decision.action is Action.PUBLISH:
-                if not await self._publish_due(entry, decision, now=now):
-                    self.reindex(entry, pending, retry=True)
-                    return
-            elif decision.action is Action.BUFFER:
-                self._buffered(entry, decision)
-                self.waiting.buffer(entry, decision, now=now)
-            else:
-                self._not_published(entry, decision)
+            if not await self._carry_out(entry, decision, now=now):
+                self.reindex(entry, pending, retry=True)
+                return
             entry.pending = decision.following
             self.reindex(entry, decision.following)
+
+    async def _carry_out(self, entry: JobEntry, decision: Decision, *, now: dt.datetime) -> bool:
+        """Carry ``decision`` out: the cancel it asks for, then its plan (:func:`due_plan`),
+        worked out on the share the cancel left. False if it must be decided again."""
+        spec = entry.spec
+        assert spec is not None  # noqa: S101 - run_due decides for valid specs only
+        if decision.cancel_run_id is not None:
+            why = policy_reason(spec.concurrency_policy.overlap.value, terminate=decision.terminate)
+            await self.waiting.request_cancel(
+                entry, decision.cancel_run_id, terminate=decision.terminate, reason=why
+            )
+        plan = due_plan(
+            entry.wanted,
+            decision,
+            now=now,
+            keeps_schedule=self.state.keeps_schedule(entry),
+            next_runs=entry.next_runs,
+            by_the_clock=decided_by_the_clock(decision, spec),
+            overtaken=entry.active_run_id() is not None,
+        )
+        if decision.action is Action.PUBLISH:
+            if not await self._publish_due(entry, decision, plan, now=now):
+                return False
+        else:
+            entry.wanted = updated(entry.wanted, **plan.changes)
+            if decision.action is Action.BUFFER:
+                self.waiting.buffer(entry, decision, now=now)
+        if plan.missed:
+            self.metrics.runs_skipped.labels(reason="missed").inc(plan.missed)
+        if plan.skipped:
+            self.metrics.runs_skipped.labels(reason="forbid").inc(plan.skipped)
+        if plan.report:
+            self.reporter.owe(entry).events.extend(plan.events)
+        return True
 
     async def _resume_written(self, entry: JobEntry) -> bool:
         """Status no longer says Paused (written now if it still does; False if that
@@ -213,7 +230,11 @@ class Publisher:
         else:
             self.state.index.put(key, pending.due_at.timestamp())
 
-    async def _publish_due(self, entry: JobEntry, decision: Decision, *, now: dt.datetime) -> bool:
+    async def _publish_due(
+        self, entry: JobEntry, decision: Decision, plan: DuePlan, *, now: dt.datetime
+    ) -> bool:
+        """Publish ``decision``'s run as ``plan`` says; False if it must be decided again
+        (Redis away, or the durable write refused)."""
         assert decision.scheduled_at is not None  # noqa: S101 - a publish names its run
         assert decision.run_id is not None  # noqa: S101
         queued = QueuedRun(id=decision.run_id, scheduled_at=decision.scheduled_at, queued_at=now)
@@ -222,123 +243,23 @@ class Publisher:
         # again later, count one more missed and start a second run. Such a decision
         # is written first, naming its run (queuedRun): a run that status names and
         # the queue lacks is published by the reconciler.
-        durable = _decided_by_the_clock(entry, decision)
-        # A run still on its way (queued, running) whose record would show this run as
-        # next: status would show it past, for as long as the backlog lasts.
-        overtaken = entry.active_run_id() is not None
-        # Without the schedule in status (scheduleInStatus off), a run on time is
-        # published with no status write of the operator's: its worker's record says it.
-        reported = durable or self.state.keeps_schedule(entry)
-        if durable:
+        if plan.durable:
             before = entry.wanted
-            entry.wanted = updated(self._decided(entry, decision), queued_run=queued)
+            entry.wanted = updated(entry.wanted, **plan.changes, queued_run=queued)
             if not await self.reporter.write(entry):
                 entry.wanted = before
                 return False
             entry.published_run_id = queued.id
             self.state.track_active(entry)
-        outcome = await self.publish(entry, queued, trigger="schedule", reported=reported)
-        if outcome is None and not durable:
+        outcome = await self.publish(entry, queued, trigger="schedule", reported=plan.reported)
+        if outcome is None and not plan.durable:
             return False
         if outcome is EnqueueOutcome.ENQUEUED:
             lag = (now - decision.scheduled_at).total_seconds()
             self.metrics.schedule_lag.observe(max(0.0, lag))
-        if not durable:
-            entry.wanted = self._decided(entry, decision)
-        self._note_missed(decision)
-        if not reported:
-            if overtaken:
-                self.reporter.owe(entry)  # the next runs, as the records would not say
-            return True
-        report = self.reporter.owe(entry)
-        if decision.missed:
-            which = (
-                "the oldest run caught up"
-                if decision.following and (decision.following.scheduled_at <= now)
-                else "the latest due run"
-            )
-            report.events.append(
-                (
-                    WARNING,
-                    "MissedRuns",
-                    (
-                        f"{decision.missed} run(s) missed while no watcher ran; {which} "
-                        f"({decision.scheduled_at.isoformat()}) was published"
-                    ),
-                )
-            )
+        if not plan.durable:
+            entry.wanted = updated(entry.wanted, **plan.changes)
         return True
-
-    def _decided(self, entry: JobEntry, decision: Decision) -> OperatorStatus:
-        """The operator's share once ``decision``'s run is published: its time, the
-        next, and the runs it counts missed (without the schedule in status, the
-        time only if the decision is written: see :func:`_decided_by_the_clock`)."""
-        if not self.state.keeps_schedule(entry):
-            if not _decided_by_the_clock(entry, decision):
-                # Nothing of the operator's to write; a time an earlier decision wrote
-                # (a catch-up, a skip) is stale now and leaves status.
-                return updated(entry.wanted, last_schedule_time=None)
-            return _with_missed(
-                updated(entry.wanted, last_schedule_time=decision.scheduled_at), decision
-            )
-        following = decision.following.scheduled_at if decision.following else None
-        wanted = updated(
-            entry.wanted,
-            last_schedule_time=decision.scheduled_at,
-            **self._next(entry, following),
-        )
-        return _with_missed(wanted, decision)
-
-    def _next(self, entry: JobEntry, following: dt.datetime | None) -> dict[str, Any]:
-        """``nextRunAt`` and ``nextRuns`` when ``following`` is next (none without the
-        schedule in status)."""
-        if not self.state.keeps_schedule(entry):
-            return {"next_run_at": None, "next_runs": None}
-        return {"next_run_at": following, "next_runs": entry.next_runs(following)}
-
-    def _note_missed(self, decision: Decision) -> None:
-        if decision.missed:
-            self.metrics.runs_skipped.labels(reason="missed").inc(decision.missed)
-
-    def _not_published(self, entry: JobEntry, decision: Decision) -> None:
-        wanted = entry.wanted
-        report = self.reporter.owe(entry)
-        following = decision.following.scheduled_at if decision.following else None
-        if decision.action is Action.SKIP:
-            self.metrics.runs_skipped.labels(reason="forbid").inc()
-            wanted = updated(
-                wanted,
-                **self._next(entry, following),
-                last_schedule_time=decision.scheduled_at,
-                missed_runs=(wanted.missed_runs or 0) + 1 + decision.missed,
-                last_missed_time=decision.scheduled_at,
-            )
-            report.events.append((NORMAL, "RunSkipped", decision.reason))
-        else:  # MISS
-            self._note_missed(decision)
-            wanted = updated(
-                wanted,
-                **self._next(entry, following),
-                missed_runs=(wanted.missed_runs or 0) + decision.missed,
-                last_missed_time=decision.latest_missed,
-                last_schedule_time=decision.latest_missed,
-            )
-            # Ready turns False (Missed) for a one-shot when the state refreshes its
-            # lifecycle from this write: one place decides Ready (core.states.readiness).
-            report.events.append((WARNING, "MissedRun", decision.reason))
-        entry.wanted = wanted
-
-    def _buffered(self, entry: JobEntry, decision: Decision) -> None:
-        """The schedule in status once ``decision``'s run is buffered (the buffer itself:
-        :meth:`WaitingRuns.buffer <tickwork_operator.waiting.WaitingRuns.buffer>`)."""
-        following = decision.following.scheduled_at if decision.following else None
-        wanted = updated(
-            entry.wanted,
-            last_schedule_time=decision.scheduled_at,
-            **self._next(entry, following),
-        )
-        entry.wanted = _with_missed(wanted, decision)
-        self._note_missed(decision)
 
     # -- manual runs --------------------------------------------------------------
 
@@ -408,26 +329,3 @@ class Publisher:
             message=f"run-now {token!r} ignored: {why}",
         )
         await self.reporter.write(entry)
-
-
-def _with_missed(wanted: OperatorStatus, decision: Decision) -> OperatorStatus:
-    if not decision.missed:
-        return wanted
-    return updated(
-        wanted,
-        missed_runs=(wanted.missed_runs or 0) + decision.missed,
-        last_missed_time=decision.latest_missed or wanted.last_missed_time,
-    )
-
-
-def _decided_by_the_clock(entry: JobEntry, decision: Decision) -> bool:
-    """Would the same run, decided again later, be decided otherwise? A run on time, or
-    the oldest one owed under catch-up ``All``, is decided again the same way (and
-    published again as a no-op: run IDs); a caught-up run of ``Latest`` (or of no
-    policy, CronJob's way) and any decision that counts runs missed is not."""
-    if decision.missed:
-        return True
-    if not decision.late or entry.spec is None:
-        return False
-    rule = entry.spec.catchup_rule
-    return rule is None or rule.policy is not CatchupPolicy.ALL
