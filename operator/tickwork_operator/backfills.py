@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-from collections.abc import Callable
 
 from tickwork.api.models import BackfillProgress, QueuedRun
 from tickwork.core.backfill import next_backfill_run, refusal
@@ -23,41 +22,32 @@ from tickwork.core.planning import Action, ConcurrencyPolicy, overlap
 from tickwork.core.runs import backfill_run_id
 from tickwork.kube.events import NORMAL, WARNING
 from tickwork.kube.status import updated
-from tickwork_operator.claims import NamespaceClaims, schedules
-from tickwork_operator.clock import Clock
-from tickwork_operator.metrics import OperatorMetrics
+from tickwork_operator.claims import schedules
 from tickwork_operator.pacing import Pace
+from tickwork_operator.parts import Part, Shared
 from tickwork_operator.reporter import Reporter
-from tickwork_operator.state import JobEntry, WatchState
+from tickwork_operator.state import JobEntry
 from tickwork_operator.waiting import Publish, WaitingRuns
 
 logger = logging.getLogger(__name__)
 
 
-class Backfills:
+class Backfills(Part):
     def __init__(
         self,
+        shared: Shared,
         *,
-        state: WatchState,
-        metrics: OperatorMetrics,
         reporter: Reporter,
-        clock: Clock,
         pace: Pace,
-        holds_lease: Callable[[], bool],
         publish: Publish,
         waiting: WaitingRuns,
-        claims: NamespaceClaims | None = None,
     ) -> None:
         """``waiting``: where the concurrencyPolicy's cancels of the active run go."""
-        self.state = state
-        self.metrics = metrics
+        super().__init__(shared)
         self.reporter = reporter
-        self.clock = clock
         self.pace = pace
-        self.holds_lease = holds_lease
         self.publish = publish
         self.waiting = waiting
-        self.claims = claims
 
     async def run_backfills(self) -> None:
         """Publish the next runs of every unfinished backfill, as the pace allows."""

@@ -13,43 +13,26 @@ a purged one is withdrawn here, by an apply as that run's own field manager.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from typing import Any
 
 from tickwork.api.models import ScheduledJobStatus
 from tickwork.core.annotations import DeadLetterRequest
 from tickwork.core.errors import QueueUnavailableError
 from tickwork.core.runs import belongs_to
-from tickwork.kube.client import KubeApiError, KubeClient
-from tickwork.kube.events import NORMAL, WARNING, EventRecorder
+from tickwork.kube.client import KubeApiError
+from tickwork.kube.events import NORMAL, WARNING
 from tickwork.kube.status import run_manager, updated, withdrawal_body
-from tickwork.queue.protocol import RunQueue
-from tickwork_operator.claims import NamespaceClaims, schedules
+from tickwork_operator.parts import Part, Shared
 from tickwork_operator.reporter import Reporter
-from tickwork_operator.state import JobEntry, WatchState
+from tickwork_operator.state import JobEntry
 
 logger = logging.getLogger(__name__)
 
 
-class DeadLetterDesk:
-    def __init__(
-        self,
-        *,
-        state: WatchState,
-        queue: RunQueue,
-        kube: KubeClient,
-        events: EventRecorder,
-        reporter: Reporter,
-        holds_lease: Callable[[], bool],
-        claims: NamespaceClaims | None = None,
-    ) -> None:
-        self.state = state
-        self.queue = queue
-        self.kube = kube
-        self.events = events
+class DeadLetterDesk(Part):
+    def __init__(self, shared: Shared, *, reporter: Reporter) -> None:
+        super().__init__(shared)
         self.reporter = reporter
-        self.holds_lease = holds_lease
-        self.claims = claims
 
     async def act(self) -> None:
         """Every request the watch brought since the last tick."""
@@ -57,7 +40,7 @@ class DeadLetterDesk:
             entry = self.state.jobs.get(key)
             if entry is None:
                 continue
-            if not self.holds_lease() or not schedules(self.claims, entry.namespace):
+            if not self.may_act(entry.namespace):
                 self.state.retry_dead_letter_ask(key, ask)
                 continue
             try:

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-from collections.abc import Callable
 
 from tickwork.api.models import QueuedRun
 from tickwork.core.annotations import same_trigger, trigger_key
@@ -26,18 +25,15 @@ from tickwork.core.params import parse_params
 from tickwork.core.planning import Action, Decision, PendingRun, decide
 from tickwork.core.runs import manual_run_id
 from tickwork.core.states import JobPhase
-from tickwork.kube.events import NORMAL, WARNING, EventRecorder
+from tickwork.kube.events import NORMAL, WARNING
 from tickwork.kube.status import updated
 from tickwork.queue.messages import EnqueueOutcome, RunMessage
-from tickwork.queue.protocol import RunQueue
 from tickwork_operator.backfills import Backfills
-from tickwork_operator.claims import NamespaceClaims, schedules
-from tickwork_operator.clock import Clock
 from tickwork_operator.due import DuePlan, decided_by_the_clock, due_plan
-from tickwork_operator.metrics import OperatorMetrics
 from tickwork_operator.pacing import Pace
+from tickwork_operator.parts import Part, Shared
 from tickwork_operator.reporter import Reporter, job_ref
-from tickwork_operator.state import JobEntry, Trigger, WatchState
+from tickwork_operator.state import JobEntry, Trigger
 from tickwork_operator.waiting import WaitingRuns
 
 logger = logging.getLogger(__name__)
@@ -47,56 +43,15 @@ logger = logging.getLogger(__name__)
 RETRY_DELAY = 1.0
 
 
-class Publisher:
-    def __init__(
-        self,
-        *,
-        state: WatchState,
-        queue: RunQueue,
-        events: EventRecorder,
-        metrics: OperatorMetrics,
-        reporter: Reporter,
-        clock: Clock,
-        holds_lease: Callable[[], bool],
-        pace: Pace,
-        claims: NamespaceClaims | None = None,
-    ) -> None:
-        self.state = state
-        self.pace = pace
-        self.queue = queue
-        self.events = events
-        self.metrics = metrics
+class Publisher(Part):
+    def __init__(self, shared: Shared, *, reporter: Reporter, pace: Pace) -> None:
+        super().__init__(shared)
         self.reporter = reporter
-        self.clock = clock
-        self.holds_lease = holds_lease
-        self.claims = claims
-        self.waiting = WaitingRuns(
-            state=state,
-            queue=queue,
-            events=events,
-            metrics=metrics,
-            reporter=reporter,
-            clock=clock,
-            holds_lease=holds_lease,
-            publish=self.publish,
-            claims=claims,
-        )
+        self.pace = pace
+        self.waiting = WaitingRuns(shared, reporter=reporter, publish=self.publish)
         self.backfills = Backfills(
-            state=state,
-            metrics=metrics,
-            reporter=reporter,
-            clock=clock,
-            pace=pace,
-            holds_lease=holds_lease,
-            publish=self.publish,
-            waiting=self.waiting,
-            claims=claims,
+            shared, reporter=reporter, pace=pace, publish=self.publish, waiting=self.waiting
         )
-
-    def may_act(self, namespace: str) -> bool:
-        """Is the leader Lease ours, and the claim on ``namespace`` (if claims are
-        held at all)? Checked before each publish, like the Lease alone before."""
-        return self.holds_lease() and schedules(self.claims, namespace)
 
     def _retry_in(self, namespace: str) -> float:
         if self.claims is None or not self.holds_lease():

@@ -7,18 +7,15 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Callable
 
 from tickwork.api.models import ActiveRun, QueuedRun
 from tickwork.core.errors import QueueUnavailableError
 from tickwork.core.runs import parse_run_id
-from tickwork.kube.client import KubeApiError, KubeClient
+from tickwork.kube.client import KubeApiError
 from tickwork.queue.messages import EnqueueOutcome, RunLocation, RunMessage
-from tickwork.queue.protocol import RunQueue
-from tickwork_operator.claims import NamespaceClaims, schedules
-from tickwork_operator.clock import Clock
-from tickwork_operator.metrics import OperatorMetrics
-from tickwork_operator.state import JobEntry, WatchState
+from tickwork_operator.claims import schedules
+from tickwork_operator.parts import Part, Shared
+from tickwork_operator.state import JobEntry
 
 logger = logging.getLogger(__name__)
 
@@ -26,27 +23,10 @@ logger = logging.getLogger(__name__)
 TTL_RETRY_SECONDS = 30.0
 
 
-class Reconciler:
-    def __init__(
-        self,
-        *,
-        state: WatchState,
-        queue: RunQueue,
-        kube: KubeClient,
-        metrics: OperatorMetrics,
-        clock: Clock,
-        holds_lease: Callable[[], bool],
-        queue_name: str,
-        claims: NamespaceClaims | None = None,
-    ) -> None:
-        self.state = state
-        self.queue = queue
-        self.kube = kube
-        self.metrics = metrics
-        self.clock = clock
-        self.holds_lease = holds_lease
+class Reconciler(Part):
+    def __init__(self, shared: Shared, *, queue_name: str) -> None:
+        super().__init__(shared)
         self.queue_name = queue_name
-        self.claims = claims
 
     async def reconcile(self) -> int:
         """Re-publish runs that status shows active but the queue has lost."""
@@ -128,7 +108,7 @@ class Reconciler:
         self.metrics.redis_up.clear()
 
     async def delete_finished(self, entry: JobEntry) -> None:
-        if not self.holds_lease() or not schedules(self.claims, entry.namespace):
+        if not self.may_act(entry.namespace):
             self.state.index.put(
                 ("ttl", entry.namespace, entry.name), self.clock.wall() + TTL_RETRY_SECONDS
             )

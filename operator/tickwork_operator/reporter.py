@@ -26,8 +26,8 @@ from tickwork.api.models import OperatorStatus, RunRecord
 from tickwork.core.annotations import RESUME_ANNOTATION
 from tickwork.core.errors import QueueUnavailableError
 from tickwork.core.states import JobPhase, RunState
-from tickwork.kube.client import KubeApiError, KubeClient
-from tickwork.kube.events import NORMAL, WARNING, EventRecorder, JobRef
+from tickwork.kube.client import KubeApiError
+from tickwork.kube.events import NORMAL, WARNING, JobRef
 from tickwork.kube.status import (
     CONDITION_PAUSED,
     OPERATOR_MANAGER,
@@ -36,11 +36,9 @@ from tickwork.kube.status import (
     run_manager,
     shown_fields,
 )
-from tickwork.queue.protocol import RunQueue
-from tickwork_operator.claims import NamespaceClaims, schedules
-from tickwork_operator.clock import Clock
-from tickwork_operator.metrics import OperatorMetrics
-from tickwork_operator.state import JobEntry, JobKey, WatchState
+from tickwork_operator.claims import schedules
+from tickwork_operator.parts import Part, Shared
+from tickwork_operator.state import JobEntry, JobKey
 
 logger = logging.getLogger(__name__)
 
@@ -108,27 +106,10 @@ async def bounded(work: list[Coroutine[Any, Any, Any]], limit_to: int) -> None:
     await asyncio.gather(*(one(job) for job in work))
 
 
-class Reporter:
-    def __init__(
-        self,
-        *,
-        state: WatchState,
-        queue: RunQueue,
-        kube: KubeClient,
-        events: EventRecorder,
-        metrics: OperatorMetrics,
-        clock: Clock,
-        hold_seconds: float = REPORT_HOLD_SECONDS,
-        claims: NamespaceClaims | None = None,
-    ) -> None:
-        self.state = state
-        self.queue = queue
-        self.kube = kube
-        self.events = events
-        self.metrics = metrics
-        self.clock = clock
+class Reporter(Part):
+    def __init__(self, shared: Shared, *, hold_seconds: float = REPORT_HOLD_SECONDS) -> None:
+        super().__init__(shared)
         self.hold_seconds = hold_seconds
-        self.claims = claims
         self._reports: dict[JobKey, Report] = {}
         self._task: asyncio.Task[None] | None = None
         self._writing: set[JobKey] = set()

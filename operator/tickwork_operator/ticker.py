@@ -29,6 +29,7 @@ from tickwork_operator.clock import SYSTEM, Clock, wait_any
 from tickwork_operator.dead_letters import DeadLetterDesk
 from tickwork_operator.metrics import OperatorMetrics
 from tickwork_operator.pacing import Pace
+from tickwork_operator.parts import Shared
 from tickwork_operator.publisher import RETRY_DELAY, Publisher
 from tickwork_operator.reconciler import Reconciler
 from tickwork_operator.reporter import REPORT_HOLD_SECONDS, Reporter, bounded
@@ -69,50 +70,25 @@ class Ticker:
         self.tick_seconds = tick_seconds
         self.reconcile_seconds = reconcile_seconds
         self.clock = clock
-        self.reporter = Reporter(
+        self.shared = Shared(
             state=state,
             queue=queue,
             kube=kube,
             events=events,
             metrics=metrics,
             clock=clock,
-            hold_seconds=report_hold_seconds,
-            claims=claims,
-        )
-        self.publisher = Publisher(
-            state=state,
-            queue=queue,
-            events=events,
-            metrics=metrics,
-            reporter=self.reporter,
-            clock=clock,
-            holds_lease=holds_lease,
-            claims=claims,
-            pace=Pace(
-                per_second=catchup_runs_per_second,
-                burst=int(catchup_runs_per_second),
-                now=clock.monotonic(),
-            ),
-        )
-        self.dead_letters = DeadLetterDesk(
-            state=state,
-            queue=queue,
-            kube=kube,
-            events=events,
-            reporter=self.reporter,
             holds_lease=holds_lease,
             claims=claims,
         )
-        self.reconciler = Reconciler(
-            state=state,
-            queue=queue,
-            kube=kube,
-            metrics=metrics,
-            clock=clock,
-            holds_lease=holds_lease,
-            queue_name=queue_name,
-            claims=claims,
+        self.reporter = Reporter(self.shared, hold_seconds=report_hold_seconds)
+        pace = Pace(
+            per_second=catchup_runs_per_second,
+            burst=int(catchup_runs_per_second),
+            now=clock.monotonic(),
         )
+        self.publisher = Publisher(self.shared, reporter=self.reporter, pace=pace)
+        self.dead_letters = DeadLetterDesk(self.shared, reporter=self.reporter)
+        self.reconciler = Reconciler(self.shared, queue_name=queue_name)
         self.wakeup = asyncio.Event()
         if claims is not None:
             claims.on_claimed = self._claimed

@@ -14,23 +14,20 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-from collections.abc import Callable
 from typing import Protocol
 
 from tickwork.api.models import CANCEL_REQUESTS_LIMIT, BufferedRun, CancelRequest, QueuedRun
 from tickwork.core.cancel import CANCELLED_BY_USER
 from tickwork.core.errors import QueueUnavailableError
 from tickwork.core.planning import Decision
-from tickwork.kube.events import NORMAL, WARNING, EventRecorder
+from tickwork.kube.events import NORMAL, WARNING
 from tickwork.kube.status import updated
 from tickwork.queue.messages import EnqueueOutcome
-from tickwork.queue.protocol import RunQueue
 from tickwork_operator.buffers import DropAll, PublishHead, buffer_plan
-from tickwork_operator.claims import NamespaceClaims, schedules
-from tickwork_operator.clock import Clock
-from tickwork_operator.metrics import OperatorMetrics
+from tickwork_operator.claims import schedules
+from tickwork_operator.parts import Part, Shared
 from tickwork_operator.reporter import Reporter, job_ref
-from tickwork_operator.state import JobEntry, WatchState
+from tickwork_operator.state import JobEntry
 
 logger = logging.getLogger(__name__)
 
@@ -47,29 +44,11 @@ class Publish(Protocol):
     ) -> EnqueueOutcome | None: ...
 
 
-class WaitingRuns:
-    def __init__(
-        self,
-        *,
-        state: WatchState,
-        queue: RunQueue,
-        events: EventRecorder,
-        metrics: OperatorMetrics,
-        reporter: Reporter,
-        clock: Clock,
-        holds_lease: Callable[[], bool],
-        publish: Publish,
-        claims: NamespaceClaims | None = None,
-    ) -> None:
-        self.state = state
-        self.queue = queue
-        self.events = events
-        self.metrics = metrics
+class WaitingRuns(Part):
+    def __init__(self, shared: Shared, *, reporter: Reporter, publish: Publish) -> None:
+        super().__init__(shared)
         self.reporter = reporter
-        self.clock = clock
-        self.holds_lease = holds_lease
         self.publish = publish
-        self.claims = claims
 
     def buffer(self, entry: JobEntry, decision: Decision, *, now: dt.datetime) -> None:
         """Keep the run in ``status.bufferedRuns`` until no run of the job is active."""

@@ -27,6 +27,7 @@ from tickwork.core.states import JobPhase
 from tickwork.queue.memory import MemoryRunQueue
 from tickwork_operator.clock import Clock
 from tickwork_operator.metrics import OperatorMetrics
+from tickwork_operator.parts import Shared
 from tickwork_operator.reconciler import Reconciler
 from tickwork_operator.state import WatchState
 from tickwork_worker.metrics import WorkerMetrics
@@ -171,15 +172,15 @@ class _Unreachable(MemoryRunQueue):
 async def test_redis_up_follows_the_leaders_queue_maintenance_and_a_standby_has_none() -> None:
     metrics = OperatorMetrics()
     queue = _Unreachable(clock=lambda: 0.0)
-    reconciler = Reconciler(
+    shared = Shared(
         state=WatchState(index=BucketIndex(start=0.0, width=1.0)),
         queue=queue,
         kube=None,  # type: ignore[arg-type]  # maintenance never calls the API server
+        events=None,  # type: ignore[arg-type]  # nor posts an Event
         metrics=metrics,
         clock=Clock(wall=lambda: 0.0, monotonic=lambda: 0.0),
-        holds_lease=lambda: True,
-        queue_name="default",
     )
+    reconciler = Reconciler(shared, queue_name="default")
 
     def up() -> float | None:
         return metrics.registry.get_sample_value("tickwork_redis_up", {"queue": "default"})

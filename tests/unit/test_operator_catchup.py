@@ -42,16 +42,7 @@ def back(seconds: float) -> dt.datetime:
 def successor(previous: Leader, start: dt.datetime) -> Leader:
     """Another replica (or the same one restarted) on the same queue."""
     leader = Leader(start=start)
-    leader.queue = previous.queue
-    ticker = leader.ticker
-    for part in (
-        ticker.publisher,
-        ticker.publisher.waiting,
-        ticker.reporter,
-        ticker.reconciler,
-        ticker.dead_letters,
-    ):
-        part.queue = previous.queue
+    leader.queue = leader.ticker.shared.queue = previous.queue  # for every part
     return leader
 
 

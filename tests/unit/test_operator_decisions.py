@@ -840,9 +840,7 @@ async def test_without_the_schedule_in_status_a_restart_does_not_decide_a_skip_a
     assert leader.sink.status["missedRuns"] == 1
     assert leader.sink.status["lastScheduleTime"] == "2026-12-01T09:01:00Z"
     restarted = Leader(minute(1, 30), schedule_in_status=False)
-    restarted.queue = leader.queue
-    restarted.ticker.publisher.queue = restarted.ticker.reconciler.queue = leader.queue
-    restarted.ticker.publisher.waiting.queue = leader.queue
+    restarted.queue = restarted.ticker.shared.queue = leader.queue
     restarted.observe(spec, status={**leader.sink.status, **running(minute(0))})
     await restarted.tick_at(minute(2, 0.005))  # the run of 09:00 still runs: 09:02 skipped
     assert restarted.sink.status["missedRuns"] == 2
@@ -856,7 +854,7 @@ async def test_without_the_schedule_in_status_a_lost_run_is_published_again_at_i
     leader.observe(EVERY_MINUTE)
     await leader.tick_at(minute(1, 0.005))
     leader.queue = FlakyQueue(clock=lambda: leader.t)  # Redis lost everything
-    leader.ticker.reconciler.queue = leader.queue
+    leader.ticker.shared.queue = leader.queue
     assert await leader.ticker.reconciler.reconcile() == 1
     [message] = await messages(leader)
     assert message.run_id == scheduled_run_id(UID, minute(1))

@@ -15,6 +15,7 @@ from tickwork.core.buckets import BucketIndex
 from tickwork.queue.memory import MemoryRunQueue
 from tickwork_operator.clock import Clock
 from tickwork_operator.metrics import OperatorMetrics
+from tickwork_operator.parts import Shared
 from tickwork_operator.reporter import OWED_CONCURRENCY, Reporter
 from tickwork_operator.state import LIST_QUIET_SECONDS, WatchState
 from tickwork_operator.ticker import Ticker
@@ -85,15 +86,15 @@ def reporter_with(jobs: int, clock: list[float]) -> tuple[Reporter, WatchState, 
             now=T0,
         )
     gate = Gate()
-    reporter = Reporter(
+    shared = Shared(
         state=state,
         queue=MemoryRunQueue(clock=lambda: clock[0]),
         kube=gate,  # type: ignore[arg-type]
         events=gate,  # type: ignore[arg-type]
         metrics=OperatorMetrics(),
         clock=Clock(wall=lambda: clock[0], monotonic=lambda: clock[0]),
-        hold_seconds=0,
     )
+    reporter = Reporter(shared, hold_seconds=0)
     return reporter, state, gate
 
 
