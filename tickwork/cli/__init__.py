@@ -17,11 +17,14 @@
     tickwork dlq requeue RUN_ID | --all   give them another go, as attempt 1
     tickwork dlq purge RUN_ID | --all     forget them (both: an annotation the operator
                                           acts on; --redis: Redis itself, its password)
+    tickwork explain -f FILE [--count N] [--from T]
+                                          a job file's next runs, offline: in its zone
+                                          and UTC, runs a clock change moved marked
     tickwork completion bash              shell completion (source <(tickwork completion bash))
     tickwork version                      this client's version
 
 Kubernetes access follows kubectl (``$KUBECONFIG``, ``--context``,
-``-n/--namespace``), and as with kubectl these flags go anywhere on the line
+``-n/--namespace``; ``explain`` needs none), and as with kubectl these flags go anywhere on the line
 (``kubectl tickwork runs nightly -n prod``); an unknown name exits 1. Only
 ``dlq --redis`` talks to Redis (``TICKWORK_REDIS_*`` or ``--redis-url``).
 """

@@ -14,10 +14,11 @@ import datetime as dt
 import importlib.metadata
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from tickwork.api.models import Backfill, ScheduledJobSpec
-from tickwork.cli import completion, render
+from tickwork.cli import completion, explain, render
 from tickwork.cli.access import CliError, ConflictError, Jobs, connect
 from tickwork.core.annotations import (
     CANCEL_ANNOTATION,
@@ -410,6 +411,12 @@ def parser() -> argparse.ArgumentParser:
     cancel = sub.add_parser("cancel", help="stop a queued, running or buffered run", parents=nested)
     cancel.add_argument("run_id")
     cancel.add_argument("-A", "--all-namespaces", action="store_true")
+    explained = sub.add_parser(
+        "explain", parents=nested, help="a job file's next runs, offline (no cluster)"
+    )
+    explained.add_argument("-f", "--filename", required=True, metavar="FILE", help="- for stdin")
+    explained.add_argument("--count", type=int, default=10, help="how many runs (default 10)")
+    explained.add_argument("--from", dest="start", metavar="TIME", help="RFC 3339 (default: now)")
     sub.add_parser("version", help="this client's version", parents=nested)
     shells = sub.add_parser("completion", help="a shell completion script", parents=nested)
     shells.add_argument("shell", choices=sorted(completion.SCRIPTS))
@@ -465,6 +472,27 @@ def _complete(words: list[str]) -> str:
     return "\n".join([*offered, completion.NO_FILES])
 
 
+def cmd_explain(args: argparse.Namespace) -> str:
+    """Offline: the file's jobs and their next runs (no cluster is asked)."""
+    try:
+        text = sys.stdin.read() if args.filename == "-" else Path(args.filename).read_text()
+    except OSError as exc:
+        raise CliError(f"cannot read {args.filename}: {exc.strerror}") from None
+    after = _instant(args.start, "--from") if args.start else _now()
+    if not 1 <= args.count <= explain.MOST:
+        raise CliError(f"--count must be 1 to {explain.MOST}")
+    try:
+        shown = []
+        for job in explain.jobs_in(text):
+            spec = explain.spec_of(job)
+            shown.append(
+                explain.render(job, spec, explain.next_runs(spec, after=after, count=args.count))
+            )
+    except explain.ExplainError as exc:
+        raise CliError(str(exc)) from None
+    return "\n\n".join(shown)
+
+
 def _version(_args: argparse.Namespace) -> str:
     return f"tickwork {importlib.metadata.version('tickwork')}"
 
@@ -482,6 +510,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], str]] = {
     "suspend": cmd_suspend,
     "resume": cmd_resume,
     "backfill": cmd_backfill,
+    "explain": cmd_explain,
     "version": _version,
     "completion": _completion,
     "dlq": cmd_dlq,

@@ -1,0 +1,127 @@
+"""``tickwork explain -f job.yaml``: a job's next runs, worked out offline with no
+cluster, in its time zone and in UTC, each run that a clock change moved or repeated
+marked (the same code the operator schedules with: ``ScheduledJobSpec.schedule_of``).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import zoneinfo
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from tickwork.api import models
+from tickwork.api.models import ScheduledJobSpec
+from tickwork.core.bounds import BoundedSchedule
+from tickwork.core.civil import minute_from_naive
+from tickwork.core.errors import InvalidSpecError
+from tickwork.core.interval import is_interval
+from tickwork.core.schedule import CronSchedule, Schedule
+
+#: How many runs ``--count`` may ask for.
+MOST = 1000
+
+
+class ExplainError(Exception):
+    """What is wrong with the file or a job in it, in words."""
+
+
+@dataclass(frozen=True)
+class Run:
+    at: dt.datetime
+    """The instant, in UTC."""
+    local: dt.datetime
+    """The same instant on the job's wall clock."""
+    note: str = ""
+    """What a clock change did to it, if anything."""
+
+
+def jobs_in(text: str) -> list[dict[str, Any]]:
+    """The ScheduledJobs of a YAML stream (other kinds are left out)."""
+    try:
+        documents = [d for d in yaml.safe_load_all(text) if d is not None]
+    except yaml.YAMLError as exc:
+        raise ExplainError(f"not YAML: {exc}") from None
+    found = [
+        d
+        for d in documents
+        if isinstance(d, dict) and d.get("kind") == models.KIND and isinstance(d.get("spec"), dict)
+    ]
+    if not found:
+        raise ExplainError(f"no {models.KIND} in the file")
+    return found
+
+
+def spec_of(job: dict[str, Any]) -> ScheduledJobSpec:
+    try:
+        return ScheduledJobSpec.model_validate(job["spec"])
+    except ValidationError as exc:
+        said = "; ".join(
+            f"spec.{'.'.join(str(p) for p in e['loc'])}: {e['msg'].removeprefix('Value error, ')}"
+            for e in exc.errors()[:5]
+        )
+        raise ExplainError(f"{_name(job)}: {said}") from None
+    except (InvalidSpecError, ValueError) as exc:
+        raise ExplainError(f"{_name(job)}: {exc}") from None
+
+
+def next_runs(spec: ScheduledJobSpec, *, after: dt.datetime, count: int) -> list[Run]:
+    """The first ``count`` runs after ``after`` (an aware instant). An ``@every`` job
+    with no notBefore counts from its creation: here, from ``after``."""
+    schedule = spec.schedule_of(after)
+    zone = _zone(spec)
+    runs: list[Run] = []
+    moment = after
+    while len(runs) < count:
+        following = schedule.next_run_after(moment)
+        if following is None:
+            break
+        local = following.astimezone(zone)
+        runs.append(Run(at=following, local=local, note=_note(schedule, local, zone)))
+        moment = following
+    return runs
+
+
+def _zone(spec: ScheduledJobSpec) -> dt.tzinfo:
+    if spec.run_at is not None or (spec.schedule is not None and is_interval(spec.schedule)):
+        return dt.UTC  # an instant or an interval: no zone plays a part
+    return zoneinfo.ZoneInfo(spec.time_zone)
+
+
+def _note(schedule: Schedule, local: dt.datetime, zone: dt.tzinfo) -> str:
+    """What a clock change did to the run at ``local``: nothing, a repeated wall time
+    (the clock went back; which pass), or a run moved past a skipped one."""
+    cron = schedule.schedule if isinstance(schedule, BoundedSchedule) else schedule
+    if not isinstance(cron, CronSchedule) or not isinstance(zone, zoneinfo.ZoneInfo):
+        return ""
+    wall = local.replace(tzinfo=None)
+    first, second = wall.replace(tzinfo=zone, fold=0), wall.replace(tzinfo=zone, fold=1)
+    if first.utcoffset() != second.utcoffset():
+        which = "first" if local.fold == 0 else "second"
+        return f"repeated wall time (the clock went back): the {which} {wall:%H:%M}"
+    if not cron.cron.matches(minute_from_naive(wall)):
+        return "moved: its wall time did not occur (the clock jumped forward)"
+    return ""
+
+
+def render(job: dict[str, Any], spec: ScheduledJobSpec, runs: Iterable[Run]) -> str:
+    zone = "UTC" if isinstance(_zone(spec), dt.timezone) else spec.time_zone
+    what = spec.schedule if spec.run_at is None else f"runAt {spec.run_at.isoformat()}"
+    lines = [f"{_name(job)}: {what} ({zone})", f"{'#':>4}  {zone:<32}{'UTC':<22}NOTE"]
+    rows = list(runs)
+    for number, run in enumerate(rows, 1):
+        local = f"{run.local:%Y-%m-%d %a %H:%M:%S %Z}"
+        at = run.at.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        lines.append(f"{number:>4}  {local:<32}{at:<22}{run.note}".rstrip())
+    if not rows:
+        lines.append("   (no run after this moment)")
+    return "\n".join(lines)
+
+
+def _name(job: dict[str, Any]) -> str:
+    metadata = job.get("metadata") or {}
+    return str(metadata.get("name") or "(unnamed)")
