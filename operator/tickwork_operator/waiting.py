@@ -144,17 +144,13 @@ class WaitingRuns(Part):
                 missed_runs=(entry.wanted.missed_runs or 0) + len(waiting),
                 last_missed_time=max(b.scheduled_at for b in waiting),
             )
-            await self.reporter.write(entry)
             named = ", ".join(b.id for b in waiting[:_NAMED]) + (
                 ", ..." if len(waiting) > _NAMED else ""
             )
-            await self.events.post(
-                job_ref(entry),
-                type_=WARNING,
-                reason="BufferDropped",
-                message=f"{len(waiting)} buffered run(s) dropped and counted "
-                f"missed: {plan.why} ({named})",
+            told = (
+                f"{len(waiting)} buffered run(s) dropped and counted missed: {plan.why} ({named})"
             )
+            await self._write_and_tell(entry, WARNING, "BufferDropped", told)
         elif isinstance(plan, PublishHead):
             head, rest = plan.head, list(plan.rest)
             queued = QueuedRun(
@@ -163,14 +159,16 @@ class WaitingRuns(Part):
             if await self.publish(entry, queued, trigger="buffer") is None:
                 return
             entry.wanted = updated(entry.wanted, buffered_runs=rest)
-            await self.reporter.write(entry)
-            await self.events.post(
-                job_ref(entry),
-                type_=NORMAL,
-                reason="RunReleased",
-                message=f"buffered run {head.id} published: no run is active "
-                f"now ({len(rest)} still buffered)",
+            told = (
+                f"buffered run {head.id} published: no run is active now "
+                f"({len(rest)} still buffered)"
             )
+            await self._write_and_tell(entry, NORMAL, "RunReleased", told)
+
+    async def _write_and_tell(self, entry: JobEntry, type_: str, reason: str, told: str) -> None:
+        """Write the job's share of status now, then post the Event that says why."""
+        await self.reporter.write(entry)
+        await self.events.post(job_ref(entry), type_=type_, reason=reason, message=told)
 
     async def cancel(self, run_id: str) -> bool | None:
         """Take a run out of the queue if it has not started; None if Redis is away."""
