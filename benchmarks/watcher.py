@@ -150,6 +150,7 @@ def burst_lag(
     # Due on a whole second far enough ahead for every job to be created and indexed.
     due = dt.datetime.fromtimestamp(int(time.time()) + 30 + burst // 50, dt.UTC)
     spec = {"runAt": due.isoformat().replace("+00:00", "Z"), "task": ECHO}
+    pauses_before = _full_collections(operator)
     create_jobs(cluster, namespace, [job_manifest(f"b-{i:05d}", spec) for i in range(burst)])
     wait_for(
         lambda: operator.metric("tickwork_index_jobs") == indexed + burst,
@@ -166,10 +167,15 @@ def burst_lag(
 
     wait_for(all_published, timeout=120, interval=0.5, what="every run published")
     lags = [m.enqueued_at - due.timestamp() for m in messages if m.enqueued_at is not None]
+    pauses_after = _full_collections(operator)
     return {
         "jobs": burst,
         "indexed_beside": indexed,
         "published": len(lags),
+        # The collector's full passes while the burst was created, indexed and published,
+        # and how long they held the operator in all (tickwork_gc_pause_seconds).
+        "gc_full_collections": int(pauses_after[0] - pauses_before[0]),
+        "gc_full_pause_seconds": round(pauses_after[1] - pauses_before[1], 3),
         "lag_p50_seconds": round(statistics.median(lags), 3),
         "lag_p99_seconds": round(percentile(lags, 0.99), 3),
         "lag_max_seconds": round(max(lags), 3),
@@ -348,6 +354,15 @@ def _operator_status(cluster: Cluster, namespace: str, name: str) -> dict[str, A
     found = cluster.kubectl("get", "sj", "-n", namespace, name, "-o", "json").stdout
     status: dict[str, Any] = json.loads(found)["status"]
     return status
+
+
+def _full_collections(operator: TickworkProcess) -> tuple[float, float]:
+    """How many full collections the operator made so far, and their seconds in all."""
+    labels = 'generation="2"'
+    return (
+        operator.metric("tickwork_gc_pause_seconds_count", labels) or 0.0,
+        operator.metric("tickwork_gc_pause_seconds_sum", labels) or 0.0,
+    )
 
 
 def tick_and_memory(

@@ -185,6 +185,7 @@ async def run_operator(settings: OperatorSettings, *, queue: RunQueue | None = N
         redis.safe_url() if redis else "in memory",
     )
     following = asyncio.create_task(jobs.run(), name="ScheduledJob list and watch")
+    metrics.gc_pauses.install()
     try:
         await kopf.operator(
             registry=registry,
@@ -203,6 +204,7 @@ async def run_operator(settings: OperatorSettings, *, queue: RunQueue | None = N
         await http.cleanup()
         await queue.close()
         await kube.close()
+        metrics.gc_pauses.remove()
         logger.info("tickwork-operator stopped")
 
 

@@ -14,6 +14,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from tickwork.core.states import JobPhase
+from tickwork.heap import CollectorPauses
 
 #: Why the operator did not publish a due run (``tickwork_runs_skipped_total{reason}``).
 SKIP_REASONS = ("forbid", "missed")
@@ -47,6 +48,8 @@ class OperatorMetrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry or CollectorRegistry()
         r = self.registry
+        self.gc_pauses = CollectorPauses()
+        r.register(self.gc_pauses)
         self.queue_depth = Gauge(
             "tickwork_queue_depth", "Runs in the queue, by state.", ["state"], registry=r
         )

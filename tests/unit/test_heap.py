@@ -1,15 +1,19 @@
 """Freed heap goes back to the OS: a trim returns the pages of freed objects that the
-allocator would keep, and the operator's and workers' periodic trim stops with them."""
+allocator would keep, and the operator's and workers' periodic trim stops with them.
+What a list left is settled: collected once, then out of the collector's full passes;
+and the collector's pauses are exported."""
 
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import subprocess
 import sys
 import threading
 
 import pytest
+from prometheus_client import CollectorRegistry
 
 from tickwork import heap
 
@@ -86,3 +90,61 @@ async def test_trim_now_runs_the_trim_off_the_event_loop(monkeypatch: pytest.Mon
     await heap.trim_now("a test")
     assert threads
     assert threads[0] != threading.get_ident()
+
+
+# In a fresh interpreter: a freeze is for the whole process.
+_SETTLE = """
+import gc, json, weakref
+from tickwork import heap
+
+class Node:
+    pass
+
+kept = [Node() for _ in range(1000)]
+garbage = Node()
+garbage.me = garbage  # a reference cycle nobody holds: only the collector frees it
+gone = weakref.ref(garbage)
+del garbage
+frozen = heap.settle("a test")
+tracked = {id(o) for o in gc.get_objects()}  # every generation the collector walks
+print(json.dumps({
+    "frozen": frozen,
+    "freeze_count": gc.get_freeze_count(),
+    "kept_walked": sum(id(o) in tracked for o in kept),
+    "cycle_freed": gone() is None,
+}))
+"""
+
+
+def test_settle_collects_then_takes_the_survivors_out_of_the_collectors_passes() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", _SETTLE], capture_output=True, text=True, check=True, timeout=60
+    )
+    seen = json.loads(done.stdout)
+    assert seen["cycle_freed"], "garbage frozen instead of collected: it would never be freed"
+    assert seen["frozen"] == seen["freeze_count"] > 1000
+    assert seen["kept_walked"] == 0, "a full collection would still walk the live objects"
+
+
+def test_the_collectors_pauses_are_exported_by_generation_while_installed() -> None:
+    registry = CollectorRegistry()
+    pauses = heap.CollectorPauses()
+    registry.register(pauses)
+
+    def full_collections() -> float:
+        value = registry.get_sample_value("tickwork_gc_pause_seconds_count", {"generation": "2"})
+        return value or 0.0
+
+    with pauses:
+        gc.collect()
+        gc.collect()
+    assert full_collections() == 2
+    inf = registry.get_sample_value(
+        "tickwork_gc_pause_seconds_bucket", {"generation": "2", "le": "+Inf"}
+    )
+    assert inf == 2
+    assert (
+        registry.get_sample_value("tickwork_gc_pause_seconds_sum", {"generation": "2"}) or 0
+    ) > 0
+    gc.collect()  # removed: no longer timed
+    assert full_collections() == 2

@@ -14,6 +14,7 @@ from typing import Any, cast
 
 import pytest
 
+from tickwork.kube import informer as informer_module
 from tickwork.kube.client import KubeApiError, KubeClient
 from tickwork.kube.informer import Informer, InformerSettings, Scope
 
@@ -242,6 +243,41 @@ async def test_a_list_that_breaks_off_is_not_taken_for_whole_and_is_listed_again
         "lost None",
     ]
     assert slept == [0.5]
+
+
+@pytest.mark.asyncio
+async def test_what_a_whole_list_left_is_settled_before_the_watch_and_a_broken_one_is_not(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Settled: collected once, then frozen out of the collector's full passes
+    (tickwork.heap.settle), so that a large index does not stall every full pass."""
+    recorder = Recorder([])
+    monkeypatch.setattr(
+        informer_module, "settle", lambda reason: recorder.trail.append(f"settle {reason}")
+    )
+    broken = [[job(1)], KubeApiError(500, "InternalError", "etcd away")]
+    trail, _, _ = await follow(
+        [broken, [[job(1)], [job(2)]]], [], InformerSettings(page_size=1), subscriber=recorder
+    )
+    get = [f"GET page {n} of /all/scheduledjobs (1)" for n in range(2)]
+    assert trail == [
+        "listing None",
+        get[0],
+        "add 1",
+        get[1],
+        "lost None",  # broken off: nothing settled
+        "sleep 0.5",
+        "listing None",
+        get[0],
+        "add 1",
+        get[1],
+        "add 2",
+        "end",
+        "settle the list of /all/scheduledjobs",
+        "live None",
+        "WATCH /all/scheduledjobs from 200",
+        "lost None",
+    ]
 
 
 @pytest.mark.asyncio

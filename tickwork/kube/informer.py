@@ -36,7 +36,7 @@ from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from tickwork.heap import trim_now
+from tickwork.heap import settle, trim_now
 from tickwork.kube.client import KubeApiError, KubeClient
 
 logger = logging.getLogger(__name__)
@@ -178,7 +178,9 @@ class Informer:
                 await self._take(items, sink.add)
                 del items  # the page taken and the next one are all that is held
         _call(sink.end)
-        # A list parses every object once: give the allocator's free pages back.
+        # What the list left lives as long as its jobs: out of the collector's full
+        # passes. And a list parses every object once: give the allocator's free pages back.
+        settle(f"the list of {self._path(scope)}")
         await trim_now(f"the list of {self._path(scope)}")
         return str(metadata.get("resourceVersion") or "")
 

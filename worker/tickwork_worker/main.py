@@ -43,6 +43,15 @@ from tickwork_worker.worker import Worker
 logger = logging.getLogger("tickwork_worker")
 
 
+async def _ready_queue(redis: RedisSettings | None) -> RunQueue:
+    """The run queue, once Redis answers (the in-memory one without Redis)."""
+    if redis is not None:
+        client = create_client(redis)
+        await wait_until_ready(client, redis, timeout_seconds=60)
+        await client.aclose()
+    return open_queue(redis)
+
+
 async def run_worker(
     settings: WorkerSettings, *, queue: RunQueue | None = None, stop: asyncio.Event | None = None
 ) -> str:
@@ -50,11 +59,7 @@ async def run_worker(
     that does not stop, see the runner), or an empty string."""
     redis = RedisSettings() if settings.queue == "redis" else None
     if queue is None:
-        if redis is not None:
-            client = create_client(redis)
-            await wait_until_ready(client, redis, timeout_seconds=60)
-            await client.aclose()
-        queue = open_queue(redis)
+        queue = await _ready_queue(redis)
     if stop is None:  # we own the process: SIGTERM and Ctrl-C drain it
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
@@ -66,6 +71,7 @@ async def run_worker(
     jobs = _job_cache(settings, kube, metrics)
     rules = tenant_rules(settings)
     async with contextlib.AsyncExitStack() as clients:
+        clients.enter_context(metrics.gc_pauses)  # times the collector's pauses
         # One HTTP client (connection pool) per set of egress rules, not per namespace.
         by_key = {
             r.key: await clients.enter_async_context(guarded_client(r.egress)) for r in rules.all()
