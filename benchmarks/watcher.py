@@ -612,34 +612,24 @@ def plot_first_statuses(report: dict[str, Any], path: Path) -> None:
             bottom=row["index_warm_seconds"],
             color=colors[row["tree"]],
         )
-    own = [
-        (i, found["jobs"] / row["ceiling_after"]["ceiling_per_second"])
-        for i, row in enumerate(starts)
-        if "ceiling_after" in row
-    ]
-    if own:
-        axis.scatter(
-            [i for i, _ in own],
-            [f for _, f in own],
-            marker="_",
-            s=900,
-            color="tab:orange",
-            label="floor of the ceiling after that start",
-        )
-    again = [
-        (i, found["jobs"] / row["same_jobs_ceiling"]["ceiling_per_second"])
-        for i, row in enumerate(starts)
-        if "same_jobs_ceiling" in row
-    ]
-    if again:
-        axis.scatter(
-            [i for i, _ in again],
-            [f for _, f in again],
-            marker="_",
-            s=900,
-            color="tab:green",
-            label="floor of its own jobs written again",
-        )
+    for key, color, label in (
+        ("ceiling_after", "tab:orange", "floor of the ceiling after that start"),
+        ("same_jobs_ceiling", "tab:green", "floor of its own jobs written again"),
+    ):
+        floors = [
+            (i, found["jobs"] / row[key]["ceiling_per_second"])
+            for i, row in enumerate(starts)
+            if key in row
+        ]
+        if floors:
+            axis.scatter(
+                [i for i, _ in floors],
+                [f for _, f in floors],
+                marker="_",
+                s=900,
+                color=color,
+                label=label,
+            )
     floor = found["floor_seconds"]
     axis.axhline(floor, color="black", linestyle="--", label=f"floor {floor:.0f} s (best ceiling)")
     axis.axhline(1.3 * floor, color="tab:red", linestyle=":", label="target 1.3 x floor")
