@@ -22,6 +22,15 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 SEMVER = re.compile(r"\d+\.\d+\.\d+(?:-[0-9A-Za-z.-]+)?")
+#: Every file the check reads, relative to the checkout.
+FILES = (
+    "pyproject.toml",
+    "tickwork/__init__.py",
+    "Dockerfile",
+    "charts/tickwork/Chart.yaml",
+    "README.md",
+    "CHANGELOG.md",
+)
 
 
 def _match(pattern: str, text: str) -> str:

@@ -176,6 +176,20 @@ def own_control_plane(cluster: Cluster, workdir: Path, why: str) -> Iterator[Clu
         yield Cluster(kubeconfig=plane.kubeconfig, plane=plane)
 
 
+def create_plain_redis_secret(cluster: Cluster) -> None:
+    """The Secret with the Redis password that the plain manifests (manifests/) expect
+    the installer to create in the namespace ``tickwork``."""
+    cluster.kubectl(
+        "create",
+        "secret",
+        "generic",
+        "tickwork-redis",
+        "-n",
+        "tickwork",
+        "--from-literal=redis-password=s3cret",
+    )
+
+
 def whole_seconds_from_now(seconds: int) -> dt.datetime:
     now = dt.datetime.now(dt.UTC)
     return dt.datetime.fromtimestamp(math.ceil(now.timestamp()) + seconds, dt.UTC)
@@ -185,26 +199,48 @@ def rfc3339(moment: dt.datetime) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def publish(jobs: Jobs, probe: QueueProbe, name: str, spec: dict[str, Any]) -> tuple[str, str]:
-    """Create a job and put its run in the queue, as the operator would; return (uid, run ID)."""
+def enqueue_run(
+    jobs: Jobs, probe: QueueProbe, name: str, uid: str, run_id: str, **fields: Any
+) -> str:
+    """Put the run ``run_id`` of ``name`` in the queue, as the operator publishes it
+    (``fields``: the message's others, e.g. ``scheduled_at``); its run ID."""
+    probe.enqueue(RunMessage(run_id=run_id, namespace=jobs.namespace, name=name, uid=uid, **fields))
+    return run_id
+
+
+def enqueue_scheduled(
+    jobs: Jobs, probe: QueueProbe, name: str, uid: str, scheduled: dt.datetime, **fields: Any
+) -> str:
+    """Put the run of ``name`` scheduled at ``scheduled`` in the queue; its run ID."""
     from tickwork.core.runs import scheduled_run_id  # noqa: PLC0415 - helpers stay light
 
+    run_id = scheduled_run_id(uid, scheduled)
+    return enqueue_run(jobs, probe, name, uid, run_id, scheduled_at=scheduled.isoformat(), **fields)
+
+
+def apply_as_operator(cluster: Cluster, jobs: Jobs, name: str, uid: str, status: Any) -> None:
+    """Server-side apply of ``status`` to the job ``name``, forced, as the operator
+    writes its share (a phase, a cancel request)."""
+    from tickwork.kube.client import KubeClient, load_configuration  # noqa: PLC0415
+    from tickwork.kube.status import OPERATOR_MANAGER  # noqa: PLC0415
+
+    async def apply() -> None:
+        async with KubeClient(load_configuration(str(cluster.kubeconfig))) as kube:
+            await kube.apply_job_status(
+                jobs.namespace, name, uid, status, field_manager=OPERATOR_MANAGER, force=True
+            )
+
+    asyncio.run(apply())
+
+
+def publish(jobs: Jobs, probe: QueueProbe, name: str, spec: dict[str, Any]) -> tuple[str, str]:
+    """Create a job and put its run in the queue, as the operator would; return (uid, run ID)."""
     if "schedule" not in spec and "runAt" not in spec:
         spec = {"runAt": rfc3339(whole_seconds_from_now(0)), **spec}
     job = jobs.create(name, spec)
     uid = job["metadata"]["uid"]
     scheduled = dt.datetime.fromisoformat(spec.get("runAt") or rfc3339(whole_seconds_from_now(0)))
-    run_id = scheduled_run_id(uid, scheduled)
-    probe.enqueue(
-        RunMessage(
-            run_id=run_id,
-            namespace=jobs.namespace,
-            name=name,
-            uid=uid,
-            scheduled_at=scheduled.isoformat(),
-        )
-    )
-    return uid, run_id
+    return uid, enqueue_scheduled(jobs, probe, name, uid, scheduled)
 
 
 def publish_manual(
@@ -222,19 +258,9 @@ def publish_manual(
 
     job = jobs.create(name, {"schedule": "0 0 1 1 *", **spec})
     uid = job["metadata"]["uid"]
-    run_id = manual_run_id(uid, token)
     at = dt.datetime.now(dt.UTC).replace(microsecond=0)
-    probe.enqueue(
-        RunMessage(
-            run_id=run_id,
-            namespace=jobs.namespace,
-            name=name,
-            uid=uid,
-            triggered_at=at.isoformat(),
-            params=params,
-        )
-    )
-    return run_id, at
+    fields = {"triggered_at": at.isoformat(), "params": params}
+    return enqueue_run(jobs, probe, name, uid, manual_run_id(uid, token), **fields), at
 
 
 def task_package(folder: Path, source: str) -> str:
@@ -426,25 +452,25 @@ def tenant_account(cluster: Cluster, namespace: str) -> str:
     """A ServiceAccount that may create and read ScheduledJobs in ``namespace``, nothing
     else; returns the name to impersonate."""
     cluster.kubectl("-n", namespace, "create", "serviceaccount", "tenant")
-    cluster.kubectl(
-        "-n",
-        namespace,
-        "create",
-        "role",
-        "tenant",
-        "--verb=create,get,list",
-        "--resource=scheduledjobs.tickwork.dev",
-    )
-    cluster.kubectl(
-        "-n",
-        namespace,
-        "create",
-        "rolebinding",
-        "tenant",
-        "--role=tenant",
-        f"--serviceaccount={namespace}:tenant",
-    )
+    grant_tenant(cluster, namespace, "tenant", "create,get,list")
     return f"system:serviceaccount:{namespace}:tenant"
+
+
+def grant_tenant(cluster: Cluster, namespace: str, role: str, verbs: str) -> None:
+    """Let the ServiceAccount of :func:`tenant_account` do ``verbs`` to the ScheduledJobs
+    of ``namespace``, through a Role and a RoleBinding named ``role``."""
+    resource = "--resource=scheduledjobs.tickwork.dev"
+    cluster.kubectl("-n", namespace, "create", "role", role, f"--verb={verbs}", resource)
+    account = f"--serviceaccount={namespace}:tenant"
+    cluster.kubectl("-n", namespace, "create", "rolebinding", role, f"--role={role}", account)
+
+
+def foreign_secret_task(url: str, namespace: str) -> dict[str, Any]:
+    """An http task whose header names the Secret ``db`` of another ``namespace``:
+    a reference the CRD has no field for."""
+    reference = {"name": "db", "key": "password", "namespace": namespace}
+    header = {"name": "X-Key", "valueFrom": {"secretKeyRef": reference}}
+    return {"http": {"url": url, "headers": [header]}}
 
 
 def apply_as(

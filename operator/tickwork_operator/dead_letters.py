@@ -21,7 +21,7 @@ from tickwork.core.errors import QueueUnavailableError
 from tickwork.core.runs import belongs_to
 from tickwork.kube.client import KubeApiError
 from tickwork.kube.events import NORMAL, WARNING
-from tickwork.kube.status import run_manager, updated, withdrawal_body
+from tickwork.kube.status import updated, withdrawal_body
 from tickwork_operator.parts import Part, Shared
 from tickwork_operator.reporter import Reporter
 from tickwork_operator.state import JobEntry
@@ -95,14 +95,7 @@ class DeadLetterDesk(Part):
         body = await self.kube.get_job(entry.namespace, entry.name)
         status = ScheduledJobStatus.model_validate(body.get("status") or {})
         kept = withdrawal_body(body.get("metadata") or {}, status, run_id, keep_dead=False)
-        await self.kube.apply_job_status(
-            entry.namespace,
-            entry.name,
-            entry.uid,
-            kept,
-            field_manager=run_manager(run_id),
-            force=False,
-        )
+        await self.apply_as_run(entry, run_id, kept, force=False)
 
     async def _done(
         self, entry: JobEntry, ask: DeadLetterRequest, type_: str, reason: str, message: str

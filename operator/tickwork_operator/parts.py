@@ -8,14 +8,18 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
 
 from tickwork.kube.client import KubeClient
 from tickwork.kube.events import EventRecorder
+from tickwork.kube.status import run_manager
 from tickwork.queue.protocol import RunQueue
 from tickwork_operator.claims import NamespaceClaims, schedules
 from tickwork_operator.clock import SYSTEM, Clock
 from tickwork_operator.metrics import OperatorMetrics
-from tickwork_operator.state import WatchState
+from tickwork_operator.state import JobEntry, WatchState
+
+T = TypeVar("T")
 
 
 def _always() -> bool:
@@ -44,42 +48,47 @@ class Shared:
         return self.holds_lease() and schedules(self.claims, namespace)
 
 
+class _Read(Generic[T]):
+    """A part's attribute that reads the :class:`Shared` field of the same name."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, part: Part, owner: type | None = None) -> T:
+        value: T = getattr(part.shared, self.name)
+        return value
+
+
 class Part:
     """A part of the leader: reads what it shares with the others by name."""
 
+    state = _Read[WatchState]()
+    queue = _Read[RunQueue]()
+    kube = _Read[KubeClient]()
+    events = _Read[EventRecorder]()
+    metrics = _Read[OperatorMetrics]()
+    clock = _Read[Clock]()
+    claims = _Read["NamespaceClaims | None"]()
+
     def __init__(self, shared: Shared) -> None:
         self.shared = shared
-
-    @property
-    def state(self) -> WatchState:
-        return self.shared.state
-
-    @property
-    def queue(self) -> RunQueue:
-        return self.shared.queue
-
-    @property
-    def kube(self) -> KubeClient:
-        return self.shared.kube
-
-    @property
-    def events(self) -> EventRecorder:
-        return self.shared.events
-
-    @property
-    def metrics(self) -> OperatorMetrics:
-        return self.shared.metrics
-
-    @property
-    def clock(self) -> Clock:
-        return self.shared.clock
-
-    @property
-    def claims(self) -> NamespaceClaims | None:
-        return self.shared.claims
 
     def holds_lease(self) -> bool:
         return self.shared.holds_lease()
 
     def may_act(self, namespace: str) -> bool:
         return self.shared.may_act(namespace)
+
+    async def apply_as_run(
+        self, entry: JobEntry, run_id: str, body: dict[str, Any] | None, *, force: bool
+    ) -> dict[str, Any]:
+        """Server-side apply of ``body`` to the status of ``entry``'s job, as the field
+        manager of the run ``run_id`` (the one writer of its record)."""
+        return await self.kube.apply_job_status(
+            entry.namespace,
+            entry.name,
+            entry.uid,
+            body,
+            field_manager=run_manager(run_id),
+            force=force,
+        )

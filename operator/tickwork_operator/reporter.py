@@ -33,7 +33,6 @@ from tickwork.kube.status import (
     OPERATOR_MANAGER,
     operator_body,
     record_body,
-    run_manager,
     shown_fields,
 )
 from tickwork_operator.claims import schedules
@@ -379,14 +378,7 @@ class Reporter(Part):
         )
         try:
             # Forced: ``lastRun`` and the next runs belong to whichever record was last.
-            await self.kube.apply_job_status(
-                entry.namespace,
-                entry.name,
-                entry.uid,
-                body,
-                field_manager=run_manager(run_id),
-                force=True,
-            )
+            await self.apply_as_run(entry, run_id, body, force=True)
         except KubeApiError as exc:
             if not exc.not_found:
                 self.metrics.api_errors.labels(operation="status.apply").inc()

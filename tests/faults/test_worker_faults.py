@@ -36,6 +36,8 @@ from tests.support import (
     PausableProxy,
     QueueProbe,
     ScriptedServer,
+    enqueue_run,
+    enqueue_scheduled,
     finished,
     publish,
     relayed_api_server,
@@ -170,7 +172,6 @@ def test_a_run_never_starts_from_a_copy_older_than_the_one_it_was_published_from
     the job is edited and a run is published from the edited spec, as the operator
     does. A warm worker must not start the run from its older copy: each run executes
     the spec it was published from, every time."""
-    from tickwork.core.runs import scheduled_run_id  # noqa: PLC0415
 
     relay, through_relay = relayed_api_server(cluster, tmp_path / "through-relay.kubeconfig")
     job = jobs.create(
@@ -190,16 +191,8 @@ def test_a_run_never_starts_from_a_copy_older_than_the_one_it_was_published_from
             relay.pause()  # the worker's watch (and anything else it asks) stalls here
             edited = jobs.patch("edited", {"spec": {"task": {"echo": {"message": f"v{version}"}}}})
             scheduled = dt.datetime(2026, 12, 1, 9, tzinfo=dt.UTC) + dt.timedelta(days=version)
-            run_id = scheduled_run_id(uid, scheduled)
-            probe.enqueue(
-                RunMessage(
-                    run_id=run_id,
-                    namespace=jobs.namespace,
-                    name="edited",
-                    uid=uid,
-                    scheduled_at=scheduled.isoformat(),
-                    generation=edited["metadata"]["generation"],
-                )
+            run_id = enqueue_scheduled(
+                jobs, probe, "edited", uid, scheduled, generation=edited["metadata"]["generation"]
             )
             wait_for(
                 lambda run_id=run_id: probe.locate(run_id) is RunLocation.IN_FLIGHT,
@@ -255,7 +248,6 @@ def test_a_suspend_or_delete_between_publish_and_claim_stops_the_run(
     connection to the API server stalls). Five times over, the run must not execute:
     the suspend or delete was visible before the claim. (Before, the worker started
     the run from its copy, which matched the generation in the message.)"""
-    from tickwork.core.runs import scheduled_run_id  # noqa: PLC0415
 
     worker, relay = watched_through_a_relay
     spec = {"schedule": "@daily", "task": {"http": {"url": endpoint.url, "method": "POST"}}}
@@ -280,17 +272,7 @@ def test_a_suspend_or_delete_between_publish_and_claim_stops_the_run(
         else:
             jobs.delete(name)
         scheduled = dt.datetime(2026, 12, 2, 9, tzinfo=dt.UTC)
-        run_id = scheduled_run_id(uid, scheduled)
-        probe.enqueue(
-            RunMessage(
-                run_id=run_id,
-                namespace=jobs.namespace,
-                name=name,
-                uid=uid,
-                scheduled_at=scheduled.isoformat(),
-                generation=generation,
-            )
-        )
+        run_id = enqueue_scheduled(jobs, probe, name, uid, scheduled, generation=generation)
         wait_for(
             lambda run_id=run_id: probe.locate(run_id) is RunLocation.IN_FLIGHT,
             timeout=30,
@@ -411,15 +393,7 @@ def test_runs_of_one_job_ending_together_keep_every_record(
                     stamp = run_id.split(".")[1]
                     at = dt.datetime.strptime(stamp, "%Y%m%dT%H%M%SZ").replace(tzinfo=dt.UTC)
                     scheduled_at = at.isoformat()
-                probe.enqueue(
-                    RunMessage(
-                        run_id=run_id,
-                        namespace=jobs.namespace,
-                        name="overlapping",
-                        uid=uid,
-                        scheduled_at=scheduled_at,
-                    )
-                )
+                enqueue_run(jobs, probe, "overlapping", uid, run_id, scheduled_at=scheduled_at)
             arrived = 3 * (round_ + 1)
             wait_for(
                 lambda arrived=arrived: endpoint.saw(("start", arrived)),

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.support import own_control_plane
+from tests.support import create_plain_redis_secret, own_control_plane
 from tickwork_dev.devcluster import build, chartdocs, manifests
 from tickwork_dev.devcluster.cluster import Cluster
 
@@ -97,12 +97,21 @@ def test_the_worker_lists_and_watches_jobs_only_for_its_job_cache(helm: str) -> 
     assert worker_view("--set", "worker.jobCache.enabled=false") == (["get"], "false")
 
 
+#: Where a Secret keeps the Redis password.
+_PASSWORD_PATH = "jsonpath={.data.redis-password}"
+
+
 def _worker_env(helm: str, *extra: str) -> dict[str, str | None]:
     """The worker container's environment as the chart renders it with ``extra``."""
+    return _env(helm, "worker", *extra)
+
+
+def _env(helm: str, component: str, *extra: str) -> dict[str, str | None]:
+    """The ``component``'s container environment as the chart renders it with ``extra``."""
     [deployment] = [
         o
         for o in _objects(render(helm, "tickwork", *extra))
-        if o["kind"] == "Deployment" and o["metadata"]["name"].endswith("-worker")
+        if o["kind"] == "Deployment" and o["metadata"]["name"].endswith(f"-{component}")
     ]
     return {
         e["name"]: e.get("value")
@@ -452,15 +461,7 @@ def test_the_operator_may_claim_only_the_namespaces_it_schedules(helm: str) -> N
 
 def test_the_schedule_in_status_is_the_installers_choice(helm: str) -> None:
     def operator_env(*extra: str) -> dict[str, str | None]:
-        [deployment] = [
-            o
-            for o in _objects(render(helm, "tickwork", *extra))
-            if o["kind"] == "Deployment" and o["metadata"]["name"].endswith("-operator")
-        ]
-        return {
-            e["name"]: e.get("value")
-            for e in deployment["spec"]["template"]["spec"]["containers"][0]["env"]
-        }
+        return _env(helm, "operator", *extra)
 
     assert operator_env()["TICKWORK_OPERATOR_SCHEDULE_IN_STATUS"] == "false"
     on = operator_env("--set", "operator.scheduleInStatus=true")
@@ -662,15 +663,12 @@ def test_helm_install_creates_everything_with_least_privilege(
     _assert_the_password_is_a_file(deployment)
     assert env["TICKWORK_WORKER_COMMAND_TASKS"]["value"] == "false"
 
-    password = cluster.kubectl(
-        "get",
-        "secret",
-        "tw-tickwork-redis",
-        "-n",
-        "tickwork",
-        "-o",
-        "jsonpath={.data.redis-password}",
-    ).stdout
+    def redis_password() -> str:
+        return cluster.kubectl(
+            "get", "secret", "tw-tickwork-redis", "-n", "tickwork", "-o", _PASSWORD_PATH
+        ).stdout
+
+    password = redis_password()
     upgraded = run(
         helm,
         *env_kube,
@@ -683,18 +681,7 @@ def test_helm_install_creates_everything_with_least_privilege(
         "image.tag=test2",
     )
     assert upgraded.returncode == 0, upgraded.stderr
-    assert (
-        cluster.kubectl(
-            "get",
-            "secret",
-            "tw-tickwork-redis",
-            "-n",
-            "tickwork",
-            "-o",
-            "jsonpath={.data.redis-password}",
-        ).stdout
-        == password
-    )
+    assert redis_password() == password
 
     uninstalled = run(helm, *env_kube, "uninstall", "tw", "--namespace", "tickwork")
     assert uninstalled.returncode == 0, uninstalled.stderr
@@ -707,16 +694,7 @@ def test_helm_install_creates_everything_with_least_privilege(
     )
 
     # The plain manifests install the same things with kubectl alone.
-    secret = [
-        "create",
-        "secret",
-        "generic",
-        "tickwork-redis",
-        "-n",
-        "tickwork",
-        "--from-literal=redis-password=s3cret",
-    ]
-    cluster.kubectl(*secret)
+    create_plain_redis_secret(cluster)
     applied = cluster.kubectl("apply", "-f", str(manifests.ROOT / "manifests"))
     assert "deployment.apps/tickwork-operator created" in applied.stdout
     assert "horizontalpodautoscaler.autoscaling/tickwork-worker created" in applied.stdout

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.support import own_control_plane
+from tests.support import create_plain_redis_secret, own_control_plane
 from tickwork_dev.devcluster import manifests
 from tickwork_dev.devcluster.cluster import Cluster
 
@@ -120,15 +120,7 @@ def test_a_namespace_gets_a_second_operator_only_when_the_installer_says(plane: 
 
 def test_the_plain_manifests_operator_counts_as_a_release(plane: Cluster) -> None:
     plane.kubectl("create", "namespace", "tickwork")
-    plane.kubectl(
-        "create",
-        "secret",
-        "generic",
-        "tickwork-redis",
-        "-n",
-        "tickwork",
-        "--from-literal=redis-password=s3cret",
-    )
+    create_plain_redis_secret(plane)
     plane.kubectl(
         "apply", "--server-side", "--force-conflicts", "-f", str(manifests.ROOT / "manifests")
     )

@@ -21,6 +21,7 @@ from tests.support import (
     NOBODY,
     Jobs,
     QueueProbe,
+    apply_as_operator,
     assert_a_timeout_kills_the_whole_group,
     commands_through,
     finished,
@@ -28,8 +29,6 @@ from tests.support import (
     sleeping,
     unique_sleep,
 )
-from tickwork.kube.client import KubeClient, load_configuration
-from tickwork.kube.status import OPERATOR_MANAGER
 from tickwork.queue.messages import RunLocation
 from tickwork_dev.devcluster.cluster import Cluster
 from tickwork_dev.devcluster.components import TickworkProcess, wait_for
@@ -125,24 +124,13 @@ def test_a_cancelled_command_is_killed_through_the_runner_with_grace_or_at_once(
         )
         wait_for(lambda: sleeping(sleep), timeout=30, interval=0.05, what="running")
 
-        async def operator_asks_to_stop() -> None:
-            async with KubeClient(load_configuration(str(cluster.kubeconfig))) as kube:
-                request = {
-                    "id": run_id,
-                    "requestedAt": "2026-12-01T00:00:00Z",
-                    "terminate": terminate,
-                    "reason": "cancelled: by the test",
-                }
-                await kube.apply_job_status(
-                    jobs.namespace,
-                    "stoppable",
-                    uid,
-                    {"cancelRequests": [request]},
-                    field_manager=OPERATOR_MANAGER,
-                    force=True,
-                )
-
-        asyncio.run(operator_asks_to_stop())
+        request = {
+            "id": run_id,
+            "requestedAt": "2026-12-01T00:00:00Z",
+            "terminate": terminate,
+            "reason": "cancelled: by the test",
+        }
+        apply_as_operator(cluster, jobs, "stoppable", uid, {"cancelRequests": [request]})
         last = finished(jobs, "stoppable", timeout=30)["lastRun"]
         assert isinstance(last, dict)
         assert (last["outcome"], last["attempts"], last["error"]) == (

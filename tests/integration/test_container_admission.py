@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.support import apply_as, tenant_account
+from tests.support import apply_as, grant_tenant, tenant_account
 from tickwork_dev.devcluster import manifests
 from tickwork_dev.devcluster.cluster import Cluster
 from tickwork_dev.devcluster.components import wait_for
@@ -150,24 +150,7 @@ def test_a_task_cannot_be_changed_into_a_container_by_who_may_not_create_jobs(
     cluster: Cluster, namespace: str, install_policy: Any
 ) -> None:
     tenant = tenant_account(cluster, namespace)
-    cluster.kubectl(
-        "-n",
-        namespace,
-        "create",
-        "role",
-        "tenant-update",
-        "--verb=update,patch",
-        "--resource=scheduledjobs.tickwork.dev",
-    )
-    cluster.kubectl(
-        "-n",
-        namespace,
-        "create",
-        "rolebinding",
-        "tenant-update",
-        "--role=tenant-update",
-        f"--serviceaccount={namespace}:tenant",
-    )
+    grant_tenant(cluster, namespace, "tenant-update", "update,patch")
     install_policy()
     _refused_until(cluster, tenant, namespace, REFUSED)
     assert apply_as(cluster, tenant, namespace, _job("hook", HTTP)).returncode == 0

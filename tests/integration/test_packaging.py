@@ -83,19 +83,14 @@ def image_build_context(tmp_path: Path) -> Path:
     return context
 
 
+def pip_wheel(into: Path, *argv: str | Path) -> str:
+    """``pip wheel`` with ``argv``, its wheels written to ``into``."""
+    return run(sys.executable, "-m", "pip", "wheel", "--quiet", "--wheel-dir", into, *argv)
+
+
 def test_the_wheel_holds_the_product_and_nothing_of_the_harness(tmp_path: Path) -> None:
     context = image_build_context(tmp_path)
-    run(
-        sys.executable,
-        "-m",
-        "pip",
-        "wheel",
-        "--quiet",
-        "--no-deps",
-        "--wheel-dir",
-        tmp_path,
-        context,
-    )
+    pip_wheel(tmp_path, "--no-deps", context)
     [wheel] = tmp_path.glob("tickwork-*.whl")
     with zipfile.ZipFile(wheel) as archive:
         names = archive.namelist()
@@ -136,18 +131,7 @@ def test_the_wheel_installs_alone_and_both_entry_points_run(
 ) -> None:
     wheels = tmp_path / "wheels"
     # The image's build stage: wheels of Tickwork and every dependency.
-    run(
-        sys.executable,
-        "-m",
-        "pip",
-        "wheel",
-        "--quiet",
-        "--wheel-dir",
-        wheels,
-        "--constraint",
-        "constraints.txt",
-        image_build_context(tmp_path),
-    )
+    pip_wheel(wheels, "--constraint", "constraints.txt", image_build_context(tmp_path))
     [wheel] = wheels.glob("tickwork-*.whl")
     target = tmp_path / "venv"
     venv.create(target, with_pip=True)

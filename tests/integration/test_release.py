@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.unit.test_release_versions import VERSION_FILES
 from tickwork_dev.devcluster import manifests
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -44,14 +45,7 @@ def test_the_release_check_passes_on_the_checkouts_version_and_writes_its_notes(
     tmp_path: Path,
 ) -> None:
     checkout = tmp_path / "checkout"
-    for name in (
-        "pyproject.toml",
-        "tickwork/__init__.py",
-        "Dockerfile",
-        "charts/tickwork/Chart.yaml",
-        "README.md",
-        "CHANGELOG.md",
-    ):
+    for name in VERSION_FILES:
         (checkout / name).parent.mkdir(parents=True, exist_ok=True)
         (checkout / name).write_text((ROOT / name).read_text())
     changelog = checkout / "CHANGELOG.md"

@@ -26,7 +26,9 @@ from tests.support import (
     ScriptedServer,
     apply_as,
     create_secret,
+    enqueue_scheduled,
     finished,
+    foreign_secret_task,
     tenant_account,
 )
 from tests.support import service_account_kubeconfig as account_kubeconfig
@@ -118,26 +120,7 @@ def test_a_job_reads_secrets_of_its_own_namespace_and_of_no_other(
         assert answer.stdout.strip() == "no"
 
     # A reference has no namespace: naming another tenant's is refused at apply.
-    sneaky = _job(
-        "sneaky",
-        {
-            "http": {
-                "url": endpoint.url,
-                "headers": [
-                    {
-                        "name": "X-Key",
-                        "valueFrom": {
-                            "secretKeyRef": {
-                                "name": "db",
-                                "key": "password",
-                                "namespace": other_namespace,
-                            }
-                        },
-                    }
-                ],
-            }
-        },
-    )
+    sneaky = _job("sneaky", foreign_secret_task(endpoint.url, other_namespace))
     refused = apply_as(cluster, tenant, namespace, sneaky)
     assert refused.returncode != 0
     assert 'unknown field "spec.task.http.headers[0].valueFrom.secretKeyRef.namespace"' in (
@@ -240,21 +223,9 @@ def _publish_existing(jobs: Jobs, probe: QueueProbe, name: str) -> str:
     """Put a run of the existing job ``name`` in the queue, as the operator would."""
     import datetime as dt  # noqa: PLC0415
 
-    from tickwork.core.runs import scheduled_run_id  # noqa: PLC0415
-    from tickwork.queue.messages import RunMessage  # noqa: PLC0415
-
     job = jobs.get(name)
     uid = job["metadata"]["uid"]
     scheduled = dt.datetime(2026, 12, 1, 9, tzinfo=dt.UTC)
-    run_id = scheduled_run_id(uid, scheduled)
-    probe.enqueue(
-        RunMessage(
-            run_id=run_id,
-            namespace=jobs.namespace,
-            name=name,
-            uid=uid,
-            scheduled_at=scheduled.isoformat(),
-            generation=job["metadata"]["generation"],
-        )
+    return enqueue_scheduled(
+        jobs, probe, name, uid, scheduled, generation=job["metadata"]["generation"]
     )
-    return run_id

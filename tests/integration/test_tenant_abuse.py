@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -25,6 +26,7 @@ from tests.support import (
     ScriptedServer,
     apply_as,
     finished,
+    foreign_secret_task,
     lead,
     rfc3339,
     tenant_account,
@@ -51,21 +53,51 @@ def team_b(api_client: k8s.ApiClient, crd: None, other_namespace: str) -> Jobs:
     return Jobs(api_client, other_namespace)
 
 
-@pytest.fixture
-def tenants(cluster: Cluster, jobs: Jobs, team_b: Jobs) -> tuple[str, str]:
-    return tenant_account(cluster, jobs.namespace), tenant_account(cluster, team_b.namespace)
+@dataclass
+class Teams:
+    """Two teams, each a ServiceAccount allowed only to create ScheduledJobs in its own
+    namespace (team A's is ``a``), and Tickwork started for both."""
+
+    cluster: Cluster
+    a: Jobs
+    b: Jobs
+    account_a: str
+    account_b: str
+    start_operator: Start
+    start_worker: Start
+
+    def start(self, **env: str) -> None:
+        """An operator for both namespaces and a worker with ``env`` on top of the
+        production defaults."""
+        lead(
+            self.start_operator(
+                TICKWORK_OPERATOR_NAMESPACES=f"{self.a.namespace},{self.b.namespace}"
+            )
+        )
+        self.start_worker(**{**PRODUCTION, **env})
+
+    def create_as_a(self, name: str, task: dict[str, Any]) -> None:
+        result = apply_as(self.cluster, self.account_a, self.a.namespace, _now(name, task))
+        assert result.returncode == 0, result.stderr
+
+    def create_as_b(self, name: str, task: dict[str, Any]) -> None:
+        result = apply_as(self.cluster, self.account_b, self.b.namespace, _now(name, task))
+        assert result.returncode == 0, result.stderr
 
 
 @pytest.fixture
-def tickwork(start_operator: Start, jobs: Jobs, team_b: Jobs) -> Callable[..., None]:
-    """An operator for both tenants' namespaces and a worker with ``env`` on top of the
-    production defaults."""
-
-    def start(start_worker: Start, **env: str) -> None:
-        lead(start_operator(TICKWORK_OPERATOR_NAMESPACES=f"{jobs.namespace},{team_b.namespace}"))
-        start_worker(**{**PRODUCTION, **env})
-
-    return start
+def teams(
+    cluster: Cluster, jobs: Jobs, team_b: Jobs, start_operator: Start, start_worker: Start
+) -> Teams:
+    return Teams(
+        cluster,
+        jobs,
+        team_b,
+        tenant_account(cluster, jobs.namespace),
+        tenant_account(cluster, team_b.namespace),
+        start_operator,
+        start_worker,
+    )
 
 
 def _now(name: str, task: dict[str, Any]) -> dict[str, Any]:
@@ -81,11 +113,6 @@ def _now(name: str, task: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _create(cluster: Cluster, tenant: str, jobs: Jobs, name: str, task: dict[str, Any]) -> None:
-    result = apply_as(cluster, tenant, jobs.namespace, _now(name, task))
-    assert result.returncode == 0, result.stderr
-
-
 def _last(jobs: Jobs, name: str) -> dict[str, Any]:
     last = finished(jobs, name)["lastRun"]
     assert isinstance(last, dict)
@@ -93,17 +120,10 @@ def _last(jobs: Jobs, name: str) -> dict[str, Any]:
 
 
 def test_a_tenant_reaches_no_internal_address_and_calls_nothing_not_allowed(
-    tickwork: Callable[..., None],
-    start_worker: Start,
-    cluster: Cluster,
-    jobs: Jobs,
-    team_b: Jobs,
-    tenants: tuple[str, str],
-    endpoint: ScriptedServer,
+    teams: Teams, endpoint: ScriptedServer
 ) -> None:
-    tenant_a, tenant_b = tenants
-    tickwork(start_worker)
-    api_server = cluster.kubectl(
+    teams.start()
+    api_server = teams.cluster.kubectl(
         "config", "view", "--minify", "-o", "jsonpath={.clusters[0].cluster.server}"
     ).stdout
     abuses = {
@@ -114,12 +134,12 @@ def test_a_tenant_reaches_no_internal_address_and_calls_nothing_not_allowed(
         "shell": {"command": {"args": ["cat", "/etc/passwd"]}},
     }
     for name, task in abuses.items():
-        _create(cluster, tenant_a, jobs, name, task)
-    _create(cluster, tenant_b, team_b, "neighbour", {"echo": {"message": "hello"}})
+        teams.create_as_a(name, task)
+    teams.create_as_b("neighbour", {"echo": {"message": "hello"}})
 
     errors = {}
     for name in abuses:
-        last = _last(jobs, name)
+        last = _last(teams.a, name)
         assert last["outcome"] == "Failed", (name, last)
         errors[name] = last["error"]
     for name in ("loopback", "metadata", "api-server"):
@@ -128,39 +148,18 @@ def test_a_tenant_reaches_no_internal_address_and_calls_nothing_not_allowed(
     assert "no task named 'tickwork.record' is registered" in errors["demo-task"]
     assert "command tasks are disabled" in errors["shell"]
     assert endpoint.requests == []  # nothing left the worker
-    assert _last(team_b, "neighbour")["outcome"] == "Succeeded"
+    assert _last(teams.b, "neighbour")["outcome"] == "Succeeded"
 
 
-def test_a_tenant_cannot_store_oversized_or_foreign_references(
-    cluster: Cluster, jobs: Jobs, team_b: Jobs, tenants: tuple[str, str]
-) -> None:
-    tenant_a, _ = tenants
+def test_a_tenant_cannot_store_oversized_or_foreign_references(teams: Teams) -> None:
+    cluster, jobs, team_b, tenant_a = teams.cluster, teams.a, teams.b, teams.account_a
     huge = _now(
         "huge", {"http": {"url": "https://example.com", "method": "POST", "body": "x" * 17_000}}
     )
     refused = apply_as(cluster, tenant_a, jobs.namespace, huge)
     assert refused.returncode != 0
     assert "spec.task.http.body: Too long: may not be more than 16384 bytes" in refused.stderr
-    foreign = _now(
-        "foreign",
-        {
-            "http": {
-                "url": "https://example.com",
-                "headers": [
-                    {
-                        "name": "X-Key",
-                        "valueFrom": {
-                            "secretKeyRef": {
-                                "name": "db",
-                                "key": "password",
-                                "namespace": team_b.namespace,
-                            }
-                        },
-                    }
-                ],
-            }
-        },
-    )
+    foreign = _now("foreign", foreign_secret_task("https://example.com", team_b.namespace))
     refused = apply_as(cluster, tenant_a, jobs.namespace, foreign)
     assert refused.returncode != 0
     assert "secretKeyRef.namespace" in refused.stderr
@@ -176,15 +175,8 @@ def test_a_tenant_cannot_store_oversized_or_foreign_references(
 
 
 def test_a_tenant_flooding_long_runs_gets_its_share_of_the_workers_and_no_more(
-    tickwork: Callable[..., None],
-    start_worker: Start,
-    cluster: Cluster,
-    jobs: Jobs,
-    team_b: Jobs,
-    tenants: tuple[str, str],
-    probe: QueueProbe,
+    teams: Teams, probe: QueueProbe
 ) -> None:
-    tenant_a, tenant_b = tenants
     # As many long runs as the worker has slots, against a server of team A's own that
     # answers only when the test says: on the chart's earlier default (a limit of 40,
     # sized for 20 workers that did not exist) they held all 8 slots and team B waited.
@@ -192,13 +184,11 @@ def test_a_tenant_flooding_long_runs_gets_its_share_of_the_workers_and_no_more(
     # (standing in for a public one) is on loopback.
     holding = HoldingServer()
     try:
-        tickwork(
-            start_worker,
-            TICKWORK_WORKER_TENANTS=json.dumps({jobs.namespace: {"egressAllow": ["127.0.0.1/32"]}}),
-        )
+        allowed = {teams.a.namespace: {"egressAllow": ["127.0.0.1/32"]}}
+        teams.start(TICKWORK_WORKER_TENANTS=json.dumps(allowed))
         flood = [f"long-{n}" for n in range(8)]
         for name in flood:
-            _create(cluster, tenant_a, jobs, name, {"http": {"url": holding.url, "method": "POST"}})
+            teams.create_as_a(name, {"http": {"url": holding.url, "method": "POST"}})
         wait_for(
             lambda: probe.depth().parked == 4 and _started(holding) == 4,
             timeout=30,
@@ -206,14 +196,14 @@ def test_a_tenant_flooding_long_runs_gets_its_share_of_the_workers_and_no_more(
         )
 
         # Team B's run takes a free slot at once, while team A's runs hold theirs.
-        _create(cluster, tenant_b, team_b, "neighbour", {"echo": {"message": "hello"}})
-        assert _last(team_b, "neighbour")["outcome"] == "Succeeded"
-        assert [n for n in flood if jobs.status(n).get("lastRun")] == []
+        teams.create_as_b("neighbour", {"echo": {"message": "hello"}})
+        assert _last(teams.b, "neighbour")["outcome"] == "Succeeded"
+        assert [n for n in flood if teams.a.status(n).get("lastRun")] == []
         assert probe.depth().backlog == 8  # parked runs count: more workers would help
         # Team A's runs waited, none was dropped.
         holding.released.set()
         for name in flood:
-            assert _last(jobs, name)["outcome"] == "Succeeded"
+            assert _last(teams.a, name)["outcome"] == "Succeeded"
         assert _started(holding) == 8
         wait_for(lambda: probe.depth().backlog == 0, timeout=30, what="the last run acknowledged")
     finally:
@@ -226,23 +216,16 @@ def _started(server: HoldingServer) -> int:
 
 
 def test_a_tenant_failing_on_purpose_cannot_grow_the_dead_letters_past_their_bound(
-    tickwork: Callable[..., None],
-    start_worker: Start,
-    cluster: Cluster,
-    jobs: Jobs,
-    team_b: Jobs,
-    tenants: tuple[str, str],
-    probe: QueueProbe,
+    teams: Teams, probe: QueueProbe
 ) -> None:
-    tenant_a, tenant_b = tenants
-    tickwork(start_worker, TICKWORK_REDIS_DEAD_MAX="3")  # the chart's is 10,000
+    teams.start(TICKWORK_REDIS_DEAD_MAX="3")  # the chart's is 10,000
     failing = [f"fail-{n}" for n in range(6)]
     for name in failing:
-        _create(cluster, tenant_a, jobs, name, {"python": {"name": "no.such.task"}})
-    _create(cluster, tenant_b, team_b, "neighbour", {"echo": {"message": "hello"}})
+        teams.create_as_a(name, {"python": {"name": "no.such.task"}})
+    teams.create_as_b("neighbour", {"echo": {"message": "hello"}})
     for name in failing:
-        assert _last(jobs, name)["outcome"] == "Failed"
-    assert _last(team_b, "neighbour")["outcome"] == "Succeeded"
+        assert _last(teams.a, name)["outcome"] == "Failed"
+    assert _last(teams.b, "neighbour")["outcome"] == "Succeeded"
     wait_for(lambda: probe.depth().backlog == 0, timeout=30, what="the last run buried")
     depth = probe.depth()
     assert depth.dead == 3  # the oldest went: Redis keeps a bounded number

@@ -19,7 +19,10 @@ from tests.support import (
     QueueProbe,
     ScriptedServer,
     active_state,
+    apply_as_operator,
     assert_a_timeout_kills_the_whole_group,
+    enqueue_run,
+    enqueue_scheduled,
     finished,
     last_outcome,
     publish,
@@ -30,8 +33,8 @@ from tests.support import (
 )
 from tickwork.core.runs import manual_run_id
 from tickwork.kube.client import KubeClient, load_configuration
-from tickwork.kube.status import OPERATOR_MANAGER, TRIM_MANAGER, run_manager
-from tickwork.queue.messages import RunLocation, RunMessage
+from tickwork.kube.status import TRIM_MANAGER, run_manager
+from tickwork.queue.messages import RunLocation
 from tickwork_dev.devcluster.cluster import Cluster
 from tickwork_dev.devcluster.components import TickworkProcess, console_script, wait_for
 
@@ -369,11 +372,7 @@ def test_runs_that_must_not_execute_are_skipped(
     gone = jobs.create("gone", {"runAt": rfc3339(whole_seconds_from_now(0)), "task": {"echo": {}}})
     jobs.delete("gone")  # before its run is published: the worker finds nothing to run
     gone_run = f"{gone['metadata']['uid']}.20261201T090000Z"
-    probe.enqueue(
-        RunMessage(
-            run_id=gone_run, namespace=jobs.namespace, name="gone", uid=gone["metadata"]["uid"]
-        )
-    )
+    enqueue_run(jobs, probe, "gone", gone["metadata"]["uid"], gone_run)
     publish(jobs, probe, "paused", {"schedule": "@daily", "suspend": True, "task": {"echo": {}}})
     wait_for(lambda: probe.locate(gone_run) is RunLocation.DONE, timeout=30, what="ack of gone")
     last = finished(jobs, "paused")["lastRun"]
@@ -383,11 +382,7 @@ def test_runs_that_must_not_execute_are_skipped(
     # A run ID of another object, under this job's identity: never executed.
     real = jobs.create("real", {"runAt": rfc3339(whole_seconds_from_now(0)), "task": {"echo": {}}})
     foreign_run = "some-other-uid.20261201T090000Z"
-    probe.enqueue(
-        RunMessage(
-            run_id=foreign_run, namespace=jobs.namespace, name="real", uid=real["metadata"]["uid"]
-        )
-    )
+    enqueue_run(jobs, probe, "real", real["metadata"]["uid"], foreign_run)
     wait_for(
         lambda: probe.locate(foreign_run) is RunLocation.DONE,
         timeout=30,
@@ -408,44 +403,15 @@ def test_a_run_queued_before_a_pause_is_skipped_and_one_after_the_resume_runs(
     }
     uid = jobs.create("flaky", spec)["metadata"]["uid"]
 
-    async def operator_writes(phase: str) -> None:
-        async with KubeClient(load_configuration(str(cluster.kubeconfig))) as kube:
-            await kube.apply_job_status(
-                jobs.namespace,
-                "flaky",
-                uid,
-                {"phase": phase},
-                field_manager=OPERATOR_MANAGER,
-                force=True,
-            )
-
-    asyncio.run(operator_writes("Paused"))
-    before = f"{uid}.20261201T000000Z"
-    probe.enqueue(
-        RunMessage(
-            run_id=before,
-            namespace=jobs.namespace,
-            name="flaky",
-            uid=uid,
-            scheduled_at="2026-12-01T00:00:00+00:00",
-        )
-    )
+    apply_as_operator(cluster, jobs, "flaky", uid, {"phase": "Paused"})
+    enqueue_scheduled(jobs, probe, "flaky", uid, dt.datetime(2026, 12, 1, tzinfo=dt.UTC))
     wait_for(lambda: last_outcome(jobs, "flaky") == "Skipped", timeout=30, what="the skip")
     assert "paused after consecutive failed runs" in jobs.status("flaky")["lastRun"]["error"]
     assert worker.metric("tickwork_runs_skipped_by_worker_total", 'reason="paused"') == 1.0
     # Resumed, and at once a run: whatever the worker's watched copy still says, the
     # API server's copy decides (a pause is status: no new generation to wait for).
-    asyncio.run(operator_writes("Scheduled"))
-    after = f"{uid}.20261202T000000Z"
-    probe.enqueue(
-        RunMessage(
-            run_id=after,
-            namespace=jobs.namespace,
-            name="flaky",
-            uid=uid,
-            scheduled_at="2026-12-02T00:00:00+00:00",
-        )
-    )
+    apply_as_operator(cluster, jobs, "flaky", uid, {"phase": "Scheduled"})
+    after = enqueue_scheduled(jobs, probe, "flaky", uid, dt.datetime(2026, 12, 2, tzinfo=dt.UTC))
     wait_for(lambda: jobs.status("flaky")["lastRun"]["id"] == after, timeout=30, what="the run")
     assert jobs.status("flaky")["lastRun"]["outcome"] == "Succeeded"
 
@@ -478,15 +444,8 @@ def test_a_run_redelivered_after_it_finished_is_not_executed_again(
             )
 
     asyncio.run(previous_worker_reported())
-    probe.enqueue(
-        RunMessage(
-            run_id=run_id,
-            namespace=jobs.namespace,
-            name="once",
-            uid=uid,
-            scheduled_at="2026-12-01T09:00:00+00:00",
-            attempt=2,
-        )
+    enqueue_run(
+        jobs, probe, "once", uid, run_id, scheduled_at="2026-12-01T09:00:00+00:00", attempt=2
     )
     wait_for(lambda: probe.locate(run_id) is RunLocation.DONE, timeout=30, what="the ack")
     assert worker.metric("tickwork_runs_skipped_by_worker_total", 'reason="already-finished"') == 1
@@ -498,7 +457,6 @@ def test_a_run_redelivered_after_it_finished_is_not_executed_again(
 def test_runs_start_from_the_watched_copy_which_follows_spec_changes(
     start_worker: Start, jobs: Jobs, probe: QueueProbe
 ) -> None:
-    from tickwork.core.runs import scheduled_run_id  # noqa: PLC0415
 
     job = jobs.create(
         "cached",
@@ -516,16 +474,7 @@ def test_runs_start_from_the_watched_copy_which_follows_spec_changes(
 
     def run_once() -> str:
         scheduled = dt.datetime(2026, 12, 1, 9, tzinfo=dt.UTC) + dt.timedelta(days=len(done))
-        run_id = scheduled_run_id(uid, scheduled)
-        probe.enqueue(
-            RunMessage(
-                run_id=run_id,
-                namespace=jobs.namespace,
-                name="cached",
-                uid=uid,
-                scheduled_at=scheduled.isoformat(),
-            )
-        )
+        run_id = enqueue_scheduled(jobs, probe, "cached", uid, scheduled)
         wait_for(
             lambda: (jobs.status("cached").get("lastRun") or {}).get("id") == run_id,
             timeout=30,
@@ -599,20 +548,9 @@ def test_a_run_named_in_cancel_requests_is_stopped_and_recorded_cancelled(
     wait_for(lambda: active_state(jobs, "replaceable") == "Running", timeout=30, what="Running")
     now = rfc3339(whole_seconds_from_now(0))
 
-    async def operator_asks_to_cancel() -> None:
-        reason = "cancelled: a newer run fell due (concurrencyPolicy CancelOther)"
-        request = {"id": run_id, "requestedAt": now, "terminate": False, "reason": reason}
-        async with KubeClient(load_configuration(str(cluster.kubeconfig))) as kube:
-            await kube.apply_job_status(
-                jobs.namespace,
-                "replaceable",
-                uid,
-                {"cancelRequests": [request]},
-                field_manager=OPERATOR_MANAGER,
-                force=True,
-            )
-
-    asyncio.run(operator_asks_to_cancel())
+    reason = "cancelled: a newer run fell due (concurrencyPolicy CancelOther)"
+    request = {"id": run_id, "requestedAt": now, "terminate": False, "reason": reason}
+    apply_as_operator(cluster, jobs, "replaceable", uid, {"cancelRequests": [request]})
     last = finished(jobs, "replaceable", timeout=30)["lastRun"]
     assert isinstance(last, dict)
     assert (last["id"], last["outcome"], last["attempts"]) == (run_id, "Cancelled", 1)
@@ -692,11 +630,7 @@ def test_records_past_the_history_limit_leave_four_at_a_time(
     ids = [manual_run_id(uid, f"t{index}") for index in range(6)]
     for run_id in ids:
         now = dt.datetime.now(dt.UTC).isoformat()
-        probe.enqueue(
-            RunMessage(
-                run_id=run_id, namespace=jobs.namespace, name="trimmed", uid=uid, triggered_at=now
-            )
-        )
+        enqueue_run(jobs, probe, "trimmed", uid, run_id, triggered_at=now)
 
         def done(run_id: str = run_id) -> bool:  # recorded, trimmed if due, acknowledged
             return probe.locate(run_id) is RunLocation.DONE
@@ -722,7 +656,6 @@ def test_a_run_on_time_is_one_write_that_replaces_the_oldest_record_of_its_kind(
     from kubernetes import watch as k8s_watch  # noqa: PLC0415
 
     from tickwork.api.models import GROUP, PLURAL, VERSION  # noqa: PLC0415
-    from tickwork.core.runs import scheduled_run_id  # noqa: PLC0415
 
     job = jobs.create(
         "placed",
@@ -753,18 +686,9 @@ def test_a_run_on_time_is_one_write_that_replaces_the_oldest_record_of_its_kind(
     done: list[str] = []
     for day in range(5):
         scheduled = dt.datetime(2026, 12, 1, 9, tzinfo=dt.UTC) + dt.timedelta(days=day)
-        run_id = scheduled_run_id(uid, scheduled)
         if day == 3:  # this one is skipped: a run that did not succeed takes f0
             jobs.patch("placed", {"spec": {"suspend": True}})
-        probe.enqueue(
-            RunMessage(
-                run_id=run_id,
-                namespace=jobs.namespace,
-                name="placed",
-                uid=uid,
-                scheduled_at=scheduled.isoformat(),
-            )
-        )
+        run_id = enqueue_scheduled(jobs, probe, "placed", uid, scheduled)
         wait_for(
             lambda run_id=run_id: probe.locate(run_id) is RunLocation.DONE,
             timeout=30,

@@ -8,6 +8,7 @@ from typing import Any
 
 from tickwork_dev.devcluster.cluster import Cluster
 from tickwork_dev.devcluster.components import wait_for
+from tickwork_dev.devcluster.release import ClusterImages, merge
 
 # -- ScheduledJobs ----------------------------------------------------------------------
 
@@ -25,6 +26,32 @@ def one_shot(name: str, url: str, *, run_at: str, timeout: int = 60) -> dict[str
             "task": {"http": {"url": url, "method": "POST"}},
         },
     }
+
+
+def right_now(name: str, task: dict[str, Any], **spec: Any) -> dict[str, Any]:
+    """A one-shot ScheduledJob ``name`` due now that runs ``task`` in one attempt
+    (``spec``: other fields of its spec)."""
+    return {
+        "apiVersion": "tickwork.dev/v1alpha1",
+        "kind": "ScheduledJob",
+        "metadata": {"name": name},
+        "spec": {"runAt": seconds_from_now(0), "retry": {"maxAttempts": 1}, **spec, "task": task},
+    }
+
+
+def one_of_each(images: ClusterImages, **worker: Any) -> dict[str, Any]:
+    """Release values: the test images, one operator and one worker (``worker``: more
+    of its values), no autoscaling, and the CRDs left to the test (a CRD outlives the
+    release that installed it: applied apart, as GitOps installs often do)."""
+    return merge(
+        images.values(),
+        {
+            "crds": {"install": False},
+            "operator": {"replicas": 1},
+            "autoscaling": {"enabled": False},
+            "worker": {"replicas": 1, **worker},
+        },
+    )
 
 
 def apply_jobs(cluster: Cluster, namespace: str, jobs: list[dict[str, Any]]) -> None:

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.pods.support import apply_jobs, seconds_from_now, wait_outcomes
+from tests.pods.support import apply_jobs, one_of_each, right_now, wait_outcomes
 from tickwork_dev.devcluster.cluster import Cluster
-from tickwork_dev.devcluster.release import ClusterImages, Release, merge
+from tickwork_dev.devcluster.release import ClusterImages, Release
 
 NAMESPACE = "tickwork-commands"
 pytestmark = pytest.mark.timeout(600)
@@ -27,18 +27,10 @@ def commands_release(pods_cluster: Cluster, test_images: ClusterImages) -> Itera
     # The CRD may outlive an earlier release (it is kept on uninstall): manage it
     # apart from this release, as GitOps installs often do.
     pods_cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRDS))
-    values = merge(
-        test_images.values(),
-        {
-            "crds": {"install": False},
-            "operator": {"replicas": 1},
-            "autoscaling": {"enabled": False},
-            "worker": {
-                "replicas": 1,
-                "commandTasks": {"enabled": True},
-                "previews": {"enabled": True},  # the tests read what commands print
-            },
-        },
+    values = one_of_each(
+        test_images,
+        commandTasks={"enabled": True},
+        previews={"enabled": True},  # the tests read what commands print
     )
     release = Release(pods_cluster, NAMESPACE, values=values)
     release.install()
@@ -49,17 +41,7 @@ def commands_release(pods_cluster: Cluster, test_images: ClusterImages) -> Itera
 def _run_command(release: Release, name: str, script: str) -> str:
     """Run ``sh -c script`` as a one-shot command job ``name``; its run's result."""
     cluster, namespace = release.cluster, release.namespace
-    job = {
-        "apiVersion": "tickwork.dev/v1alpha1",
-        "kind": "ScheduledJob",
-        "metadata": {"name": name},
-        "spec": {
-            "runAt": seconds_from_now(0),
-            "retry": {"maxAttempts": 1},
-            "task": {"command": {"args": ["sh", "-c", script]}},
-        },
-    }
-    apply_jobs(cluster, namespace, [job])
+    apply_jobs(cluster, namespace, [right_now(name, {"command": {"args": ["sh", "-c", script]}})])
     wait_outcomes(cluster, namespace, {name}, "Succeeded", timeout=120)
     status = json.loads(
         cluster.kubectl("-n", namespace, "get", "scheduledjob", name, "-o", "json").stdout

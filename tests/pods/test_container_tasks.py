@@ -21,10 +21,16 @@ from typing import Any
 import pytest
 
 from tests.integration.test_cli import tickwork
-from tests.pods.support import apply_jobs, job_list, seconds_from_now, wait_outcomes
+from tests.pods.support import (
+    apply_jobs,
+    job_list,
+    one_of_each,
+    seconds_from_now,
+    wait_outcomes,
+)
 from tickwork_dev.devcluster.cluster import Cluster, kubectl_binary
 from tickwork_dev.devcluster.components import wait_for
-from tickwork_dev.devcluster.release import ClusterImages, Release, merge
+from tickwork_dev.devcluster.release import ClusterImages, Release
 from tickwork_worker.tasks import jobs as job_names
 
 NAMESPACE = "tickwork-containers"
@@ -70,18 +76,10 @@ class JobLog:
 @pytest.fixture(scope="module")
 def release(pods_cluster: Cluster, test_images: ClusterImages) -> Iterator[Release]:
     pods_cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRDS))
-    values = merge(
-        test_images.values(),
-        {
-            "crds": {"install": False},
-            "operator": {"replicas": 1},
-            "autoscaling": {"enabled": False},
-            "worker": {
-                "replicas": 1,
-                "previews": {"enabled": True},  # the tests read logs
-                "containerTasks": {"enabled": True, "ttlSecondsAfterFinished": TTL_SECONDS},
-            },
-        },
+    values = one_of_each(
+        test_images,
+        previews={"enabled": True},  # the tests read logs
+        containerTasks={"enabled": True, "ttlSecondsAfterFinished": TTL_SECONDS},
     )
     installed = Release(pods_cluster, NAMESPACE, values=values)
     installed.install()
@@ -143,6 +141,23 @@ def _status(cluster: Cluster, name: str) -> dict[str, Any]:
     [job] = [j for j in job_list(cluster, NAMESPACE) if j["metadata"]["name"] == name]
     status: dict[str, Any] = job.get("status") or {}
     return status
+
+
+def _wait_job_and_pod_gone(cluster: Cluster, job: str, run_id: str) -> None:
+    """Until the Job of the first attempt of ``run_id`` is deleted, and its Pod too."""
+    name = job_names.job_name(job, run_id, 1)
+    wait_for(
+        lambda: _batch_job(cluster, name) is None,
+        timeout=60,
+        interval=1,
+        what=f"the Job {name} deleted",
+    )
+    wait_for(
+        lambda: not _pods_of(cluster, run_id),
+        timeout=120,
+        interval=2,
+        what="the cancelled run's Pod gone",
+    )
 
 
 def _batch_job(cluster: Cluster, name: str) -> dict[str, Any] | None:
@@ -307,20 +322,8 @@ def test_a_cancelled_run_deletes_its_job_and_its_pod_goes(release: Release, repl
     run = cancelled()[0]
     # Replace is CancelOther under its Temporal name, which the record gives.
     assert "concurrencyPolicy CancelOther" in run["error"], run
-    name = job_names.job_name(replaced, run["id"], 1)
-    wait_for(
-        lambda: _batch_job(cluster, name) is None,
-        timeout=60,
-        interval=1,
-        what=f"the Job {name} deleted",
-    )
     # Its Pod is stopped and deleted with it (the garbage collector, Background).
-    wait_for(
-        lambda: not _pods_of(cluster, run["id"]),
-        timeout=120,
-        interval=2,
-        what="the cancelled run's Pod gone",
-    )
+    _wait_job_and_pod_gone(cluster, replaced, run["id"])
 
 
 def test_a_container_gets_secret_values_its_service_account_and_its_node(
@@ -419,19 +422,7 @@ def test_a_run_cancelled_from_the_cli_deletes_its_job(
     wait_outcomes(cluster, NAMESPACE, {"stopped"}, "Cancelled", timeout=120)
     last = _status(cluster, "stopped")["lastRun"]
     assert (last["id"], last["attempts"]) == (run_id, 1), last
-    name = job_names.job_name("stopped", run_id, 1)
-    wait_for(
-        lambda: _batch_job(cluster, name) is None,
-        timeout=60,
-        interval=1,
-        what=f"the Job {name} deleted",
-    )
-    wait_for(
-        lambda: not _pods_of(cluster, run_id),
-        timeout=120,
-        interval=2,
-        what="the cancelled run's Pod gone",
-    )
+    _wait_job_and_pod_gone(cluster, "stopped", run_id)
     # No second attempt followed the cancel.
     assert _batch_job(cluster, job_names.job_name("stopped", run_id, 2)) is None
 

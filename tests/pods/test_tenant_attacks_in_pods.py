@@ -37,7 +37,7 @@ from typing import Any
 
 import pytest
 
-from tests.pods.support import seconds_from_now, wait_ended, wait_outcomes
+from tests.pods.support import right_now, seconds_from_now, wait_ended, wait_outcomes
 from tests.support import apply_as, tenant_account
 from tickwork_dev.devcluster import hostnet
 from tickwork_dev.devcluster.cluster import Cluster
@@ -108,17 +108,8 @@ def tenant(defaults: Release) -> str:
 
 
 def _http_job(name: str, path: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "tickwork.dev/v1alpha1",
-        "kind": "ScheduledJob",
-        "metadata": {"name": name},
-        "spec": {
-            "runAt": seconds_from_now(0),
-            "retry": {"maxAttempts": 1},
-            "timeoutSeconds": 600,
-            "task": {"http": {"url": f"{SERVER}{path}", "method": "GET"}},
-        },
-    }
+    task = {"http": {"url": f"{SERVER}{path}", "method": "GET"}}
+    return right_now(name, task, timeoutSeconds=600)
 
 
 def _submit(cluster: Cluster, who: str, namespace: str, job: dict[str, Any]) -> None:

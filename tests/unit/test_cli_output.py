@@ -98,20 +98,8 @@ JOB = {
 
 def test_get_shows_a_row_per_job_with_readiness_and_times_relative_to_now() -> None:
     header, row = render_jobs([JOB], output="table", all_namespaces=False, now=NOW).splitlines()
-    assert header.split() == [
-        "NAME",
-        "SCHEDULE",
-        "SUSPEND",
-        "PHASE",
-        "READY",
-        "ACTIVE",
-        "LAST",
-        "LAST",
-        "RUN",
-        "NEXT",
-        "RUN",
-        "AGE",
-    ]
+    columns = " ".join(header.split())
+    assert columns == "NAME SCHEDULE SUSPEND PHASE READY ACTIVE LAST LAST RUN NEXT RUN AGE"
     cells = [cell.strip() for cell in row.split("   ") if cell.strip()]
     assert cells == [
         "nightly",

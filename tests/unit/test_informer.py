@@ -124,6 +124,19 @@ class Recorder:
         self.trail.append(f"lost {scope}")
 
 
+#: A list again that brings job 1 in one page, then the watch from its version, until
+#: the test ends it.
+LISTED_AGAIN = [
+    "listing None",
+    "GET page 0 of /all/scheduledjobs (500)",
+    "add 1",
+    "end",
+    "live None",
+    "WATCH /all/scheduledjobs from 200",
+    "lost None",
+]
+
+
 def path(scope: Scope) -> str:
     return f"/{scope or 'all'}/scheduledjobs"
 
@@ -291,13 +304,7 @@ async def test_410_gone_lists_again_at_once() -> None:
     assert trail[trail.index("reached 101") :] == [
         "reached 101",
         "lost None",
-        "listing None",
-        "GET page 0 of /all/scheduledjobs (500)",
-        "add 1",
-        "end",
-        "live None",
-        "WATCH /all/scheduledjobs from 200",
-        "lost None",
+        *LISTED_AGAIN,
     ]
     assert slept == []
 
@@ -328,13 +335,7 @@ async def test_after_a_failure_the_watch_resumes_or_lists_again_as_set() -> None
         "reached 150",
         "lost None",
         "sleep 0.5",
-        "listing None",
-        "GET page 0 of /all/scheduledjobs (500)",
-        "add 1",
-        "end",
-        "live None",
-        "WATCH /all/scheduledjobs from 200",
-        "lost None",
+        *LISTED_AGAIN,
     ]
     assert slept == [0.5]
 

@@ -215,6 +215,18 @@ class Leader:
         await self.ticker.tick()
         await self.ticker.reporter.idle()
 
+    async def publish(self, run_at: dt.datetime, *, uid: str = UID) -> RunMessage:
+        """Put the run of ``run_at`` in the queue, as a publish does."""
+        message = RunMessage(
+            run_id=scheduled_run_id(uid, run_at),
+            namespace="ns",
+            name="j",
+            uid=uid,
+            scheduled_at=run_at.isoformat(),
+        )
+        await self.queue.enqueue(message)
+        return message
+
     async def queued(self) -> list[str]:
         """The run IDs waiting in the queue, oldest first (taken out to look)."""
         claims = await self.queue.claim(consumer="test", lease_seconds=30, count=100)
@@ -350,14 +362,7 @@ def running(run_at: dt.datetime) -> dict[str, Any]:
 
 async def worker_took(leader: Leader, run_at: dt.datetime) -> None:
     """A worker claimed the run of ``run_at`` and is running it."""
-    message = RunMessage(
-        run_id=scheduled_run_id(UID, run_at),
-        namespace="ns",
-        name="j",
-        uid=UID,
-        scheduled_at=run_at.isoformat(),
-    )
-    await leader.queue.enqueue(message)
+    message = await leader.publish(run_at)
     [claim] = await leader.queue.claim(consumer="worker", lease_seconds=300)
     assert claim.message.run_id == message.run_id
 
@@ -721,15 +726,7 @@ async def test_without_the_schedule_in_status_a_restart_goes_on_after_the_last_r
     # the same run: the queue keeps it once.
     again = Leader(minute(6, 40), schedule_in_status=False)
     again.observe(EVERY_MINUTE, status=ended(minute(5)))
-    await again.queue.enqueue(
-        RunMessage(
-            run_id=scheduled_run_id(UID, minute(6)),
-            namespace="ns",
-            name="j",
-            uid=UID,
-            scheduled_at=minute(6).isoformat(),
-        )
-    )
+    await again.publish(minute(6))
     await again.tick_at(minute(6, 41))
     assert await again.queued() == [scheduled_run_id(UID, minute(6))]
     assert "MissedRuns" not in again.sink.reasons()
@@ -882,14 +879,7 @@ async def test_ready_goes_false_while_the_last_run_failed_and_back_when_one_succ
 
 async def dead_letter(leader: Leader, run_at: dt.datetime, *, uid: str = UID) -> str:
     """A run of ``run_at`` that failed for good: in the queue's dead letters."""
-    message = RunMessage(
-        run_id=scheduled_run_id(uid, run_at),
-        namespace="ns",
-        name="j",
-        uid=uid,
-        scheduled_at=run_at.isoformat(),
-    )
-    await leader.queue.enqueue(message)
+    message = await leader.publish(run_at, uid=uid)
     [claim] = await leader.queue.claim(consumer="worker", lease_seconds=300)
     assert await leader.queue.bury(claim, error="HTTP 500")
     return message.run_id
@@ -1238,15 +1228,7 @@ async def test_a_run_the_queue_finished_is_settled_on_the_entry_a_watch_replaced
         },
     }
     leader.observe(EVERY_MINUTE, status=status)
-    message = RunMessage(
-        namespace="ns",
-        name="j",
-        uid=UID,
-        run_id=run_id,
-        scheduled_at=minute(0).isoformat(),
-        attempt=1,
-    )
-    await leader.queue.enqueue(message)
+    await leader.publish(minute(0))
     [claim] = await leader.queue.claim(consumer="w", lease_seconds=30, count=1)
     await leader.queue.ack(claim)  # done, but its record never reached status
     located = leader.queue.locate
@@ -1276,15 +1258,7 @@ async def test_a_settled_run_is_let_go_once_its_record_reaches_status() -> None:
         "queuedAt": "2026-12-01T09:00:00Z",
     }
     leader.observe(EVERY_MINUTE, status={"observedGeneration": 1, "queuedRun": queued})
-    message = RunMessage(
-        namespace="ns",
-        name="j",
-        uid=UID,
-        run_id=run_id,
-        scheduled_at=minute(0).isoformat(),
-        attempt=1,
-    )
-    await leader.queue.enqueue(message)
+    await leader.publish(minute(0))
     [claim] = await leader.queue.claim(consumer="w", lease_seconds=30, count=1)
     await leader.queue.ack(claim)
     await leader.ticker.reconciler.reconcile()

@@ -38,13 +38,27 @@ import httpx
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 
-#: Refused unless allowed: every range that is not the public internet.
-DEFAULT_DENY: tuple[str, ...] = (
+#: This host, link-local (cloud metadata), multicast and reserved ranges, and the NAT64
+#: prefixes that lead back to any address: never reached through a host name.
+_NEVER_BY_NAME: tuple[str, ...] = (
     "0.0.0.0/8",
-    "10.0.0.0/8",
-    "100.64.0.0/10",
     "127.0.0.0/8",
     "169.254.0.0/16",
+    "224.0.0.0/4",
+    "240.0.0.0/4",
+    "::/128",
+    "::1/128",
+    "64:ff9b::/96",
+    "64:ff9b:1::/48",
+    "fe80::/10",
+    "ff00::/8",
+)
+
+#: Refused unless allowed: every range that is not the public internet.
+DEFAULT_DENY: tuple[str, ...] = (
+    *_NEVER_BY_NAME,
+    "10.0.0.0/8",
+    "100.64.0.0/10",
     "172.16.0.0/12",
     "192.0.0.0/24",
     "192.0.2.0/24",
@@ -52,35 +66,13 @@ DEFAULT_DENY: tuple[str, ...] = (
     "198.18.0.0/15",
     "198.51.100.0/24",
     "203.0.113.0/24",
-    "224.0.0.0/4",
-    "240.0.0.0/4",
-    "::/128",
-    "::1/128",
-    "64:ff9b::/96",
-    "64:ff9b:1::/48",
     "100::/64",
     "2001:db8::/32",
     "fc00::/7",
-    "fe80::/10",
-    "ff00::/8",
 )
-
 
 #: Refused even for a host an allowed pattern matches (only an allowed CIDR opens them).
-BELOW_PATTERNS: tuple[str, ...] = (
-    "0.0.0.0/8",
-    "127.0.0.0/8",
-    "169.254.0.0/16",
-    "224.0.0.0/4",
-    "240.0.0.0/4",
-    "::/128",
-    "::1/128",
-    "64:ff9b::/96",
-    "64:ff9b:1::/48",
-    "fd00:ec2::254/128",
-    "fe80::/10",
-    "ff00::/8",
-)
+BELOW_PATTERNS: tuple[str, ...] = (*_NEVER_BY_NAME, "fd00:ec2::254/128")
 
 _HOST_PATTERN = re.compile(r"[A-Za-z0-9*?._-]+")
 _LOOKS_NUMERIC = re.compile(r"[0-9.]+")
