@@ -107,3 +107,33 @@ def test_the_count_is_bounded(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     assert "--count must be 1 to 1000" in capsys.readouterr().err
     assert main(["explain", "-f", str(tmp_path / "missing.yaml")]) == 1
     assert "cannot read" in capsys.readouterr().err
+
+
+SEVERAL = """
+apiVersion: tickwork.dev/v1alpha1
+kind: ScheduledJob
+metadata: {name: twice-a-day}
+spec:
+  timeZone: America/New_York
+  schedules:
+  - {schedule: "30 2 * * *", timeZone: Europe/Berlin}
+  - {schedule: "0 12 * * *"}
+  task: {echo: {message: hi}}
+"""
+
+
+def test_several_schedules_list_every_entrys_runs_each_marked_on_its_own_clock() -> None:
+    found = runs(SEVERAL, "2026-03-28T12:00:00Z", 4)
+    # Berlin's 02:30 of Mar 29 does not occur (moved to 03:00 CEST, 01:00 UTC); New York
+    # is already on daylight time: noon EDT is 16:00 UTC, unmarked.
+    assert [r.at.strftime("%m-%dT%H:%M") for r in found] == [
+        "03-28T16:00",
+        "03-29T01:00",
+        "03-29T16:00",
+        "03-30T00:30",
+    ]
+    assert [r.note.split(":")[0] for r in found] == ["", "moved", "", ""]
+    assert f"{found[0].local:%H:%M %Z}" == "12:00 EDT"  # shown in the job's zone
+    [job] = explain.jobs_in(SEVERAL)
+    text = explain.render(job, explain.spec_of(job), found)
+    assert text.splitlines()[0] == "twice-a-day: 30 2 * * *; 0 12 * * * (America/New_York)"

@@ -89,13 +89,15 @@ class CelRule:
         return out
 
 
+#: CEL: the spec is recurring (one schedule, or several).
+_RECURRING = "has(self.schedule) || has(self.schedules)"
 SCHEDULE_XOR_RUN_AT = CelRule(
-    rule="has(self.schedule) != has(self.runAt)",
-    message="set exactly one of spec.schedule (a cron expression, for recurring runs) "
-    "or spec.runAt (an RFC 3339 time, for a single run)",
+    rule="[has(self.schedule), has(self.schedules), has(self.runAt)].filter(x, x).size() == 1",
+    message="set exactly one of spec.schedule (a cron expression, for recurring runs), "
+    "spec.schedules (several of them) or spec.runAt (an RFC 3339 time, for a single run)",
 )
 BOUNDS_NEED_SCHEDULE = CelRule(
-    rule="!has(self.notBefore) && !has(self.notAfter) || has(self.schedule)",
+    rule=f"!has(self.notBefore) && !has(self.notAfter) || {_RECURRING}",
     message="notBefore and notAfter bound a recurring schedule: remove them, or use "
     "schedule instead of runAt",
 )
@@ -111,12 +113,12 @@ TTL_NEEDS_RUN_AT = CelRule(
     field_path=".ttlSecondsAfterFinished",
 )
 DAYLIGHT_SAVING_NEEDS_SCHEDULE = CelRule(
-    rule="!has(self.daylightSaving) || has(self.schedule)",
+    rule=f"!has(self.daylightSaving) || {_RECURRING}",
     message="daylightSaving applies to cron schedules only: remove it or use schedule",
     field_path=".daylightSaving",
 )
 FAILURE_POLICY_NEEDS_SCHEDULE = CelRule(
-    rule="!has(self.failurePolicy) || has(self.schedule)",
+    rule=f"!has(self.failurePolicy) || {_RECURRING}",
     message="failurePolicy applies to recurring jobs only (a runAt job runs once): "
     "remove it or use schedule",
     field_path=".failurePolicy",
@@ -144,6 +146,13 @@ JITTER_WITHIN_INTERVAL = CelRule(
     "|| !has(self.jitterSeconds) "
     "|| duration(self.schedule.substring(7)).getSeconds() > self.jitterSeconds",
     message="jitterSeconds must be shorter than the @every interval",
+    field_path=".jitterSeconds",
+)
+JITTER_WITHIN_INTERVALS = CelRule(
+    rule="!has(self.schedules) || !has(self.jitterSeconds) || self.schedules.all(e, "
+    f"!e.schedule.matches(r'{INTERVAL_PATTERN}') "
+    "|| duration(e.schedule.substring(7)).getSeconds() > self.jitterSeconds)",
+    message="jitterSeconds must be shorter than every @every interval of schedules",
     field_path=".jitterSeconds",
 )
 HTTP_URL = CelRule(
@@ -231,13 +240,13 @@ BODY_TEMPLATE_COUNT = CelRule(
     message=templates.COUNT_MESSAGE,
 )
 CATCHUP_NEEDS_SCHEDULE = CelRule(
-    rule="!has(self.catchup) || has(self.schedule)",
+    rule=f"!has(self.catchup) || {_RECURRING}",
     message="catchup applies to recurring jobs only (a runAt job has one run): remove it "
     "or use schedule",
     field_path=".catchup",
 )
 BACKFILLS_NEED_SCHEDULE = CelRule(
-    rule="!has(self.backfills) || size(self.backfills) == 0 || has(self.schedule)",
+    rule=f"!has(self.backfills) || size(self.backfills) == 0 || {_RECURRING}",
     message="backfills apply to recurring jobs only: remove them or use schedule",
     field_path=".backfills",
 )

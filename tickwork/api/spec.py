@@ -1,6 +1,6 @@
-"""A ScheduledJob's spec: the schedule (cron, ``@every`` or ``runAt``), its zone and
-daylight-saving choices, bounds, retries, history limits, overlap, failure and
-catch-up policies, backfills, and the task."""
+"""A ScheduledJob's spec: the schedule (cron, ``@every``, several of them, or ``runAt``),
+its zone and daylight-saving choices, bounds, retries, history limits, overlap, failure
+and catch-up policies, backfills, and the task."""
 
 from __future__ import annotations
 
@@ -27,6 +27,7 @@ from tickwork.core.daylight import DaylightSavingChoice, RepeatedTime, SkippedTi
 from tickwork.core.interval import interval_schedule, is_interval, parse_interval
 from tickwork.core.planning import ConcurrencyPolicy
 from tickwork.core.schedule import OneShotSchedule, Schedule, cron_schedule
+from tickwork.core.schedule_set import union
 
 
 class RetryPolicy(_Model):
@@ -127,6 +128,21 @@ class Backfill(_Model):
         return self
 
 
+#: The most entries of ``spec.schedules``.
+MAX_SCHEDULES = 10
+
+
+class ScheduleEntry(_Model):
+    """One of a job's several schedules (``spec.schedules``)."""
+
+    schedule: CronText = Field(
+        description="A cron expression (five fields or a macro like @daily), or an interval "
+        "like '@every 90s'.",
+    )
+    time_zone: ZoneName | None = None
+    """IANA zone this entry is read in. Unset: spec.timeZone."""
+
+
 class ScheduledJobSpec(_Model):
     """The desired schedule and task."""
 
@@ -139,6 +155,7 @@ class ScheduledJobSpec(_Model):
             rules.BOUNDS_NEED_SCHEDULE,
             rules.BOUNDS_ORDER,
             rules.JITTER_WITHIN_INTERVAL,
+            rules.JITTER_WITHIN_INTERVALS,
             rules.CATCHUP_NEEDS_SCHEDULE,
             rules.BACKFILLS_NEED_SCHEDULE,
         )
@@ -149,6 +166,12 @@ class ScheduledJobSpec(_Model):
         description="Recurring runs: a cron expression (five fields or a macro like @daily), "
         "or an interval like '@every 90s' (10s .. 8784h; time zones play no part).",
     )
+    schedules: (
+        Annotated[list[ScheduleEntry], Field(min_length=1, max_length=MAX_SCHEDULES)] | None
+    ) = None
+    """Recurring runs on several schedules (up to 10), each in its own zone if it names one:
+    one job, one history, one concurrencyPolicy. An instant that two entries name is one
+    run (run IDs name the job and the instant)."""
     run_at: AwareDatetime | None = Field(default=None, description="Instant of a one-shot run.")
     not_before: AwareDatetime | None = None
     """No run is due before this instant (RFC 3339; recurring jobs only). An @every interval
@@ -210,31 +233,34 @@ class ScheduledJobSpec(_Model):
 
     @model_validator(mode="after")
     def _schedule_xor_run_at(self) -> Self:
-        if (self.schedule is None) == (self.run_at is None):
+        given = (self.schedule is not None, self.schedules is not None, self.run_at is not None)
+        if sum(given) != 1:
             raise ValueError(rules.SCHEDULE_XOR_RUN_AT.message)
         if self.ttl_seconds_after_finished is not None and self.run_at is None:
             raise ValueError(rules.TTL_NEEDS_RUN_AT.message)
-        if self.daylight_saving is not None and self.schedule is None:
+        if self.daylight_saving is not None and not self.recurring:
             raise ValueError(rules.DAYLIGHT_SAVING_NEEDS_SCHEDULE.message)
-        if self.failure_policy is not None and self.schedule is None:
+        if self.failure_policy is not None and not self.recurring:
             raise ValueError(rules.FAILURE_POLICY_NEEDS_SCHEDULE.message)
-        if (self.not_before or self.not_after) and self.schedule is None:
+        if (self.not_before or self.not_after) and not self.recurring:
             raise ValueError(rules.BOUNDS_NEED_SCHEDULE.message)
         if self.not_before and self.not_after and self.not_after <= self.not_before:
             raise ValueError(rules.BOUNDS_ORDER.message)
-        if (
-            self.schedule
-            and is_interval(self.schedule)
-            and self.jitter_seconds >= parse_interval(self.schedule)
-        ):
+        if self.schedule is not None and self._jitter_reaches(self.schedule):
             raise ValueError(rules.JITTER_WITHIN_INTERVAL.message)
+        if any(self._jitter_reaches(e.schedule) for e in self.schedules or ()):
+            raise ValueError(rules.JITTER_WITHIN_INTERVALS.message)
         return self
+
+    def _jitter_reaches(self, text: str) -> bool:
+        """Is ``text`` an interval no longer than the jitter?"""
+        return is_interval(text) and self.jitter_seconds >= parse_interval(text)
 
     @model_validator(mode="after")
     def _catchup_and_backfills(self) -> Self:
-        if self.catchup is not None and self.schedule is None:
+        if self.catchup is not None and not self.recurring:
             raise ValueError(rules.CATCHUP_NEEDS_SCHEDULE.message)
-        if self.backfills and self.schedule is None:
+        if self.backfills and not self.recurring:
             raise ValueError(rules.BACKFILLS_NEED_SCHEDULE.message)
         if len({b.name for b in self.backfills}) != len(self.backfills):
             raise ValueError("each backfill needs a name of its own")
@@ -249,18 +275,39 @@ class ScheduledJobSpec(_Model):
     def one_shot(self) -> bool:
         return self.run_at is not None
 
+    @property
+    def recurring(self) -> bool:
+        """On a schedule, or several (not ``runAt``)."""
+        return self.schedule is not None or self.schedules is not None
+
+    @property
+    def schedule_texts(self) -> tuple[str, ...]:
+        """The schedules as written (several joined by the reader as it likes); none for a
+        one-shot job."""
+        if self.schedule is not None:
+            return (self.schedule,)
+        return tuple(e.schedule for e in self.schedules or ())
+
     def schedule_of(self, created: dt.datetime) -> Schedule:
         """The runs this spec asks for; ``created`` (the object's creationTimestamp)
         anchors an @every interval that has no notBefore, so every reader finds the
         same instants."""
         if self.run_at is not None:
             return OneShotSchedule(self.run_at)
-        assert self.schedule is not None  # noqa: S101 - one of the two is required
-        schedule: Schedule
-        if is_interval(self.schedule):
-            schedule = interval_schedule(self.schedule, anchor=self.not_before or created)
-        else:
-            schedule = cron_schedule(self.schedule, self.time_zone, self.daylight_saving_choice)
+        entries = (
+            [(self.schedule, self.time_zone)]
+            if self.schedule is not None
+            else [(e.schedule, e.time_zone or self.time_zone) for e in self.schedules or ()]
+        )
+        anchor = self.not_before or created
+        schedule = union(
+            [
+                interval_schedule(text, anchor=anchor)
+                if is_interval(text)
+                else cron_schedule(text, zone, self.daylight_saving_choice)
+                for text, zone in entries
+            ]
+        )
         return bounded(schedule, not_before=self.not_before, not_after=self.not_after)
 
     @property

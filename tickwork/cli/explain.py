@@ -21,6 +21,7 @@ from tickwork.core.civil import minute_from_naive
 from tickwork.core.errors import InvalidSpecError
 from tickwork.core.interval import is_interval
 from tickwork.core.schedule import CronSchedule, Schedule
+from tickwork.core.schedule_set import ScheduleSet
 
 #: How many runs ``--count`` may ask for.
 MOST = 1000
@@ -80,24 +81,34 @@ def next_runs(spec: ScheduledJobSpec, *, after: dt.datetime, count: int) -> list
         following = schedule.next_run_after(moment)
         if following is None:
             break
-        local = following.astimezone(zone)
-        runs.append(Run(at=following, local=local, note=_note(schedule, local, zone)))
+        note = "; ".join(n for n in (_note(c, following) for c in _crons(schedule)) if n)
+        runs.append(Run(at=following, local=following.astimezone(zone), note=note))
         moment = following
     return runs
 
 
 def _zone(spec: ScheduledJobSpec) -> dt.tzinfo:
-    if spec.run_at is not None or (spec.schedule is not None and is_interval(spec.schedule)):
-        return dt.UTC  # an instant or an interval: no zone plays a part
+    """The zone the runs are shown in: the job's, unless no entry is read in a zone."""
+    if all(is_interval(text) for text in spec.schedule_texts):
+        return dt.UTC  # an instant or intervals only: no zone plays a part
     return zoneinfo.ZoneInfo(spec.time_zone)
 
 
-def _note(schedule: Schedule, local: dt.datetime, zone: dt.tzinfo) -> str:
-    """What a clock change did to the run at ``local``: nothing, a repeated wall time
-    (the clock went back; which pass), or a run moved past a skipped one."""
-    cron = schedule.schedule if isinstance(schedule, BoundedSchedule) else schedule
-    if not isinstance(cron, CronSchedule) or not isinstance(zone, zoneinfo.ZoneInfo):
-        return ""
+def _crons(schedule: Schedule) -> list[CronSchedule]:
+    """The cron schedules ``schedule`` is made of."""
+    inner = schedule.schedule if isinstance(schedule, BoundedSchedule) else schedule
+    parts = inner.schedules if isinstance(inner, ScheduleSet) else (inner,)
+    return [part for part in parts if isinstance(part, CronSchedule)]
+
+
+def _note(cron: CronSchedule, at: dt.datetime) -> str:
+    """What a clock change did to the run at ``at``, if ``cron`` names it: nothing, a
+    repeated wall time (the clock went back; which pass), or a run moved past a skipped
+    one, on that entry's wall clock."""
+    if cron.next_run_after(at - dt.timedelta(microseconds=1)) != at:
+        return ""  # another entry's run
+    zone = cron.timeline.zone
+    local = at.astimezone(zone)
     wall = local.replace(tzinfo=None)
     first, second = wall.replace(tzinfo=zone, fold=0), wall.replace(tzinfo=zone, fold=1)
     if first.utcoffset() != second.utcoffset():
@@ -110,7 +121,8 @@ def _note(schedule: Schedule, local: dt.datetime, zone: dt.tzinfo) -> str:
 
 def render(job: dict[str, Any], spec: ScheduledJobSpec, runs: Iterable[Run]) -> str:
     zone = "UTC" if isinstance(_zone(spec), dt.timezone) else spec.time_zone
-    what = spec.schedule if spec.run_at is None else f"runAt {spec.run_at.isoformat()}"
+    runs_at = f"runAt {spec.run_at.isoformat()}" if spec.run_at is not None else ""
+    what = runs_at or "; ".join(spec.schedule_texts)
     lines = [f"{_name(job)}: {what} ({zone})", f"{'#':>4}  {zone:<32}{'UTC':<22}NOTE"]
     rows = list(runs)
     for number, run in enumerate(rows, 1):

@@ -88,7 +88,8 @@ def next_runs(job: dict[str, Any], now: dt.datetime) -> list[str]:
     status, spec = job.get("status") or {}, job.get("spec") or {}
     if status.get("nextRunAt"):
         return list(status.get("nextRuns") or [status["nextRunAt"]])
-    if not spec.get("schedule") or spec.get("suspend") or status.get("phase") != "Scheduled":
+    recurring = spec.get("schedule") or spec.get("schedules")
+    if not recurring or spec.get("suspend") or status.get("phase") != "Scheduled":
         return []
     try:
         parsed = ScheduledJobSpec.model_validate(spec)
@@ -103,6 +104,14 @@ def next_runs(job: dict[str, Any], now: dt.datetime) -> list[str]:
         if moment is not None:
             runs.append(moment.astimezone(dt.UTC).isoformat().replace("+00:00", "Z"))
     return runs
+
+
+def _schedule_text(spec: dict[str, Any]) -> str:
+    """The SCHEDULE column: the cron or interval, several joined by "; ", or the run's time."""
+    entries = spec.get("schedules")
+    if isinstance(entries, list):
+        return "; ".join(str(e.get("schedule", "?")) for e in entries if isinstance(e, dict))
+    return str(spec.get("schedule") or f"at {spec.get('runAt', '?')}")
 
 
 def render_jobs(
@@ -121,18 +130,8 @@ def render_jobs(
         return "\n".join(f"scheduledjob.tickwork.dev/{j['metadata']['name']}" for j in jobs)
     if not jobs:
         return "No resources found."
-    headers = [
-        "NAME",
-        "SCHEDULE",
-        "SUSPEND",
-        "PHASE",
-        "READY",
-        "ACTIVE",
-        "LAST",
-        "LAST RUN",
-        "NEXT RUN",
-        "AGE",
-    ]
+    headers = ["NAME", "SCHEDULE", "SUSPEND", "PHASE", "READY", "ACTIVE", "LAST"]
+    headers += ["LAST RUN", "NEXT RUN", "AGE"]
     wide = output == "wide"
     if wide:
         headers += ["ZONE", "REASON", "MISSED", "LAST RUN ID", "NEXT RUNS"]
@@ -146,7 +145,7 @@ def render_jobs(
         upcoming = next_runs(job, now)
         row = [
             meta["name"],
-            spec.get("schedule") or f"at {spec.get('runAt', '?')}",
+            _schedule_text(spec),
             str(bool(spec.get("suspend"))).lower(),
             status.get("phase", ""),
             ready,
