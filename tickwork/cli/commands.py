@@ -417,6 +417,13 @@ def parser() -> argparse.ArgumentParser:
     explained.add_argument("-f", "--filename", required=True, metavar="FILE", help="- for stdin")
     explained.add_argument("--count", type=int, default=10, help="how many runs (default 10)")
     explained.add_argument("--from", dest="start", metavar="TIME", help="RFC 3339 (default: now)")
+    explained.add_argument(
+        "--calendar",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="mark the runs on the days of the Calendars in FILE (repeatable)",
+    )
     sub.add_parser("version", help="this client's version", parents=nested)
     shells = sub.add_parser("completion", help="a shell completion script", parents=nested)
     shells.add_argument("shell", choices=sorted(completion.SCRIPTS))
@@ -482,15 +489,22 @@ def cmd_explain(args: argparse.Namespace) -> str:
     if not 1 <= args.count <= explain.MOST:
         raise CliError(f"--count must be 1 to {explain.MOST}")
     try:
+        calendars = [c for name in args.calendar for c in explain.calendars_in(_read(name))]
         shown = []
         for job in explain.jobs_in(text):
             spec = explain.spec_of(job)
-            shown.append(
-                explain.render(job, spec, explain.next_runs(spec, after=after, count=args.count))
-            )
+            runs = explain.next_runs(spec, after=after, count=args.count, calendars=calendars)
+            shown.append(explain.render(job, spec, runs))
     except explain.ExplainError as exc:
         raise CliError(str(exc)) from None
     return "\n\n".join(shown)
+
+
+def _read(name: str) -> str:
+    try:
+        return Path(name).read_text()
+    except OSError as exc:
+        raise CliError(f"cannot read {name}: {exc.strerror}") from None
 
 
 def _version(_args: argparse.Namespace) -> str:

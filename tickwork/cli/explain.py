@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import datetime as dt
 import zoneinfo
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,8 +15,10 @@ import yaml
 from pydantic import ValidationError
 
 from tickwork.api import models
+from tickwork.api.calendar import CALENDAR_KIND, CalendarSpec
 from tickwork.api.models import ScheduledJobSpec
 from tickwork.core.bounds import BoundedSchedule
+from tickwork.core.calendar import DaySet
 from tickwork.core.civil import minute_from_naive
 from tickwork.core.errors import InvalidSpecError
 from tickwork.core.interval import is_interval
@@ -60,19 +62,49 @@ def jobs_in(text: str) -> list[dict[str, Any]]:
 def spec_of(job: dict[str, Any]) -> ScheduledJobSpec:
     try:
         return ScheduledJobSpec.model_validate(job["spec"])
-    except ValidationError as exc:
-        said = "; ".join(
-            f"spec.{'.'.join(str(p) for p in e['loc'])}: {e['msg'].removeprefix('Value error, ')}"
-            for e in exc.errors()[:5]
-        )
-        raise ExplainError(f"{_name(job)}: {said}") from None
-    except (InvalidSpecError, ValueError) as exc:
-        raise ExplainError(f"{_name(job)}: {exc}") from None
+    except (ValidationError, InvalidSpecError, ValueError) as exc:
+        raise ExplainError(f"{_name(job)}: {_said(exc)}") from None
 
 
-def next_runs(spec: ScheduledJobSpec, *, after: dt.datetime, count: int) -> list[Run]:
-    """The first ``count`` runs after ``after`` (an aware instant). An ``@every`` job
-    with no notBefore counts from its creation: here, from ``after``."""
+def _said(exc: Exception) -> str:
+    """What a refused spec says, field by field (the first five)."""
+    if not isinstance(exc, ValidationError):
+        return str(exc)
+    return "; ".join(
+        f"spec.{'.'.join(str(p) for p in e['loc'])}: {e['msg'].removeprefix('Value error, ')}"
+        for e in exc.errors()[:5]
+    )
+
+
+def calendars_in(text: str) -> list[DaySet]:
+    """The days of every Calendar of a YAML stream (other kinds are left out)."""
+    try:
+        documents = [d for d in yaml.safe_load_all(text) if d is not None]
+    except yaml.YAMLError as exc:
+        raise ExplainError(f"not YAML: {exc}") from None
+    found = []
+    for d in documents:
+        if isinstance(d, dict) and d.get("kind") == CALENDAR_KIND:
+            try:
+                spec = CalendarSpec.model_validate(d.get("spec") or {})
+            except (ValidationError, InvalidSpecError) as exc:
+                raise ExplainError(f"calendar {_name(d)}: {_said(exc)}") from None
+            found.append(spec.day_set(_name(d)))
+    if not found:
+        raise ExplainError(f"no {CALENDAR_KIND} in the file")
+    return found
+
+
+def next_runs(
+    spec: ScheduledJobSpec,
+    *,
+    after: dt.datetime,
+    count: int,
+    calendars: Sequence[DaySet] = (),
+) -> list[Run]:
+    """The first ``count`` runs after ``after`` (an aware instant), each one on a day of
+    ``calendars`` marked so (it would not run). An ``@every`` job with no notBefore
+    counts from its creation: here, from ``after``."""
     schedule = spec.schedule_of(after)
     zone = _zone(spec)
     runs: list[Run] = []
@@ -81,7 +113,13 @@ def next_runs(spec: ScheduledJobSpec, *, after: dt.datetime, count: int) -> list
         following = schedule.next_run_after(moment)
         if following is None:
             break
-        note = "; ".join(n for n in (_note(c, following) for c in _crons(schedule)) if n)
+        notes = [_note(c, following) for c in _crons(schedule)]
+        notes += [
+            f"excluded: a day of calendar {c.name}"
+            for c in calendars
+            if c.holds(c.day_of(following))
+        ]
+        note = "; ".join(n for n in notes if n)
         runs.append(Run(at=following, local=following.astimezone(zone), note=note))
         moment = following
     return runs
