@@ -212,10 +212,27 @@ def enqueue_scheduled(
     jobs: Jobs, probe: QueueProbe, name: str, uid: str, scheduled: dt.datetime, **fields: Any
 ) -> str:
     """Put the run of ``name`` scheduled at ``scheduled`` in the queue; its run ID."""
+    message = scheduled_message(uid, scheduled, namespace=jobs.namespace, name=name, **fields)
+    probe.enqueue(message)
+    return message.run_id
+
+
+def scheduled_message(
+    uid: str, at: dt.datetime, *, namespace: str = "ns", name: str = "j", **fields: Any
+) -> RunMessage:
+    """The message of the run of ``name`` scheduled at ``at``, as the operator publishes
+    it (``fields``: the message's others, e.g. ``generation``)."""
     from tickwork.core.runs import scheduled_run_id  # noqa: PLC0415 - helpers stay light
 
-    run_id = scheduled_run_id(uid, scheduled)
-    return enqueue_run(jobs, probe, name, uid, run_id, scheduled_at=scheduled.isoformat(), **fields)
+    run_id = scheduled_run_id(uid, at)
+    return RunMessage(
+        run_id=run_id,
+        namespace=namespace,
+        name=name,
+        uid=uid,
+        scheduled_at=at.isoformat(),
+        **fields,
+    )
 
 
 def apply_as_operator(cluster: Cluster, jobs: Jobs, name: str, uid: str, status: Any) -> None:

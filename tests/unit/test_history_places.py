@@ -12,8 +12,9 @@ from typing import Any, cast
 
 import pytest
 
+from tests.support import scheduled_message
 from tickwork.api.models import ScheduledJob
-from tickwork.core.runs import manual_run_id, scheduled_run_id
+from tickwork.core.runs import manual_run_id
 from tickwork.core.states import RunState
 from tickwork.kube.cache import JobCache
 from tickwork.kube.client import KubeApiError, KubeClient
@@ -87,14 +88,7 @@ class ApiServer:
 
 def claim_of(day: int) -> Claim:
     at = T0 + dt.timedelta(days=day)
-    message = RunMessage(
-        run_id=scheduled_run_id(UID, at),
-        namespace="ns",
-        name="j",
-        uid=UID,
-        scheduled_at=at.isoformat(),
-    )
-    return Claim(message=message, token="t")
+    return Claim(message=scheduled_message(UID, at), token="t")
 
 
 def watched(*objects: dict[str, Any]) -> JobCache:

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from tests.support import scheduled_message
 from tickwork.core.annotations import (
     PURGE_ANNOTATION,
     REQUEUE_ANNOTATION,
@@ -217,13 +218,7 @@ class Leader:
 
     async def publish(self, run_at: dt.datetime, *, uid: str = UID) -> RunMessage:
         """Put the run of ``run_at`` in the queue, as a publish does."""
-        message = RunMessage(
-            run_id=scheduled_run_id(uid, run_at),
-            namespace="ns",
-            name="j",
-            uid=uid,
-            scheduled_at=run_at.isoformat(),
-        )
+        message = scheduled_message(uid, run_at)
         await self.queue.enqueue(message)
         return message
 

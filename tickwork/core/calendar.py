@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import datetime as dt
 import zoneinfo
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from tickwork.core import civil
@@ -104,28 +105,32 @@ class OnDays:
         return None
 
     def next_run_after(self, moment: dt.datetime) -> dt.datetime | None:
-        run = self.schedule.next_run_after(moment)
-        for _ in range(HORIZON_DAYS):
-            if run is None:
-                return None
-            rule = self.ruled_out_by(run)
-            if rule is None:
-                return run
-            following = rule.days.start_of(rule.days.day_of(run) + 1)  # its day ends
-            run = self.schedule.next_run_after(max(following - _EPSILON, run))
-        return None
+        return self._first_kept(self.schedule.next_run_after(moment), self._after_its_day)
 
     def last_run_at_or_before(self, moment: dt.datetime) -> dt.datetime | None:
-        run = self.schedule.last_run_at_or_before(moment)
+        return self._first_kept(self.schedule.last_run_at_or_before(moment), self._before_its_day)
+
+    def _first_kept(
+        self, run: dt.datetime | None, past: Callable[[DaySet, dt.datetime], dt.datetime | None]
+    ) -> dt.datetime | None:
+        """From ``run`` on, the first run no rule takes away; ``past`` gives the run to look
+        at next, past the day of the calendar that took one away."""
         for _ in range(HORIZON_DAYS):
             if run is None:
                 return None
             rule = self.ruled_out_by(run)
             if rule is None:
                 return run
-            begins = rule.days.start_of(rule.days.day_of(run))  # back before its day
-            run = self.schedule.last_run_at_or_before(min(begins, run) - _EPSILON)
+            run = past(rule.days, run)
         return None
+
+    def _after_its_day(self, days: DaySet, run: dt.datetime) -> dt.datetime | None:
+        following = days.start_of(days.day_of(run) + 1)
+        return self.schedule.next_run_after(max(following - _EPSILON, run))
+
+    def _before_its_day(self, days: DaySet, run: dt.datetime) -> dt.datetime | None:
+        begins = days.start_of(days.day_of(run))
+        return self.schedule.last_run_at_or_before(min(begins, run) - _EPSILON)
 
     def count_runs_between(self, after: dt.datetime, until: dt.datetime) -> int:
         """Runs in ``(after, until]`` (the schedule's own count past the walk's limit)."""
