@@ -19,7 +19,14 @@ from tests.unit.test_bounds_properties import agrees, at, walk
 from tickwork.api.calendar import CalendarSpec
 from tickwork.cli.commands import main
 from tickwork.core import civil
-from tickwork.core.calendar import HORIZON_DAYS, CalendarRule, DaySet, OnDays, day_pattern
+from tickwork.core.calendar import (
+    HORIZON_DAYS,
+    CalendarRule,
+    DaySet,
+    OnDays,
+    day_pattern,
+    on_days,
+)
 from tickwork.core.errors import InvalidSpecError
 from tickwork.core.interval import IntervalSchedule
 from tickwork.core.schedule import cron_schedule
@@ -145,6 +152,13 @@ def test_a_whole_day_ruled_out_is_passed_over_at_once() -> None:
     # One run looked at on each day of the week, then the day after it: not the
     # week's 10,080 minutes one by one.
     assert len(asked) == 8
+
+
+def test_a_job_with_no_calendar_keeps_its_own_schedule_object() -> None:
+    """No calendar, no wrapper: such a job pays nothing new per question."""
+    daily = cron_schedule("0 9 * * *", "UTC")
+    assert on_days(daily, []) is daily
+    assert isinstance(on_days(daily, [CalendarRule(DaySet("x", zoneinfo.ZoneInfo("UTC")))]), OnDays)
 
 
 def test_calendars_that_leave_no_day_leave_no_run() -> None:
