@@ -82,11 +82,21 @@ def test_a_buffered_job_survives_a_leader_change_and_its_runs_can_be_cancelled(
     # Cancel a buffered run: it leaves the buffer and is recorded Cancelled, never run.
     done = cli(cluster, namespace, "cancel", doomed)
     assert done.returncode == 0, done.stderr
-    wait_for(lambda: record(jobs, "queue-up", doomed), timeout=30, what="its record")
+
+    # Two writes, the record first (as the run's manager), then the buffer without it
+    # (the operator's share): wait for both.
+    def buffered() -> list[str]:
+        return [b["id"] for b in jobs.status("queue-up").get("bufferedRuns") or []]
+
+    wait_for(
+        lambda: record(jobs, "queue-up", doomed) and doomed not in buffered(),
+        timeout=30,
+        what="its record, and the buffer without it",
+    )
     cancelled = record(jobs, "queue-up", doomed)
     assert cancelled is not None
     assert (cancelled["outcome"], cancelled["attempts"]) == ("Cancelled", 0)
-    assert doomed not in [b["id"] for b in jobs.status("queue-up").get("bufferedRuns") or []]
+    assert waiting in buffered()
 
     # The leader goes; the standby takes over with the buffer it finds in status.
     standby = start_operator("op-b")
