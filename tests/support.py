@@ -7,6 +7,7 @@ import asyncio
 import base64
 import contextlib
 import datetime as dt
+import importlib.util
 import json
 import math
 import os
@@ -20,6 +21,7 @@ import urllib.parse
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
@@ -188,6 +190,17 @@ def create_plain_redis_secret(cluster: Cluster) -> None:
         "tickwork",
         "--from-literal=redis-password=s3cret",
     )
+
+
+def benchmark_module(script: str) -> ModuleType:
+    """``benchmarks/<script>``, imported by its path (the folder is not a package)."""
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / script
+    spec = importlib.util.spec_from_file_location(f"bench_{path.stem}", path)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def whole_seconds_from_now(seconds: int) -> dt.datetime:

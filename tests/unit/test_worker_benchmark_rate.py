@@ -5,24 +5,18 @@ count."""
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
 from types import ModuleType
 
 import pytest
 
+from tests.support import benchmark_module
+
 pytestmark = pytest.mark.unit
-ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
 def bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("worker_bench", ROOT / "benchmarks/worker.py")
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return benchmark_module("worker.py")
 
 
 def test_a_slow_start_and_a_long_tail_leave_the_steady_rate_alone(bench: ModuleType) -> None:
