@@ -481,10 +481,7 @@ def _complete(words: list[str]) -> str:
 
 def cmd_explain(args: argparse.Namespace) -> str:
     """Offline: the file's jobs and their next runs (no cluster is asked)."""
-    try:
-        text = sys.stdin.read() if args.filename == "-" else Path(args.filename).read_text()
-    except OSError as exc:
-        raise CliError(f"cannot read {args.filename}: {exc.strerror}") from None
+    text = sys.stdin.read() if args.filename == "-" else _read(args.filename)
     after = _instant(args.start, "--from") if args.start else _now()
     if not 1 <= args.count <= explain.MOST:
         raise CliError(f"--count must be 1 to {explain.MOST}")

@@ -43,8 +43,8 @@ class Run:
     """What a clock change did to it, if anything."""
 
 
-def jobs_in(text: str) -> list[dict[str, Any]]:
-    """The ScheduledJobs of a YAML stream (other kinds are left out)."""
+def _of_kind(text: str, kind: str) -> list[dict[str, Any]]:
+    """The objects of ``kind`` with a spec in a YAML stream (other kinds are left out)."""
     try:
         documents = [d for d in yaml.safe_load_all(text) if d is not None]
     except yaml.YAMLError as exc:
@@ -52,11 +52,16 @@ def jobs_in(text: str) -> list[dict[str, Any]]:
     found = [
         d
         for d in documents
-        if isinstance(d, dict) and d.get("kind") == models.KIND and isinstance(d.get("spec"), dict)
+        if isinstance(d, dict) and d.get("kind") == kind and isinstance(d.get("spec"), dict)
     ]
     if not found:
-        raise ExplainError(f"no {models.KIND} in the file")
+        raise ExplainError(f"no {kind} in the file")
     return found
+
+
+def jobs_in(text: str) -> list[dict[str, Any]]:
+    """The ScheduledJobs of a YAML stream."""
+    return _of_kind(text, models.KIND)
 
 
 def spec_of(job: dict[str, Any]) -> ScheduledJobSpec:
@@ -77,21 +82,14 @@ def _said(exc: Exception) -> str:
 
 
 def calendars_in(text: str) -> list[DaySet]:
-    """The days of every Calendar of a YAML stream (other kinds are left out)."""
-    try:
-        documents = [d for d in yaml.safe_load_all(text) if d is not None]
-    except yaml.YAMLError as exc:
-        raise ExplainError(f"not YAML: {exc}") from None
+    """The days of every Calendar of a YAML stream."""
     found = []
-    for d in documents:
-        if isinstance(d, dict) and d.get("kind") == CALENDAR_KIND:
-            try:
-                spec = CalendarSpec.model_validate(d.get("spec") or {})
-            except (ValidationError, InvalidSpecError) as exc:
-                raise ExplainError(f"calendar {_name(d)}: {_said(exc)}") from None
-            found.append(spec.day_set(_name(d)))
-    if not found:
-        raise ExplainError(f"no {CALENDAR_KIND} in the file")
+    for calendar in _of_kind(text, CALENDAR_KIND):
+        try:
+            spec = CalendarSpec.model_validate(calendar["spec"])
+        except (ValidationError, InvalidSpecError) as exc:
+            raise ExplainError(f"calendar {_name(calendar)}: {_said(exc)}") from None
+        found.append(spec.day_set(_name(calendar)))
     return found
 
 

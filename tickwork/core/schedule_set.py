@@ -45,25 +45,25 @@ class ScheduleSet:
         total = sum(counts)
         if total > COUNT_LIMIT or sum(1 for c in counts if c) < 2:  # noqa: PLR2004
             return total
-        return sum(1 for _ in self._merged(after, until))
+        return self._distinct(after, until)
 
-    def _merged(self, after: dt.datetime, until: dt.datetime) -> list[dt.datetime]:
-        """Every distinct instant in ``(after, until]``, in order."""
+    def _distinct(self, after: dt.datetime, until: dt.datetime) -> int:
+        """How many distinct instants ``(after, until]`` holds, the entries' runs merged."""
         heads: list[tuple[dt.datetime, int]] = []
         for number, schedule in enumerate(self.schedules):
             first = schedule.next_run_after(after)
             if first is not None and first <= until:
                 heads.append((first, number))
         heapq.heapify(heads)
-        instants: list[dt.datetime] = []
+        count, last = 0, None
         while heads:
             moment, number = heapq.heappop(heads)
-            if not instants or instants[-1] != moment:
-                instants.append(moment)
+            if moment != last:
+                count, last = count + 1, moment
             following = self.schedules[number].next_run_after(moment)
             if following is not None and following <= until:
                 heapq.heappush(heads, (following, number))
-        return instants
+        return count
 
 
 def union(schedules: list[Schedule]) -> Schedule:
