@@ -31,6 +31,12 @@ def test_sigterm_while_redis_hangs_stops_the_process_on_its_own(
         process = start(TICKWORK_REDIS_URL=through_relay)
         if command == "tickwork-operator":  # a leader's ticker keeps the queue up
             wait_for(process.is_leader, timeout=30, what="the operator to lead")
+            # Leading, it ticks once its namespaces' claims are done: wait for a tick.
+            wait_for(
+                lambda: (process.metric("tickwork_tick_seconds_count") or 0) > 0,
+                timeout=60,
+                what="the leader's first tick",
+            )
         relay.pause()
         wait_for(relay.held.is_set, timeout=30, what="a Redis command hanging")
         # Within 15 s (the harness then kills it, status -9), status 0: stopped by itself.
