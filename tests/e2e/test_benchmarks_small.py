@@ -126,37 +126,32 @@ def test_the_worker_benchmark_runs_everything_with_at_most_two_status_writes(
         assert row["status_writes_per_run"] <= 2, row
 
 
-def test_the_run_writes_benchmark_sends_each_variants_writes_as_described(
+def test_the_run_writes_benchmark_sends_each_variants_write_as_described(
     tmp_path: Path,
 ) -> None:
-    # 6 runs before the rounds and 4 in them: each history of 3 is trimmed once in the
-    # rounds (at its 4th record past the limit), by a write of its own unless the
-    # record's JSON patch trims it.
+    # 4 runs before the rounds and 4 in them: each history of 3 is full, and every
+    # run of the rounds replaces its oldest record.
     report = bench("run_writes.py", tmp_path, "--jobs", "4", "--rounds", "4")
-    assert report["writes_per_run"] == {
-        "shipped": 2.25,
-        "no_rules": 2.25,
-        "one_writer": 2.0,
-        "records_only": 1.25,
-        "outcome_only": 1.0,
-    }
+    assert report["writes_per_run"] == dict.fromkeys(
+        ("placed", "placed_no_rules", "json_patch", "atomic_history", "outcome_only"), 1.0
+    )
     held = report["a_job_after_the_rounds"]
     for variant, job in held.items():
         assert job["last_run"] == job["expected_last_run"], variant
-    # Today: each record under its own run's manager, up to 3 records past the limit.
-    assert (held["shipped"]["records"], held["shipped"]["run_managers"]) == (6, 6)
-    # One writer: the history at its limit and no manager per run.
-    assert (held["one_writer"]["records"], held["one_writer"]["run_managers"]) == (3, 0)
-    assert held["one_writer"]["bytes"] < held["shipped"]["bytes"]
-    assert held["records_only"]["next_run_at"] is None
-    # The least a run writes: its outcome, no history, no report; one manager beside
-    # the creator's.
+    # As shipped: the history at its limit, each place under its own manager.
+    for variant in ("placed", "placed_no_rules"):
+        assert (held[variant]["records"], held[variant]["place_managers"]) == (3, 3), variant
+    # One writer: the history at its limit, one manager beside the creator's.
+    for variant in ("json_patch", "atomic_history"):
+        job = held[variant]
+        assert (job["records"], job["managers"], job["place_managers"]) == (3, 2, 0), variant
+        assert job["bytes"] < held["placed"]["bytes"], variant
+        assert job["next_run_at"] == held["placed"]["next_run_at"] is not None
+    # The least a run writes: its outcome, no history, no next runs.
     assert (held["outcome_only"]["records"], held["outcome_only"]["managers"]) == (0, 2)
     assert held["outcome_only"]["next_run_at"] is None
-    assert held["outcome_only"]["bytes"] < held["one_writer"]["bytes"]
-    assert held["shipped"]["next_run_at"] == held["no_rules"]["next_run_at"] is not None
     assert all(ms > 0 for ms in report["apiserver_ms_per_run"].values())
-    # Every write reached etcd, counted in its own variant's API group.
+    # Every write reached etcd once, counted in its own variant's API group.
     assert set(report["storage_tries_per_write"]) == set(report["writes_per_run"])
     assert all(tries >= 1 for tries in report["storage_tries_per_write"].values()), report
 
