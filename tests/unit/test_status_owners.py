@@ -7,6 +7,7 @@ tests/integration/test_operator.py::test_each_status_field_has_one_writer_and_ov
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import json
 from pathlib import Path
 
@@ -384,3 +385,39 @@ def test_the_trim_plan(history: list[RunRecord], placed: bool, removed: list[str
 def test_a_history_this_version_cannot_read_is_left_as_it_is() -> None:
     written = {"metadata": {"uid": "u"}, "status": {"runs": [{"id": "x"}]}}  # no outcome
     assert writes.trim_plan(written, _ok("a", 0), successful=0, failed=0, placed=True) == []
+
+
+def _histories() -> list[tuple[list[RunRecord], RunRecord]]:
+    """Every history of up to 4 records of two kinds, each with a new record of either
+    kind, in it (as written) or not (a record the history does not keep)."""
+    pool = [_ok(f"s{i}", i) if i % 2 else _bad(f"f{i}", i) for i in range(8)]
+    found = []
+    for size in range(5):
+        for history in itertools.combinations(pool[: size + 2], size):
+            for new in (_ok("n", 9), _bad("n", 9)):
+                found += [(list(history), new), ([*history, new], new)]
+    return found
+
+
+@pytest.mark.parametrize(("successful", "failed"), [(0, 0), (1, 0), (0, 2), (2, 1), (3, 3)])
+def test_a_history_within_its_limits_is_read_without_validating_it(
+    successful: int, failed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for history, new in _histories():
+        runs = _written(*history)["status"]["runs"]  # type: ignore[index]
+        within = writes.within_limits(runs, new, successful=successful, failed=failed)
+        drop = writes.to_drop(history, new, successful=successful, failed=failed)
+        kept = sum(r.outcome is new.outcome for r in [*history, new] if r.id != new.id) + 1
+        limit = successful if new.outcome is RunState.SUCCEEDED else failed
+        # Within: nothing to drop. Not within: something to drop, or the new record
+        # itself is past its kind's limit (it never drops itself).
+        assert within == (not drop and kept <= limit), (history, new)
+
+    def refused(*_: object, **__: object) -> None:
+        raise AssertionError("validated")
+
+    monkeypatch.setattr(writes.ScheduledJobStatus, "model_validate", refused)
+    within = _written(_ok("a", 0, "s0"))
+    assert writes.trim_plan(within, _ok("b", 1), successful=2, failed=2, placed=True) == []
+    with pytest.raises(AssertionError, match="validated"):
+        writes.trim_plan(within, _ok("b", 1), successful=0, failed=2, placed=True)

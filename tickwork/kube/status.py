@@ -354,6 +354,26 @@ def trim_patch(written: dict[str, Any], drop: list[str]) -> list[dict[str, Any]]
     return operations
 
 
+def within_limits(runs: Any, record: RunRecord, *, successful: int, failed: int) -> bool:
+    """Is every record of the history ``runs`` (as the API server returned it, not
+    validated) within the limits, ``record`` counted in? Then :func:`to_drop` finds
+    nothing. False where an entry is not a record: the caller validates and decides."""
+    if not isinstance(runs, list):
+        return False
+    wins = int(record.outcome is RunState.SUCCEEDED)
+    losses = 1 - wins
+    for entry in runs:
+        if not isinstance(entry, dict):
+            return False
+        if entry.get("id") == record.id:
+            continue  # ``record`` itself, counted above
+        if entry.get("outcome") == RunState.SUCCEEDED.value:
+            wins += 1
+        else:
+            losses += 1
+    return wins <= successful and losses <= failed
+
+
 def trim_plan(
     written: dict[str, Any], record: RunRecord, *, successful: int, failed: int, placed: bool
 ) -> list[dict[str, Any]]:
@@ -361,6 +381,9 @@ def trim_plan(
     not), as a decision: the JSON patch to send (:func:`trim_patch`) if records past
     the limits are due to leave (:func:`to_drop`, :func:`trim_due`), else none. The
     history is read from ``written``, the object as the API server returned it."""
+    runs = (written.get("status") or {}).get("runs") or []
+    if within_limits(runs, record, successful=successful, failed=failed):
+        return []  # nearly every run: nothing past the limits, no history validated
     try:
         status = ScheduledJobStatus.model_validate(written.get("status") or {})
     except ValueError:
