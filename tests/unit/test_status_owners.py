@@ -416,8 +416,8 @@ def test_a_history_within_its_limits_is_read_without_validating_it(
     def refused(*_: object, **__: object) -> None:
         raise AssertionError("validated")
 
-    monkeypatch.setattr(writes.ScheduledJobStatus, "model_validate", refused)
-    within = _written(_ok("a", 0, "s0"))
-    assert writes.trim_plan(within, _ok("b", 1), successful=2, failed=2, placed=True) == []
+    monkeypatch.setattr(ScheduledJobStatus, "model_validate", refused)
+    short = _written(_ok("a", 0, "s0"))
+    assert writes.trim_plan(short, _ok("b", 1), successful=2, failed=2, placed=True) == []
     with pytest.raises(AssertionError, match="validated"):
-        writes.trim_plan(within, _ok("b", 1), successful=0, failed=2, placed=True)
+        writes.trim_plan(short, _ok("b", 1), successful=0, failed=2, placed=True)
