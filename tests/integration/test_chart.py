@@ -573,6 +573,10 @@ def test_helm_install_creates_everything_with_least_privilege(
         "Secret",
         "ClusterRole",
     } <= kinds
+    # One budget each for the operator and the workers, taken by the API server.
+    assert sorted(
+        obj["metadata"]["name"] for obj in objects if obj["kind"] == "PodDisruptionBudget"
+    ) == ["tw-tickwork-operator", "tw-tickwork-worker"]
 
     operator = "system:serviceaccount:tickwork:tw-tickwork-operator"
     worker = "system:serviceaccount:tickwork:tw-tickwork-worker"

@@ -431,10 +431,75 @@ def test_the_operators_budget_is_rendered_only_when_it_can_be_met(
         "--set",
         f"{budget}.enabled={str(enabled).lower()}",
     )
-    budgets = [o for o in objects if o["kind"] == "PodDisruptionBudget"]
+    budgets = _budgets(objects, "operator")
     assert bool(budgets) is rendered
     if budgets:
         assert str(budgets[0]["spec"]["minAvailable"]) == min_available
+
+
+def _budgets(objects: list[dict[str, Any]], component: str) -> list[dict[str, Any]]:
+    return [
+        o
+        for o in objects
+        if o["kind"] == "PodDisruptionBudget"
+        and o["metadata"]["labels"]["app.kubernetes.io/component"] == component
+    ]
+
+
+# -- The workers' PodDisruptionBudget -----------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("settings", "max_unavailable"),
+    [
+        ([], 1),  # by default: a drain takes one worker down at a time
+        (["--set", "worker.podDisruptionBudget.maxUnavailable=3"], 3),
+        (["--set-string", "worker.podDisruptionBudget.maxUnavailable=25%"], "25%"),
+        (["--set", "worker.podDisruptionBudget.enabled=false"], None),
+    ],
+)
+def test_the_workers_budget_lets_a_drain_take_them_down_a_few_at_a_time(
+    helm: str, settings: list[str], max_unavailable: int | str | None
+) -> None:
+    objects = _render(helm, *settings)
+    budgets = _budgets(objects, "worker")
+    if max_unavailable is None:
+        assert budgets == []
+        return
+    [budget] = budgets
+    assert budget["spec"]["maxUnavailable"] == max_unavailable
+    # It selects the worker pods, and only them.
+    labels = _pod(objects, "worker")["metadata"]["labels"]
+    selector = budget["spec"]["selector"]["matchLabels"]
+    assert selector.items() <= labels.items()
+    assert selector["app.kubernetes.io/component"] == "worker"
+
+
+@pytest.mark.parametrize("value", ["0", "0%", "-1", "150%"])
+def test_a_workers_budget_that_could_block_every_drain_is_refused(helm: str, value: str) -> None:
+    set_it = "--set-string" if value.endswith("%") else "--set"
+    result = _run(
+        helm,
+        "template",
+        "tw",
+        str(CHART),
+        set_it,
+        f"worker.podDisruptionBudget.maxUnavailable={value}",
+    )
+    assert result.returncode != 0
+    assert "/worker/podDisruptionBudget/maxUnavailable" in result.stderr
+
+
+def test_pull_secrets_reach_every_pod_redis_included(helm: str) -> None:
+    objects = _render(helm, "-f", str(CONVENTIONS))
+    redis = _one(objects, "StatefulSet", "tw-tickwork-redis")["spec"]["template"]["spec"]
+    pods = [_pod(objects, component)["spec"] for component in COMPONENTS]
+    for spec in [*pods, redis]:
+        assert spec["imagePullSecrets"] == [{"name": "global-pull"}, {"name": "chart-pull"}]
+    assert (
+        "imagePullSecrets"
+        not in _one(_render(helm), "StatefulSet", "tw-tickwork-redis")["spec"]["template"]["spec"]
+    )
 
 
 # -- ScheduledJobs in the default user-facing roles ---------------------------
