@@ -3,6 +3,7 @@ the API server gives, and the committed CRD is exactly what the models generate.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,23 @@ def _ids(entries: list[dict[str, Any]]) -> list[str]:
 def test_every_example_parses(path: Path) -> None:
     job = ScheduledJob.model_validate(yaml.safe_load(path.read_text()))
     assert job.spec.task.kind in {"http", "command", "container", "python", "echo"}
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=[p.stem for p in EXAMPLES])
+def test_no_example_runs_out_of_time(path: Path) -> None:
+    """Applied today or in ten years, an example does what its comment says: a
+    recurring one runs within a year of being applied (no window that has passed or
+    is years away); a one-shot runs (a runAt that has passed runs at once, unless a
+    starting deadline makes it missed)."""
+    spec = ScheduledJob.model_validate(yaml.safe_load(path.read_text())).spec
+    if spec.run_at is not None:
+        assert spec.starting_deadline_seconds is None, "a past runAt would be missed"
+        return
+    today = dt.datetime.now(dt.UTC)  # the day a reader applies it: the real one
+    for applied in (today, today + dt.timedelta(days=3653)):
+        following = spec.schedule_of(applied).next_run_after(applied)
+        assert following is not None, f"no run after {applied:%Y-%m-%d}"
+        assert following - applied <= dt.timedelta(days=366), following
 
 
 def test_there_are_at_least_five_examples_and_twenty_five_bad_specs() -> None:
