@@ -6,7 +6,9 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import queue
 import subprocess
+import threading
 from pathlib import Path
 
 from tests.support import Jobs, QueueProbe, rfc3339, whole_seconds_from_now
@@ -349,6 +351,82 @@ def test_describe_finds_a_run_by_its_id_alone(cluster: Cluster, jobs: Jobs, name
     assert found.returncode == 0, found.stderr
     unknown = tickwork(cluster, namespace, "describe", "nouid.20261201T000000Z")
     assert unknown.returncode == 1
+
+
+def test_describe_takes_a_job_by_its_name_too(cluster: Cluster, jobs: Jobs, namespace: str) -> None:
+    run_id = _with_runs(cluster, jobs, namespace, "epsilon")
+    described = tickwork(cluster, namespace, "describe", "epsilon")
+    assert described.returncode == 0, described.stderr
+    head, _, rest = described.stdout.partition("\nConditions:\n")
+    fields = {k: v.strip() for k, v in (line.split(":", 1) for line in head.splitlines())}
+    assert (fields["Name"], fields["Namespace"], fields["Schedule"]) == (
+        "epsilon",
+        namespace,
+        "@daily",
+    )
+    assert fields["Last Run"].startswith(f"{run_id} Failed")
+    assert run_id.split(".", 1)[1] in rest.partition("\nRuns:\n")[2]  # the run's row
+    # A name with dots that reads like a run ID is still a name.
+    jobs.create("nightly.manual.release-7", {"schedule": "@daily", "task": {"echo": {}}})
+    dotted = tickwork(cluster, namespace, "describe", "nightly.manual.release-7")
+    assert dotted.returncode == 0, dotted.stderr
+    assert dotted.stdout.startswith("Name:")
+    assert "nightly.manual.release-7" in dotted.stdout.splitlines()[0]
+    missing = tickwork(cluster, namespace, "describe", "nope")
+    assert missing.returncode == 1
+    assert missing.stderr.strip() == (
+        f'error: scheduledjob "nope" not found in namespace "{namespace}"'
+    )
+
+
+def test_get_takes_a_label_selector(cluster: Cluster, jobs: Jobs, namespace: str) -> None:
+    spec = {"schedule": "@daily", "task": {"echo": {}}}
+    jobs.create("team-a-1", spec, labels={"team": "a"})
+    jobs.create("team-a-2", spec, labels={"team": "a", "tier": "gold"})
+    jobs.create("team-b-1", spec, labels={"team": "b"})
+    for selector, names in (
+        ("team=a", ["team-a-1", "team-a-2"]),
+        ("team=a,tier=gold", ["team-a-2"]),
+        ("team!=a", ["team-b-1"]),
+    ):
+        found = tickwork(cluster, namespace, "get", "-l", selector, "-o", "name")
+        assert found.returncode == 0, found.stderr
+        assert [line.rsplit("/", 1)[1] for line in found.stdout.split()] == names, selector
+    none = tickwork(cluster, namespace, "get", "--selector", "team=c")
+    assert none.stdout.strip() == f"No resources found in {namespace} namespace."
+    both = tickwork(cluster, namespace, "get", "team-a-1", "-l", "team=a")
+    assert both.returncode == 1
+
+
+def test_get_watch_shows_each_change_as_it_comes(
+    cluster: Cluster, jobs: Jobs, namespace: str
+) -> None:
+    jobs.create("watched", {"schedule": "@daily", "task": {"echo": {}}}, labels={"w": "1"})
+    jobs.create("other", {"schedule": "@daily", "task": {"echo": {}}})
+    env = {**os.environ, "KUBECONFIG": str(cluster.kubeconfig)}
+    argv = [console_script("tickwork"), "-n", namespace, "get", "-w", "-l", "w=1"]
+    with subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, text=True) as watching:
+        lines: queue.Queue[str] = queue.Queue()
+        reader = threading.Thread(
+            target=lambda: [lines.put(line) for line in watching.stdout or ()], daemon=True
+        )
+        reader.start()
+
+        def next_line() -> list[str]:
+            return lines.get(timeout=30).split()
+
+        try:
+            assert next_line()[:2] == ["NAME", "SCHEDULE"]
+            assert next_line()[:3] == ["watched", "@daily", "false"]
+            # A change to the job comes as its row; the other job is not selected.
+            jobs.patch("other", {"spec": {"suspend": True}})
+            jobs.patch("watched", {"spec": {"suspend": True}})
+            assert next_line()[:3] == ["watched", "@daily", "true"]
+            jobs.delete("watched")
+            assert next_line()[0] == "watched"  # its last row
+            assert lines.empty()
+        finally:
+            watching.terminate()
 
 
 def test_cancel_adds_the_run_to_the_annotation_and_refuses_finished_or_unknown_runs(

@@ -157,6 +157,32 @@ def test_describe_lays_out_one_run_and_says_where_it_was_found() -> None:
     assert "HTTP 500" in failed
 
 
+def test_describe_lays_out_a_job_its_conditions_and_its_runs() -> None:
+    text = render.describe_job(JOB, now=NOW)
+    head, conditions = text.split("\nConditions:\n")
+    conditions, runs = conditions.split("\nRuns:\n")
+    fields = {k: v.strip() for k, v in (line.split(":", 1) for line in head.splitlines())}
+    assert (fields["Name"], fields["Namespace"]) == ("nightly", "prod")
+    assert (fields["Schedule"], fields["Time Zone"], fields["Task"]) == (
+        "0 2 * * *",
+        "Europe/Berlin",
+        "http",
+    )
+    assert fields["Last Run"] == "u.20261201T090300Z Succeeded (2m ago)"
+    assert fields["Next Runs"].split(", ")[0] == "2026-12-01T09:10:00Z"
+    assert (fields["Missed Runs"], fields["Created"]) == ("2", "2026-11-28T09:05:00Z (3d ago)")
+    assert conditions.split("\n")[1].split() == ["Ready", "False", "LastRunFailed", "-"]
+    # The runs as `runs` shows them, indented: the running one, then the newest first.
+    assert [line.split()[0] for line in runs.splitlines()] == [
+        "RUN",
+        "20261201T090400Z",
+        "20261201T090300Z",
+        "20261201T090200Z",
+    ]
+    bare = render.describe_job({"metadata": {"name": "new"}, "spec": {"runAt": "x"}}, now=NOW)
+    assert "Conditions:\n  <none>\nRuns:\n  no runs of" in bare
+
+
 @pytest.mark.parametrize(
     ("words", "current", "offered"),
     [
@@ -166,7 +192,7 @@ def test_describe_lays_out_one_run_and_says_where_it_was_found() -> None:
         (["runs", "alpha"], "", []),  # one name only
         (["get", "-o"], "w", ["wide"]),
         (["runs"], "--o", ["--output"]),
-        (["describe"], "", ["u.1"]),
+        (["describe"], "", ["alpha", "beta", "u.1"]),
         (["cancel"], "", ["u.1"]),
         ([], "c", ["cancel", "completion"]),
         (["completion"], "", ["bash"]),
@@ -185,10 +211,14 @@ def test_describe_lays_out_one_run_and_says_where_it_was_found() -> None:
                 "--namespace",
                 "--output",
                 "--redis-url",
+                "--selector",
+                "--watch",
                 "-A",
                 "-h",
+                "-l",
                 "-n",
                 "-o",
+                "-w",
             ],
         ),
     ],

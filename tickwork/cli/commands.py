@@ -164,18 +164,47 @@ def _backfill_patch(
 
 
 def cmd_get(args: argparse.Namespace) -> str:
+    """The jobs (one by name, or those ``-l`` selects); with ``-w``, then every change
+    to them as it comes, a row (or a document) each, until interrupted."""
     jobs = connect(args)
     if args.name:
         if args.all_namespaces:
             raise CliError("a name and -A do not go together: name the namespace with -n")
-        found = [jobs.get(args.name)]
+        if args.selector:
+            raise CliError("a name and -l do not go together")
+        found, version = [jobs.get(args.name)], ""
     else:
-        found = jobs.list(all_namespaces=args.all_namespaces)
+        found, version = jobs.listed(all_namespaces=args.all_namespaces, selector=args.selector)
     if not found and args.output == "table" and not args.all_namespaces:
-        return f"No resources found in {jobs.namespace} namespace."
-    return render.render_jobs(
-        found, output=args.output, all_namespaces=args.all_namespaces, now=_now()
-    )
+        shown = f"No resources found in {jobs.namespace} namespace."
+    else:
+        shown = render.render_jobs(
+            found, output=args.output, all_namespaces=args.all_namespaces, now=_now()
+        )
+    if not args.watch:
+        return shown
+    print(shown, flush=True)  # noqa: T201 - the changes follow as they come
+    _follow(jobs, args, version or str(found[0]["metadata"].get("resourceVersion") or ""))
+    return ""
+
+
+def _follow(jobs: Jobs, args: argparse.Namespace, version: str) -> None:
+    """``get -w``: each change to the jobs listed, as a row of the table (or a document,
+    or a name), until interrupted; a deleted job's row is its last. With a name, that
+    job's changes only."""
+    changes = jobs.watch(version, all_namespaces=args.all_namespaces, selector=args.selector)
+    try:
+        for _, job in changes:
+            if args.name and job["metadata"]["name"] != args.name:
+                continue
+            row = render.render_jobs(
+                [job], output=args.output, all_namespaces=args.all_namespaces, now=_now()
+            )
+            if args.output in ("table", "wide"):
+                row = row.split("\n", 1)[1]  # the header came with the list
+            print(row, flush=True)  # noqa: T201
+    except KeyboardInterrupt:
+        return
 
 
 def cmd_runs(args: argparse.Namespace) -> str:
@@ -185,16 +214,38 @@ def cmd_runs(args: argparse.Namespace) -> str:
 
 
 def cmd_describe(args: argparse.Namespace) -> str:
-    """A run by its ID: the job is found by the uid the ID starts with."""
-    job = _job_of_run(connect(args), args.run_id, all_namespaces=args.all_namespaces)
-    found = render.find_run(job, args.run_id)
+    """A job by its name, or a run by its ID (the job is found by the uid the ID
+    starts with). What reads as a run ID but names no job's run is tried as a name
+    (a job's name may hold dots)."""
+    jobs = connect(args)
+    try:
+        parse_run_id(args.target)
+    except ValueError:
+        return _describe_job(jobs, args)
+    try:
+        job = _job_of_run(jobs, args.target, all_namespaces=args.all_namespaces)
+    except CliError:
+        if args.all_namespaces:
+            raise
+        try:
+            return render.describe_job(jobs.get(args.target), now=_now())
+        except CliError:
+            pass
+        raise
+    found = render.find_run(job, args.target)
     if found is None:
         name = job["metadata"]["name"]
         raise CliError(
-            f'run "{args.run_id}" is not in the status of scheduledjob '
+            f'run "{args.target}" is not in the status of scheduledjob '
             f'"{name}" (it may have left the history)'
         )
     return render.describe_run(job, *found, now=_now())
+
+
+def _describe_job(jobs: Jobs, args: argparse.Namespace) -> str:
+    if args.all_namespaces:
+        raise CliError("a job's name and -A do not go together: name the namespace with -n")
+    return render.describe_job(jobs.get(args.target), now=_now())
 
 
 def cmd_dlq(args: argparse.Namespace) -> str:
@@ -371,6 +422,10 @@ def parser() -> argparse.ArgumentParser:
     get.add_argument("name", nargs="?")
     get.add_argument("-A", "--all-namespaces", action="store_true")
     get.add_argument("-o", "--output", choices=render.FORMATS, default="table")
+    get.add_argument(
+        "-l", "--selector", default="", help="a label selector, as kubectl takes it (app=x)"
+    )
+    get.add_argument("-w", "--watch", action="store_true", help="then show each change as it comes")
     for name, text in (
         ("trigger", "run a job now"),
         ("suspend", "stop publishing runs"),
@@ -405,8 +460,10 @@ def parser() -> argparse.ArgumentParser:
     backfill.add_argument(
         "--name", dest="backfill_name", metavar="NAME", help="a DNS label (default: from the time)"
     )
-    describe = sub.add_parser("describe", help="one run, by its ID", parents=nested)
-    describe.add_argument("run_id")
+    describe = sub.add_parser(
+        "describe", help="a job, by its name, or one run, by its ID", parents=nested
+    )
+    describe.add_argument("target", metavar="JOB|RUN_ID")
     describe.add_argument("-A", "--all-namespaces", action="store_true")
     cancel = sub.add_parser("cancel", help="stop a queued, running or buffered run", parents=nested)
     cancel.add_argument("run_id")
@@ -539,7 +596,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (CliError, QueueUnavailableError) as exc:
         print(f"error: {exc}", file=sys.stderr)  # noqa: T201
         return 1
-    print(output)  # noqa: T201
+    if output:
+        print(output)  # noqa: T201
     return 0
 
 

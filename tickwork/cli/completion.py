@@ -62,6 +62,8 @@ def _positional(
         return names()
     if "run_id" in wanted:
         return run_ids()
+    if "target" in wanted:  # describe: a job, or a run
+        return [*names(), *run_ids()]
     if "shell" in wanted:
         return sorted(SCRIPTS)
     return []

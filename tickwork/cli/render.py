@@ -278,6 +278,59 @@ def describe_run(job: dict[str, Any], where: str, run: dict[str, Any], *, now: d
     return "\n".join(f"{key + ':':<{width}}{value}" for key, value in lines)
 
 
+def describe_job(job: dict[str, Any], *, now: dt.datetime) -> str:
+    """``describe JOB``: the job as ``kubectl describe`` lays an object out: what it
+    runs and when, where it stands, its conditions, and its runs."""
+    meta, spec, status = job["metadata"], job.get("spec") or {}, job.get("status") or {}
+    last = status.get("lastRun") or {}
+    created = meta.get("creationTimestamp")
+    fields = [
+        ("Name", meta["name"]),
+        ("Namespace", meta.get("namespace", "")),
+        ("Description", spec.get("description") or "-"),
+        ("Schedule", _schedule_text(spec)),
+        ("Time Zone", spec.get("timeZone", "UTC")),
+        ("Suspend", str(bool(spec.get("suspend"))).lower()),
+        ("Task", next(iter(spec.get("task") or {}), "?")),
+        ("Concurrency", spec.get("concurrencyPolicy", "Allow")),
+        ("Phase", status.get("phase") or "-"),
+        (
+            "Last Run",
+            f"{last['id']} {last.get('outcome', '?')} ({ago(last.get('scheduledAt'), now)} ago)"
+            if last.get("id")
+            else "-",
+        ),
+        ("Next Runs", ", ".join(next_runs(job, now)) or "-"),
+        ("Missed Runs", str(status.get("missedRuns", 0))),
+        ("Created", f"{created} ({ago(created, now)} ago)" if created else "-"),
+    ]
+    width = max(len(key) for key, _ in fields) + 2
+    lines = [f"{key + ':':<{width}}{value}" for key, value in fields]
+    conditions = [
+        [
+            c.get("type", ""),
+            c.get("status", ""),
+            c.get("reason", ""),
+            ago(c.get("lastTransitionTime"), now),
+            one_line(c.get("message"), 80),
+        ]
+        for c in status.get("conditions") or []
+    ]
+    lines.append("Conditions:")
+    lines += (
+        _indented(table(["TYPE", "STATUS", "REASON", "AGE", "MESSAGE"], conditions))
+        if conditions
+        else ["  <none>"]
+    )
+    lines.append("Runs:")
+    lines += _indented(render_runs(meta["name"], status, output="table", now=now))
+    return "\n".join(lines)
+
+
+def _indented(text: str) -> list[str]:
+    return [f"  {line}" for line in text.splitlines()]
+
+
 # -- dlq ----------------------------------------------------------------------
 
 
