@@ -407,9 +407,12 @@ def test_get_watch_shows_each_change_as_it_comes(
     argv = [console_script("tickwork"), "-n", namespace, "get", "-w", "-l", "w=1"]
     with subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, text=True) as watching:
         lines: queue.Queue[str] = queue.Queue()
-        reader = threading.Thread(
-            target=lambda: [lines.put(line) for line in watching.stdout or ()], daemon=True
-        )
+
+        def read() -> None:
+            for line in watching.stdout or ():
+                lines.put(line)
+
+        reader = threading.Thread(target=read, daemon=True)
         reader.start()
 
         def next_line() -> list[str]:
@@ -557,6 +560,61 @@ def test_bash_completes_commands_and_the_clusters_job_names(
         check=True,
     )
     assert plugin.stdout.split() == ["nightly-backup", ":4"]
+
+
+def test_zsh_and_fish_complete_commands_and_the_clusters_job_names(
+    cluster: Cluster, jobs: Jobs, namespace: str
+) -> None:
+    jobs.create("weekly-report", {"schedule": "@weekly", "task": {"echo": {}}})
+    jobs.create("weekly-backup", {"schedule": "@weekly", "task": {"echo": {}}})
+    bin_dir = str(Path(console_script("tickwork")).parent)
+    env = {
+        **os.environ,
+        "KUBECONFIG": str(cluster.kubeconfig),
+        "PATH": f"{bin_dir}:{os.environ['PATH']}",
+    }
+
+    def zsh(*words: str) -> list[str]:
+        # The function as zsh's completion system calls it: `words` and CURRENT set,
+        # each candidate handed to compadd (here, printed).
+        quoted = " ".join(f"'{w}'" for w in words)
+        script = (
+            'compdef() { :; }; compadd() { shift ${@[(i)--]}; print -l -- "$@" }; '
+            "source <(tickwork completion zsh); "
+            f"words=(tickwork {quoted}); CURRENT=${{#words}}; _tickwork"
+        )
+        done = subprocess.run(
+            ["zsh", "-f", "-c", script],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        return sorted(done.stdout.split())
+
+    def fish(*words: str) -> list[str]:
+        # fish's own completion engine, on the line as typed.
+        line = " ".join(["tickwork", *words])
+        script = f"tickwork completion fish | source; complete -C {json.dumps(line)}"
+        done = subprocess.run(
+            ["fish", "--no-config", "-c", script],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        return sorted(done.stdout.split())
+
+    for complete in (zsh, fish):
+        assert complete("ru") == ["runs"]
+        assert complete("-n", namespace, "runs", "weekly-") == ["weekly-backup", "weekly-report"]
+        assert complete("describe", "-n", namespace, "weekly-r") == ["weekly-report"]
+        assert complete("get", "-o", "ya") == ["yaml"]
+        assert complete("completion", "") == ["bash", "fish", "zsh"]
 
 
 def test_dlq_lists_the_dead_runs_of_jobs_the_user_may_read_and_asks_the_operator(

@@ -195,7 +195,7 @@ def test_describe_lays_out_a_job_its_conditions_and_its_runs() -> None:
         (["describe"], "", ["alpha", "beta", "u.1"]),
         (["cancel"], "", ["u.1"]),
         ([], "c", ["cancel", "completion"]),
-        (["completion"], "", ["bash"]),
+        (["completion"], "", ["bash", "fish", "zsh"]),
         (["dlq"], "re", ["requeue"]),
         ([], "b", ["backfill"]),
         (["backfill"], "a", ["alpha"]),

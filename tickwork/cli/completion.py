@@ -1,4 +1,4 @@
-"""Shell completion: ``tickwork completion bash`` and kubectl's plugin protocol.
+"""Shell completion: ``tickwork completion bash|zsh|fish`` and kubectl's plugin protocol.
 
 The script asks ``tickwork __complete WORDS... CURRENT`` for candidates, the
 protocol kubectl (>= 1.26) speaks to ``kubectl_complete-tickwork`` for
@@ -28,8 +28,30 @@ _tickwork() {
 complete -F _tickwork tickwork kubectl-tickwork
 """
 
-#: Shells with a script. zsh is not among them yet: no zsh here to test one with.
-SCRIPTS = {"bash": BASH}
+ZSH = r"""#compdef tickwork kubectl-tickwork
+# tickwork completion for zsh, after compinit: source <(tickwork completion zsh)
+_tickwork() {
+    local -a offered
+    offered=("${(@f)$(tickwork __complete "${(@)words[2,CURRENT-1]}" \
+        "${words[CURRENT]}" 2>/dev/null)}")
+    offered=(${offered:#:*})
+    compadd -- "${offered[@]}"
+}
+compdef _tickwork tickwork kubectl-tickwork
+"""
+
+FISH = r"""# tickwork completion for fish: tickwork completion fish | source
+function __tickwork_complete
+    set -l words (commandline -opc)
+    set -e words[1]
+    tickwork __complete $words (commandline -ct) 2>/dev/null | string match -v -r '^:'
+end
+complete -c tickwork -f -a '(__tickwork_complete)'
+complete -c kubectl-tickwork -f -a '(__tickwork_complete)'
+"""
+
+#: Shells with a script; each asks ``tickwork __complete`` as the bash one does.
+SCRIPTS = {"bash": BASH, "zsh": ZSH, "fish": FISH}
 
 
 def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
