@@ -11,6 +11,8 @@ import subprocess
 import threading
 from pathlib import Path
 
+import pytest
+
 from tests.support import Jobs, QueueProbe, rfc3339, whole_seconds_from_now
 from tickwork.kube.client import KubeClient, load_configuration
 from tickwork.queue import RedisRunQueue, RedisSettings
@@ -505,30 +507,74 @@ def test_cancel_adds_the_run_to_the_annotation_and_refuses_finished_or_unknown_r
     assert annotation == buffered
 
 
-def test_bash_completes_commands_and_the_clusters_job_names(
-    cluster: Cluster, jobs: Jobs, namespace: str
-) -> None:
-    jobs.create("nightly-report", {"schedule": "@daily", "task": {"echo": {}}})
-    jobs.create("nightly-backup", {"schedule": "@daily", "task": {"echo": {}}})
+def _completion_env(cluster: Cluster) -> dict[str, str]:
+    """The environment of a user's shell: the kubeconfig, and tickwork on PATH."""
     bin_dir = str(Path(console_script("tickwork")).parent)
-    env = {
+    return {
         **os.environ,
         "KUBECONFIG": str(cluster.kubeconfig),
         "PATH": f"{bin_dir}:{os.environ['PATH']}",
     }
 
+
+#: How each shell runs its completion script on the words typed: bash's and zsh's
+#: function as their completion systems call it (the words and the cursor set; zsh's
+#: compadd prints what it is handed), fish's own completion engine on the line.
+SHELLS = {
+    "bash": (
+        ["bash", "-c"],
+        (
+            "source <(tickwork completion bash); COMP_WORDS=(tickwork {quoted}); "
+            'COMP_CWORD=$((${{#COMP_WORDS[@]}} - 1)); _tickwork; printf "%s\\n" "${{COMPREPLY[@]}}"'
+        ),
+    ),
+    "zsh": (
+        ["zsh", "-f", "-c"],
+        (
+            'compdef() {{ :; }}; compadd() {{ shift ${{@[(i)--]}}; print -l -- "$@" }}; '
+            "source <(tickwork completion zsh); "
+            "words=(tickwork {quoted}); CURRENT=${{#words}}; _tickwork"
+        ),
+    ),
+    "fish": (
+        ["fish", "--no-config", "-c"],
+        "tickwork completion fish | source; complete -C {line}",
+    ),
+}
+
+
+@pytest.mark.parametrize("shell", sorted(SHELLS))
+def test_each_shell_completes_commands_and_the_clusters_job_names(
+    shell: str, cluster: Cluster, jobs: Jobs, namespace: str
+) -> None:
+    jobs.create("nightly-report", {"schedule": "@daily", "task": {"echo": {}}})
+    jobs.create("nightly-backup", {"schedule": "@daily", "task": {"echo": {}}})
+    env = _completion_env(cluster)
+    argv, template = SHELLS[shell]
+
     def complete(*words: str) -> list[str]:
-        line = " ".join(f"'{w}'" for w in words)
-        script = (
-            "source <(tickwork completion bash); COMP_WORDS=(tickwork " + line + "); "
-            "COMP_CWORD=$((${#COMP_WORDS[@]} - 1)); _tickwork; "
-            'printf "%s\\n" "${COMPREPLY[@]}"'
-        )
+        quoted = " ".join(f"'{w}'" for w in words)
+        script = template.format(quoted=quoted, line=json.dumps(" ".join(["tickwork", *words])))
         done = subprocess.run(
-            ["bash", "-c", script], env=env, capture_output=True, text=True, timeout=60, check=True
+            [*argv, script], env=env, capture_output=True, text=True, timeout=60, check=False
         )
+        assert done.returncode == 0, done.stderr
         return sorted(done.stdout.split())
 
+    assert complete("ru") == ["runs"]
+    assert complete("-n", namespace, "runs", "nightly-") == ["nightly-backup", "nightly-report"]
+    assert complete("runs", "-n", namespace, "nightly-r") == ["nightly-report"]
+    assert complete("describe", "-n", namespace, "nightly-r") == ["nightly-report"]
+    assert complete("get", "-o", "ya") == ["yaml"]
+    assert complete("dlq", "") == ["list", "purge", "requeue"]
+    assert complete("completion", "") == ["bash", "fish", "zsh"]
+
+
+def test_the_bash_script_passes_shellcheck_and_kubectl_completes_the_plugin(
+    cluster: Cluster, jobs: Jobs, namespace: str
+) -> None:
+    jobs.create("nightly-backup", {"schedule": "@daily", "task": {"echo": {}}})
+    env = _completion_env(cluster)
     made = subprocess.run(
         [console_script("tickwork"), "completion", "bash"],
         env=env,
@@ -537,19 +583,13 @@ def test_bash_completes_commands_and_the_clusters_job_names(
         timeout=60,
         check=True,
     )
-    script = made.stdout
     subprocess.run(
-        [str(Path(bin_dir) / "shellcheck"), "-s", "bash", "-"],
-        input=script,
+        [str(Path(console_script("tickwork")).parent / "shellcheck"), "-s", "bash", "-"],
+        input=made.stdout,
         text=True,
         timeout=60,
         check=True,
     )
-    assert complete("ru") == ["runs"]
-    assert complete("-n", namespace, "runs", "nightly-") == ["nightly-backup", "nightly-report"]
-    assert complete("runs", "-n", namespace, "nightly-r") == ["nightly-report"]
-    assert complete("get", "-o", "ya") == ["yaml"]
-    assert complete("dlq", "") == ["list", "purge", "requeue"]
     # kubectl's plugin protocol: candidates, then cobra's no-file directive.
     plugin = subprocess.run(
         [console_script("kubectl_complete-tickwork"), "-n", namespace, "trigger", "nightly-b"],
@@ -560,61 +600,6 @@ def test_bash_completes_commands_and_the_clusters_job_names(
         check=True,
     )
     assert plugin.stdout.split() == ["nightly-backup", ":4"]
-
-
-def test_zsh_and_fish_complete_commands_and_the_clusters_job_names(
-    cluster: Cluster, jobs: Jobs, namespace: str
-) -> None:
-    jobs.create("weekly-report", {"schedule": "@weekly", "task": {"echo": {}}})
-    jobs.create("weekly-backup", {"schedule": "@weekly", "task": {"echo": {}}})
-    bin_dir = str(Path(console_script("tickwork")).parent)
-    env = {
-        **os.environ,
-        "KUBECONFIG": str(cluster.kubeconfig),
-        "PATH": f"{bin_dir}:{os.environ['PATH']}",
-    }
-
-    def zsh(*words: str) -> list[str]:
-        # The function as zsh's completion system calls it: `words` and CURRENT set,
-        # each candidate handed to compadd (here, printed).
-        quoted = " ".join(f"'{w}'" for w in words)
-        script = (
-            'compdef() { :; }; compadd() { shift ${@[(i)--]}; print -l -- "$@" }; '
-            "source <(tickwork completion zsh); "
-            f"words=(tickwork {quoted}); CURRENT=${{#words}}; _tickwork"
-        )
-        done = subprocess.run(
-            ["zsh", "-f", "-c", script],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
-        assert done.returncode == 0, done.stderr
-        return sorted(done.stdout.split())
-
-    def fish(*words: str) -> list[str]:
-        # fish's own completion engine, on the line as typed.
-        line = " ".join(["tickwork", *words])
-        script = f"tickwork completion fish | source; complete -C {json.dumps(line)}"
-        done = subprocess.run(
-            ["fish", "--no-config", "-c", script],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
-        assert done.returncode == 0, done.stderr
-        return sorted(done.stdout.split())
-
-    for complete in (zsh, fish):
-        assert complete("ru") == ["runs"]
-        assert complete("-n", namespace, "runs", "weekly-") == ["weekly-backup", "weekly-report"]
-        assert complete("describe", "-n", namespace, "weekly-r") == ["weekly-report"]
-        assert complete("get", "-o", "ya") == ["yaml"]
-        assert complete("completion", "") == ["bash", "fish", "zsh"]
 
 
 def test_dlq_lists_the_dead_runs_of_jobs_the_user_may_read_and_asks_the_operator(
