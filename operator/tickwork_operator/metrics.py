@@ -59,6 +59,13 @@ class OperatorMetrics:
             "and count).",
             registry=r,
         )
+        self.queue_oldest_waiting = Gauge(
+            "tickwork_queue_oldest_waiting_seconds",
+            "How long the run that waits longest has been queued (the next to be "
+            "claimed, or the longest parked); 0 when none waits. It grows while no "
+            "worker claims.",
+            registry=r,
+        )
         self.queue_dead_oldest = Gauge(
             "tickwork_queue_dead_oldest_seconds",
             "Age of the oldest dead letter; 0 when there is none.",

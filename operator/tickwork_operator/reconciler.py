@@ -97,6 +97,7 @@ class Reconciler(Part):
         self.metrics.queue_backlog.labels(queue=self.queue_name).set(depth.backlog)
         self.metrics.queue_remembered.set(depth.remembered)
         self.metrics.queue_dead_oldest.set(depth.oldest_dead_seconds)
+        self.metrics.queue_oldest_waiting.set(depth.oldest_waiting_seconds)
         if depth.memory_used_bytes is not None:
             self.metrics.redis_memory_used.set(depth.memory_used_bytes)
             self.metrics.redis_memory_max.set(depth.memory_max_bytes or 0)

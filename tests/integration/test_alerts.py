@@ -119,6 +119,7 @@ def test_every_alert_fires_and_stays_quiet_as_the_recorded_series_expect(
         "TickworkRunsFailing",
         "TickworkRedisDown",
         "TickworkRedisMemoryNearLimit",
+        "TickworkQueueStuck",
         "TickworkDeadLetterGrowing",
         "TickworkJobsPaused",
         "TickworkNamespaceClaimedElsewhere",

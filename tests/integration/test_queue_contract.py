@@ -5,7 +5,9 @@ lease, so nothing here waits on a clock."""
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator
+from dataclasses import replace
 
 import pytest
 import pytest_asyncio
@@ -281,6 +283,46 @@ async def test_a_namespace_at_its_limit_waits_while_others_run(queue: RunQueue) 
     [next_one] = await queue.claim(consumer="w2", lease_seconds=30, count=10, fair_share=fair)
     assert next_one.message.run_id == run_of("team-a", 2).run_id
     assert (await queue.depth()).parked == 2
+
+
+async def _queued_ago(queue: RunQueue, run: RunMessage, seconds: float) -> None:
+    """Make ``run`` look enqueued ``seconds`` before its enqueue (as the queue keeps it)."""
+    if isinstance(queue, RedisRunQueue):
+        client, key = queue._client, queue.keys.messages
+        stored = json.loads(await client.hget(key, run.run_id))
+        stored["enqueued_at"] -= seconds
+        await client.hset(key, run.run_id, json.dumps(stored))
+    else:
+        assert isinstance(queue, MemoryRunQueue)
+        held = queue._messages[run.run_id]
+        queue._messages[run.run_id] = replace(held, enqueued_at=(held.enqueued_at or 0.0) - seconds)
+
+
+async def test_the_oldest_waiting_run_is_the_next_to_claim_or_the_longest_parked(
+    queue: RunQueue,
+) -> None:
+    def about(seconds: float) -> object:
+        return pytest.approx(seconds, abs=20)  # the time the test itself takes
+
+    assert (await queue.depth()).oldest_waiting_seconds == 0
+    runs = [run_of("team-a", 0), run_of("team-a", 1), run_of("team-a", 2), run_of("team-b", 0)]
+    for run, ago in zip(runs, (400, 300, 200, 100), strict=True):
+        await queue.enqueue(run)
+        await _queued_ago(queue, run, ago)
+    assert (await queue.depth()).oldest_waiting_seconds == about(400)  # team-a 0, next
+    # Team A's others are parked behind its limit: the first of them waits longest.
+    fair = FairShare(max_in_flight=1)
+    claims = await queue.claim(consumer="w", lease_seconds=30, count=10, fair_share=fair)
+    assert [c.message.run_id for c in claims] == [runs[0].run_id, runs[3].run_id]
+    assert (await queue.depth()).oldest_waiting_seconds == about(300)
+    assert await queue.ack(claims[0])
+    [returned] = await queue.claim(consumer="w", lease_seconds=30, count=10, fair_share=fair)
+    assert returned.message.run_id == runs[1].run_id
+    assert (await queue.depth()).oldest_waiting_seconds == about(200)
+    assert await queue.ack(returned)
+    [last] = await queue.claim(consumer="w", lease_seconds=30, count=10, fair_share=fair)
+    assert last.message.run_id == runs[2].run_id
+    assert (await queue.depth()).oldest_waiting_seconds == 0  # in flight: none waits
 
 
 async def _parked_everywhere(queue: RunQueue) -> int:

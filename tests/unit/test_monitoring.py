@@ -10,6 +10,7 @@ import collections
 import datetime as dt
 import json
 import re
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ from tickwork.core.buckets import BucketIndex
 from tickwork.core.errors import QueueUnavailableError
 from tickwork.core.states import JobPhase
 from tickwork.queue.memory import MemoryRunQueue
+from tickwork.queue.messages import RunMessage
 from tickwork_operator.clock import Clock
 from tickwork_operator.metrics import OperatorMetrics
 from tickwork_operator.parts import Shared
@@ -143,7 +145,7 @@ def test_every_panel_asks_for_metrics_tickwork_exports() -> None:
 
 def test_every_alert_asks_for_metrics_tickwork_exports_or_documented_others() -> None:
     queries = alert_queries()
-    assert len(queries) == 8
+    assert len(queries) == 9
     for alert, expr in queries.items():
         names = metric_names(expr)
         assert names & TICKWORK, f"{alert} names no Tickwork metric"
@@ -196,6 +198,40 @@ async def test_redis_up_follows_the_leaders_queue_maintenance_and_a_standby_has_
     assert up() == 1
     reconciler.forget_queue()
     assert up() is None
+
+
+@pytest.mark.asyncio
+async def test_the_oldest_waiting_gauge_follows_the_queue_on_an_injected_clock() -> None:
+    """tickwork_queue_oldest_waiting_seconds (TickworkQueueStuck): the age of the run
+    next to be claimed, growing while nobody claims, 0 once it is claimed."""
+    now = [1000.0]
+    metrics = OperatorMetrics()
+    queue = MemoryRunQueue(clock=lambda: now[0])
+    shared = Shared(
+        state=WatchState(index=BucketIndex(start=0.0, width=1.0)),
+        queue=queue,
+        kube=None,  # type: ignore[arg-type]  # maintenance never calls the API server
+        events=None,  # type: ignore[arg-type]  # nor posts an Event
+        metrics=metrics,
+        clock=Clock(wall=lambda: now[0], monotonic=lambda: now[0]),
+    )
+    reconciler = Reconciler(shared, queue_name="default")
+
+    async def waited() -> float | None:
+        await reconciler.maintain_queue()
+        return metrics.registry.get_sample_value("tickwork_queue_oldest_waiting_seconds")
+
+    assert await waited() == 0
+    message = RunMessage(run_id="u.20261201T090000Z", namespace="ns", name="j", uid="u")
+    await queue.enqueue(message)
+    now[0] += 30
+    await queue.enqueue(replace(message, run_id="u.20261201T090100Z"))
+    now[0] += 600
+    assert await waited() == 630  # the first, next to be claimed
+    await queue.claim(consumer="w", lease_seconds=3600)
+    assert await waited() == 600
+    await queue.claim(consumer="w", lease_seconds=3600)
+    assert await waited() == 0
 
 
 def test_jobs_by_phase_counts_what_the_watched_status_shows_at_each_scrape() -> None:

@@ -22,6 +22,7 @@ AVAILABLE_SINCE = {
     "HVALS": "2.0.0",
     "HSET": "2.0.0",  # several field/value pairs since 4.0.0
     "INFO": "1.0.0",  # run_id in its server section since 2.4; random, like TIME
+    "LINDEX": "1.0.0",
     "LLEN": "1.0.0",
     "LPUSH": "1.0.0",
     "LTRIM": "1.0.0",

@@ -566,6 +566,24 @@ return redis.call('SADD', KEYS[5], id)
 """
 )
 
+OLDEST_WAITING = """
+-- KEYS: ready messages parked_runs cancelled
+-- When the run that waits longest was enqueued (false: none waits): of the run at
+-- the claim end of ready and the run parked longest, the one enqueued first.
+local oldest = false
+local function consider(id)
+  if not id or redis.call('SISMEMBER', KEYS[4], id) == 1 then return end
+  local raw = redis.call('HGET', KEYS[2], id)
+  if not raw then return end
+  local t = tonumber(cjson.decode(raw)['enqueued_at'])
+  if t and (not oldest or t < oldest) then oldest = t end
+end
+consider(redis.call('LINDEX', KEYS[1], -1))
+consider(redis.call('ZRANGE', KEYS[3], 0, 0)[1])
+if oldest then return tostring(oldest) end
+return false
+"""
+
 LOCATE = """
 -- KEYS: messages inflight delayed dead done cancelled
 -- ARGV: run_id

@@ -331,8 +331,21 @@ class MemoryRunQueue:
                 return location
         return RunLocation.READY
 
+    def _oldest_waiting(self) -> float | None:
+        """As the Redis queue's: of the run next to be claimed and the longest-parked
+        runs (each namespace's next to return), when the first was enqueued."""
+        heads = [self._ready[-1]] if self._ready else []
+        heads += [parked[-1] for parked in self._parked.values() if parked]
+        times = [
+            self._messages[run_id].enqueued_at
+            for run_id in heads
+            if run_id not in self._cancelled and run_id in self._messages
+        ]
+        return min((t for t in times if t is not None), default=None)
+
     async def depth(self) -> Depth:
         oldest = next(iter(self._dead.values()))[0] if self._dead else None
+        waiting = self._oldest_waiting()
         return Depth(
             ready=len(self._ready) - len(self._cancelled),
             in_flight=len(self._inflight),
@@ -340,6 +353,9 @@ class MemoryRunQueue:
             dead=len(self._dead),
             remembered=len(self._done),
             oldest_dead_seconds=max(0.0, self._clock() - oldest) if oldest is not None else 0.0,
+            oldest_waiting_seconds=max(0.0, self._clock() - waiting)
+            if waiting is not None
+            else 0.0,
             parked=sum(len(parked) for parked in self._parked.values()),
         )
 

@@ -183,6 +183,10 @@ class Depth:
     """Acknowledged run IDs kept for dedup."""
     oldest_dead_seconds: float = 0.0
     """Age of the oldest dead letter (0 if there is none)."""
+    oldest_waiting_seconds: float = 0.0
+    """How long the run that waits longest has been queued (since its first enqueue;
+    0 if none waits): the next one to be claimed, or the longest parked. It grows
+    while nothing is claimed, which the depth alone does not show."""
     memory_used_bytes: int | None = None
     """The queue's store: memory in use and its limit (0: none); None if not known."""
     memory_max_bytes: int | None = None

@@ -106,6 +106,7 @@ class RedisRunQueue:
         self._register = register(scripts.REGISTER)
         self._cancel = register(scripts.CANCEL)
         self._locate = register(scripts.LOCATE)
+        self._oldest_waiting = register(scripts.OLDEST_WAITING)
         self._requeue_dead = register(scripts.REQUEUE_DEAD)
         self._purge_dead = register(scripts.PURGE_DEAD)
         self._enqueues: _Coalescer[RunMessage, str] = _Coalescer(self._enqueue_many)
@@ -303,6 +304,9 @@ class RedisRunQueue:
                 pipe.time()
                 pipe.info("memory")
                 pipe.hvals(k.parked)
+                await self._oldest_waiting(
+                    keys=[k.ready, k.messages, k.parked_runs, k.cancelled], client=pipe
+                )
                 (
                     ready,
                     cancelled,
@@ -314,6 +318,7 @@ class RedisRunQueue:
                     now,
                     memory,
                     parked,
+                    waiting,
                 ) = await pipe.execute()
         clock = now[0] + now[1] / 1e6
         return Depth(
@@ -323,6 +328,7 @@ class RedisRunQueue:
             dead=dead,
             remembered=remembered,
             oldest_dead_seconds=max(0.0, clock - oldest[0][1]) if oldest else 0.0,
+            oldest_waiting_seconds=max(0.0, clock - float(waiting)) if waiting else 0.0,
             memory_used_bytes=int(memory.get("used_memory", 0)),
             memory_max_bytes=int(memory.get("maxmemory", 0)),
             parked=sum(int(n) for n in parked),
