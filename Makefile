@@ -45,8 +45,8 @@ $(VENV)/.installed-demo: pyproject.toml dev/pyproject.toml dev/demo-tasks/pyproj
 # The full .venv where there is one (kept up to date), else the demo's.
 demo-install: $(if $(wildcard $(VENV)/.installed),$(VENV)/.installed,$(VENV)/.installed-demo)
 
-controlplane-bin: install ## build (or find cached) the control plane, a node's parts, helm, crane, the autoscalers
-	@$(BIN)/tickwork-devcluster build --helm --actionlint --helm-docs --crane --node --autoscaling
+controlplane-bin: install ## build (or find cached) the control plane, a node's parts, helm, crane, kstatus, the autoscalers
+	@$(BIN)/tickwork-devcluster build --helm --actionlint --helm-docs --crane --kstatus --node --autoscaling
 
 image: install ## build Tickwork's image with podman on a Debian base (no registry needed)
 	@$(BIN)/tickwork-devcluster image

@@ -139,6 +139,19 @@ class Jobs:
         patched: dict[str, Any] = self.api.patch_namespaced_custom_object(*self._args, name, body)
         return patched
 
+    def apply_status_as(self, name: str, status: dict[str, Any], *, manager: str) -> None:
+        """Server-side apply of ``status`` as ``manager`` (as a worker writes a run's)."""
+        body = {"apiVersion": models.API_VERSION, "kind": models.KIND, "status": status}
+        body["metadata"] = {"name": name, "namespace": self.namespace}
+        self.api.patch_namespaced_custom_object_status(
+            *self._args,
+            name,
+            body,
+            field_manager=manager,
+            force=True,
+            _content_type="application/apply-patch+yaml",
+        )
+
     def delete(self, name: str) -> None:
         self.api.delete_namespaced_custom_object(*self._args, name)
 

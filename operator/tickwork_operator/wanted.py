@@ -22,6 +22,7 @@ from tickwork.core.states import Readiness, job_phase, readiness
 from tickwork.kube.status import (
     CONDITION_PAUSED,
     CONDITION_READY,
+    CONDITION_STALLED,
     CONDITION_SUSPENDED,
     updated,
     with_condition,
@@ -60,13 +61,33 @@ UNPAUSED = ConditionChange(
 )
 
 
+UNSTALLED = ConditionChange(
+    CONDITION_STALLED,
+    status=False,
+    reason="Ready",
+    message="the job is Ready: nothing waits for a person",
+)
+
+
 def condition_plan(
     *, ready: Readiness, valid: bool, suspended: bool, paused: str | None, shown: frozenset[str]
 ) -> tuple[ConditionChange, ...]:
     """The conditions to set: ``Ready`` always; ``Suspended`` while a valid job is
     suspended, and False once it no longer is, if status showed it (``shown``: the
-    types status holds); ``Paused`` likewise, with why (``paused``) while it is."""
+    types status holds); ``Paused`` likewise, with why (``paused``) while it is;
+    ``Stalled`` likewise, with ``Ready``'s reason while ``Ready`` is False. Every False
+    ``Ready`` is a state only a person ends (a spec to fix, a pause to resume, a run
+    that failed or was missed), which kstatus (Flux, kpt) reads from ``Stalled``:
+    ``Failed`` then, not ``InProgress`` until a timeout."""
     plan = [ConditionChange(CONDITION_READY, ready.ready, ready.reason, ready.message)]
+    if not ready.ready:
+        plan.append(
+            ConditionChange(
+                CONDITION_STALLED, status=True, reason=ready.reason, message=ready.message
+            )
+        )
+    elif CONDITION_STALLED in shown:
+        plan.append(UNSTALLED)
     if valid and suspended:
         plan.append(SUSPENDED)
     elif valid and CONDITION_SUSPENDED in shown:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import json
+import subprocess
 import threading
 import time
 from collections.abc import Callable
@@ -42,6 +43,7 @@ from tickwork.core.states import JobPhase, RunState
 from tickwork.kube import status as writes
 from tickwork.kube.client import KubeApiError, KubeClient, load_configuration
 from tickwork.queue.messages import RunLocation
+from tickwork_dev.devcluster import build
 from tickwork_dev.devcluster.cluster import Cluster
 from tickwork_dev.devcluster.components import TickworkProcess, wait_for
 
@@ -185,6 +187,64 @@ def test_a_spec_only_the_operator_can_refuse_becomes_a_condition_and_an_event(
     # Fixing the spec makes it Ready again.
     jobs.patch("never", {"spec": {"schedule": "0 0 28 2 *"}})
     wait_for(lambda: jobs.status("never").get("phase") == "Scheduled", timeout=30, what="fixed")
+
+
+@pytest.fixture(scope="module")
+def kstatus() -> str:
+    """The health check of Flux and kpt (sigs.k8s.io/cli-utils' kstatus), built here."""
+    return str(build.ensure_built(build.kstatus_bundle(), log=False) / "kstatus")
+
+
+def test_kstatus_tells_a_job_that_needs_a_person_from_a_healthy_or_changing_one(
+    start_operator: Callable[..., TickworkProcess], jobs: Jobs, kstatus: str
+) -> None:
+    """What `flux wait`-style checks and kpt read: Current for a healthy job, Failed
+    (not InProgress until a timeout) for one no run of which goes right until a person
+    acts, InProgress while the operator has not seen the latest spec."""
+
+    def health(name: str) -> tuple[str, str]:
+        done = subprocess.run(
+            [kstatus],
+            input=json.dumps(jobs.get(name)),
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        )
+        _, state, message = done.stdout.rstrip("\n").split("\t")
+        return state, message
+
+    operator = start_operator()
+    lead(operator)
+    fine = jobs.create("fine", {"schedule": "@daily", "task": ECHO})
+    jobs.create("never", {"schedule": "0 0 30 2 *", "task": ECHO})
+    wait_for(lambda: jobs.status("never").get("phase") == "Invalid", timeout=30, what="Invalid")
+    wait_for(lambda: health("fine")[0] == "Current", timeout=30, what="fine: Current")
+    state, message = health("never")
+    assert state == "Failed"
+    assert "never fires" in message
+    # A run that failed for good: the job needs a person too.
+    run_id = scheduled_run_id(fine["metadata"]["uid"], dt.datetime(2026, 12, 1, tzinfo=dt.UTC))
+    record = {
+        "id": run_id,
+        "scheduledAt": "2026-12-01T00:00:00Z",
+        "outcome": "Failed",
+        "attempts": 3,
+        "finishedAt": "2026-12-01T00:00:09Z",
+        "error": "HTTP 500",
+    }
+    jobs.apply_status_as("fine", {"lastRun": record}, manager="test-worker")
+    wait_for(lambda: health("fine")[0] == "Failed", timeout=30, what="fine: Failed")
+    assert f"run {run_id} failed: HTTP 500" in health("fine")[1]
+    # Fixed: Current again, Stalled left False.
+    jobs.patch("never", {"spec": {"schedule": "0 0 28 2 *"}})
+    wait_for(lambda: health("never")[0] == "Current", timeout=30, what="never: Current")
+    stalled = {c["type"]: c for c in jobs.status("never")["conditions"]}["Stalled"]
+    assert (stalled["status"], stalled["reason"]) == ("False", "Ready")
+    # An edit nobody has acted on yet: InProgress.
+    assert operator.stop() is not None
+    jobs.patch("never", {"spec": {"schedule": "0 1 28 2 *"}})
+    assert health("never")[0] == "InProgress"
 
 
 def test_run_now_publishes_exactly_one_run_per_distinct_token(

@@ -861,15 +861,21 @@ async def test_ready_goes_false_while_the_last_run_failed_and_back_when_one_succ
     assert (ready["status"], ready["reason"]) == ("True", "Scheduled")
     leader.observe(EVERY_MINUTE, status=finished(minute(0), "Failed", "HTTP 503 from the URL"))
     await leader.tick_at(minute(0, 31))
-    [ready] = leader.sink.status["conditions"]
-    assert (ready["status"], ready["reason"]) == ("False", "LastRunFailed")
+    ready, stalled = leader.sink.status["conditions"]
+    assert (ready["type"], ready["status"], ready["reason"]) == ("Ready", "False", "LastRunFailed")
     run_id = scheduled_run_id(UID, minute(0))
     assert ready["message"] == f"run {run_id} failed: HTTP 503 from the URL"
+    # kstatus (Flux, kpt) reads Stalled: the same reason and message.
+    assert stalled == {**ready, "type": "Stalled", "status": "True"}
     assert leader.sink.status["phase"] == "Scheduled"  # the lifecycle is not the health
-    leader.observe(EVERY_MINUTE, status=finished(minute(0), "Succeeded"))
+    leader.observe(
+        EVERY_MINUTE,
+        status={**finished(minute(0), "Succeeded"), "conditions": leader.sink.status["conditions"]},
+    )
     await leader.tick_at(minute(0, 32))
-    [ready] = leader.sink.status["conditions"]
+    ready, stalled = leader.sink.status["conditions"]
     assert (ready["status"], ready["reason"]) == ("True", "Scheduled")
+    assert (stalled["type"], stalled["status"], stalled["reason"]) == ("Stalled", "False", "Ready")
 
 
 async def dead_letter(leader: Leader, run_at: dt.datetime, *, uid: str = UID) -> str:

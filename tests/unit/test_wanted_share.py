@@ -11,6 +11,7 @@ from tickwork.core.states import Readiness
 from tickwork_operator.wanted import (
     SUSPENDED,
     UNPAUSED,
+    UNSTALLED,
     UNSUSPENDED,
     ConditionChange,
     condition_plan,
@@ -50,3 +51,30 @@ def test_the_condition_plan(
 ) -> None:
     plan = condition_plan(ready=READY, valid=valid, suspended=suspended, paused=paused, shown=shown)
     assert plan == (READY_NOW, *after_ready)
+
+
+NOT_READY = [
+    Readiness(ready=False, reason="InvalidSpec", message="unknown time zone"),
+    Readiness(ready=False, reason="Paused", message=PAUSE),
+    Readiness(ready=False, reason="LastRunFailed", message="run u.1 failed: HTTP 500"),
+    Readiness(ready=False, reason="Missed", message="the one-shot run could not start"),
+]
+
+
+@pytest.mark.parametrize("ready", NOT_READY, ids=[r.reason for r in NOT_READY])
+def test_stalled_says_what_ready_says_while_it_is_false_and_leaves_false(
+    ready: Readiness,
+) -> None:
+    """kstatus (Flux, kpt) reads Stalled: a job no run of which will go right until
+    a person acts shows Failed there, not InProgress until a timeout."""
+    plan = condition_plan(ready=ready, valid=True, suspended=False, paused=None, shown=NONE)
+    said = {"reason": ready.reason, "message": ready.message}
+    not_ready = ConditionChange("Ready", status=False, **said)
+    assert plan == (not_ready, ConditionChange("Stalled", status=True, **said))
+    # Ready again: Stalled turns False if status showed it, and is not added if not.
+    shown = frozenset({"Ready", "Stalled"})
+    again = condition_plan(ready=READY, valid=True, suspended=False, paused=None, shown=shown)
+    assert again == (READY_NOW, UNSTALLED)
+    assert condition_plan(ready=READY, valid=True, suspended=False, paused=None, shown=NONE) == (
+        READY_NOW,
+    )

@@ -80,6 +80,7 @@ TRIM_BATCH = 4
 CONDITION_READY = "Ready"
 CONDITION_SUSPENDED = "Suspended"
 CONDITION_PAUSED = "Paused"
+CONDITION_STALLED = "Stalled"  # kstatus' (Flux, kpt): True while Ready is False
 
 
 def timestamp(moment: dt.datetime | None) -> str | None:
@@ -355,9 +356,8 @@ def trim_patch(written: dict[str, Any], drop: list[str]) -> list[dict[str, Any]]
 
 
 def within_limits(runs: Any, record: RunRecord, *, successful: int, failed: int) -> bool:
-    """Is every record of the history ``runs`` (as the API server returned it, not
-    validated) within the limits, ``record`` counted in? Then :func:`to_drop` finds
-    nothing. False where an entry is not a record: the caller validates and decides."""
+    """Is the raw history ``runs`` within the limits, ``record`` counted in (then
+    :func:`to_drop` finds nothing)? False for anything else: the caller validates."""
     if not isinstance(runs, list):
         return False
     wins = int(record.outcome is RunState.SUCCEEDED)

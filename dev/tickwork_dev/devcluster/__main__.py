@@ -86,6 +86,8 @@ def cmd_build(args: argparse.Namespace) -> int:
         bundles.append(build.helm_docs_bundle())
     if args.crane:
         bundles.append(build.crane_bundle())
+    if args.kstatus:
+        bundles.append(build.kstatus_bundle())
     if args.node:
         bundles += [
             build.node_bundle(),
@@ -114,6 +116,7 @@ TOOLS = {
     "helm-docs": build.helm_docs_bundle,
     "promtool": build.prometheus_bundle,
     "crane": build.crane_bundle,
+    "kstatus": build.kstatus_bundle,
 }
 
 
@@ -266,6 +269,9 @@ def main(argv: list[str] | None = None) -> int:
     p_build = sub.add_parser("build", help="build (or find cached) control-plane binaries")
     p_build.add_argument("--helm", action="store_true", help="build helm too")
     p_build.add_argument("--actionlint", action="store_true", help="build actionlint too")
+    p_build.add_argument(
+        "--kstatus", action="store_true", help="build kstatus (Flux's health check) too"
+    )
     p_build.add_argument("--helm-docs", action="store_true", help="build helm-docs too")
     p_build.add_argument(
         "--crane", action="store_true", help="build crane too (a local OCI registry)"

@@ -253,6 +253,14 @@ def lua_bundle() -> Bundle:
     return Bundle("lua", HACK_DIR / "lua", {"gopher-lua": version}, (target,))
 
 
+def kstatus_bundle() -> Bundle:
+    """kstatus (sigs.k8s.io/cli-utils) behind a small command of ours: the health
+    check Flux and kpt compute for any object, run by the tests on ScheduledJobs."""
+    version = _required_version(_gomod("kstatus"), "sigs.k8s.io/cli-utils")
+    target = Target("kstatus", "tickwork.dev/hack/kstatus", "-s -w")
+    return Bundle("kstatus", HACK_DIR / "kstatus", {"cli-utils": version}, (target,))
+
+
 def helm_docs_bundle() -> Bundle:
     """helm-docs, which renders the chart's README (values table) from values.yaml."""
     version = _required_version(_gomod("helm-docs"), "github.com/norwoodj/helm-docs")
