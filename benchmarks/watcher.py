@@ -126,12 +126,14 @@ def drain(redis: RedisServer, queue: str) -> list[RunMessage]:
     return asyncio.run(call())
 
 
-def publish_lag(workdir: Path, cluster: Cluster, redis: RedisServer, burst: int) -> dict[str, Any]:
+def publish_lag(
+    workdir: Path, cluster: Cluster, redis: RedisServer, burst: int, *, lead: float
+) -> dict[str, Any]:
     namespace = "burst"
     cluster.kubectl("create", "namespace", namespace)
     operator = start_operator(workdir, cluster, redis, namespace, "burst")
     try:
-        return burst_lag(cluster, redis, operator, namespace, burst, indexed=0)
+        return burst_lag(cluster, redis, operator, namespace, burst, indexed=0, lead=lead)
     finally:
         operator.stop()
 
@@ -144,11 +146,13 @@ def burst_lag(
     burst: int,
     *,
     indexed: int,
+    lead: float,
 ) -> dict[str, Any]:
     """``burst`` one-shot jobs due in the same second, created beside ``indexed`` jobs
-    the running operator already holds: the lag of each run's publication."""
+    the running operator already holds: the lag of each run's publication. They fall
+    due ``lead`` seconds (and a second per 50 jobs) after they start to be created."""
     # Due on a whole second far enough ahead for every job to be created and indexed.
-    due = dt.datetime.fromtimestamp(int(time.time()) + 30 + burst // 50, dt.UTC)
+    due = dt.datetime.fromtimestamp(int(time.time() + lead) + burst // 50, dt.UTC)
     spec = {"runAt": due.isoformat().replace("+00:00", "Z"), "task": ECHO}
     pauses_before = _full_collections(operator)
     create_jobs(cluster, namespace, [job_manifest(f"b-{i:05d}", spec) for i in range(burst)])
@@ -373,6 +377,7 @@ def tick_and_memory(
     window: float,
     *,
     burst: int,
+    lead: float,
 ) -> list[dict[str, Any]]:
     """One row per size; at the largest, also the lag of a burst due beside every job."""
     namespace = "scale"
@@ -414,7 +419,7 @@ def tick_and_memory(
             after = _ticks(operator)
             rss, peak = rss_bytes(operator.pid), peak_rss_bytes(operator.pid)
             lag = (
-                burst_lag(cluster, redis, operator, namespace, burst, indexed=size)
+                burst_lag(cluster, redis, operator, namespace, burst, indexed=size, lead=lead)
                 if size == max(sizes) and burst
                 else None
             )
@@ -647,6 +652,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
     parser.add_argument("--window", type=float, default=30.0)
     parser.add_argument(
+        "--burst-lead",
+        type=float,
+        default=30.0,
+        help="seconds from creating a burst to its due second (plus one per 50 jobs)",
+    )
+    parser.add_argument(
         "--ceiling-writes",
         type=int,
         default=3000,
@@ -673,10 +684,18 @@ def main(argv: list[str] | None = None) -> int:
         if args.compare_with:
             return compare(args, workdir, report)
         with plane_with_crd(workdir) as (cluster, redis):
-            report["publish_lag"] = publish_lag(workdir, cluster, redis, args.burst)
+            report["publish_lag"] = publish_lag(
+                workdir, cluster, redis, args.burst, lead=args.burst_lead
+            )
             print(json.dumps(report["publish_lag"]), flush=True)
             report["scale"] = tick_and_memory(
-                workdir, cluster, redis, args.sizes, args.window, burst=args.burst
+                workdir,
+                cluster,
+                redis,
+                args.sizes,
+                args.window,
+                burst=args.burst,
+                lead=args.burst_lead,
             )
             largest = report["scale"][-1]
             status = largest.pop("operator_status_sample")
