@@ -10,6 +10,7 @@ import collections
 import datetime as dt
 import json
 import re
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -170,19 +171,26 @@ class _Unreachable(MemoryRunQueue):
         return await super().reap_expired(limit=limit)
 
 
-@pytest.mark.asyncio
-async def test_redis_up_follows_the_leaders_queue_maintenance_and_a_standby_has_none() -> None:
+def _maintaining(
+    queue: MemoryRunQueue, clock: Callable[[], float]
+) -> tuple[Reconciler, OperatorMetrics]:
+    """A leader's queue maintenance on ``queue`` (no API server: it calls none)."""
     metrics = OperatorMetrics()
-    queue = _Unreachable(clock=lambda: 0.0)
     shared = Shared(
         state=WatchState(index=BucketIndex(start=0.0, width=1.0)),
         queue=queue,
         kube=None,  # type: ignore[arg-type]  # maintenance never calls the API server
         events=None,  # type: ignore[arg-type]  # nor posts an Event
         metrics=metrics,
-        clock=Clock(wall=lambda: 0.0, monotonic=lambda: 0.0),
+        clock=Clock(wall=clock, monotonic=clock),
     )
-    reconciler = Reconciler(shared, queue_name="default")
+    return Reconciler(shared, queue_name="default"), metrics
+
+
+@pytest.mark.asyncio
+async def test_redis_up_follows_the_leaders_queue_maintenance_and_a_standby_has_none() -> None:
+    queue = _Unreachable(clock=lambda: 0.0)
+    reconciler, metrics = _maintaining(queue, lambda: 0.0)
 
     def up() -> float | None:
         return metrics.registry.get_sample_value("tickwork_redis_up", {"queue": "default"})
@@ -205,17 +213,8 @@ async def test_the_oldest_waiting_gauge_follows_the_queue_on_an_injected_clock()
     """tickwork_queue_oldest_waiting_seconds (TickworkQueueStuck): the age of the run
     next to be claimed, growing while nobody claims, 0 once it is claimed."""
     now = [1000.0]
-    metrics = OperatorMetrics()
     queue = MemoryRunQueue(clock=lambda: now[0])
-    shared = Shared(
-        state=WatchState(index=BucketIndex(start=0.0, width=1.0)),
-        queue=queue,
-        kube=None,  # type: ignore[arg-type]  # maintenance never calls the API server
-        events=None,  # type: ignore[arg-type]  # nor posts an Event
-        metrics=metrics,
-        clock=Clock(wall=lambda: now[0], monotonic=lambda: now[0]),
-    )
-    reconciler = Reconciler(shared, queue_name="default")
+    reconciler, metrics = _maintaining(queue, lambda: now[0])
 
     async def waited() -> float | None:
         await reconciler.maintain_queue()
