@@ -151,6 +151,24 @@ def test_the_release_runs_every_component_in_pods(release: Release, cron_job: st
     assert json.loads(claim.stdout)["status"]["phase"] == "Bound"
 
 
+def test_the_workers_budget_counts_the_worker_pods_and_lets_one_go_at_a_time(
+    release: Release,
+) -> None:
+    """The disruption controller finds the worker pods by the budget's selector: a
+    drain may take one of them at a time (a wrong selector would count none)."""
+
+    def counted() -> bool:
+        found = release.cluster.kubectl(
+            "-n", release.namespace, "get", "pdb", f"{release.fullname}-worker", "-o", "json"
+        )
+        status = json.loads(found.stdout).get("status") or {}
+        ready = release.deployment("worker")["status"].get("readyReplicas") or 0
+        healthy = (status.get("expectedPods"), status.get("currentHealthy"))
+        return ready >= 1 and healthy == (ready, ready) and status.get("disruptionsAllowed") == 1
+
+    wait_for(counted, timeout=90, what="the workers' budget to count the ready workers")
+
+
 def test_a_second_release_for_the_same_namespaces_is_refused(release: Release) -> None:
     """Two operators that watch one namespace would each run its jobs: `helm install`
     of a second cluster-wide release refuses before it creates anything, naming the
