@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import datetime as dt
 import importlib.metadata
 import sys
@@ -220,18 +221,15 @@ def cmd_describe(args: argparse.Namespace) -> str:
     jobs = connect(args)
     try:
         parse_run_id(args.target)
+        job = _job_of_run(jobs, args.target, all_namespaces=args.all_namespaces)
     except ValueError:
         return _describe_job(jobs, args)
-    try:
-        job = _job_of_run(jobs, args.target, all_namespaces=args.all_namespaces)
-    except CliError:
+    except CliError as no_such_run:
         if args.all_namespaces:
             raise
-        try:
-            return render.describe_job(jobs.get(args.target), now=_now())
-        except CliError:
-            pass
-        raise
+        with contextlib.suppress(CliError):
+            return _describe_job(jobs, args)
+        raise no_such_run from None
     found = render.find_run(job, args.target)
     if found is None:
         name = job["metadata"]["name"]

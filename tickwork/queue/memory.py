@@ -332,8 +332,9 @@ class MemoryRunQueue:
         return RunLocation.READY
 
     def _oldest_waiting(self) -> float | None:
-        """As the Redis queue's: of the run next to be claimed and the longest-parked
-        runs (each namespace's next to return), when the first was enqueued."""
+        """When the first was enqueued of the run next to be claimed and each
+        namespace's next parked run to return (the run parked longest, which the Redis
+        queue reads, is one of them)."""
         heads = [self._ready[-1]] if self._ready else []
         heads += [parked[-1] for parked in self._parked.values() if parked]
         times = [
