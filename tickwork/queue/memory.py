@@ -332,9 +332,8 @@ class MemoryRunQueue:
         return RunLocation.READY
 
     def _oldest_waiting(self) -> float | None:
-        """When the first was enqueued of the run next to be claimed and each
-        namespace's next parked run to return (the run parked longest, which the Redis
-        queue reads, is one of them)."""
+        """When the first was enqueued of the run next to be claimed and each namespace's
+        next parked run (the Redis queue reads the longest parked: one of them)."""
         heads = [self._ready[-1]] if self._ready else []
         heads += [parked[-1] for parked in self._parked.values() if parked]
         times = [
