@@ -763,7 +763,7 @@ def main(argv: list[str] | None = None) -> int:
             workdir = Path(tmp)
             with control_plane(workdir) as (plane, cluster, api):
                 cluster.kubectl("apply", "-f", str(CRDS))
-                cluster.wait_established("scheduledjobs.tickwork.dev")
+                cluster.wait_established("scheduledjobs.tickwork.dev", "calendars.tickwork.dev")
                 tickwork = summarize(
                     run_tickwork(
                         workdir,

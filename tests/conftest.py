@@ -146,9 +146,9 @@ def controller_manager(cluster: Cluster) -> Cluster:
 
 @pytest.fixture(scope="session")
 def crd(cluster: Cluster) -> None:
-    """The ScheduledJob CRD, installed from manifests/crds and established."""
+    """The CRDs (ScheduledJob, Calendar), installed from manifests/crds and established."""
     cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(_CRDS))
-    cluster.wait_established("scheduledjobs.tickwork.dev")
+    cluster.wait_established("scheduledjobs.tickwork.dev", "calendars.tickwork.dev")
 
 
 @pytest.fixture

@@ -80,12 +80,15 @@ class LastRun:
     """What the operator reads of ``status.lastRun``: the run as a finished run (the
     very record of the history when that holds it too, as it mostly does), whether
     the record says when it finished (a one-shot's TTL counts from then), and its
-    error (the Ready condition quotes it). The whole record as a model took ~600
-    bytes per job; this takes ~70 beside the history's."""
+    error (the Ready condition quotes it), and how late its first attempt started, in
+    whole seconds (condition OnTime; None: a retried run, or no start recorded). The
+    whole record as a model took ~600 bytes per job; this takes ~70 beside the
+    history's (a lag below 257 s is one of Python's shared small ints)."""
 
     run: FinishedRun
     recorded_finish: bool = True
     error: str | None = None
+    lag: int | None = None
 
     @property
     def id(self) -> str:
@@ -105,7 +108,12 @@ def last_run_of(record: RunRecord, history: tuple[FinishedRun, ...]) -> LastRun:
     equal record."""
     run = as_finished(record)
     run = next((known for known in reversed(history) if known == run), run)
-    return LastRun(run=run, recorded_finish=record.finished_at is not None, error=record.error)
+    lag = None
+    if record.attempts == 1 and record.started_at is not None:
+        lag = max(0, round((record.started_at - record.scheduled_at).total_seconds()))
+    return LastRun(
+        run=run, recorded_finish=record.finished_at is not None, error=record.error, lag=lag
+    )
 
 
 #: What most jobs hold in their collections: nothing, one shared empty object for all
@@ -152,6 +160,9 @@ class JobEntry:
     """The last list :meth:`next_runs` worked out (for this generation's schedule)."""
     cancel_asks: tuple[str, ...] = ()
     """The run IDs of the tickwork.dev/cancel annotation."""
+    calendar_spec: ScheduledJobSpec | None = None
+    """The spec of a job that names Calendars (``spec`` is None while one is missing):
+    what it is planned from again when they change."""
 
     @property
     def key(self) -> JobKey:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import datetime as dt
 import functools
 import json
 import logging
@@ -20,12 +21,14 @@ from tickwork.heap import trim_periodically
 from tickwork.kube.client import KubeClient, load_configuration
 from tickwork.kube.events import EventRecorder
 from tickwork.kube.http import start_http
+from tickwork.kube.informer import Informer
 from tickwork.logs import configure_logging
 from tickwork.queue import RedisSettings, open_queue
 from tickwork.queue.connection import create_client, wait_until_ready
 from tickwork.queue.protocol import RunQueue
 from tickwork_operator import api_server_policy
 from tickwork_operator.api_server_policy import PolicyTarget
+from tickwork_operator.calendars import CalendarFeed, calendar_informer
 from tickwork_operator.claims import NamespaceClaims
 from tickwork_operator.feed import JobFeed, informer
 from tickwork_operator.handlers import kopf_settings, registry
@@ -99,7 +102,7 @@ async def run_operator(settings: OperatorSettings, *, queue: RunQueue | None = N
         index=BucketIndex(start=time.time(), width=settings.bucket_seconds),
         schedule_in_status=settings.schedule_in_status,
     )
-    metrics.count_jobs(state.phases)
+    metrics.count_jobs(state.phases, state.late.keys)
     events = EventRecorder(kube, component="tickwork-operator", instance=settings.identity)
     claims = _claims(settings, kube, state, metrics)
     elector = LeaderElector(
@@ -129,6 +132,7 @@ async def run_operator(settings: OperatorSettings, *, queue: RunQueue | None = N
     # The ScheduledJobs are listed and watched here, not by kopf (tickwork_operator.feed).
     feed = JobFeed(state, ticker)
     jobs = informer(kube, feed, settings.namespaces, page_size=settings.list_page_size)
+    calendar_feed, calendars = _calendars(kube, state, ticker, settings.namespaces)
 
     async def liveness() -> str | None:
         # The event loop answered; the ticker must be going round too.
@@ -139,6 +143,8 @@ async def run_operator(settings: OperatorSettings, *, queue: RunQueue | None = N
         )
 
     async def readiness() -> str | None:
+        if len(calendar_feed.watching) < len(calendar_feed.scopes):
+            return "not watching Calendars yet"
         if not kopf_ready.is_set() or len(feed.watching) < len(jobs.scopes):
             return "not watching ScheduledJobs yet"
         try:
@@ -184,7 +190,9 @@ async def run_operator(settings: OperatorSettings, *, queue: RunQueue | None = N
         ", ".join(settings.namespaces) or "all namespaces",
         redis.safe_url() if redis else "in memory",
     )
-    following = asyncio.create_task(jobs.run(), name="ScheduledJob list and watch")
+    following = asyncio.create_task(
+        _follow(calendars, calendar_feed, jobs), name="Calendar and ScheduledJob list and watch"
+    )
     metrics.gc_pauses.install()
     try:
         await kopf.operator(
@@ -206,6 +214,53 @@ async def run_operator(settings: OperatorSettings, *, queue: RunQueue | None = N
         await kube.close()
         metrics.gc_pauses.remove()
         logger.info("tickwork-operator stopped")
+
+
+def _calendars(
+    kube: KubeClient, state: WatchState, ticker: Ticker, namespaces: list[str]
+) -> tuple[CalendarFeed, Informer]:
+    """The Calendars' feed and informer: a change re-plans the jobs that name the
+    calendar, and wakes the ticker."""
+
+    def replan(keys: list[tuple[str, str]]) -> None:
+        if keys:
+            state.replan(keys, now=dt.datetime.now(dt.UTC))
+            ticker.wakeup.set()
+
+    feed = CalendarFeed(state.calendars, replan, list(namespaces) or [None])
+    return feed, calendar_informer(kube, feed)
+
+
+#: How long the jobs wait for the Calendars' first list before they are followed anyway.
+CALENDARS_WAIT_SECONDS = 30.0
+
+
+async def _follow(
+    calendars: Informer,
+    calendar_feed: CalendarFeed,
+    jobs: Informer,
+    *,
+    wait_seconds: float = CALENDARS_WAIT_SECONDS,
+) -> None:
+    """Follow the Calendars, and the jobs once the Calendars came in whole: a job that
+    names one is never planned (nor taken for Invalid) before its calendar is known.
+    If the Calendars cannot be listed (their CRD not installed, no RBAC), the jobs are
+    followed after ``wait_seconds`` all the same, with an error in the log: a job that
+    names a Calendar is Invalid until the list comes, the others run."""
+    watching = asyncio.create_task(calendars.run(), name="Calendar list and watch")
+    try:
+        try:
+            await asyncio.wait_for(calendar_feed.listed.wait(), wait_seconds)
+        except TimeoutError:
+            logger.error(  # noqa: TRY400 - the informer logs each failed list
+                "the Calendars were not listed within %.0f s (is the calendars.tickwork.dev "
+                "CRD installed, and may the operator list it?): scheduling without them",
+                wait_seconds,
+            )
+        await jobs.run()
+    finally:
+        watching.cancel()
+        await asyncio.gather(watching, return_exceptions=True)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -7,7 +7,8 @@ the HPA's adapter rule can rely on them.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+import itertools
+from collections.abc import Callable, Collection, Iterator, Mapping
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import GaugeMetricFamily
@@ -40,6 +41,37 @@ class _JobsByPhase(Collector):
         for phase in JobPhase:
             family.add_metric([phase.value], counts.get(phase, 0))
         yield family
+
+
+#: Jobs ``tickwork_job_late`` names at most (the rest are counted, not named).
+LATE_JOBS_NAMED = 1000
+
+
+class _LateJobs(Collector):
+    """``tickwork_job_late{job_namespace, job_name}``: 1 for each job with a lag objective
+    (spec.slo) whose last run started late (condition OnTime False), from the set the
+    watch keeps; the first :data:`LATE_JOBS_NAMED` of them by name, and how many in all
+    (``tickwork_jobs_late``)."""
+
+    def __init__(self, late: Callable[[], Collection[tuple[str, str]]]) -> None:
+        self._late = late
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        late = self._late()
+        named = GaugeMetricFamily(
+            "tickwork_job_late",
+            "1 for each job whose last run started later than its spec.slo allows "
+            f"(condition OnTime False; the first {LATE_JOBS_NAMED} such jobs).",
+            labels=["job_namespace", "job_name"],
+        )
+        for namespace, name in itertools.islice(late, LATE_JOBS_NAMED):
+            named.add_metric([namespace, name], 1)
+        yield named
+        yield GaugeMetricFamily(
+            "tickwork_jobs_late",
+            "Jobs whose last run started later than their spec.slo allows.",
+            value=len(late),
+        )
 
 
 class OperatorMetrics:
@@ -172,6 +204,12 @@ class OperatorMetrics:
             registry=r,
         )
 
-    def count_jobs(self, count: Callable[[], Mapping[JobPhase, int]]) -> None:
-        """Export ``tickwork_jobs{phase}`` from ``count`` (called at each scrape)."""
+    def count_jobs(
+        self,
+        count: Callable[[], Mapping[JobPhase, int]],
+        late: Callable[[], Collection[tuple[str, str]]] = tuple,
+    ) -> None:
+        """Export ``tickwork_jobs{phase}`` from ``count``, ``tickwork_job_late`` and
+        ``tickwork_jobs_late`` from ``late`` (each called at each scrape)."""
         self.registry.register(_JobsByPhase(count))
+        self.registry.register(_LateJobs(late))

@@ -352,7 +352,7 @@ class Reporter(Part):
                 job_ref(entry),
                 type_=WARNING,
                 reason="InvalidSpec",
-                message=f"{entry.invalid_reason}; fix the spec and apply it again",
+                message=f"{entry.invalid_reason}; {_remedy(entry)}",
             )
 
     async def record_cancelled(
@@ -385,3 +385,10 @@ class Reporter(Part):
                 logger.warning("record of cancelled run %s not written: %s", run_id, exc)
             return False
         return True
+
+
+def _remedy(entry: JobEntry) -> str:
+    """What makes an Invalid job valid again: its spec, or a Calendar it names."""
+    if entry.calendar_spec is not None:
+        return "create or fix the Calendar (or edit spec.calendars); no restart is needed"
+    return "fix the spec and apply it again"

@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from tickwork.api.models import OperatorStatus
+from tickwork.api.models import ConditionStatus, OperatorStatus, ScheduledJobSpec
 from tickwork.core.annotations import (
     CANCEL_ANNOTATION,
     DEAD_LETTER_ANNOTATIONS,
@@ -39,10 +39,10 @@ from tickwork.core.annotations import (
 )
 from tickwork.core.buckets import BucketIndex
 from tickwork.core.planning import pending_for, pending_run
+from tickwork.core.schedule import Schedule
 from tickwork.core.states import FINAL_STATES, JobPhase
-from tickwork.kube.status import (
-    operator_body,
-)
+from tickwork.kube.status import CONDITION_ON_TIME, operator_body
+from tickwork_operator.calendars import CalendarBook
 from tickwork_operator.entry import NO_ASKS, NO_IDS, IndexKey, JobEntry, JobKey
 from tickwork_operator.reading import (
     created_at,
@@ -94,6 +94,13 @@ class WatchState:
     list, or a relist after the watch failed. See :meth:`listing`."""
     schedule_in_status: bool = False
     """Write recurring jobs' schedule to status (``OperatorSettings.schedule_in_status``)."""
+    calendars: CalendarBook = field(default_factory=CalendarBook)
+    """The Calendars followed, and the jobs that name each (:mod:`.calendars`)."""
+    late: dict[JobKey, None] = field(default_factory=dict)  # ordered set
+    """Jobs whose last run started later than their spec.slo allows (``tickwork_job_late``)."""
+    replan_after: set[JobKey] = field(default_factory=set)
+    """Jobs whose calendars changed while the leader acted on them: planned again once
+    it is done (:meth:`acting_on`)."""
     backfilling: dict[JobKey, None] = field(default_factory=dict)  # ordered set
     """Jobs with a backfill not complete yet: what the leader publishes backfilled
     runs for, each tick (O(backfilling), not O(jobs))."""
@@ -124,6 +131,8 @@ class WatchState:
         finally:
             self.busy.discard(entry.key)
             self._hand_over(entry, now=now())
+            if entry.key in self.replan_after:
+                self.replan([entry.key], now=now())
             live = self.jobs.get(entry.key)
             if live is not None:
                 self.track_waiting(live)
@@ -211,10 +220,16 @@ class WatchState:
         if previous is not None and same_spec:
             # Most events are status writes: the spec (and its parsed schedule) is unchanged.
             spec, schedule, invalid = previous.spec, previous.schedule, previous.invalid_reason
+            named = previous.calendar_spec
         else:
             spec, schedule, invalid = parse(body, created_at(body, now))
+            named = spec if spec is not None and spec.calendars is not None else None
+            if named is not None:
+                spec, schedule, invalid = self._on_calendars(key, named, schedule)
+            self.calendars.use(key, named.calendars if named is not None else None)
         held = (previous.wanted, previous.written) if previous else ()
         apart = not self.schedule_in_status and spec is not None and not spec.one_shot
+        apart = apart and named is None  # the operator shows a calendar job's next runs
         observed, written = shared_status(
             status_of(body, previous=held, apart=apart), shown_in(body) if apart else ()
         )
@@ -246,6 +261,7 @@ class WatchState:
             resume=(meta.get("annotations") or {}).get(RESUME_ANNOTATION),
             upcoming_runs=previous.upcoming_runs if previous and same_spec else (),
             cancel_asks=tuple(cancel_ids((meta.get("annotations") or {}).get(CANCEL_ANNOTATION))),
+            calendar_spec=named,
         )
         if entry.published_run_id and entry.active_run_id() != entry.published_run_id:
             entry.published_run_id = None  # it finished
@@ -299,6 +315,9 @@ class WatchState:
         if entry is not None:
             self._count(entry.written.phase, -1)
             self._withdraw(entry)
+        self.calendars.forget_job(key)
+        self.replan_after.discard(key)
+        self.late.pop(key, None)
         self.dirty.pop(key, None)
         self.active.pop(key, None)
         self.backfilling.pop(key, None)
@@ -334,6 +353,36 @@ class WatchState:
 
     # -- planning ---------------------------------------------------------------
 
+    def _on_calendars(
+        self, key: JobKey, spec: ScheduledJobSpec, schedule: Schedule | None
+    ) -> tuple[ScheduledJobSpec | None, Schedule | None, str | None]:
+        """The spec and schedule of a job that names Calendars, kept by them; Invalid
+        (no spec, the reason) while one is missing or unreadable."""
+        assert spec.calendars is not None  # noqa: S101 - only jobs that name some
+        if schedule is None:
+            return None, None, "spec: no schedule"
+        kept, reason = self.calendars.keep(key, spec.calendars, schedule)
+        return (None, None, reason) if reason else (spec, kept, None)
+
+    def replan(self, keys: list[JobKey], *, now: dt.datetime) -> None:
+        """The Calendars of the jobs ``keys`` changed: each planned again from now, as
+        an edit would be (no burst of the runs they had ruled out). A job the leader is
+        acting on is planned once it is done."""
+        for key in keys:
+            entry = self.jobs.get(key)
+            if entry is None or entry.calendar_spec is None:
+                continue
+            if key in self.busy:
+                self.replan_after.add(key)
+                continue
+            self.replan_after.discard(key)
+            base = entry.calendar_spec.schedule_of(entry.created_at)
+            entry.spec, entry.schedule, entry.invalid_reason = self._on_calendars(
+                key, entry.calendar_spec, base
+            )
+            entry.upcoming_runs = ()
+            self._plan(entry, entry, spec_changed=True, now=now)
+
     def _plan(
         self, entry: JobEntry, previous: JobEntry | None, *, spec_changed: bool, now: dt.datetime
     ) -> None:
@@ -366,8 +415,14 @@ class WatchState:
     def keeps_schedule(self, entry: JobEntry) -> bool:
         """Is ``entry``'s schedule (nextRunAt, nextRuns, lastScheduleTime, queuedRun)
         kept in status, written as each run is published? Always for a one-shot job (it
-        has one run); for a recurring one unless ``schedule_in_status`` is off."""
-        return self.schedule_in_status or entry.spec is None or entry.spec.one_shot
+        has one run) and a job that names Calendars (only the operator follows them);
+        for another recurring one unless ``schedule_in_status`` is off."""
+        return (
+            self.schedule_in_status
+            or entry.spec is None
+            or entry.spec.one_shot
+            or entry.calendar_spec is not None
+        )
 
     def shows(self, entry: JobEntry) -> tuple[dt.datetime, ...]:
         """The next runs status should show of a job whose runs' records show them
@@ -407,6 +462,11 @@ class WatchState:
         """Work out the operator's share of status (:func:`wanted_share`, no effect);
         keep it, and mark the job dirty if it must be sent."""
         entry.wanted = wanted_share(entry, now=now, keeps_schedule=self.keeps_schedule(entry))
+        slo = entry.spec.slo if entry.spec is not None else None
+        if slo is not None and _late(entry.wanted):  # only jobs with an objective look
+            self.late[entry.key] = None
+        else:
+            self.late.pop(entry.key, None)
         if _differs(entry.wanted, entry.written) or self.shows_owed(entry):
             if entry.key not in self.dirty:
                 # Already dirty: whatever was making it wait (a report on its way, a
@@ -521,3 +581,10 @@ __all__ = [
     "WatchState",
     "status_of",
 ]
+
+
+def _late(share: OperatorStatus) -> bool:
+    """Does ``share`` say the job's last run broke its lag objective?"""
+    return any(
+        c.type == CONDITION_ON_TIME and c.status is ConditionStatus.FALSE for c in share.conditions
+    )

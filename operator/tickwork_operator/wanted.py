@@ -20,6 +20,7 @@ from tickwork.core.annotations import RESUME_ANNOTATION
 from tickwork.core.failures import describe_pause
 from tickwork.core.states import Readiness, job_phase, readiness
 from tickwork.kube.status import (
+    CONDITION_ON_TIME,
     CONDITION_PAUSED,
     CONDITION_READY,
     CONDITION_STALLED,
@@ -103,6 +104,29 @@ def condition_plan(
     return tuple(plan)
 
 
+def on_time(max_lag: int | None, lag: int | None) -> ConditionChange | None:
+    """``OnTime`` for a job with a lag objective (``max_lag`` seconds), from how late its
+    last run started (``lag``); None: nothing to say (no objective, or no run whose
+    start is known yet)."""
+    if max_lag is None or lag is None:
+        return None
+    if lag <= max_lag:
+        return ConditionChange(
+            CONDITION_ON_TIME,
+            status=True,
+            reason="WithinObjective",
+            message=f"the last run started {lag} s after it was due (spec.slo: {max_lag} s)",
+        )
+    return ConditionChange(
+        CONDITION_ON_TIME,
+        status=False,
+        reason="StartedLate",
+        message=f"the last run started {lag} s after it was due, over spec.slo's "
+        f"{max_lag} s: are the workers busy (its namespace's share, the autoscaler's "
+        "maximum)?",
+    )
+
+
 def pause_text(entry: JobEntry) -> str | None:
     """Why the job is paused, or None if it is not."""
     if not entry.paused or entry.streak is None or entry.spec is None:
@@ -163,6 +187,13 @@ def wanted_share(entry: JobEntry, *, now: dt.datetime, keeps_schedule: bool) -> 
         paused=paused,
         shown=shown_types,
     )
+    slo = entry.spec.slo if entry.spec is not None else None
+    timely = on_time(slo.max_lag_seconds if slo else None, last.lag if last else None)
+    if timely is not None:
+        plan = (*plan, timely)
+    elif slo is None and CONDITION_ON_TIME in shown_types:
+        kept = [c.model_dump() for c in wanted.conditions if c.type != CONDITION_ON_TIME]
+        wanted = updated(wanted, lean=False, conditions=kept)  # the objective went
     for change in plan:
         wanted = with_condition(
             wanted,

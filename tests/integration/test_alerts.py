@@ -123,6 +123,9 @@ def test_every_alert_fires_and_stays_quiet_as_the_recorded_series_expect(
         "TickworkDeadLetterGrowing",
         "TickworkJobsPaused",
         "TickworkNamespaceClaimedElsewhere",
+        "TickworkNamespaceRunsFailing",
+        "TickworkNamespaceLagHigh",
+        "TickworkJobLate",
     ]
     result = run_cases(promtool, groups, tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr

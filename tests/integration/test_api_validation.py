@@ -17,7 +17,9 @@ from tickwork.api import models
 from tickwork_dev.devcluster.cluster import Cluster
 
 ROOT = Path(__file__).resolve().parents[2]
-EXAMPLES = sorted((ROOT / "manifests" / "examples").rglob("*.yaml"))
+ALL_EXAMPLES = sorted((ROOT / "manifests" / "examples").rglob("*.yaml"))
+EXAMPLES = [p for p in ALL_EXAMPLES if yaml.safe_load(p.read_text())["kind"] == "ScheduledJob"]
+CALENDAR_EXAMPLES = [p for p in ALL_EXAMPLES if p not in EXAMPLES]
 CORPUS = yaml.safe_load((ROOT / "tests" / "data" / "bad_specs.yaml").read_text())
 
 
@@ -52,6 +54,31 @@ def test_examples_are_accepted(
     # What the API server stored parses back into the models unchanged.
     stored = models.ScheduledJob.model_validate(created)
     assert stored.spec == models.ScheduledJob.model_validate(yaml.safe_load(path.read_text())).spec
+
+
+@pytest.mark.parametrize("path", CALENDAR_EXAMPLES, ids=[p.stem for p in CALENDAR_EXAMPLES])
+def test_calendar_examples_are_accepted(
+    cluster: Cluster, crd: None, namespace: str, path: Path
+) -> None:
+    dry = cluster.kubectl("apply", "--dry-run=server", "-n", namespace, "-f", str(path))
+    assert "(server dry run)" in dry.stdout
+
+
+def test_a_calendar_the_schema_refuses_says_what_to_fix(
+    cluster: Cluster, crd: None, api_client: k8s.ApiClient, namespace: str
+) -> None:
+    body = {
+        "apiVersion": models.API_VERSION,
+        "kind": "Calendar",
+        "metadata": {"name": "bad"},
+        "spec": {"dates": ["2026-13-01"], "timeZone": "UTC"},
+    }
+    with pytest.raises(ApiException) as refused:
+        k8s.CustomObjectsApi(api_client).create_namespaced_custom_object(
+            models.GROUP, models.VERSION, namespace, "calendars", body, field_validation="Strict"
+        )
+    assert refused.value.status == 422
+    assert "spec.dates[0]" in str(refused.value.body)
 
 
 @pytest.mark.parametrize("entry", CORPUS["refused"], ids=[e["name"] for e in CORPUS["refused"]])

@@ -724,6 +724,7 @@ def test_chart_readme_documents_every_value(tmp_path: Path) -> None:
 
 
 def test_the_chart_ships_the_generated_crd() -> None:
-    assert (CHART / "files" / "scheduledjobs.tickwork.dev.yaml").read_text() == (
-        manifests.ROOT / "manifests" / "crds" / "scheduledjobs.tickwork.dev.yaml"
-    ).read_text()
+    for name in ("scheduledjobs.tickwork.dev.yaml", "calendars.tickwork.dev.yaml"):
+        assert (CHART / "files" / name).read_text() == (
+            manifests.ROOT / "manifests" / "crds" / name
+        ).read_text()

@@ -534,14 +534,14 @@ def test_the_default_roles_cover_scheduledjobs_unless_turned_off(helm: str) -> N
     assert view["rules"] == [
         {
             "apiGroups": ["tickwork.dev"],
-            "resources": ["scheduledjobs", "scheduledjobs/status"],
+            "resources": ["scheduledjobs", "scheduledjobs/status", "calendars"],
             "verbs": ["get", "list", "watch"],
         }
     ]
     assert edit["rules"] == [
         {
             "apiGroups": ["tickwork.dev"],
-            "resources": ["scheduledjobs"],
+            "resources": ["scheduledjobs", "calendars"],
             "verbs": ["create", "update", "patch", "delete", "deletecollection"],
         }
     ]
@@ -586,7 +586,7 @@ def test_namespace_users_reach_scheduledjobs_through_their_default_roles(
             time.sleep(0.5)  # the aggregation controller announces nothing to wait on
 
         view = json.loads(cluster.kubectl("get", "clusterrole", "view", "-o", "json").stdout)
-        resources = ["scheduledjobs", "scheduledjobs/status"]
+        resources = ["scheduledjobs", "scheduledjobs/status", "calendars"]
         assert {
             "apiGroups": ["tickwork.dev"],
             "resources": resources,
@@ -602,5 +602,10 @@ def test_namespace_users_reach_scheduledjobs_through_their_default_roles(
             # The status is Tickwork's to write, and the grant ends at the namespace.
             assert not _can_i(cluster, user, "patch", jobs, "--subresource=status", "-n", namespace)
             assert not _can_i(cluster, user, "list", jobs, "-n", "default")
+        # Calendars go with the jobs: a team reads and manages its own.
+        calendars = "calendars.tickwork.dev"
+        assert _can_i(cluster, "viewer", "list", calendars, "-n", namespace)
+        assert not _can_i(cluster, "viewer", "create", calendars, "-n", namespace)
+        assert _can_i(cluster, "editor", "create", calendars, "-n", namespace)
     finally:
         cluster.kubectl("delete", "-f", "-", "--ignore-not-found", input_text=manifest)

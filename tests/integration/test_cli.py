@@ -12,6 +12,8 @@ import threading
 from pathlib import Path
 
 import pytest
+import yaml
+from kubernetes import client as k8s
 
 from tests.support import Jobs, QueueProbe, rfc3339, whole_seconds_from_now
 from tickwork.kube.client import KubeClient, load_configuration
@@ -647,3 +649,71 @@ def test_dlq_lists_the_dead_runs_of_jobs_the_user_may_read_and_asks_the_operator
     assert ":" not in jobs.get("flaky")["metadata"]["annotations"]["tickwork.dev/purge"]
     assert "tickwork.dev/purge" not in (jobs.get("fine")["metadata"].get("annotations") or {})
     assert tickwork(cluster, namespace, "dlq", "requeue", "nouid.20261201T000000Z").returncode == 1
+
+
+def _cronjob(name: str, image: str, **pod: object) -> dict[str, object]:
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "CronJob",
+        "metadata": {"name": name},
+        "spec": {
+            "schedule": "0 3 1 1 *",
+            "jobTemplate": {
+                "spec": {
+                    "template": {
+                        "spec": {
+                            "restartPolicy": "Never",
+                            "containers": [{"name": name, "image": image, "args": ["run"]}],
+                            **pod,
+                        }
+                    }
+                }
+            },
+        },
+    }
+
+
+def test_import_turns_cronjobs_into_scheduledjobs_and_suspends_them(
+    cluster: Cluster, jobs: Jobs, namespace: str
+) -> None:
+    """Two CronJobs as the API server stores them (its defaults filled in): printed as
+    ScheduledJobs with what does not carry over, then created, and the CronJobs
+    suspended only once their jobs exist; a second import leaves the jobs alone."""
+    batch = k8s.BatchV1Api(jobs.api.api_client)
+    batch.create_namespaced_cron_job(namespace, _cronjob("report", "registry.example.com/r:1"))
+    volumes = [{"name": "scratch", "emptyDir": {}}]
+    batch.create_namespaced_cron_job(
+        namespace, _cronjob("cleanup", "busybox:1.36", volumes=volumes)
+    )
+
+    printed = tickwork(cluster, namespace, "import", "cronjob/report")
+    assert printed.returncode == 0, printed.stderr
+    [document] = list(yaml.safe_load_all(printed.stdout))
+    assert (document["kind"], document["spec"]["concurrencyPolicy"]) == ("ScheduledJob", "Allow")
+    assert document["spec"]["task"]["container"]["image"] == "registry.example.com/r:1"
+    assert "left out: the task runs as non-root by default" in printed.stdout
+    assert not jobs.exists("report")  # printed only
+
+    applied = tickwork(cluster, namespace, "import", "--all", "--apply", "--suspend-source")
+    assert applied.returncode == 0, applied.stderr
+    lines = applied.stdout.splitlines()
+    assert f'scheduledjob "report" created from cronjob {namespace}/report' in lines
+    assert f"{namespace}/cleanup: left out: the Pod's volumes" in lines
+    assert f"cronjob {namespace}/cleanup suspended" in lines
+    assert jobs.get("cleanup")["metadata"]["annotations"]["tickwork.dev/imported-from"] == (
+        "cronjob/cleanup"
+    )
+    assert all(
+        batch.read_namespaced_cron_job(name, namespace).spec.suspend
+        for name in ("report", "cleanup")
+    )
+    again = tickwork(cluster, namespace, "import", "--all", "--apply")
+    assert 'scheduledjob "report" exists (imported before)' in again.stdout
+    jobs.create("web", {"schedule": "@daily", "task": {"echo": {}}})
+    batch.create_namespaced_cron_job(namespace, _cronjob("web", "nginx:1"))
+    clash = tickwork(cluster, namespace, "import", "cronjob/web", "--apply", "--suspend-source")
+    assert 'scheduledjob "web" exists and is not this import' in clash.stdout
+    assert not batch.read_namespaced_cron_job("web", namespace).spec.suspend  # still runs
+    refused = tickwork(cluster, namespace, "import", "deployment/web")
+    assert refused.returncode == 1
+    assert "only CronJobs are imported" in refused.stderr

@@ -25,6 +25,7 @@ from tests.support import (
     ECHO,
     Jobs,
     QueueProbe,
+    enqueue_scheduled,
     lead,
     rfc3339,
     whole_seconds_from_now,
@@ -790,4 +791,35 @@ def test_by_default_a_run_is_one_write_that_shows_the_next_run_and_a_new_leader_
     first_record = next(i for i, shown in enumerate(seen) if shown.get("lastRun"))
     assert len(seen) - first_record <= len(runs) + 1, (  # +1: op-b's first write, if any
         f"{len(seen) - first_record} versions for {len(runs)} runs"
+    )
+
+
+def test_a_late_run_breaks_the_jobs_objective(
+    start_operator: Callable[..., TickworkProcess],
+    start_worker: Callable[..., TickworkProcess],
+    jobs: Jobs,
+    probe: QueueProbe,
+) -> None:
+    """A run that a worker starts a minute after it was due (a catch-up, say), of a job
+    whose spec.slo allows 5 s: the operator reads the record, sets OnTime False with
+    how late, and names the job in tickwork_job_late."""
+    operator = start_operator()
+    lead(operator)
+    start_worker()
+    job = jobs.create("slow", {"schedule": "0 0 1 1 *", "slo": {"maxLagSeconds": 5}, "task": ECHO})
+    due = whole_seconds_from_now(-60)
+    enqueue_scheduled(jobs, probe, "slow", job["metadata"]["uid"], due)
+
+    def on_time() -> dict[str, Any]:
+        conditions = jobs.status("slow").get("conditions") or []
+        return next((c for c in conditions if c["type"] == "OnTime"), {})
+
+    wait_for(lambda: on_time().get("status") == "False", timeout=30, what="OnTime False")
+    assert on_time()["reason"] == "StartedLate"
+    assert "after it was due, over spec.slo's 5 s" in on_time()["message"]
+    named = f'job_name="slow",job_namespace="{jobs.namespace}"'
+    wait_for(
+        lambda: operator.metric("tickwork_job_late", named) == 1.0,
+        timeout=15,
+        what="tickwork_job_late",
     )

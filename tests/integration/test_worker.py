@@ -719,3 +719,34 @@ def test_a_run_on_time_is_one_write_that_replaces_the_oldest_record_of_its_kind(
     assert {"tickwork-runs-s0", "tickwork-runs-s1", "tickwork-runs-f0"} <= managers
     assert not {run_manager(run_id) for run_id in done} & managers
     assert TRIM_MANAGER not in managers
+
+
+def test_runs_are_counted_by_team_and_a_job_that_opts_in_on_its_own(
+    start_worker: Start, jobs: Jobs, probe: QueueProbe
+) -> None:
+    """The per-team metrics of a worker process that ran real runs (issue 51): every run
+    counted under its job's namespace, its start lag observed there; the job annotated
+    tickwork.dev/metrics: job counted on its own as well, the other not."""
+    worker = start_worker()
+    _, plain = publish(jobs, probe, "plain", {"task": {"echo": {"message": "hi"}}})
+    now = whole_seconds_from_now(0)
+    job = jobs.create(
+        "counted",
+        {"runAt": rfc3339(now), "task": {"echo": {"message": "hi"}}},
+        annotations={"tickwork.dev/metrics": "job"},
+    )
+    counted = enqueue_scheduled(jobs, probe, "counted", job["metadata"]["uid"], now)
+    for run_id in (plain, counted):
+        wait_for(
+            lambda run_id=run_id: probe.locate(run_id) is RunLocation.DONE,
+            timeout=30,
+            what=f"run {run_id}",
+        )
+    # The exposition lists labels in alphabetical order.
+    team = f'job_namespace="{jobs.namespace}"'
+    assert worker.metric("tickwork_namespace_runs_total", f'{team},outcome="Succeeded"') == 2
+    assert worker.metric("tickwork_namespace_start_lag_seconds_count", team) == 2
+    own = f'job_name="counted",{team},outcome="Succeeded"'
+    assert worker.metric("tickwork_job_runs_total", own) == 1
+    other = f'job_name="plain",{team},outcome="Succeeded"'
+    assert worker.metric("tickwork_job_runs_total", other) is None

@@ -39,7 +39,7 @@ CHART_META = yaml.safe_load((CHART / "Chart.yaml").read_text())
 PUBLIC_REGISTRY = "ghcr.io"
 NAMESPACE = "tickwork"  # the README's -n
 RELEASE = "tickwork"
-CRD = "scheduledjobs.tickwork.dev"
+CRDS = ("scheduledjobs.tickwork.dev", "calendars.tickwork.dev")
 #: Where the quick start's job lands: the kubeconfig's namespace.
 JOB_NAMESPACE = "default"
 pytestmark = pytest.mark.timeout(600)
@@ -173,35 +173,41 @@ def published(
 
 @contextlib.contextmanager
 def _crd_lent_to_the_release(cluster: Cluster) -> Iterator[None]:
-    """Let the README's release own the CRD while this module runs, and leave it as found.
+    """Let the README's release own the CRDs while this module runs, and leave them as
+    found.
 
-    An earlier release in this session keeps the CRD on uninstall, still annotated as
+    An earlier release in this session keeps the CRDs on uninstall, still annotated as
     its own, and Helm refuses to install over another release's object; a user's new
     cluster has none. A CRD this module installed is deleted at the end.
     """
-    found = cluster.kubectl("get", "crd", CRD, "-o", "json", check=False)
     annotations = {
         "meta.helm.sh/release-name": RELEASE,
         "meta.helm.sh/release-namespace": NAMESPACE,
     }
-    before = None
-    if found.returncode == 0:
-        before = json.loads(found.stdout)["metadata"].get("annotations", {})
-    _clean(cluster)
-    if before is not None:
-        cluster.kubectl(
-            "annotate", "crd", CRD, "--overwrite", *(f"{k}={v}" for k, v in annotations.items())
+    before: dict[str, dict[str, str] | None] = {}
+    for crd in CRDS:
+        found = cluster.kubectl("get", "crd", crd, "-o", "json", check=False)
+        before[crd] = (
+            json.loads(found.stdout)["metadata"].get("annotations", {})
+            if found.returncode == 0
+            else None
         )
-        cluster.kubectl("label", "crd", CRD, "--overwrite", "app.kubernetes.io/managed-by=Helm")
+    _clean(cluster)
+    for crd, held in before.items():
+        if held is not None:
+            lent = (f"{k}={v}" for k, v in annotations.items())
+            cluster.kubectl("annotate", "crd", crd, "--overwrite", *lent)
+            cluster.kubectl("label", "crd", crd, "--overwrite", "app.kubernetes.io/managed-by=Helm")
     try:
         yield
     finally:
         _clean(cluster)
-        if before is None:
-            cluster.kubectl("delete", "crd", CRD, "--ignore-not-found", timeout=120)
-        else:
-            restore = [f"{k}={before[k]}" if k in before else f"{k}-" for k in annotations]
-            cluster.kubectl("annotate", "crd", CRD, "--overwrite", *restore)
+        for crd, held in before.items():
+            if held is None:
+                cluster.kubectl("delete", "crd", crd, "--ignore-not-found", timeout=120)
+            else:
+                restore = [f"{k}={held[k]}" if k in held else f"{k}-" for k in annotations]
+                cluster.kubectl("annotate", "crd", crd, "--overwrite", *restore)
 
 
 def _clean(cluster: Cluster) -> None:

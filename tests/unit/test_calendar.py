@@ -226,3 +226,21 @@ def test_explain_marks_the_runs_on_a_calendars_days(
     calendar.write_text(DAILY)
     assert main([*args, "--calendar", str(calendar)]) == 1
     assert "no Calendar in the file" in capsys.readouterr().err
+
+
+def test_explain_follows_the_calendars_a_job_names_as_it_names_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A job that names Calendars: only those count, notOn as days off and onlyOn as
+    the only days on; one it names and no file gives is an error that says so."""
+    job, calendar = tmp_path / "job.yaml", tmp_path / "holidays.yaml"
+    calendar.write_text(HOLIDAYS)
+    args = ["explain", "-f", str(job), "--from", "2026-12-23T00:00:00Z", "--count", "5"]
+    job.write_text(DAILY.replace("  task:", "  calendars: {onlyOn: [holidays]}\n  task:"))
+    assert main([*args, "--calendar", str(calendar)]) == 0
+    lines = capsys.readouterr().out.splitlines()[2:]
+    marked = [line.split()[1] for line in lines if "excluded: not a day of calendar" in line]
+    assert marked == ["2026-12-23", "2026-12-24"]  # the days before the holidays
+    job.write_text(DAILY.replace("  task:", "  calendars: {notOn: [other]}\n  task:"))
+    assert main([*args, "--calendar", str(calendar)]) == 1
+    assert "names Calendar 'other': give the file" in capsys.readouterr().err

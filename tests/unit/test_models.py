@@ -13,10 +13,13 @@ import yaml
 from pydantic import ValidationError
 
 from tickwork.api import crd, rules
+from tickwork.api.calendar import CalendarSpec
 from tickwork.api.models import ScheduledJob, ScheduledJobSpec
 
 ROOT = Path(__file__).resolve().parents[2]
-EXAMPLES = sorted((ROOT / "manifests" / "examples").rglob("*.yaml"))
+ALL_EXAMPLES = sorted((ROOT / "manifests" / "examples").rglob("*.yaml"))
+EXAMPLES = [p for p in ALL_EXAMPLES if yaml.safe_load(p.read_text())["kind"] == "ScheduledJob"]
+CALENDAR_EXAMPLES = [p for p in ALL_EXAMPLES if p not in EXAMPLES]
 CORPUS = yaml.safe_load((ROOT / "tests" / "data" / "bad_specs.yaml").read_text())
 
 
@@ -50,6 +53,14 @@ def test_no_example_runs_out_of_time(path: Path) -> None:
         following = spec.schedule_of(applied).next_run_after(applied)
         assert following is not None, f"no run after {applied:%Y-%m-%d}"
         assert following - applied <= dt.timedelta(days=366), following
+
+
+@pytest.mark.parametrize("path", CALENDAR_EXAMPLES, ids=[p.stem for p in CALENDAR_EXAMPLES])
+def test_every_calendar_example_parses_and_holds_days(path: Path) -> None:
+    body = yaml.safe_load(path.read_text())
+    assert body["kind"] == "Calendar"
+    days = CalendarSpec.model_validate(body["spec"]).day_set(body["metadata"]["name"])
+    assert days.dates or days.ranges or days.patterns
 
 
 def test_there_are_at_least_five_examples_and_twenty_five_bad_specs() -> None:
@@ -97,14 +108,15 @@ def test_defaults_fill_in_a_minimal_spec() -> None:
     assert "startingDeadlineSeconds" not in wire
 
 
-@pytest.mark.parametrize("relative", crd.OUTPUTS, ids=[str(p) for p in crd.OUTPUTS])
-def test_committed_crd_is_generated_from_the_models(relative: Path) -> None:
+@pytest.mark.parametrize(("relative", "kind"), crd.OUTPUTS, ids=[str(p) for p, _ in crd.OUTPUTS])
+def test_committed_crd_is_generated_from_the_models(relative: Path, kind: crd.Kind) -> None:
     committed = (ROOT / relative).read_text()
-    assert committed == crd.render(), f"{relative} drifted from the models: run `make crd`"
+    assert committed == crd.render(kind), f"{relative} drifted from the models: run `make crd`"
 
 
-def test_crd_schema_is_structural() -> None:
+@pytest.mark.parametrize("kind", crd.KINDS, ids=[k.kind for k in crd.KINDS])
+def test_crd_schema_is_structural(kind: crd.Kind) -> None:
     """No refs, unions or `additionalProperties: false`: what the API server insists on."""
-    text = yaml.safe_dump(crd.build_crd())
+    text = yaml.safe_dump(crd.build_crd(kind))
     for forbidden in ("$ref", "anyOf", "oneOf", "allOf", "additionalProperties: false", "title:"):
         assert forbidden not in text

@@ -7,16 +7,26 @@ from __future__ import annotations
 import datetime as dt
 from typing import Annotated, Self
 
-from pydantic import AfterValidator, Field, StrictStr, model_validator
+from pydantic import AfterValidator, ConfigDict, Field, StrictStr, model_validator
 
-from tickwork.api.base import ShortText, ZoneName, _Model
+from tickwork.api import rules
+from tickwork.api.base import ShortText, ZoneName, _cel, _Model
 from tickwork.core import civil
 from tickwork.core.calendar import DaySet, day_pattern
 from tickwork.core.zones import load_zone
 
 CALENDAR_KIND = "Calendar"
+CALENDAR_PLURAL = "calendars"
+CALENDAR_SINGULAR = "calendar"
+CALENDAR_SHORT_NAMES = ("twcal",)
 #: The most dates, ranges and day patterns one calendar lists.
 MAX_DATES, MAX_RANGES, MAX_PATTERNS = 1000, 100, 20
+#: The most Calendars a job names, in notOn and in onlyOn each.
+MAX_JOB_CALENDARS = 8
+
+CalendarName = Annotated[
+    StrictStr, Field(min_length=1, max_length=253, pattern=rules.SECRET_NAME_PATTERN)
+]
 
 
 def _check_days(value: str) -> str:
@@ -68,3 +78,27 @@ class CalendarSpec(_Model):
             ranges=tuple((number(r.from_), number(r.to)) for r in self.ranges),
             patterns=tuple(day_pattern(text) for text in self.days),
         )
+
+
+class JobCalendars(_Model):
+    """The Calendars (of the job's own namespace) whose days a job's runs keep off, or
+    keep to. A run is kept when none of ``notOn`` holds its day and every one of
+    ``onlyOn`` does, each calendar's day read on its own time zone's wall clock."""
+
+    model_config = ConfigDict(json_schema_extra=_cel(rules.CALENDAR_NAMES))
+
+    not_on: Annotated[list[CalendarName], Field(max_length=MAX_JOB_CALENDARS)] = []
+    """No run on these calendars' days (holidays, a freeze)."""
+    only_on: Annotated[list[CalendarName], Field(max_length=MAX_JOB_CALENDARS)] = []
+    """Runs only on days every one of these calendars holds (trading days)."""
+
+    @model_validator(mode="after")
+    def _named(self) -> Self:
+        if not self.not_on and not self.only_on:
+            raise ValueError(rules.CALENDAR_NAMES.message)
+        return self
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """Every Calendar named, each once, in the order given."""
+        return tuple(dict.fromkeys([*self.not_on, *self.only_on]))

@@ -1,6 +1,6 @@
-"""Generate the ScheduledJob CRD from the pydantic models.
+"""Generate the CRDs (ScheduledJob, Calendar) from the pydantic models.
 
-``python -m tickwork.api.crd`` prints the CRD; ``--write`` updates the
+``python -m tickwork.api.crd`` prints them; ``--write`` updates the
 committed copies (``make crd``). pydantic's JSON Schema is turned into a
 Kubernetes *structural* schema: references are inlined, ``X | None`` becomes
 an optional ``X``, titles and ``additionalProperties: false`` go (the API
@@ -13,20 +13,19 @@ from __future__ import annotations
 import argparse
 import copy
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 from pydantic import BaseModel
 
-from tickwork.api import models
+from tickwork.api import calendar, models
 
 CRD_NAME = f"{models.PLURAL}.{models.GROUP}"
-#: The committed copies, relative to the repository root.
-OUTPUTS = (
-    Path("manifests/crds") / f"{CRD_NAME}.yaml",
-    Path("charts/tickwork/files") / f"{CRD_NAME}.yaml",
-)
+CALENDAR_CRD_NAME = f"{calendar.CALENDAR_PLURAL}.{models.GROUP}"
+#: Where the committed copies go, relative to the repository root.
+FOLDERS = (Path("manifests/crds"), Path("charts/tickwork/files"))
 
 _KEEP = {
     "type",
@@ -49,7 +48,7 @@ _KEEP = {
     "nullable",
 }
 
-PRINTER_COLUMNS = [
+PRINTER_COLUMNS: list[dict[str, Any]] = [
     {
         "name": "Schedule",
         "type": "string",
@@ -148,27 +147,80 @@ def structural_schema(model: type[BaseModel]) -> dict[str, Any]:
     return schema
 
 
-def build_crd() -> dict[str, Any]:
-    spec = structural_schema(models.ScheduledJobSpec)
-    status = structural_schema(models.ScheduledJobStatus)
+@dataclass(frozen=True)
+class Kind:
+    """One resource of the API group, as its CRD names and describes it."""
+
+    kind: str
+    plural: str
+    singular: str
+    short_names: tuple[str, ...]
+    description: str
+    spec: type[BaseModel]
+    status: type[BaseModel] | None
+    columns: tuple[dict[str, Any], ...]
+
+    @property
+    def crd_name(self) -> str:
+        return f"{self.plural}.{models.GROUP}"
+
+
+SCHEDULED_JOB = Kind(
+    kind=models.KIND,
+    plural=models.PLURAL,
+    singular=models.SINGULAR,
+    short_names=tuple(models.SHORT_NAMES),
+    description="ScheduledJob runs a task on a cron schedule or once at a given time.",
+    spec=models.ScheduledJobSpec,
+    status=models.ScheduledJobStatus,
+    columns=tuple(PRINTER_COLUMNS),
+)
+CALENDAR = Kind(
+    kind=calendar.CALENDAR_KIND,
+    plural=calendar.CALENDAR_PLURAL,
+    singular=calendar.CALENDAR_SINGULAR,
+    short_names=calendar.CALENDAR_SHORT_NAMES,
+    description="Calendar lists days, on a time zone's wall clock, that ScheduledJobs of "
+    "its namespace keep their runs off (spec.calendars.notOn) or to (onlyOn).",
+    spec=calendar.CalendarSpec,
+    status=None,
+    columns=(
+        {"name": "Zone", "type": "string", "jsonPath": ".spec.timeZone"},
+        {"name": "Description", "type": "string", "jsonPath": ".spec.description"},
+        {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+    ),
+)
+KINDS = (SCHEDULED_JOB, CALENDAR)
+#: Each committed copy, relative to the repository root, and its kind.
+OUTPUTS = tuple((folder / f"{kind.crd_name}.yaml", kind) for kind in KINDS for folder in FOLDERS)
+
+
+def build_crd(kind: Kind = SCHEDULED_JOB) -> dict[str, Any]:
+    properties: dict[str, Any] = {
+        "apiVersion": {"type": "string", "description": models.API_VERSION},
+        "kind": {"type": "string", "description": kind.kind},
+        # The API server allows nothing on metadata but its type (no description).
+        "metadata": {"type": "object"},
+        "spec": structural_schema(kind.spec),
+    }
+    if kind.status is not None:
+        properties["status"] = structural_schema(kind.status)
     root = {
         "type": "object",
-        "description": "ScheduledJob runs a task on a cron schedule or once at a given time.",
+        "description": kind.description,
         "required": ["spec"],
-        "properties": {
-            "apiVersion": {"type": "string", "description": "tickwork.dev/v1alpha1"},
-            "kind": {"type": "string", "description": "ScheduledJob"},
-            # The API server allows nothing on metadata but its type (no description).
-            "metadata": {"type": "object"},
-            "spec": spec,
-            "status": status,
-        },
+        "properties": properties,
     }
+    version: dict[str, Any] = {"name": models.VERSION, "served": True, "storage": True}
+    if kind.status is not None:
+        version["subresources"] = {"status": {}}
+    version["additionalPrinterColumns"] = list(kind.columns)
+    version["schema"] = {"openAPIV3Schema": root}
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
         "metadata": {
-            "name": CRD_NAME,
+            "name": kind.crd_name,
             "labels": {
                 "app.kubernetes.io/name": "tickwork",
                 "app.kubernetes.io/part-of": "tickwork",
@@ -178,33 +230,24 @@ def build_crd() -> dict[str, Any]:
             "group": models.GROUP,
             "scope": "Namespaced",
             "names": {
-                "kind": models.KIND,
-                "listKind": f"{models.KIND}List",
-                "plural": models.PLURAL,
-                "singular": models.SINGULAR,
-                "shortNames": list(models.SHORT_NAMES),
+                "kind": kind.kind,
+                "listKind": f"{kind.kind}List",
+                "plural": kind.plural,
+                "singular": kind.singular,
+                "shortNames": list(kind.short_names),
                 "categories": ["tickwork"],
             },
-            "versions": [
-                {
-                    "name": models.VERSION,
-                    "served": True,
-                    "storage": True,
-                    "subresources": {"status": {}},
-                    "additionalPrinterColumns": PRINTER_COLUMNS,
-                    "schema": {"openAPIV3Schema": root},
-                }
-            ],
+            "versions": [version],
         },
     }
 
 
-def render() -> str:
+def render(kind: Kind = SCHEDULED_JOB) -> str:
     header = (
         "# Generated from tickwork/api/models.py by `make crd` (python -m tickwork.api.crd"
         " --write).\n# Do not edit by hand: a test fails when this file and the models differ.\n"
     )
-    body: str = yaml.safe_dump(build_crd(), sort_keys=False, width=4096)
+    body: str = yaml.safe_dump(build_crd(kind), sort_keys=False, width=4096)
     return header + body
 
 
@@ -213,14 +256,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--write", action="store_true", help="update the committed copies")
     parser.add_argument("--root", type=Path, default=Path(), help="repository root")
     args = parser.parse_args(argv)
-    text = render()
     if not args.write:
-        sys.stdout.write(text)
+        sys.stdout.write("---\n".join(render(kind) for kind in KINDS))
         return 0
-    for relative in OUTPUTS:
+    for relative, kind in OUTPUTS:
         path = args.root / relative
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
+        path.write_text(render(kind))
         print(f"wrote {path}")  # noqa: T201
     return 0
 

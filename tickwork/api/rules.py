@@ -261,3 +261,14 @@ BACKFILL_SPAN = CelRule(
     message="a backfill may cover at most 366 days (and 1000 runs): split it into shorter ranges",
     field_path=".to",
 )
+CALENDARS_NEED_SCHEDULE = CelRule(
+    rule=f"!has(self.calendars) || {_RECURRING}",
+    message="calendars apply to recurring jobs only (a runAt job names its one instant): "
+    "remove them or use schedule",
+    field_path=".calendars",
+)
+CALENDAR_NAMES = CelRule(
+    rule="(has(self.notOn) ? size(self.notOn) : 0) + (has(self.onlyOn) ? size(self.onlyOn) : 0) "
+    "> 0",
+    message="name at least one Calendar, in notOn or onlyOn",
+)

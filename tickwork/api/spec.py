@@ -19,6 +19,7 @@ from pydantic import (
 
 from tickwork.api import rules
 from tickwork.api.base import CronText, ShortText, ZoneName, _cel, _list_map, _Model
+from tickwork.api.calendar import JobCalendars
 from tickwork.api.tasks import Task
 from tickwork.core.backfill import MAX_BACKFILL_DAYS, MAX_BACKFILLS
 from tickwork.core.bounds import bounded
@@ -56,6 +57,15 @@ class HistoryLimits(_Model):
     """Succeeded runs kept in status.runs."""
     failed_runs: Annotated[StrictInt, Field(ge=0, le=20)] = 3
     """Runs that did not succeed (Failed, Cancelled, Skipped) kept in status.runs."""
+
+
+class LagObjective(_Model):
+    """How late a run may start (spec.slo)."""
+
+    max_lag_seconds: Annotated[StrictInt, Field(ge=1, le=86400)]
+    """A run whose first attempt starts more than this many seconds after it was due
+    (its jitter counted in) breaks the objective: condition OnTime False, the
+    TickworkJobLate alert."""
 
 
 class DaylightSaving(_Model):
@@ -158,6 +168,7 @@ class ScheduledJobSpec(_Model):
             rules.JITTER_WITHIN_INTERVALS,
             rules.CATCHUP_NEEDS_SCHEDULE,
             rules.BACKFILLS_NEED_SCHEDULE,
+            rules.CALENDARS_NEED_SCHEDULE,
         )
     )
 
@@ -185,6 +196,10 @@ class ScheduledJobSpec(_Model):
     shifts or is skipped. Unset: Debian cron's rules (a fixed-time job runs a repeated time
     once and a skipped one right after the jump; a job whose minute or hour starts with *
     follows the clock)."""
+    calendars: JobCalendars | None = None
+    """Recurring jobs only: Calendars of the job's namespace whose days the runs keep off
+    (notOn) or keep to (onlyOn). A run on a day they rule out is not due at all (not
+    missed); a change to a calendar re-plans every job that names it."""
     suspend: StrictBool = False
     """Stop starting runs (a run already started finishes; none starts once the suspend is
     visible).
@@ -224,6 +239,10 @@ class ScheduledJobSpec(_Model):
     """Attempts per run and the backoff between them."""
     history: HistoryLimits = HistoryLimits()
     """How many finished runs status.runs keeps."""
+    slo: LagObjective | None = None
+    """A service-level objective for this job's start lag: condition OnTime says whether
+    its last run kept it, and tickwork_job_late and the TickworkJobLate alert name the
+    job while it did not."""
     failure_policy: FailurePolicy | None = None
     """Recurring jobs only: pause the job after runs failed in a row (pauseAfter)."""
     ttl_seconds_after_finished: Annotated[StrictInt, Field(ge=0, le=31536000)] | None = None
@@ -262,6 +281,8 @@ class ScheduledJobSpec(_Model):
             raise ValueError(rules.CATCHUP_NEEDS_SCHEDULE.message)
         if self.backfills and not self.recurring:
             raise ValueError(rules.BACKFILLS_NEED_SCHEDULE.message)
+        if self.calendars is not None and not self.recurring:
+            raise ValueError(rules.CALENDARS_NEED_SCHEDULE.message)
         if len({b.name for b in self.backfills}) != len(self.backfills):
             raise ValueError("each backfill needs a name of its own")
         return self

@@ -20,6 +20,10 @@
     tickwork explain -f FILE [--count N] [--from T]
                                           a job file's next runs, offline: in its zone
                                           and UTC, runs a clock change moved marked
+    tickwork import cronjob/NAME... | --all [-A] [--apply [--suspend-source]]
+                                          CronJobs as ScheduledJobs with a container
+                                          task (printed, or created), saying what did
+                                          not carry over
     tickwork completion bash              shell completion (source <(tickwork completion bash))
     tickwork version                      this client's version
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from tickwork.api.models import Backfill, ScheduledJobSpec
-from tickwork.cli import completion, explain, render
+from tickwork.cli import completion, explain, importing, render
 from tickwork.cli.access import CliError, ConflictError, Jobs, connect
 from tickwork.core.annotations import (
     CANCEL_ANNOTATION,
@@ -479,6 +479,16 @@ def parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="mark the runs on the days of the Calendars in FILE (repeatable)",
     )
+    imported = sub.add_parser(
+        "import", parents=nested, help="CronJobs as ScheduledJobs with a container task"
+    )
+    imported.add_argument("targets", nargs="*", metavar="cronjob/NAME")
+    imported.add_argument("--all", action="store_true", help="every CronJob of the namespace")
+    imported.add_argument("-A", "--all-namespaces", action="store_true", help="with --all")
+    imported.add_argument("--apply", action="store_true", help="create them (default: print)")
+    imported.add_argument(
+        "--suspend-source", action="store_true", help="then suspend each CronJob (with --apply)"
+    )
     sub.add_parser("version", help="this client's version", parents=nested)
     shells = sub.add_parser("completion", help="a shell completion script", parents=nested)
     shells.add_argument("shell", choices=sorted(completion.SCRIPTS))
@@ -580,6 +590,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], str]] = {
     "version": _version,
     "completion": _completion,
     "dlq": cmd_dlq,
+    "import": importing.cmd_import,
 }
 
 

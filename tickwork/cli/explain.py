@@ -100,11 +100,15 @@ def next_runs(
     count: int,
     calendars: Sequence[DaySet] = (),
 ) -> list[Run]:
-    """The first ``count`` runs after ``after`` (an aware instant), each one on a day of
-    ``calendars`` marked so (it would not run). An ``@every`` job with no notBefore
-    counts from its creation: here, from ``after``."""
+    """The first ``count`` runs after ``after`` (an aware instant), each one that
+    ``calendars`` rule out marked so (it would not run): for a job that names Calendars
+    (``spec.calendars``), those it names, as it names them (a run on a day of a
+    ``notOn`` calendar, or off the days of an ``onlyOn`` one); for any other, a run
+    on a day of any of them. An ``@every`` job with no notBefore counts from its
+    creation: here, from ``after``."""
     schedule = spec.schedule_of(after)
     zone = _zone(spec)
+    rules = _rules(spec, calendars)
     runs: list[Run] = []
     moment = after
     while len(runs) < count:
@@ -113,14 +117,32 @@ def next_runs(
             break
         notes = [_note(c, following) for c in _crons(schedule)]
         notes += [
-            f"excluded: a day of calendar {c.name}"
-            for c in calendars
-            if c.holds(c.day_of(following))
+            f"excluded: {'not ' if only else ''}a day of calendar {c.name}"
+            for c, only in rules
+            if c.holds(c.day_of(following)) != only
         ]
         note = "; ".join(n for n in notes if n)
         runs.append(Run(at=following, local=following.astimezone(zone), note=note))
         moment = following
     return runs
+
+
+def _rules(spec: ScheduledJobSpec, calendars: Sequence[DaySet]) -> list[tuple[DaySet, bool]]:
+    """Each calendar that counts for ``spec``, and whether the job keeps to its days
+    (onlyOn) rather than off them."""
+    if spec.calendars is None:
+        return [(c, False) for c in calendars]
+    given = {c.name: c for c in calendars}
+    rules = []
+    for names, only in ((spec.calendars.not_on, False), (spec.calendars.only_on, True)):
+        for name in names:
+            if name not in given:
+                raise ExplainError(
+                    f"the job names Calendar {name!r}: give the file that holds it "
+                    "with --calendar FILE"
+                )
+            rules.append((given[name], only))
+    return rules
 
 
 def _zone(spec: ScheduledJobSpec) -> dt.tzinfo:

@@ -238,6 +238,12 @@ class KubeClient:
     async def get_job(self, namespace: str, name: str) -> dict[str, Any]:
         return await self.request("GET", self._job_path(namespace, name))
 
+    @staticmethod
+    def calendars_path(namespace: str | None) -> str:
+        """The Calendar collection of ``namespace``, or of all namespaces for None."""
+        where = f"/namespaces/{namespace}" if namespace else ""
+        return f"/apis/{models.GROUP}/{models.VERSION}{where}/calendars"
+
     async def job_metadata(self, namespace: str, name: str) -> dict[str, Any] | None:
         """The job's metadata as it is now (None if there is no such job): a consistent
         read that API servers since 1.31 answer from their watch cache once it has

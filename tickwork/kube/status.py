@@ -67,9 +67,8 @@ RUN_MANAGER_PREFIX = "tickwork-run-"
 #: still owns after an upgrade (old records, the old lastRun) is let go by the
 #: first run of the job that ends after it.
 LEGACY_WORKER_MANAGER = "tickwork-worker"
-#: The manager of the JSON patches that trim histories. It owns nothing after
-#: one (a removal gives up every manager's ownership of what it removed), so it
-#: never stays in ``managedFields``.
+#: The manager of the JSON patches that trim histories: it owns nothing after one (a
+#: removal gives up every manager's ownership of it), so never stays in managedFields.
 TRIM_MANAGER = "tickwork-history"
 #: Records past a history limit leave in batches: once this many are over (or
 #: ``status.runs`` nears its schema bound), one patch removes them all, instead
@@ -81,6 +80,7 @@ CONDITION_READY = "Ready"
 CONDITION_SUSPENDED = "Suspended"
 CONDITION_PAUSED = "Paused"
 CONDITION_STALLED = "Stalled"  # kstatus' (Flux, kpt): True while Ready is False
+CONDITION_ON_TIME = "OnTime"  # spec.slo: did the last run start within maxLagSeconds?
 
 
 def timestamp(moment: dt.datetime | None) -> str | None:

@@ -66,7 +66,9 @@ async def run_worker(
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
     kube = KubeClient(load_configuration(settings.kubeconfig))
-    metrics = WorkerMetrics()
+    metrics = WorkerMetrics(
+        namespace_limit=settings.metrics_namespaces, job_limit=settings.metrics_jobs
+    )
     events = EventRecorder(kube, component="tickwork-worker", instance=settings.name)
     jobs = _job_cache(settings, kube, metrics)
     rules = tenant_rules(settings)

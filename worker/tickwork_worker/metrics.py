@@ -1,4 +1,13 @@
-"""Every Prometheus metric the worker exports, defined once (job-queue conventions)."""
+"""Every Prometheus metric the worker exports, defined once (job-queue conventions).
+
+Per-team metrics carry the job's namespace as ``job_namespace`` and its name as
+``job_name`` (``namespace`` and ``job`` are the labels Prometheus gives the scraped
+Pod's namespace and scrape job), for the first
+``namespace_limit`` namespaces a worker sees; runs of any later one count under
+``job_namespace="_other"``, so a cluster of thousands of namespaces adds a bounded
+number of series. A job annotated ``tickwork.dev/metrics: job`` is also counted on its
+own (``tickwork_job_runs_total``), for the first ``job_limit`` such jobs.
+"""
 
 from __future__ import annotations
 
@@ -9,12 +18,66 @@ from tickwork.heap import CollectorPauses
 
 _DURATION_BUCKETS = (0.005, 0.01, 0.05, 0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600)
 _WAIT_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300)
+#: Few buckets: this histogram has a series per namespace.
+_LAG_BUCKETS = (0.5, 1, 5, 15, 60, 300, 900)
+#: The ``job_namespace`` of the namespaces past the limit.
+OTHER = "_other"
+#: The annotation by which a job asks for metrics of its own.
+METRICS_ANNOTATION = "tickwork.dev/metrics"
+#: Namespaces with series of their own, and jobs that asked for theirs, per worker.
+NAMESPACE_LIMIT, JOB_LIMIT = 100, 200
+
+
+class Bounded:
+    """The first ``limit`` values seen keep a label value of their own."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.seen: set[str] = set()
+
+    def admits(self, value: str) -> bool:
+        if value in self.seen:
+            return True
+        if len(self.seen) >= self.limit:
+            return False
+        self.seen.add(value)
+        return True
 
 
 class WorkerMetrics:
-    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+    def __init__(
+        self,
+        registry: CollectorRegistry | None = None,
+        *,
+        namespace_limit: int = NAMESPACE_LIMIT,
+        job_limit: int = JOB_LIMIT,
+    ) -> None:
         self.registry = registry or CollectorRegistry()
         r = self.registry
+        self._namespaces = Bounded(namespace_limit)
+        self._jobs = Bounded(job_limit)
+        self.namespace_runs = Counter(
+            "tickwork_namespace_runs_total",
+            "Runs finished by this worker, by the job's namespace (job_namespace; "
+            f'"{OTHER}" past the first {namespace_limit}) and outcome.',
+            ["job_namespace", "outcome"],
+            registry=r,
+        )
+        self.namespace_lag = Histogram(
+            "tickwork_namespace_start_lag_seconds",
+            "When a run's first attempt started minus when it was due, by the job's "
+            "namespace (as tickwork_namespace_runs_total).",
+            ["job_namespace"],
+            buckets=_LAG_BUCKETS,
+            registry=r,
+        )
+        self.job_runs = Counter(
+            "tickwork_job_runs_total",
+            f"Runs finished, by job, for jobs annotated {METRICS_ANNOTATION}: job (the "
+            f"first {job_limit} of them), and outcome.",
+            ["job_namespace", "job_name", "outcome"],
+            registry=r,
+        )
         self.gc_pauses = CollectorPauses()
         r.register(self.gc_pauses)
         self.runs = Counter(
@@ -103,4 +166,26 @@ class WorkerMetrics:
             " since the copy they were built on (another run's record, an edit): the job is"
             " read again and the record written on the new copy.",
             registry=r,
+        )
+
+    def namespace_of(self, namespace: str) -> str:
+        """``namespace`` as ``job_namespace`` says it: itself, or :data:`OTHER`."""
+        return namespace if self._namespaces.admits(namespace) else OTHER
+
+    def finished(
+        self, namespace: str, name: str, outcome: str, *, annotations: dict[str, str]
+    ) -> None:
+        """A run of ``namespace``/``name`` ended ``outcome``: the per-team counters."""
+        self.namespace_runs.labels(
+            job_namespace=self.namespace_of(namespace), outcome=outcome
+        ).inc()
+        if annotations.get(METRICS_ANNOTATION) == "job" and self._jobs.admits(
+            f"{namespace}/{name}"
+        ):
+            self.job_runs.labels(job_namespace=namespace, job_name=name, outcome=outcome).inc()
+
+    def started_late(self, namespace: str, seconds: float) -> None:
+        """A run's first attempt started ``seconds`` after it was due."""
+        self.namespace_lag.labels(job_namespace=self.namespace_of(namespace)).observe(
+            max(0.0, seconds)
         )

@@ -218,6 +218,9 @@ class Runner:
         started_at = dt.datetime.now(dt.UTC)
         if message.enqueued_at is not None:
             self.metrics.queue_wait.observe(max(0.0, started_at.timestamp() - message.enqueued_at))
+        if message.attempt == 1:
+            due = scheduled_at(message, started_at)
+            self.metrics.started_late(message.namespace, (started_at - due).total_seconds())
         progress.move(RunState.RUNNING)
         logger.info("run started", extra={**message.log_fields(), "event": "started"})
         exhausted = attempts_exhausted(job, message)
@@ -424,6 +427,13 @@ class Runner:
             claim, lease, job, outcome, started_at=started_at, marked=marked
         )
         self.metrics.runs.labels(outcome=outcome.state.value).inc()
+        annotations = job.metadata.get("annotations") or {}
+        self.metrics.finished(
+            claim.message.namespace,
+            claim.message.name,
+            outcome.state.value,
+            annotations=annotations,
+        )
         dead = outcome.state is RunState.FAILED or not recorded
         logger.log(
             logging.WARNING if dead else logging.INFO,

@@ -158,6 +158,20 @@ class WorkerSettings(BaseSettings):
         description="Namespaces whose jobs the copy holds (the operator's); empty: all. "
         "Comma-separated in the environment.",
     )
+    metrics_namespaces: int = Field(
+        default=100,
+        ge=0,
+        le=10000,
+        description="Namespaces counted under their own job_namespace label in the per-team "
+        'metrics (the first this many a worker sees); later ones count as "_other".',
+    )
+    metrics_jobs: int = Field(
+        default=200,
+        ge=0,
+        le=10000,
+        description="Jobs annotated tickwork.dev/metrics: job counted on their own "
+        "(tickwork_job_runs_total), the first this many a worker sees.",
+    )
     kubeconfig: str | None = None
     http_host: str = "0.0.0.0"  # noqa: S104 - a pod serves its probes and metrics on all interfaces
     http_port: int = Field(default=8081, ge=0, le=65535)

@@ -183,7 +183,7 @@ def run_demo(args: argparse.Namespace) -> int:
         _say(f"  API server {plane.server} {cluster.version()['gitVersion']}")
         _say(f"  export KUBECONFIG={plane.kubeconfig}   # to use kubectl meanwhile")
         cluster.kubectl("apply", "-f", str(ROOT / "manifests" / "crds"))
-        cluster.wait_established("scheduledjobs.tickwork.dev")
+        cluster.wait_established("scheduledjobs.tickwork.dev", "calendars.tickwork.dev")
         redis = None
         try:
             queue, notice = choose_queue(args.queue, redis_server=shutil.which("redis-server"))

@@ -162,7 +162,7 @@ def stage(workdir: Path) -> Iterator[Stage]:
         redis = stack.enter_context(RedisServer(workdir=workdir / "redis", appendonly=True))
         cluster = Cluster(kubeconfig=plane.kubeconfig, plane=plane)
         cluster.kubectl("apply", "-f", str(_CRDS))
-        cluster.wait_established("scheduledjobs.tickwork.dev")
+        cluster.wait_established("scheduledjobs.tickwork.dev", "calendars.tickwork.dev")
         cluster.kubectl("create", "namespace", NAMESPACE)
         client = k8s_config.new_client_from_config(config_file=str(plane.kubeconfig))  # type: ignore[no-untyped-call]
         api = k8s.CustomObjectsApi(client)

@@ -334,7 +334,7 @@ def plane_with_crd(workdir: Path) -> Iterator[tuple[Cluster, RedisServer]]:
     ):
         cluster = Cluster(kubeconfig=plane.kubeconfig, plane=plane)
         cluster.kubectl("apply", "-f", str(CRDS))
-        cluster.wait_established("scheduledjobs.tickwork.dev")
+        cluster.wait_established("scheduledjobs.tickwork.dev", "calendars.tickwork.dev")
         yield cluster, redis
 
 
