@@ -20,6 +20,7 @@ from tickwork.kube.informer import Informer, InformerSettings, Scope
 
 pytestmark = pytest.mark.unit
 
+
 Script = list[Any]
 """What one request answers, in order: for a list, its pages (lists of objects) or an
 exception in place of a page; for a watch, its events or an exception."""
@@ -166,7 +167,7 @@ async def follow(
         cast("KubeClient", kube), path, scopes or [None], recorder, settings, sleep=sleep
     )
     task = asyncio.create_task(informer.run())
-    await asyncio.wait_for(kube.idle.wait(), 5)
+    await asyncio.wait_for(kube.idle.wait(), 60)  # a hang, not a speed
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task

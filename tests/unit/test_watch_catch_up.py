@@ -15,7 +15,6 @@ import pytest
 
 from tickwork.api.models import RunRecord, ScheduledJob
 from tickwork.core.states import RunState
-from tickwork.kube import informer as informer_module
 from tickwork.kube.cache import JobCache
 from tickwork.kube.client import KubeClient
 from tickwork.kube.status import TRIM_MANAGER
@@ -91,16 +90,6 @@ class FedWatch:
         assert (namespace, name, field_manager) == (NS, NAME, TRIM_MANAGER)
         self.patches.append(patch)
         return body("99")
-
-
-@pytest.fixture(autouse=True)
-def _no_heap_trim(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A list ends by giving memory back in a thread; not what is tested here."""
-
-    async def nothing(_: str) -> None:
-        return None
-
-    monkeypatch.setattr(informer_module, "trim_now", nothing)
 
 
 async def settle() -> None:
