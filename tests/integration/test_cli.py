@@ -677,11 +677,14 @@ def test_import_turns_cronjobs_into_scheduledjobs_and_suspends_them(
     cluster: Cluster, jobs: Jobs, namespace: str
 ) -> None:
     """Two CronJobs as the API server stores them (its defaults filled in): printed as
-    ScheduledJobs with what does not carry over, then created, and the CronJobs
+    ScheduledJobs with what does not carry over (a hostPath volume), then created, and the CronJobs
     suspended only once their jobs exist; a second import leaves the jobs alone."""
     batch = k8s.BatchV1Api(jobs.api.api_client)
     batch.create_namespaced_cron_job(namespace, _cronjob("report", "registry.example.com/r:1"))
-    volumes = [{"name": "scratch", "emptyDir": {}}]
+    volumes = [
+        {"name": "logs", "hostPath": {"path": "/var/log"}},
+        {"name": "scratch", "emptyDir": {}},
+    ]
     batch.create_namespaced_cron_job(
         namespace, _cronjob("cleanup", "busybox:1.36", volumes=volumes)
     )
@@ -698,7 +701,10 @@ def test_import_turns_cronjobs_into_scheduledjobs_and_suspends_them(
     assert applied.returncode == 0, applied.stderr
     lines = applied.stdout.splitlines()
     assert f'scheduledjob "report" created from cronjob {namespace}/report' in lines
-    assert f"{namespace}/cleanup: left out: the Pod's volumes" in lines
+    hostpath = "left out: volume logs: hostPath: the container task has no such field"
+    assert f"{namespace}/cleanup: {hostpath}" in lines
+    volumes_kept = jobs.get("cleanup")["spec"]["task"]["container"]["volumes"]
+    assert [v["name"] for v in volumes_kept] == ["scratch"]
     assert f"cronjob {namespace}/cleanup suspended" in lines
     assert jobs.get("cleanup")["metadata"]["annotations"]["tickwork.dev/imported-from"] == (
         "cronjob/cleanup"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import datetime as dt
 from typing import Any
 
@@ -163,6 +164,79 @@ def test_the_container_gets_the_spec_and_the_run() -> None:
     ]
 
 
+def test_the_pod_gets_the_volumes_sources_init_containers_and_placement() -> None:
+    task = _task(
+        volumes=[
+            {"name": "config", "configMap": {"name": "report"}},
+            {"name": "archive", "persistentVolumeClaim": {"claimName": "reports"}},
+            {"name": "scratch", "emptyDir": {"sizeLimit": "64Mi"}},
+        ],
+        volumeMounts=[{"name": "config", "mountPath": "/etc/report", "readOnly": True}],
+        envFrom=[{"secretRef": {"name": "db"}, "prefix": "DB_"}],
+        initContainers=[
+            {
+                "name": "fetch",
+                "image": "busybox:1.36",
+                "args": ["cp", "/etc/report/a", "/scratch/a"],
+                "env": [{"name": "MODE", "value": "warm"}],
+                "volumeMounts": [
+                    {"name": "config", "mountPath": "/etc/report"},
+                    {"name": "scratch", "mountPath": "/scratch"},
+                ],
+            }
+        ],
+        imagePullSecrets=[{"name": "registry"}],
+        affinity={
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [
+                        {"matchExpressions": [{"key": "disk", "operator": "In", "values": ["ssd"]}]}
+                    ]
+                }
+            }
+        },
+        securityContext={"fsGroup": 2000, "supplementalGroups": [3000], "runAsUser": 1000},
+        resources={"limits": {"memory": "64Mi"}},
+    )
+    pod = _build(task)["spec"]["template"]["spec"]
+    assert [v["name"] for v in pod["volumes"]] == ["config", "archive", "scratch"]
+    assert pod["volumes"][1]["persistentVolumeClaim"]["claimName"] == "reports"
+    assert pod["volumes"][2]["emptyDir"]["sizeLimit"] == "64Mi"
+    assert "hostPath" not in str(pod)
+    container = pod["containers"][0]
+    assert container["volumeMounts"] == [
+        {"name": "config", "mountPath": "/etc/report", "readOnly": True}
+    ]
+    assert container["envFrom"] == [
+        {"prefix": "DB_", "secretRef": {"name": "db", "optional": False}}
+    ]
+    [init] = pod["initContainers"]
+    assert (init["name"], init["args"]) == ("fetch", ["cp", "/etc/report/a", "/scratch/a"])
+    # An init container is as restricted as the task's, reserves as much, knows the run.
+    assert init["securityContext"] == container["securityContext"]
+    assert init["resources"] == container["resources"] == {"limits": {"memory": "64Mi"}}
+    env = {item["name"]: item.get("value") for item in init["env"]}
+    assert (env["MODE"], env["TICKWORK_RUN_ID"]) == ("warm", RUN_ID)
+    assert [m["mountPath"] for m in init["volumeMounts"]] == ["/etc/report", "/scratch"]
+    assert pod["imagePullSecrets"] == [{"name": "registry"}]
+    terms = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert terms["nodeSelectorTerms"][0]["matchExpressions"][0]["values"] == ["ssd"]
+    assert pod["securityContext"] == {
+        "runAsNonRoot": True,
+        "seccompProfile": {"type": "RuntimeDefault"},
+        "runAsUser": 1000,
+        "fsGroup": 2000,
+        "supplementalGroups": [3000],
+    }
+
+
+def test_without_pod_fields_the_pod_has_none_of_them() -> None:
+    pod = _build(_task())["spec"]["template"]["spec"]
+    absent = {"volumes", "initContainers", "imagePullSecrets", "affinity", "nodeSelector"}
+    assert not absent & set(pod)
+    assert not {"volumeMounts", "envFrom"} & set(pod["containers"][0])
+
+
 def _job(
     conditions: list[dict[str, str]],
     *,
@@ -274,6 +348,54 @@ def _spec(container: dict[str, Any]) -> dict[str, Any]:
         ),
         ({"image": "Not An Image"}, "pattern"),
         ({"image": "busybox", "args": ["x" * 4096] * 5}, "16 KiB"),
+        (
+            {"image": "busybox", "volumeMounts": [{"name": "nowhere", "mountPath": "/data"}]},
+            "names a volume",
+        ),
+        (
+            {"image": "busybox", "volumes": [{"name": "v", "hostPath": {"path": "/"}}]},
+            "Extra inputs",
+        ),
+        (
+            {"image": "busybox", "volumes": [{"name": "v"}]},
+            "exactly one of configMap, secret",
+        ),
+        (
+            {
+                "image": "busybox",
+                "volumes": [{"name": "v", "emptyDir": {}}],
+                "volumeMounts": [{"name": "v", "mountPath": "/d", "subPath": "../etc"}],
+            },
+            "no '..'",
+        ),
+        ({"image": "busybox", "envFrom": [{"prefix": "X"}]}, "configMapRef or secretRef"),
+        ({"image": "busybox", "initContainers": [{"name": "task", "image": "b"}]}, "named 'task'"),
+        (
+            {
+                "image": "busybox",
+                "initContainers": [
+                    {"name": "i", "image": "b", "volumeMounts": [{"name": "x", "mountPath": "/x"}]}
+                ],
+            },
+            "names a volume",
+        ),
+        (
+            {
+                "image": "busybox",
+                "affinity": {
+                    "podAffinity": {
+                        "requiredDuringSchedulingIgnoredDuringExecution": [
+                            {
+                                "labelSelector": {},
+                                "topologyKey": "kubernetes.io/hostname",
+                                "namespaceSelector": {},
+                            }
+                        ]
+                    }
+                },
+            },
+            "Extra inputs",
+        ),
     ],
 )
 def test_bad_container_specs_are_refused_by_the_models(
@@ -294,3 +416,58 @@ def test_a_worker_with_the_kind_off_refuses_container_tasks() -> None:
     task = Task(kube=kube, enabled=False, ttl_seconds=60, log_bytes=4096)
     with pytest.raises(PermanentTaskError, match=r"worker\.containerTasks\.enabled=true"):
         asyncio.run(task.execute(spec, _run()))
+
+
+class _Secrets:
+    """A SecretSource that notes what the container task asked it to read."""
+
+    def __init__(self, binary: frozenset[str] = frozenset()) -> None:
+        self.keys: list[tuple[str, str]] = []
+        self.whole: list[str] = []
+        self.binary = binary
+
+    async def read(self, ref: Any) -> str:
+        self.keys.append((ref.name, ref.key))
+        return "value"
+
+    async def read_whole(self, name: str) -> bool:
+        self.whole.append(name)
+        return name not in self.binary
+
+    def redact_edges(self, text: str, *, start: bool = False, end: bool = False) -> str:
+        del start, end
+        return text
+
+
+def _learn(task: ContainerTask, secrets: _Secrets | None) -> bool:
+    executor = Task(kube=None, enabled=True, ttl_seconds=60, log_bytes=1024)  # type: ignore[arg-type]
+    run = dataclasses.replace(_run(), secrets=secrets)
+    return asyncio.run(executor._learn_secrets(run, task))
+
+
+def test_every_secret_the_containers_may_see_is_read_before_the_log_is_kept() -> None:
+    task = _task(
+        env=[{"name": "A", "valueFrom": {"secretKeyRef": {"name": "api", "key": "token"}}}],
+        envFrom=[{"secretRef": {"name": "db"}}, {"configMapRef": {"name": "settings"}}],
+        volumes=[
+            {"name": "tls", "secret": {"secretName": "tls"}},
+            {"name": "cfg", "configMap": {"name": "settings"}},
+        ],
+        initContainers=[
+            {
+                "name": "fetch",
+                "image": "busybox:1.36",
+                "env": [{"name": "B", "valueFrom": {"secretKeyRef": {"name": "s3", "key": "k"}}}],
+                "envFrom": [{"secretRef": {"name": "init-db"}}],
+            }
+        ],
+    )
+    secrets = _Secrets()
+    assert _learn(task, secrets) is True
+    assert secrets.keys == [("api", "token"), ("s3", "k")]
+    assert secrets.whole == ["db", "init-db", "tls"]
+    # A binary value cannot be looked for, and no Secret reader: no log kept.
+    assert _learn(task, _Secrets(binary=frozenset({"tls"}))) is False
+    assert _learn(task, None) is False
+    # Nothing secret named: the log is kept without a reader.
+    assert _learn(_task(envFrom=[{"configMapRef": {"name": "settings"}}]), None) is True

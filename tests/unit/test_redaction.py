@@ -121,3 +121,18 @@ def test_a_piece_of_a_value_at_a_cut_is_taken_out(
     text: str, edges: dict[str, bool], shown: str
 ) -> None:
     assert _read(TOKEN).redact_edges(text, **edges) == shown
+
+
+def test_a_whole_secret_is_taken_in_for_redaction_and_a_binary_one_is_said() -> None:
+    """envFrom and secret volumes hand a container every value of a Secret: every value
+    is looked for in its log; a value that is not text cannot be, so the container
+    task keeps no log then."""
+    kube = _Kube({"user": "report-user", "password": "pa55-word-x"})
+    values = SecretValues(kube, "team-a")  # type: ignore[arg-type]
+    assert asyncio.run(values.read_whole("db")) is True
+    assert values.redact("login report-user / pa55-word-x") == f"login {REDACTED} / {REDACTED}"
+    binary = _Kube({"text": "some-text-value"})
+    binary.data["key.der"] = base64.b64encode(b"\x30\x82\xff\xfe").decode()
+    values = SecretValues(binary, "team-a")  # type: ignore[arg-type]
+    assert asyncio.run(values.read_whole("tls")) is False
+    assert values.redact("some-text-value") == REDACTED  # the text ones still go

@@ -185,11 +185,21 @@ PYTHON_TEXT_BUDGET = CelRule(
     "self.kwargs.map(k, size(k) + size(self.kwargs[k])).sum() : 0) <= " + str(TASK_TEXT_BUDGET),
     message=_BUDGET_MESSAGE.format(what="the python task's args and kwargs"),
 )
+_CONTAINER_TEXT = (
+    "(has({c}.command) ? {c}.command.map(a, size(a)).sum() : 0) + "
+    "(has({c}.args) ? {c}.args.map(a, size(a)).sum() : 0) + (has({c}.env) ? "
+    "{c}.env.map(e, has(e.value) ? size(e.value) : 0).sum() : 0)"
+)
+#: The task's container and its init containers share one budget.
 CONTAINER_TEXT_BUDGET = CelRule(
-    rule="(has(self.command) ? self.command.map(a, size(a)).sum() : 0) + "
-    "(has(self.args) ? self.args.map(a, size(a)).sum() : 0) + (has(self.env) ? "
-    "self.env.map(e, has(e.value) ? size(e.value) : 0).sum() : 0) <= " + str(TASK_TEXT_BUDGET),
-    message=_BUDGET_MESSAGE.format(what="the container's command, args and env values"),
+    rule=_CONTAINER_TEXT.format(c="self")
+    + " + (has(self.initContainers) ? self.initContainers.map(i, "
+    + _CONTAINER_TEXT.format(c="i")
+    + ").sum() : 0) <= "
+    + str(TASK_TEXT_BUDGET),
+    message=_BUDGET_MESSAGE.format(
+        what="the container's and its init containers' command, args and env values"
+    ),
 )
 VALUE_OR_VALUE_FROM = CelRule(
     rule="!has(self.valueFrom) || !has(self.value) || size(self.value) == 0",
@@ -271,4 +281,35 @@ CALENDAR_NAMES = CelRule(
     rule="(has(self.notOn) ? size(self.notOn) : 0) + (has(self.onlyOn) ? size(self.onlyOn) : 0) "
     "> 0",
     message="name at least one Calendar, in notOn or onlyOn",
+)
+#: A volume's, or an init container's, name: a DNS label.
+DNS_LABEL_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+#: Where a volume is mounted: an absolute path.
+MOUNT_PATH_PATTERN = r"^/.*$"
+RELATIVE_PATH = CelRule(
+    rule="!self.startsWith('/') && !self.matches(r'(^|/)\\.\\.(/|$)')",
+    message="a path inside a volume is relative and has no '..' in it",
+)
+ONE_VOLUME_SOURCE = CelRule(
+    rule="[has(self.configMap), has(self.secret), has(self.persistentVolumeClaim), "
+    "has(self.emptyDir)].filter(x, x).size() == 1",
+    message="a volume sets exactly one of configMap, secret, persistentVolumeClaim or emptyDir",
+)
+ONE_ENV_FROM_SOURCE = CelRule(
+    rule="has(self.configMapRef) != has(self.secretRef)",
+    message="envFrom sets exactly one of configMapRef or secretRef",
+)
+#: Every mount, the container's and each init container's, names a volume of the task.
+MOUNTS_NAME_VOLUMES = CelRule(
+    rule="(!has(self.volumeMounts) || self.volumeMounts.all(m, has(self.volumes) && "
+    "self.volumes.exists(v, v.name == m.name))) && (!has(self.initContainers) || "
+    "self.initContainers.all(c, !has(c.volumeMounts) || c.volumeMounts.all(m, "
+    "has(self.volumes) && self.volumes.exists(v, v.name == m.name))))",
+    message="every volumeMounts entry names a volume of the task's volumes",
+    field_path=".volumeMounts",
+)
+INIT_NAME_NOT_TASK = CelRule(
+    rule="self.name != 'task'",
+    message="an init container cannot be named 'task' (the task's own container is)",
+    field_path=".name",
 )

@@ -4,11 +4,9 @@ and what of it could not be carried over.
 A pure conversion (:func:`from_cronjob`): the CronJob's schedule, time zone, suspend,
 overlap policy (CronJob's default, ``Allow``, spelled out), starting deadline, history
 limits, retries (``backoffLimit`` + 1 attempts) and deadline (``activeDeadlineSeconds``)
-become the job's; the one container of its Pod template becomes the task (image,
-command, args, env from values, Secrets and ConfigMaps, resources, pull policy,
-service account, node selector, tolerations, the security settings the container task
-knows). Everything else is named in :attr:`Imported.left_out`, never dropped quietly;
-a CronJob whose result the ScheduledJob schema refuses is not imported at all.
+become the job's; its Pod template becomes the task (:mod:`tickwork.cli.podtemplate`).
+Everything else is named in :attr:`Imported.left_out`, never dropped quietly; a
+CronJob whose result the ScheduledJob schema refuses is not imported at all.
 """
 
 from __future__ import annotations
@@ -23,35 +21,10 @@ from pydantic import ValidationError
 
 from tickwork.api import models
 from tickwork.cli.access import CliError, Jobs, connect
+from tickwork.cli.podtemplate import container_task
 
 #: Where a ScheduledJob says which CronJob it came from.
 IMPORTED_FROM = "tickwork.dev/imported-from"
-#: What the container task takes of a Pod spec and of its container.
-_POD_KEYS = {
-    "containers",
-    "restartPolicy",
-    "serviceAccountName",
-    "serviceAccount",
-    "nodeSelector",
-    "tolerations",
-    "securityContext",
-    "dnsPolicy",
-    "schedulerName",
-    "terminationGracePeriodSeconds",
-}
-_CONTAINER_KEYS = {
-    "name",
-    "image",
-    "command",
-    "args",
-    "env",
-    "resources",
-    "imagePullPolicy",
-    "securityContext",
-    "terminationMessagePath",
-    "terminationMessagePolicy",
-}
-_SECURITY_KEYS = {"runAsUser", "runAsGroup", "runAsNonRoot", "readOnlyRootFilesystem"}
 _JOB_KEYS = {"template", "backoffLimit", "activeDeadlineSeconds"}
 #: Fields the API server fills in every Job template: left out only if set otherwise.
 _JOB_DEFAULTS = {
@@ -86,103 +59,6 @@ def _zone_prefix(schedule: str) -> tuple[str, str | None]:
             zone, _, rest = schedule[len(prefix) :].partition(" ")
             return rest.strip(), zone
     return schedule, None
-
-
-def _env(variables: list[dict[str, Any]], left_out: list[str]) -> list[dict[str, Any]]:
-    carried = []
-    for variable in variables:
-        source = variable.get("valueFrom")
-        if source is None:
-            carried.append({"name": variable["name"], "value": str(variable.get("value", ""))})
-            continue
-        kind = next((k for k in ("secretKeyRef", "configMapKeyRef") if k in source), None)
-        if kind is None:
-            left_out.append(f"env {variable['name']}: valueFrom {', '.join(source)}")
-            continue
-        ref = source[kind]
-        carried.append(
-            {
-                "name": variable["name"],
-                "valueFrom": {kind: {"name": ref["name"], "key": ref["key"]}},
-            }
-        )
-    return carried
-
-
-def _security(
-    pod: dict[str, Any], container: dict[str, Any], left_out: list[str]
-) -> dict[str, Any]:
-    """The container task's security settings: the container's, else the Pod's."""
-    merged = {**(pod.get("securityContext") or {}), **(container.get("securityContext") or {})}
-    extra = sorted(set(merged) - _SECURITY_KEYS - {"fsGroup", "seccompProfile"})
-    if extra:
-        left_out.append(f"securityContext: {', '.join(extra)}")
-    if "fsGroup" in merged:
-        left_out.append("securityContext: fsGroup")
-    return {key: merged[key] for key in sorted(_SECURITY_KEYS) if key in merged}
-
-
-def _container(container: dict[str, Any], left_out: list[str]) -> dict[str, Any]:
-    """The container task's fields a container gives."""
-    task: dict[str, Any] = {"image": container["image"]}
-    for key in ("command", "args"):
-        if container.get(key):
-            task[key] = [str(item) for item in container[key]]
-    if container.get("env"):
-        task["env"] = _env(container["env"], left_out)
-    resources = container.get("resources") or {}
-    kept = {
-        kind: {name: str(quantity) for name, quantity in resources[kind].items()}
-        for kind in ("requests", "limits")
-        if resources.get(kind)
-    }
-    if kept:
-        task["resources"] = kept
-    if container.get("imagePullPolicy"):
-        task["imagePullPolicy"] = container["imagePullPolicy"]
-    return task
-
-
-def _placement(pod: dict[str, Any]) -> dict[str, Any]:
-    """The container task's fields a Pod spec gives: its account and its nodes."""
-    task: dict[str, Any] = {}
-    account = pod.get("serviceAccountName") or pod.get("serviceAccount")
-    if account:
-        task["serviceAccountName"] = account
-    if pod.get("nodeSelector"):
-        task["nodeSelector"] = dict(pod["nodeSelector"])
-    if pod.get("tolerations"):
-        task["tolerations"] = list(pod["tolerations"])
-    return task
-
-
-def _task(template: dict[str, Any], left_out: list[str]) -> dict[str, Any] | None:
-    pod = template.get("spec") or {}
-    left_out.extend(f"the Pod's {key}" for key in sorted(set(pod) - _POD_KEYS))
-    if (template.get("metadata") or {}).get("labels") or (template.get("metadata") or {}).get(
-        "annotations"
-    ):
-        left_out.append("the Pod's labels and annotations")
-    containers = pod.get("containers") or []
-    if not containers:
-        left_out.append("no container in the Pod template")
-        return None
-    if len(containers) > 1:
-        names = ", ".join(c.get("name", "?") for c in containers[1:])
-        left_out.append(f"containers after the first ({names}): one container per task")
-    container = containers[0]
-    named = container.get("name", "?")
-    left_out.extend(f"container {named}: {key}" for key in sorted(set(container) - _CONTAINER_KEYS))
-    task = {**_container(container, left_out), **_placement(pod)}
-    security = _security(pod, container, left_out)
-    if "runAsNonRoot" not in security:
-        left_out.append(
-            "the task runs as non-root by default: set securityContext.runAsNonRoot: false "
-            "if the image needs root"
-        )
-    if security:
-        task["securityContext"] = security
-    return {"container": task}
 
 
 def _spec(cron: dict[str, Any], task: dict[str, Any], left_out: list[str]) -> dict[str, Any]:
@@ -230,7 +106,7 @@ def from_cronjob(cronjob: dict[str, Any]) -> Imported:
     left_out: list[str] = []
     cron = cronjob.get("spec") or {}
     template = ((cron.get("jobTemplate") or {}).get("spec") or {}).get("template") or {}
-    task = _task(template, left_out)
+    task = container_task(template, left_out)
     source = f"{namespace}/{name}"
     if task is None:
         return Imported(source, None, left_out)

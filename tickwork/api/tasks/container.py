@@ -1,5 +1,7 @@
 """The ``container`` task kind: a Kubernetes Job per attempt, with its image,
-environment, resources, tolerations and security settings."""
+environment, resources, tolerations, security settings, init containers and the
+Pod-template fields of :mod:`tickwork.api.tasks.pod` (volumes, envFrom, pull Secrets,
+affinity)."""
 
 from __future__ import annotations
 
@@ -19,6 +21,16 @@ from pydantic.functional_validators import AfterValidator
 
 from tickwork.api import rules
 from tickwork.api.base import _cel, _list_map, _Model, _within_budget
+from tickwork.api.tasks.pod import (
+    Affinity,
+    EnvFrom,
+    InitEnvFrom,
+    InitVolumeMounts,
+    PullSecret,
+    Volume,
+    VolumeMounts,
+)
+from tickwork.api.tasks.podtext import POD_TEXT, POD_TEXT_BUDGET, pod_text
 from tickwork.api.tasks.sources import SecretKeyRef
 
 
@@ -159,6 +171,50 @@ class ContainerSecurity(_Model):
     root run, where the namespace's Pod Security level allows it."""
     read_only_root_filesystem: StrictBool = False
     """Mount the container's root filesystem read-only."""
+    fs_group: Annotated[StrictInt, Field(ge=0, le=2147483647)] | None = None
+    """A group that owns the Pod's volumes (and that the containers belong to): what
+    a claim written by a non-root container usually needs."""
+    supplemental_groups: Annotated[
+        list[Annotated[StrictInt, Field(ge=0, le=2147483647)]], Field(max_length=16)
+    ] = []
+    """More groups the containers' processes belong to."""
+
+
+_Words = Annotated[list[Annotated[StrictStr, Field(max_length=4096)]], Field(max_length=32)]
+_Env = Annotated[list[ContainerEnvVar], Field(max_length=32, json_schema_extra=_list_map("name"))]
+
+
+class InitContainer(_Model):
+    """A container that runs to completion before the task's, in order: to fetch,
+    prepare or wait. It has the task's resources, security settings and the run's
+    variables; its text counts in the task's budgets."""
+
+    model_config = ConfigDict(json_schema_extra=_cel(rules.INIT_NAME_NOT_TASK))
+
+    name: Annotated[StrictStr, Field(min_length=1, max_length=63, pattern=rules.DNS_LABEL_PATTERN)]
+    """Its name in the Pod (not 'task')."""
+    image: Annotated[StrictStr, Field(min_length=1, max_length=1024, pattern=rules.IMAGE_PATTERN)]
+    """The image to run."""
+    command: _Words = []
+    """The entrypoint (default: the image's ENTRYPOINT)."""
+    args: _Words = []
+    """Its arguments (default: the image's CMD)."""
+    env: Annotated[
+        list[ContainerEnvVar], Field(max_length=8, json_schema_extra=_list_map("name"))
+    ] = []
+    """Environment variables, as the task's."""
+    env_from: InitEnvFrom = []
+    """Every key of ConfigMaps or Secrets of the job's namespace as variables."""
+    volume_mounts: InitVolumeMounts = []
+    """Where it sees the task's volumes."""
+    image_pull_policy: PullPolicy | None = None
+    """Always, IfNotPresent or Never."""
+
+    @model_validator(mode="after")
+    def _checked(self) -> Self:
+        if self.name == "task":
+            raise ValueError(rules.INIT_NAME_NOT_TASK.message)
+        return self
 
 
 class ContainerTask(_Model):
@@ -166,23 +222,38 @@ class ContainerTask(_Model):
     Creating a ScheduledJob with it needs the right to create Jobs there (an admission
     policy checks it). Off unless the installer turns the kind on."""
 
-    model_config = ConfigDict(json_schema_extra=_cel(rules.CONTAINER_TEXT_BUDGET))
+    model_config = ConfigDict(
+        json_schema_extra=_cel(rules.CONTAINER_TEXT_BUDGET, POD_TEXT, rules.MOUNTS_NAME_VOLUMES)
+    )
 
     image: Annotated[StrictStr, Field(min_length=1, max_length=1024, pattern=rules.IMAGE_PATTERN)]
     """The image to run, e.g. registry.example.com/reports:1.4 or ...@sha256:..."""
-    command: Annotated[
-        list[Annotated[StrictStr, Field(max_length=4096)]], Field(max_length=32)
-    ] = []
+    command: _Words = []
     """The entrypoint (default: the image's ENTRYPOINT); no shell is involved."""
-    args: Annotated[list[Annotated[StrictStr, Field(max_length=4096)]], Field(max_length=32)] = []
+    args: _Words = []
     """Its arguments (default: the image's CMD)."""
-    env: Annotated[
-        list[ContainerEnvVar],
-        Field(max_length=32, json_schema_extra=_list_map("name")),
-    ] = []
+    env: _Env = []
     """Environment variables; a value may come from a Secret or a ConfigMap. The run's
     TICKWORK_RUN_ID, TICKWORK_SCHEDULED_TIME, TICKWORK_ATTEMPT, TICKWORK_JOB,
     TICKWORK_NAMESPACE and a manual run's TICKWORK_PARAM_<NAME> come on top."""
+    env_from: EnvFrom = []
+    """Every key of ConfigMaps or Secrets of the job's namespace as variables (the
+    ``env`` entries and the run's variables win over them)."""
+    volumes: Annotated[list[Volume], Field(max_length=16, json_schema_extra=_list_map("name"))] = []
+    """Volumes of the Pod: ConfigMaps, Secrets and PersistentVolumeClaims of the job's
+    namespace, and emptyDirs."""
+    volume_mounts: VolumeMounts = []
+    """Where the task's container sees the volumes."""
+    init_containers: Annotated[
+        list[InitContainer], Field(max_length=4, json_schema_extra=_list_map("name"))
+    ] = []
+    """Containers that run to completion, in order, before the task's."""
+    image_pull_secrets: Annotated[
+        list[PullSecret], Field(max_length=4, json_schema_extra=_list_map("name"))
+    ] = []
+    """Secrets of the job's namespace the kubelet pulls the images with."""
+    affinity: Affinity | None = None
+    """Node affinity, and pod (anti-)affinity within the job's namespace."""
     resources: ContainerResources | None = None
     """Requests and limits of the container."""
     image_pull_policy: PullPolicy | None = None
@@ -210,7 +281,14 @@ class ContainerTask(_Model):
 
     @model_validator(mode="after")
     def _budget(self) -> Self:
-        _within_budget(
-            rules.CONTAINER_TEXT_BUDGET, *self.command, *self.args, *(v.value for v in self.env)
-        )
+        texts = [*self.command, *self.args, *(v.value for v in self.env)]
+        for init in self.init_containers:
+            texts += [*init.command, *init.args, *(v.value for v in init.env)]
+        _within_budget(rules.CONTAINER_TEXT_BUDGET, *texts)
+        if pod_text(self) > POD_TEXT_BUDGET:
+            raise ValueError(POD_TEXT.message)
+        volumes = {volume.name for volume in self.volumes}
+        mounts = [*self.volume_mounts, *(m for c in self.init_containers for m in c.volume_mounts)]
+        if any(mount.name not in volumes for mount in mounts):
+            raise ValueError(rules.MOUNTS_NAME_VOLUMES.message)
         return self

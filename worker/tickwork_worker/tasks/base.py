@@ -21,6 +21,11 @@ class SecretSource(Protocol):
         """The value of a key of a Secret in the job's namespace."""
         ...
 
+    async def read_whole(self, name: str) -> bool:
+        """Every value of a Secret in the job's namespace, taken in for redaction;
+        False if one cannot be looked for (binary)."""
+        ...
+
     def redact_edges(self, text: str, *, start: bool = False, end: bool = False) -> str:
         """``text`` without a piece of a value read that a cut left at its edges."""
         ...

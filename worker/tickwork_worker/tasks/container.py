@@ -9,8 +9,9 @@ out". A cancelled attempt (concurrency policy, timeout, a cancel, a lost lease,
 shutdown) deletes its Job, so its Pod stops and no Job runs without a worker.
 
 The log tail goes through the same redaction as other tasks' output: the values
-of the Secrets the container's variables reference are read to be taken out; if
-the worker may not read them, the log is not kept.
+of the Secrets the containers may see (keys their variables reference, whole Secrets
+in envFrom and volumes) are read to be taken out; if the worker may not read them,
+or one holds a binary value, the log is not kept.
 """
 
 from __future__ import annotations
@@ -20,7 +21,9 @@ import contextlib
 import logging
 from typing import Any
 
-from tickwork.api.models import ScheduledJobSpec, SecretKeyRef
+from tickwork.api import models
+from tickwork.api.models import ScheduledJobSpec
+from tickwork.api.tasks.container import InitContainer
 from tickwork.core.errors import PermanentTaskError
 from tickwork.kube.client import KubeApiError, KubeClient
 from tickwork_worker.tasks import jobs
@@ -71,8 +74,7 @@ class ContainerTask:
                 "turn them on with the Helm value worker.containerTasks.enabled=true "
                 "(TICKWORK_WORKER_CONTAINER_TASKS=true)"
             )
-        refs = [var.value_from.secret_key_ref for var in task.env if var.value_from is not None]
-        redactable = await self._learn_secrets(run, [ref for ref in refs if ref is not None])
+        redactable = await self._learn_secrets(run, task)
         if run.job_uid is None:
             raise PermanentTaskError("the run does not name its ScheduledJob's uid")
         owner = jobs.Owner(name=run.name, uid=run.job_uid)
@@ -93,16 +95,31 @@ class ContainerTask:
             run, job, end, redactable=redactable, timeout_seconds=spec.timeout_seconds
         )
 
-    async def _learn_secrets(self, run: RunContext, refs: list[SecretKeyRef]) -> bool:
-        """Read the referenced Secrets' values so the log can be redacted; False if
-        one cannot be read (the log is then not kept)."""
-        if refs and run.secrets is None:
+    async def _learn_secrets(self, run: RunContext, task: models.ContainerTask) -> bool:
+        """Read the Secrets the containers may see (keys in ``env``, whole Secrets in
+        ``envFrom`` and volumes, the init containers' too) so the log can be redacted;
+        False if one cannot be read, or holds a binary value (the log is then not kept)."""
+        containers: list[models.ContainerTask | InitContainer] = [task, *task.init_containers]
+        refs = [
+            var.value_from.secret_key_ref
+            for c in containers
+            for var in c.env
+            if var.value_from is not None and var.value_from.secret_key_ref is not None
+        ]
+        whole = {s.secret_ref.name for c in containers for s in c.env_from if s.secret_ref}
+        whole |= {v.secret.secret_name for v in task.volumes if v.secret is not None}
+        if not refs and not whole:
+            return True
+        if run.secrets is None:
             return False
-        for ref in refs:
-            try:
-                await run.secrets.read(ref)  # type: ignore[union-attr]
-            except (PermanentTaskError, RetryableTaskError):
-                return False
+        try:
+            for ref in refs:
+                await run.secrets.read(ref)
+            for name in sorted(whole):
+                if not await run.secrets.read_whole(name):
+                    return False
+        except (PermanentTaskError, RetryableTaskError):
+            return False
         return True
 
     async def _find_or_create(

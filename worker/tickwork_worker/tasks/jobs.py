@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tickwork.api.models import API_VERSION, KIND, ContainerTask
+from tickwork.api.tasks.container import ContainerEnvVar, ContainerSecurity, InitContainer
 from tickwork_worker.tasks.base import RunContext
 from tickwork_worker.tasks.command import run_environment
 
@@ -108,55 +109,94 @@ def build_job(
 
 
 def _pod_spec(task: ContainerTask, run: RunContext) -> dict[str, Any]:
-    security = task.security_context
-    pod_security: dict[str, Any] = {
-        "runAsNonRoot": security.run_as_non_root if security else True,
-        "seccompProfile": {"type": "RuntimeDefault"},
-    }
-    if security and security.run_as_user is not None:
-        pod_security["runAsUser"] = security.run_as_user
-    if security and security.run_as_group is not None:
-        pod_security["runAsGroup"] = security.run_as_group
-    container: dict[str, Any] = {
-        "name": CONTAINER,
-        "image": task.image,
-        "env": _environment(task, run),
-        "securityContext": {
-            "allowPrivilegeEscalation": False,
-            "capabilities": {"drop": ["ALL"]},
-            "readOnlyRootFilesystem": bool(security and security.read_only_root_filesystem),
-        },
-    }
-    if task.command:
-        container["command"] = list(task.command)
-    if task.args:
-        container["args"] = list(task.args)
+    settings = task.security_context
+    container = _container(task, CONTAINER, _environment(task.env, run), settings)
     if task.image_pull_policy is not None:
         container["imagePullPolicy"] = task.image_pull_policy.value
-    if task.resources is not None:
+    inits = [
+        _container(init, init.name, _environment(init.env, run), settings)
+        for init in task.init_containers
+    ]
+    if task.resources is not None:  # the init containers' too: the Pod reserves no more
         wanted = {"requests": task.resources.requests, "limits": task.resources.limits}
-        container["resources"] = {key: dict(value) for key, value in wanted.items() if value}
+        resources = {key: dict(value) for key, value in wanted.items() if value}
+        for each in (container, *inits):
+            each["resources"] = resources
     spec: dict[str, Any] = {
         "restartPolicy": "Never",
         "enableServiceLinks": False,
         # The token only where the spec names an account: that is what it is for.
         "automountServiceAccountToken": task.service_account_name is not None,
-        "securityContext": pod_security,
+        "securityContext": _pod_security(settings),
         "containers": [container],
     }
-    if task.service_account_name is not None:
-        spec["serviceAccountName"] = task.service_account_name
-    if task.node_selector:
-        spec["nodeSelector"] = dict(task.node_selector)
-    if task.tolerations:
-        spec["tolerations"] = [t.to_wire() for t in task.tolerations]
+    optional: dict[str, Any] = {
+        "initContainers": inits,
+        "volumes": [volume.to_wire() for volume in task.volumes],
+        "imagePullSecrets": [secret.to_wire() for secret in task.image_pull_secrets],
+        "serviceAccountName": task.service_account_name,
+        "nodeSelector": dict(task.node_selector),
+        "tolerations": [t.to_wire() for t in task.tolerations],
+        "affinity": task.affinity.to_wire() if task.affinity is not None else None,
+    }
+    spec.update({key: value for key, value in optional.items() if value})
     return spec
 
 
-def _environment(task: ContainerTask, run: RunContext) -> list[dict[str, Any]]:
+def _pod_security(settings: ContainerSecurity | None) -> dict[str, Any]:
+    """Restricted unless the spec relaxes it; the groups the spec names."""
+    pod: dict[str, Any] = {
+        "runAsNonRoot": settings.run_as_non_root if settings else True,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+    if settings is None:
+        return pod
+    named = {
+        "runAsUser": settings.run_as_user,
+        "runAsGroup": settings.run_as_group,
+        "fsGroup": settings.fs_group,
+    }
+    pod.update({key: value for key, value in named.items() if value is not None})
+    if settings.supplemental_groups:
+        pod["supplementalGroups"] = list(settings.supplemental_groups)
+    return pod
+
+
+def _container(
+    given: ContainerTask | InitContainer,
+    name: str,
+    env: list[dict[str, Any]],
+    settings: ContainerSecurity | None,
+) -> dict[str, Any]:
+    """A container of the Pod, the task's or an init container, with the task's
+    security ``settings`` (the caller adds the task's resources)."""
+    container: dict[str, Any] = {
+        "name": name,
+        "image": given.image,
+        "env": env,
+        "securityContext": {
+            "allowPrivilegeEscalation": False,
+            "capabilities": {"drop": ["ALL"]},
+            "readOnlyRootFilesystem": bool(settings and settings.read_only_root_filesystem),
+        },
+    }
+    if given.command:
+        container["command"] = list(given.command)
+    if given.args:
+        container["args"] = list(given.args)
+    if isinstance(given, InitContainer) and given.image_pull_policy is not None:
+        container["imagePullPolicy"] = given.image_pull_policy.value
+    if given.env_from:
+        container["envFrom"] = [source.to_wire() for source in given.env_from]
+    if given.volume_mounts:
+        container["volumeMounts"] = [mount.to_wire() for mount in given.volume_mounts]
+    return container
+
+
+def _environment(variables: list[ContainerEnvVar], run: RunContext) -> list[dict[str, Any]]:
     """The spec's variables, then the run's (which win, as for command tasks)."""
     own = run_environment(run)
-    env: list[dict[str, Any]] = [var.to_wire() for var in task.env if var.name not in own]
+    env: list[dict[str, Any]] = [var.to_wire() for var in variables if var.name not in own]
     for item in env:
         if "valueFrom" in item:
             item.pop("value", None)

@@ -70,6 +70,8 @@ class SecretValues:
         self.namespace = namespace
         self._secrets: dict[str, dict[str, str]] = {}
         self._forms: set[str] = set()
+        self._binary: set[str] = set()
+        """Secrets with a value that is not text (left out of ``_secrets``)."""
 
     async def read(self, ref: SecretKeyRef) -> str:
         """The value of ``ref``; a task error that names the Secret, never its content."""
@@ -81,6 +83,17 @@ class SecretValues:
         value = data[ref.key]
         self._forms |= forms(value)
         return value
+
+    async def read_whole(self, name: str) -> bool:
+        """Every value of the Secret ``name`` taken in for redaction (an envFrom or a
+        volume hands the container all of them); False if one is binary, which
+        cannot be looked for in a text."""
+        data = self._secrets.get(name)
+        if data is None:
+            data = self._secrets[name] = await self._fetch(name)
+        for value in data.values():
+            self._forms |= forms(value)
+        return name not in self._binary
 
     async def _fetch(self, name: str) -> dict[str, str]:
         try:
@@ -103,6 +116,7 @@ class SecretValues:
             try:
                 out[key] = base64.b64decode(encoded, validate=True).decode()
             except (binascii.Error, UnicodeDecodeError):
+                self._binary.add(name)
                 continue  # binary data cannot be a header or an env value; "no key"
         for key, text in (secret.get("stringData") or {}).items():
             out.setdefault(key, text)
