@@ -18,10 +18,11 @@ FROM ${PYTHON_IMAGE} AS build
 WORKDIR /src
 ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 COPY pyproject.toml constraints.txt README.md ./
-# Wheels of every dependency, at the versions CI tested, in a layer of their own:
-# a change to Tickwork's sources does not download them again.
+# Wheels of every dependency (OpenTelemetry's for traces too: off unless an OTLP
+# endpoint is set), at the versions CI tested, in a layer of their own: a change to
+# Tickwork's sources does not download them again.
 RUN python3 -m venv /opt/build \
- && /opt/build/bin/python -c "import tomllib; print(*tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies'], sep='\n')" > requirements.txt \
+ && /opt/build/bin/python -c "import tomllib; p = tomllib.load(open('pyproject.toml', 'rb'))['project']; print(*p['dependencies'], *p['optional-dependencies']['traces'], sep='\n')" > requirements.txt \
  && /opt/build/bin/pip wheel --wheel-dir /wheels --constraint constraints.txt --requirement requirements.txt
 COPY tickwork ./tickwork
 COPY operator ./operator
@@ -58,7 +59,7 @@ COPY --from=build /wheels /wheels
 # Install only from the wheels built above (no index), then drop them and pip:
 # nothing in the running image installs packages.
 RUN python3 -m venv /opt/tickwork \
- && /opt/tickwork/bin/pip install --no-index --find-links /wheels "tickwork==${TICKWORK_VERSION}" \
+ && /opt/tickwork/bin/pip install --no-index --find-links /wheels "tickwork[traces]==${TICKWORK_VERSION}" \
  && /opt/tickwork/bin/pip uninstall --yes pip \
  && rm -rf /wheels
 USER 10001:10001

@@ -2,6 +2,7 @@
 
     python benchmarks/worker.py [--runs 3000] [--workers 1 2] [--concurrency 32]
                                 [--task echo|http] [--env NAME=VALUE]
+    python benchmarks/worker.py --traces [--rounds 3] [--runs 2000] --out .../traces.json
 
 Measured in one run, on one control plane:
 
@@ -20,7 +21,11 @@ Measured in one run, on one control plane:
 * ``--task http``: the runs are real HTTP tasks (a POST each) against a local
   server in this process (``ThreadingHTTPServer`` on loopback, which the workers'
   egress rules are told to allow); every request it served is counted.
-* Redis memory (``INFO memory``) after each end-to-end phase.
+* Redis memory (``INFO memory``) after each end-to-end phase, and the workers' CPU
+  (user + system) per run while they worked.
+* ``--traces``: one worker, with traces off and on (``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT``
+  at an OTLP/HTTP receiver in this process, which counts what it is sent), alternating
+  for ``--rounds``; the medians of runs/s and CPU per run, and on/off ratios.
 
 Targets: at most 2 status writes per successful run; end-to-end runs/s at
 least half of (ceiling / writes per run). Prints JSON lines, writes
@@ -35,6 +40,7 @@ import datetime as dt
 import http.server
 import json
 import platform
+import statistics
 import sys
 import tempfile
 import threading
@@ -53,6 +59,7 @@ from tickwork_dev.devcluster.cluster import Cluster
 from tickwork_dev.devcluster.components import TickworkProcess, wait_for
 from tickwork_dev.devcluster.measure import (
     benchmark_parser,
+    cpu_seconds,
     create_jobs,
     job_manifest,
     plane_with_crd,
@@ -180,9 +187,11 @@ def end_to_end(
     concurrency: int,
     url: str | None = None,
     extra_env: dict[str, str] | None = None,
+    suffix: str = "",
 ) -> dict[str, Any]:
-    """``url``: HTTP tasks against it, else echo tasks."""
-    namespace = f"e2e-{workers}-{'http' if url else 'echo'}"
+    """``url``: HTTP tasks against it, else echo tasks; ``suffix`` names the namespace
+    apart from another phase's with as many workers."""
+    namespace = f"e2e-{workers}-{'http' if url else 'echo'}{suffix}"
     cluster.kubectl("create", "namespace", namespace)
     due = dt.datetime.now(dt.UTC).replace(microsecond=0)
     task = {"http": {"url": url, "method": "POST"}} if url else {"echo": {"message": "hi"}}
@@ -221,6 +230,7 @@ def end_to_end(
             process.wait_ready()
         writes_before = writes_so_far(cluster)
         status_writes_before = writes_so_far(cluster, resource="scheduledjobs")
+        cpu_before = sum(cpu_seconds(p.pid) for p in processes)
         started = time.monotonic()
         enqueue_all(redis, namespace, messages)
 
@@ -235,6 +245,7 @@ def end_to_end(
 
         wait_for(finished, timeout=600, interval=0.2, what="every run")
         elapsed = time.monotonic() - started
+        cpu = sum(cpu_seconds(p.pid) for p in processes) - cpu_before
         writes = writes_so_far(cluster) - writes_before
         status_writes = writes_so_far(cluster, resource="scheduledjobs") - status_writes_before
         memory = redis.memory()
@@ -252,6 +263,7 @@ def end_to_end(
         "steady_runs_per_second": round(steady_rate(samples, runs), 1),
         "api_writes_per_run": round(writes / runs, 2),
         "status_writes_per_run": round(status_writes / runs, 2),
+        "worker_cpu_ms_per_run": round(1000 * cpu / runs, 3),
         "redis_memory": memory,
     }
 
@@ -297,6 +309,106 @@ def plot(report: dict[str, Any], path: Path) -> None:
     save_figure(figure, path)
 
 
+class _Otlp(http.server.BaseHTTPRequestHandler):
+    requests = 0
+    received = 0
+    lock = threading.Lock()
+
+    def do_POST(self) -> None:
+        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        with _Otlp.lock:
+            _Otlp.requests += 1
+            _Otlp.received += len(body)
+        self.send_response(200)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base's name
+        pass
+
+
+@contextlib.contextmanager
+def otlp_receiver() -> Iterator[str]:
+    """A local OTLP/HTTP trace endpoint that takes every export: its URL."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Otlp)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/v1/traces"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def traces_cost(
+    workdir: Path, cluster: Cluster, redis: RedisServer, args: Any, url: str | None
+) -> dict[str, Any]:
+    """One worker, traces off and on in alternation: the rows and the medians."""
+    rows: list[dict[str, Any]] = []
+    with otlp_receiver() as endpoint:
+        for round_ in range(args.rounds):
+            order = ["off", "on"] if round_ % 2 == 0 else ["on", "off"]
+            for mode in order:
+                env = dict(e.split("=", 1) for e in args.env)
+                if mode == "on":
+                    env |= {"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": endpoint}
+                exported = _Otlp.received
+                row = end_to_end(
+                    workdir,
+                    cluster,
+                    redis,
+                    workers=1,
+                    runs=args.runs,
+                    concurrency=args.concurrency,
+                    url=url,
+                    extra_env=env,
+                    suffix=f"-{mode}-{round_}",
+                )
+                row |= {
+                    "traces": mode,
+                    "otlp_bytes_per_run": round((_Otlp.received - exported) / args.runs),
+                }
+                print(json.dumps(row), flush=True)
+                rows.append(row)
+    summary: dict[str, Any] = {}
+    for mode in ("off", "on"):
+        mine = [r for r in rows if r["traces"] == mode]
+        summary[mode] = {
+            key: statistics.median(r[key] for r in mine)
+            for key in ("runs_per_second", "steady_runs_per_second", "worker_cpu_ms_per_run")
+        }
+    summary["cpu_per_run_on_over_off"] = round(
+        summary["on"]["worker_cpu_ms_per_run"] / summary["off"]["worker_cpu_ms_per_run"], 2
+    )
+    summary["runs_per_second_on_over_off"] = round(
+        summary["on"]["runs_per_second"] / summary["off"]["runs_per_second"], 2
+    )
+    return {"end_to_end": rows, "traces_cost": summary}
+
+
+def plot_traces(report: dict[str, Any], path: Path) -> None:
+    import matplotlib as mpl  # noqa: PLC0415 - optional
+
+    mpl.use("Agg")
+    import matplotlib.pyplot as plt  # noqa: PLC0415
+
+    summary = report["traces_cost"]
+    figure, (rate, cpu) = plt.subplots(1, 2, figsize=(7, 3.4))
+    modes = ["off", "on"]
+    rate.bar(modes, [summary[m]["runs_per_second"] for m in modes], color=["grey", "tab:blue"])
+    rate.set_title("runs/s, one worker (median)")
+    cpu.bar(modes, [summary[m]["worker_cpu_ms_per_run"] for m in modes], color=["grey", "tab:blue"])
+    cpu.set_title("worker CPU ms per run (median)")
+    for axis in (rate, cpu):
+        axis.set_xlabel("traces")
+        axis.grid(visible=True, axis="y", alpha=0.3)
+    figure.suptitle(
+        f"Traces on: {summary['cpu_per_run_on_over_off']}x the CPU per run, "
+        f"{summary['runs_per_second_on_over_off']}x the runs/s"
+    )
+    save_figure(figure, path)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = benchmark_parser(__doc__, "worker")
     parser.add_argument("--runs", type=int, default=3000)
@@ -310,6 +422,8 @@ def main(argv: list[str] | None = None) -> int:
         metavar="NAME=VALUE",
         help="a setting for the workers (TICKWORK_WORKER_FINISHING_PER_SLOT=3)",
     )
+    parser.add_argument("--traces", action="store_true", help="traces off against on")
+    parser.add_argument("--rounds", type=int, default=3, help="with --traces: off/on rounds")
     args = parser.parse_args(argv)
     report: dict[str, Any] = {"benchmark": "worker", "python": platform.python_version()}
     with tempfile.TemporaryDirectory(prefix="worker-bench-") as tmp:
@@ -319,6 +433,11 @@ def main(argv: list[str] | None = None) -> int:
             contextlib.ExitStack() as stack,
         ):
             url = stack.enter_context(http_server()) if args.task == "http" else None
+            if args.traces:
+                report |= traces_cost(workdir, cluster, redis, args, url)
+                save_report(report, args.out, args)
+                plot_traces(report, args.plot)
+                return 0
             report["ceiling"] = ceiling(cluster)
             print(json.dumps(report["ceiling"]), flush=True)
             report["end_to_end"] = []

@@ -26,6 +26,7 @@ from tickwork.logs import configure_logging
 from tickwork.queue import RedisSettings, open_queue
 from tickwork.queue.connection import create_client, wait_until_ready
 from tickwork.queue.protocol import RunQueue
+from tickwork.tracing import configured
 from tickwork_operator import api_server_policy
 from tickwork_operator.api_server_policy import PolicyTarget
 from tickwork_operator.calendars import CalendarFeed, calendar_informer
@@ -126,6 +127,7 @@ async def run_operator(settings: OperatorSettings, *, queue: RunQueue | None = N
         holds_lease=lambda: elector.leading,
         catchup_runs_per_second=settings.catchup_runs_per_second,
         claims=claims,
+        tracing=configured("tickwork-operator"),
     )
     stop = asyncio.Event()
     kopf_ready = asyncio.Event()

@@ -14,6 +14,7 @@ from tickwork.kube.client import KubeClient
 from tickwork.kube.events import EventRecorder
 from tickwork.kube.status import run_manager
 from tickwork.queue.protocol import RunQueue
+from tickwork.tracing import Tracing
 from tickwork_operator.claims import NamespaceClaims, schedules
 from tickwork_operator.clock import SYSTEM, Clock
 from tickwork_operator.metrics import OperatorMetrics
@@ -41,6 +42,8 @@ class Shared:
     """Whether the Lease is provably still ours (renewed within its duration)."""
     claims: NamespaceClaims | None = None
     """Each namespace's claim (None: every namespace is ours)."""
+    tracing: Tracing = field(default_factory=Tracing)
+    """Where the publish spans go (tickwork.tracing; off by default)."""
 
     def may_act(self, namespace: str) -> bool:
         """Whether a part may act in ``namespace`` now: the Lease is provably ours,
@@ -69,6 +72,7 @@ class Part:
     metrics = _Read[OperatorMetrics]()
     clock = _Read[Clock]()
     claims = _Read["NamespaceClaims | None"]()
+    tracing = _Read[Tracing]()
 
     def __init__(self, shared: Shared) -> None:
         self.shared = shared

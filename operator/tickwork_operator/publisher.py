@@ -78,7 +78,8 @@ class Publisher(Part):
             params=queued.params,
         )
         try:
-            outcome = await self.queue.enqueue(message)
+            with self.tracing.publishing(message.run_id, entry.namespace, entry.name, trigger):
+                outcome = await self.queue.enqueue(message)
         except QueueUnavailableError as exc:
             self.metrics.api_errors.labels(operation="queue.enqueue").inc()
             logger.warning("could not publish %s, retrying: %s", message.run_id, exc)

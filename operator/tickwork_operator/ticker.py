@@ -24,6 +24,7 @@ from typing import Any
 from tickwork.kube.client import KubeClient
 from tickwork.kube.events import EventRecorder
 from tickwork.queue.protocol import RunQueue
+from tickwork.tracing import Tracing
 from tickwork_operator.claims import NamespaceClaims
 from tickwork_operator.clock import SYSTEM, Clock, wait_any
 from tickwork_operator.dead_letters import DeadLetterDesk
@@ -61,10 +62,12 @@ class Ticker:
         report_hold_seconds: float = REPORT_HOLD_SECONDS,
         catchup_runs_per_second: float = 10.0,
         claims: NamespaceClaims | None = None,
+        tracing: Tracing | None = None,
     ) -> None:
         """``holds_lease``: whether the Lease is provably still ours (renewed within its
         duration), checked before every publish, not only when leadership changes;
-        ``claims``, the same for each namespace (None: every namespace is ours)."""
+        ``claims``, the same for each namespace (None: every namespace is ours);
+        ``tracing``: where publish spans go (none: off)."""
         self.state = state
         self.metrics = metrics
         self.tick_seconds = tick_seconds
@@ -79,6 +82,7 @@ class Ticker:
             clock=clock,
             holds_lease=holds_lease,
             claims=claims,
+            tracing=tracing or Tracing(),
         )
         self.reporter = Reporter(self.shared, hold_seconds=report_hold_seconds)
         pace = Pace(

@@ -365,6 +365,7 @@ BAD_VALUES = [
         "/worker/topologySpreadConstraints/0/maxSkew",
     ),
     (["operator.serviceAccount.name=Not_A_Name"], "/operator/serviceAccount/name"),
+    (["traces.otlpEndpoint=collector:4318"], "at '/traces/otlpEndpoint'"),
     (
         ["autoscaling.minReplicas=5", "autoscaling.maxReplicas=3"],
         "autoscaling.maxReplicas (3) must be at least autoscaling.minReplicas (5)",
@@ -488,6 +489,23 @@ def test_a_workers_budget_that_could_block_every_drain_is_refused(helm: str, val
     )
     assert result.returncode != 0
     assert "/worker/podDisruptionBudget/maxUnavailable" in result.stderr
+
+
+def test_traces_reach_the_operator_and_the_workers_only_when_an_endpoint_is_set(
+    helm: str,
+) -> None:
+    def endpoints(*extra: str) -> dict[str, str | None]:
+        objects = _render(helm, *extra)
+        found = {}
+        for component in ("operator", "worker"):
+            [container, *_] = _pod(objects, component)["spec"]["containers"]
+            env = {e["name"]: e.get("value") for e in container["env"]}
+            found[component] = env.get("OTEL_EXPORTER_OTLP_ENDPOINT")
+        return found
+
+    assert endpoints() == {"operator": None, "worker": None}  # off by default
+    url = "http://otel-collector.observability:4318"
+    assert endpoints("--set", f"traces.otlpEndpoint={url}") == {"operator": url, "worker": url}
 
 
 def test_pull_secrets_reach_every_pod_redis_included(helm: str) -> None:

@@ -91,6 +91,7 @@ def test_an_http_run_sends_its_run_id_as_the_idempotency_key(
     assert headers["Idempotency-Key"] == run_id
     assert headers["X-Team"] == "ops"
     assert headers["X-Tickwork-Attempt"] == "1"
+    assert "traceparent" not in {name.lower() for name in headers}  # traces off by default
     assert request["body"] == '{"a": 1}'
 
 

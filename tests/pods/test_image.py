@@ -1,6 +1,6 @@
 """Tickwork's image, built here from the Dockerfile on a Debian base: as a Pod with
-nothing but a read-only root filesystem set, it runs as its own non-root user and
-both entry points start."""
+nothing but a read-only root filesystem set, it runs as its own non-root user,
+both entry points start, and the OTLP exporter for traces is there."""
 
 from __future__ import annotations
 
@@ -24,6 +24,8 @@ if touch /usr/probe 2>/dev/null; then echo "root=writable"; else echo "root=read
 if python3 -m pip --version >/dev/null 2>&1; then echo "pip=present"; else echo "pip=absent"; fi
 if python3 -c "import tickwork_demo_tasks" 2>/dev/null; then echo "demo=present"
 else echo "demo=absent"; fi
+python3 -c "from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter" \
+  && echo "traces=ready"
 """
 
 
@@ -79,6 +81,7 @@ def test_the_image_runs_both_entry_points_as_non_root_on_a_read_only_root(
             "root=read-only",
             "pip=absent",
             demo,
+            "traces=ready",  # tickwork[traces]: an OTLP endpoint is all it takes
         ], output
     finally:
         pods_cluster.kubectl("delete", "namespace", namespace, "--wait=false")

@@ -6,6 +6,7 @@ tests/integration/test_worker.py."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import datetime as dt
 from collections.abc import Callable
 from typing import Any
@@ -97,6 +98,10 @@ def anything(*args: str, **kwargs: Any) -> str:
     return f"{args} {sorted(kwargs)}"
 
 
+def traced(*, traceparent: str | None = None) -> str:
+    return f"joins {traceparent}"
+
+
 async def asynchronous(*, attempt: int) -> str:
     await asyncio.sleep(0)
     return f"attempt {attempt}"
@@ -108,7 +113,8 @@ async def asynchronous(*, attempt: int) -> str:
         (legacy, {"run_id"}),
         (explicit, {"run_id", "scheduled_time", "attempt", "params"}),
         (only_params, {"params"}),
-        (anything, {"run_id", "scheduled_time", "attempt", "params"}),
+        (anything, {"run_id", "scheduled_time", "attempt", "params", "traceparent"}),
+        (traced, {"traceparent"}),
         (lambda: None, set()),
         (max, {"run_id"}),  # a builtin without a readable signature: as before
     ],
@@ -142,6 +148,11 @@ def test_python_tasks_receive_what_they_ask_for_and_the_specs_kwargs_win() -> No
     assert _call(anything, MANUAL, args=["a"], kwargs={"k": "v"}) == (
         "('a',) ['attempt', 'k', 'params', 'run_id', 'scheduled_time']"
     )
+    # Traces off: no traceparent, and a task taking **kwargs sees no new key; on: it is.
+    assert _call(traced, MANUAL) == "joins None"
+    parent = "00-" + "1" * 32 + "-" + "2" * 16 + "-01"
+    assert _call(traced, dataclasses.replace(MANUAL, traceparent=parent)) == f"joins {parent}"
+    assert "traceparent" in _call(anything, dataclasses.replace(MANUAL, traceparent=parent))
 
 
 @pytest.mark.parametrize(

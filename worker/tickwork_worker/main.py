@@ -27,6 +27,7 @@ from tickwork.queue import RedisSettings, open_queue
 from tickwork.queue.connection import create_client, wait_until_ready
 from tickwork.queue.messages import FairShare
 from tickwork.queue.protocol import RunQueue
+from tickwork.tracing import configured
 from tickwork_worker.metrics import WorkerMetrics
 from tickwork_worker.runner import Runner
 from tickwork_worker.settings import WorkerSettings
@@ -122,6 +123,7 @@ async def run_worker(
             jobs=jobs,
             start_check_watch_seconds=settings.start_check_watch_seconds,
             stuck_seconds=settings.stuck_seconds,
+            tracing=configured("tickwork-worker"),
         )
         worker = Worker(
             queue=queue,

@@ -48,6 +48,7 @@ from tickwork.kube.client import KubeApiError, KubeClient
 from tickwork.kube.events import NORMAL, WARNING, EventRecorder, JobRef
 from tickwork.queue.messages import Claim
 from tickwork.queue.protocol import RunQueue
+from tickwork.tracing import AttemptTrace, Tracing
 from tickwork_worker.decisions import (
     Outcome,
     RunProgress,
@@ -84,9 +85,11 @@ class Runner:
         jobs: JobCache | None = None,
         stuck_seconds: float = 120.0,
         start_check_watch_seconds: float = 0.25,
+        tracing: Tracing | None = None,
     ) -> None:
         """``stuck_seconds``: how long past its timeout a task's thread may run before
-        the worker reports itself unhealthy."""
+        the worker reports itself unhealthy; ``tracing``: where the runs' spans go
+        (tickwork.tracing; none: off)."""
         self.queue = queue
         self.kube = kube
         self.events = events
@@ -103,6 +106,10 @@ class Runner:
         )
         self._leases: dict[str, Lease] = {}
         """The lease of every claim in hand, by token."""
+        self.tracing = tracing or Tracing()
+        self._traces: dict[str, AttemptTrace] = {}
+        """The trace of every claim in hand, by token, and how its attempt ended."""
+        self._ended: dict[str, str] = {}
         self._held: set[str] = set()
         """Tokens of runs whose attempt left a thread running: never handed back."""
         self.stuck = ""
@@ -116,9 +123,13 @@ class Runner:
         log = message.log_fields()
         logger.info("run claimed", extra={**log, "event": "claimed"})
         lease = self._leases[claim.token] = Lease(claim.sent_at, self.lease_seconds)
+        trace = self._traces[claim.token] = self.tracing.attempt(
+            message.run_id, message.namespace, message.name, message.attempt
+        )
         renewals = asyncio.create_task(heartbeat(self.queue, claim, lease))
         try:
-            job = await self.access.read(claim, to_start=True)
+            with trace.phase("read"):
+                job = await self.access.read(claim, to_start=True)
             progress = RunProgress()
             reason = why_skip(job, message)
             if reason is SkipReason.PAUSED:
@@ -174,6 +185,8 @@ class Runner:
         finally:
             renewals.cancel()
             del self._leases[claim.token]
+            del self._traces[claim.token]
+            trace.end(self._ended.pop(claim.token, "Abandoned"))
 
     async def _refused(self, claim: Claim, error: KubeApiError) -> None:
         reason = (
@@ -189,6 +202,7 @@ class Runner:
         self, claim: Claim, job: ScheduledJob | None, reason: SkipReason, progress: RunProgress
     ) -> None:
         self.metrics.skipped.labels(reason=reason.value).inc()
+        self._ended[claim.token] = "Skipped"
         logger.info(
             "run skipped: %s",
             reason.value,
@@ -236,7 +250,8 @@ class Runner:
         self.metrics.in_flight.inc()
         begun = time.perf_counter()
         try:
-            outcome = await self._attempt(claim, job)
+            with self._traces[claim.token].phase("execute"):
+                outcome = await self._attempt(claim, job)
         finally:
             self.metrics.in_flight.dec()
             self.metrics.duration.observe(time.perf_counter() - begun)
@@ -276,6 +291,7 @@ class Runner:
             params=message.params or {},
             secrets=secrets,
             job_uid=message.uid,
+            traceparent=self._traces[claim.token].traceparent,
         )
         outcome = await self._attempt_in(claim, job, context)
         await self._until_threads_end(claim, context, self.stuck_seconds)
@@ -383,6 +399,22 @@ class Runner:
         *,
         started_at: dt.datetime,
         marked: bool = True,
+    ) -> None:
+        self._ended[claim.token] = outcome.state.value
+        with self._traces[claim.token].phase("status"):
+            await self._write_outcome(
+                claim, job, outcome, progress, started_at=started_at, marked=marked
+            )
+
+    async def _write_outcome(
+        self,
+        claim: Claim,
+        job: ScheduledJob,
+        outcome: Outcome,
+        progress: RunProgress,
+        *,
+        started_at: dt.datetime,
+        marked: bool,
     ) -> None:
         progress.move(outcome.state)
         lease = self._leases[claim.token]

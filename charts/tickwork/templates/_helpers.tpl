@@ -258,6 +258,10 @@ clients together; `helm template` sees only the Secret's name.
   value: {{ .Values.queueName | quote }}
 - name: TICKWORK_REDIS_REAP_GRACE_SECONDS
   value: {{ .Values.worker.leaseSeconds | quote }}
+{{- with .Values.traces.otlpEndpoint }}
+- name: OTEL_EXPORTER_OTLP_ENDPOINT
+  value: {{ . | quote }}
+{{- end }}
 - name: PYTHONDONTWRITEBYTECODE
   value: "1"
 {{- end }}

@@ -57,6 +57,9 @@ class RunContext:
     """Reads ``valueFrom.secretKeyRef`` (see tasks.secrets); None: none may be read."""
     job_uid: str | None = None
     """The ScheduledJob's uid (a container task's Job names it as its owner)."""
+    traceparent: str | None = None
+    """The W3C traceparent of the attempt's ``execute`` span, with traces on
+    (tickwork.tracing); the task hands it on."""
     stop: Stop = field(default_factory=Stop)
     """How a cancellation of the task is meant (see :class:`Stop`)."""
     threads: list[Future[Any]] = field(default_factory=list)

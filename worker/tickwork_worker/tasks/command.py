@@ -122,8 +122,9 @@ class CommandTask:
 
 
 def run_environment(run: RunContext) -> dict[str, str]:
-    """The variables that tell a program which run it is, and its parameters."""
-    return {
+    """The variables that tell a program which run it is, and its parameters (and,
+    with traces on, ``TRACEPARENT``: the span it joins)."""
+    env = {
         "TICKWORK_RUN_ID": run.run_id,
         "TICKWORK_SCHEDULED_TIME": run.scheduled_time,
         "TICKWORK_ATTEMPT": str(run.attempt),
@@ -131,6 +132,9 @@ def run_environment(run: RunContext) -> dict[str, str]:
         "TICKWORK_NAMESPACE": run.namespace,
         **{env_name(name): value for name, value in run.params.items()},
     }
+    if run.traceparent:
+        env["TRACEPARENT"] = run.traceparent
+    return env
 
 
 async def _local(args: list[str], env: dict[str, str], stop: Stop) -> tuple[int, str]:

@@ -126,6 +126,8 @@ def run_headers(run: RunContext) -> dict[str, str]:
     }
     if run.params:
         headers["Tickwork-Params"] = encode_params(run.params)  # JSON, ASCII: any value fits
+    if run.traceparent:
+        headers["traceparent"] = run.traceparent  # the called service joins the run's trace
     return headers
 
 

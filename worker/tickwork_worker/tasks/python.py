@@ -8,8 +8,9 @@ installed package::
 
 A task is called as ``task(*args, **kwargs)`` plus what it asks for of the run, by
 naming the keyword (or taking ``**kwargs``): ``run_id``, ``scheduled_time`` (an
-aware datetime: when the run was due, or triggered), ``attempt`` and ``params`` (a
-manual run's parameters, a dict of strings); the spec's ``kwargs`` win over them,
+aware datetime: when the run was due, or triggered), ``attempt``, ``params`` (a
+manual run's parameters, a dict of strings) and, with traces on, ``traceparent`` (the
+W3C trace context of the attempt's span); the spec's ``kwargs`` win over them,
 so tasks written before a keyword existed keep working. It may be
 ``async`` (cancelled cleanly at the soft timeout) or plain (run in a thread;
 a thread cannot be interrupted, so the attempt ends at the hard timeout, and the
@@ -51,7 +52,7 @@ from tickwork_worker.tenants import TenantRules
 ENTRY_POINT_GROUP = "tickwork.tasks"
 DEMO_ENTRY_POINT_GROUP = "tickwork.demo_tasks"
 #: The keywords a task may ask for of its run.
-RUN_KEYWORDS = ("run_id", "scheduled_time", "attempt", "params")
+RUN_KEYWORDS = ("run_id", "scheduled_time", "attempt", "params", "traceparent")
 
 
 def discover(*, demo: bool = False) -> dict[str, Callable[..., Any]]:
@@ -102,6 +103,8 @@ class PythonTask:
             "attempt": run.attempt,
             "params": dict(run.params),
         }
+        if run.traceparent is not None:  # traces on; off, a task taking **kwargs sees no new key
+            offered["traceparent"] = run.traceparent
         wanted = self._wanted[task.name]
         return {**{k: v for k, v in offered.items() if k in wanted}, **task.kwargs}
 
