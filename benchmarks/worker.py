@@ -165,13 +165,14 @@ class _Served(http.server.BaseHTTPRequestHandler):
 
 
 @contextlib.contextmanager
-def http_server() -> Iterator[str]:
-    """A local endpoint for HTTP tasks: its URL, while it serves."""
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Served)
+def serving(handler: type[http.server.BaseHTTPRequestHandler], path: str) -> Iterator[str]:
+    """A local HTTP server answering with ``handler``: the URL of ``path`` on it,
+    while it serves."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/run"
+        yield f"http://127.0.0.1:{server.server_address[1]}{path}"
     finally:
         server.shutdown()
         server.server_close()
@@ -327,17 +328,9 @@ class _Otlp(http.server.BaseHTTPRequestHandler):
         pass
 
 
-@contextlib.contextmanager
-def otlp_receiver() -> Iterator[str]:
+def otlp_receiver() -> contextlib.AbstractContextManager[str]:
     """A local OTLP/HTTP trace endpoint that takes every export: its URL."""
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Otlp)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/v1/traces"
-    finally:
-        server.shutdown()
-        server.server_close()
+    return serving(_Otlp, "/v1/traces")
 
 
 def traces_cost(
@@ -432,7 +425,7 @@ def main(argv: list[str] | None = None) -> int:
             plane_with_crd(workdir) as (cluster, redis),
             contextlib.ExitStack() as stack,
         ):
-            url = stack.enter_context(http_server()) if args.task == "http" else None
+            url = stack.enter_context(serving(_Served, "/run")) if args.task == "http" else None
             if args.traces:
                 report |= traces_cost(workdir, cluster, redis, args, url)
                 save_report(report, args.out, args)

@@ -12,7 +12,6 @@ import secrets
 import shutil
 import subprocess
 import tempfile
-import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -22,7 +21,7 @@ import redis as redis_lib
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 
-from tests.support import NOBODY, Jobs, QueueProbe, ScriptedServer
+from tests.support import NOBODY, Jobs, QueueProbe, ScriptedServer, serving
 from tickwork_dev.devcluster.cluster import Cluster, existing_cluster
 from tickwork_dev.devcluster.components import TickworkProcess, console_script, wait_for
 from tickwork_dev.devcluster.controlplane import ControlPlane
@@ -270,12 +269,8 @@ def start_worker(
 
 @pytest.fixture
 def endpoint() -> Iterator[ScriptedServer]:
-    server = ScriptedServer()
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield server
-    server.shutdown()
-    server.server_close()
+    with serving(ScriptedServer()) as server:
+        yield server
 
 
 @pytest.fixture

@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 from kubernetes import client as k8s
@@ -169,6 +169,21 @@ class Jobs:
             self.namespace, field_selector=f"involvedObject.name={name}"
         )
         return [(e.type, e.reason, e.message) for e in found.items]
+
+
+_Server = TypeVar("_Server", bound=ThreadingHTTPServer)
+
+
+@contextlib.contextmanager
+def serving(server: _Server) -> Iterator[_Server]:
+    """``server`` answering on a thread of its own until the block ends."""
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 def lead(operator: TickworkProcess, timeout: float = 30) -> None:

@@ -139,6 +139,15 @@ class RunTrace:
 AttemptTrace = RunTrace | _Off
 
 
+def _job(namespace: str, name: str, **more: Any) -> dict[str, Any]:
+    """A span's attributes: the job's, and ``more`` (each as ``tickwork.<key>``)."""
+    return {
+        "tickwork.namespace": namespace,
+        "tickwork.job": name,
+        **{f"tickwork.{key}": value for key, value in more.items()},
+    }
+
+
 def _failed(span: Any, description: str) -> None:
     from opentelemetry.trace import Status, StatusCode  # noqa: PLC0415
 
@@ -160,12 +169,7 @@ class Tracing:
         (the shared no-op when off)."""
         if self._tracer is None:
             return OFF
-        attributes = {
-            "tickwork.namespace": namespace,
-            "tickwork.job": name,
-            "tickwork.attempt": attempt,
-        }
-        return RunTrace(self._tracer, run_id, attributes)
+        return RunTrace(self._tracer, run_id, _job(namespace, name, attempt=attempt))
 
     def publishing(
         self, run_id: str, namespace: str, name: str, trigger: str
@@ -174,12 +178,7 @@ class Tracing:
         (the shared no-op when off)."""
         if self._tracer is None:
             return _NOTHING
-        attributes = {
-            "tickwork.run_id": run_id,
-            "tickwork.namespace": namespace,
-            "tickwork.job": name,
-            "tickwork.trigger": trigger,
-        }
+        attributes = _job(namespace, name, run_id=run_id, trigger=trigger)
         return _span(self._tracer, "tickwork.publish", _run_context(run_id), attributes)
 
 

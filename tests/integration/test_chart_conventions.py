@@ -367,6 +367,10 @@ BAD_VALUES = [
     (["operator.serviceAccount.name=Not_A_Name"], "/operator/serviceAccount/name"),
     (["traces.otlpEndpoint=collector:4318"], "at '/traces/otlpEndpoint'"),
     (
+        ["traces.otlpEndpoint=http://collector:4318"],
+        "traces.collectorPeers: say where the OTLP collector runs",
+    ),
+    (
         ["autoscaling.minReplicas=5", "autoscaling.maxReplicas=3"],
         "autoscaling.maxReplicas (3) must be at least autoscaling.minReplicas (5)",
     ),
@@ -505,7 +509,17 @@ def test_traces_reach_the_operator_and_the_workers_only_when_an_endpoint_is_set(
 
     assert endpoints() == {"operator": None, "worker": None}  # off by default
     url = "http://otel-collector.observability:4318"
-    assert endpoints("--set", f"traces.otlpEndpoint={url}") == {"operator": url, "worker": url}
+    peers = '[{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "obs"}}}]'
+    on = ("--set", f"traces.otlpEndpoint={url}", "--set-json", f"traces.collectorPeers={peers}")
+    assert endpoints(*on) == {"operator": url, "worker": url}
+    # The workers' egress policy admits the collector, where it runs, on its port.
+    [policy] = [
+        o
+        for o in _render(helm, *on)
+        if o["kind"] == "NetworkPolicy" and o["metadata"]["name"] == "tw-tickwork-worker-egress"
+    ]
+    [rule] = [r for r in policy["spec"]["egress"] if r.get("to") == json.loads(peers)]
+    assert rule["ports"] == [{"port": 4318, "protocol": "TCP"}]
 
 
 def test_pull_secrets_reach_every_pod_redis_included(helm: str) -> None:

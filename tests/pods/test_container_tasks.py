@@ -327,6 +327,13 @@ def test_a_cancelled_run_deletes_its_job_and_its_pod_goes(release: Release, repl
     _wait_job_and_pod_gone(cluster, replaced, run["id"])
 
 
+def _create(cluster: Cluster, kind: str, name: str, **data: str) -> None:
+    """A Secret (``kind`` "secret") or ConfigMap of the test namespace with ``data``."""
+    what = ["secret", "generic"] if kind == "secret" else [kind]
+    literals = [f"--from-literal={key}={value}" for key, value in data.items()]
+    cluster.kubectl("-n", NAMESPACE, "create", *what, name, *literals)
+
+
 def test_a_container_gets_secret_values_its_service_account_and_its_node(
     release: Release, test_images: ClusterImages
 ) -> None:
@@ -334,15 +341,7 @@ def test_a_container_gets_secret_values_its_service_account_and_its_node(
     serviceAccountName (its token mounted) and nodeSelector, on a real Pod."""
     cluster = release.cluster
     secret = "s3cret-value"
-    cluster.kubectl(
-        "-n",
-        NAMESPACE,
-        "create",
-        "secret",
-        "generic",
-        "report-db",
-        f"--from-literal=password={secret}",
-    )
+    _create(cluster, "secret", "report-db", password=secret)
     cluster.kubectl("-n", NAMESPACE, "create", "serviceaccount", "reporter")
     # The worker keeps no log of a container that may hold Secrets (it may not read them
     # to redact them): the container's exit code says what it found.
@@ -453,24 +452,9 @@ def test_three_cronjobs_imported_run_as_scheduled_jobs(
     the CronJobs are suspended."""
     cluster = release.cluster
     image = test_images.tickwork
-    cluster.kubectl(
-        "-n",
-        NAMESPACE,
-        "create",
-        "configmap",
-        "report-settings",
-        "--from-literal=greeting=hello from a ConfigMap",
-    )
+    _create(cluster, "configmap", "report-settings", greeting="hello from a ConfigMap")
     password = "imported-s3cret"
-    cluster.kubectl(
-        "-n",
-        NAMESPACE,
-        "create",
-        "secret",
-        "generic",
-        "ledger-db",
-        f"--from-literal=PASSWORD={password}",
-    )
+    _create(cluster, "secret", "ledger-db", PASSWORD=password)
 
     def python(code: str, **container: Any) -> dict[str, Any]:
         return {

@@ -402,91 +402,85 @@ class Runner:
     ) -> None:
         self._ended[claim.token] = outcome.state.value
         with self._traces[claim.token].phase("status"):
-            await self._write_outcome(
-                claim, job, outcome, progress, started_at=started_at, marked=marked
+            progress.move(outcome.state)
+            lease = self._leases[claim.token]
+            log = {
+                **claim.message.log_fields(),
+                "outcome": outcome.state.value,
+                "duration_seconds": round(
+                    (dt.datetime.now(dt.UTC) - started_at).total_seconds(), 3
+                ),
+            }
+            ref = JobRef(
+                namespace=claim.message.namespace, name=claim.message.name, uid=claim.message.uid
             )
-
-    async def _write_outcome(
-        self,
-        claim: Claim,
-        job: ScheduledJob,
-        outcome: Outcome,
-        progress: RunProgress,
-        *,
-        started_at: dt.datetime,
-        marked: bool,
-    ) -> None:
-        progress.move(outcome.state)
-        lease = self._leases[claim.token]
-        log = {
-            **claim.message.log_fields(),
-            "outcome": outcome.state.value,
-            "duration_seconds": round((dt.datetime.now(dt.UTC) - started_at).total_seconds(), 3),
-        }
-        ref = JobRef(
-            namespace=claim.message.namespace, name=claim.message.name, uid=claim.message.uid
-        )
-        if outcome.state is RunState.RETRYING:
-            assert outcome.retry_delay is not None  # noqa: S101 - set with RETRYING
-            assert outcome.next_attempt is not None  # noqa: S101
-            await self.access.mark(
-                claim, lease, job, self._active(claim, started_at, RunState.RETRYING)
+            if outcome.state is RunState.RETRYING:
+                assert outcome.retry_delay is not None  # noqa: S101 - set with RETRYING
+                assert outcome.next_attempt is not None  # noqa: S101
+                await self.access.mark(
+                    claim, lease, job, self._active(claim, started_at, RunState.RETRYING)
+                )
+                self.metrics.retries.inc()
+                logger.info(
+                    "run failed, retrying in %.0fs",
+                    outcome.retry_delay,
+                    extra={
+                        **log,
+                        "event": "retrying",
+                        "retry_in_seconds": outcome.retry_delay,
+                        "error": outcome.told,
+                    },
+                )
+                await self.events.post(
+                    ref,
+                    type_=NORMAL,
+                    reason="RunRetrying",
+                    message=f"attempt {claim.message.attempt} of run {claim.run_id} failed, "
+                    f"retrying in {outcome.retry_delay:.0f}s: {outcome.told}",
+                )
+                if not await self.queue.retry(
+                    claim, delay_seconds=outcome.retry_delay, attempt=outcome.next_attempt
+                ):
+                    raise LeaseLostError
+                return
+            recorded = await self.access.finish(
+                claim, lease, job, outcome, started_at=started_at, marked=marked
             )
-            self.metrics.retries.inc()
-            logger.info(
-                "run failed, retrying in %.0fs",
-                outcome.retry_delay,
+            self.metrics.runs.labels(outcome=outcome.state.value).inc()
+            annotations = job.metadata.get("annotations") or {}
+            self.metrics.finished(
+                claim.message.namespace,
+                claim.message.name,
+                outcome.state.value,
+                annotations=annotations,
+            )
+            dead = outcome.state is RunState.FAILED or not recorded
+            logger.log(
+                logging.WARNING if dead else logging.INFO,
+                "run dead-lettered" if dead else "run finished",
                 extra={
                     **log,
-                    "event": "retrying",
-                    "retry_in_seconds": outcome.retry_delay,
-                    "error": outcome.told,
+                    "event": "dead-lettered" if dead else "finished",
+                    "recorded": recorded,
                 },
             )
-            await self.events.post(
-                ref,
-                type_=NORMAL,
-                reason="RunRetrying",
-                message=f"attempt {claim.message.attempt} of run {claim.run_id} failed, retrying "
-                f"in {outcome.retry_delay:.0f}s: {outcome.told}",
-            )
-            if not await self.queue.retry(
-                claim, delay_seconds=outcome.retry_delay, attempt=outcome.next_attempt
-            ):
+            if not recorded and outcome.state is not RunState.FAILED:
+                # Status refused the record: keep the outcome where an operator sees it.
+                self.metrics.dead_lettered.inc()
+                error = (
+                    f"{outcome.state.value}, but status refused its record (see the worker's log)"
+                )
+                if not await self.queue.bury(claim, error=error):
+                    raise LeaseLostError
+            elif outcome.state is RunState.FAILED:
+                self.metrics.dead_lettered.inc()
+                await self.events.post(
+                    ref,
+                    type_=WARNING,
+                    reason="RunFailed",
+                    message=f"run {claim.run_id} failed: {outcome.told}",
+                )
+                if not await self.queue.bury(claim, error=outcome.error or "failed"):
+                    raise LeaseLostError
+            elif not await self.queue.ack(claim):
                 raise LeaseLostError
-            return
-        recorded = await self.access.finish(
-            claim, lease, job, outcome, started_at=started_at, marked=marked
-        )
-        self.metrics.runs.labels(outcome=outcome.state.value).inc()
-        annotations = job.metadata.get("annotations") or {}
-        self.metrics.finished(
-            claim.message.namespace,
-            claim.message.name,
-            outcome.state.value,
-            annotations=annotations,
-        )
-        dead = outcome.state is RunState.FAILED or not recorded
-        logger.log(
-            logging.WARNING if dead else logging.INFO,
-            "run dead-lettered" if dead else "run finished",
-            extra={**log, "event": "dead-lettered" if dead else "finished", "recorded": recorded},
-        )
-        if not recorded and outcome.state is not RunState.FAILED:
-            # Status refused the record: keep the outcome where an operator sees it.
-            self.metrics.dead_lettered.inc()
-            error = f"{outcome.state.value}, but status refused its record (see the worker's log)"
-            if not await self.queue.bury(claim, error=error):
-                raise LeaseLostError
-        elif outcome.state is RunState.FAILED:
-            self.metrics.dead_lettered.inc()
-            await self.events.post(
-                ref,
-                type_=WARNING,
-                reason="RunFailed",
-                message=f"run {claim.run_id} failed: {outcome.told}",
-            )
-            if not await self.queue.bury(claim, error=outcome.error or "failed"):
-                raise LeaseLostError
-        elif not await self.queue.ack(claim):
-            raise LeaseLostError
