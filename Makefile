@@ -9,10 +9,8 @@ export PATH := $(BIN):$(PATH)
 PYTEST_ARGS ?=
 # `make test`'s pytest-xdist workers: the node's lane (tests/pods and what else starts
 # the local node) is one unit of work, every other module one of its own, each taken
-# by whichever worker is free (tests/conftest.py); 0 runs serially. Three on two cores:
-# most tests wait on real components more than they compute (README, "Where the time
-# goes").
-TEST_WORKERS ?= 3
+# by whichever worker is free (tests/conftest.py); 0 runs serially.
+TEST_WORKERS ?= 2
 DEMO_ARGS ?=
 
 .DEFAULT_GOAL := help
