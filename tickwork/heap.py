@@ -105,7 +105,8 @@ async def trim_periodically(stop: asyncio.Event, *, seconds: float = TRIM_SECOND
     """Trim every ``seconds`` until ``stop`` is set."""
     while not stop.is_set():
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stop.wait(), timeout=seconds)
+            async with asyncio.timeout(seconds):
+                await stop.wait()
         if not stop.is_set():
             await trim_now("an interval")
 

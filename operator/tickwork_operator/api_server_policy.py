@@ -145,4 +145,5 @@ async def keep(
                     target.name,
                 )
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stop.wait(), timeout=every)
+            async with asyncio.timeout(every):
+                await stop.wait()

@@ -129,9 +129,8 @@ class NamespaceClaims:
             if leading.is_set():
                 self.ready.set()
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(
-                    wait_any(stop, self._wanted, self._leadership), timeout=self.renew
-                )
+                async with asyncio.timeout(self.renew):
+                    await wait_any(stop, self._wanted, self._leadership)
 
     async def round(self) -> None:
         """Take or renew the claim on every namespace to claim; drop those of namespaces

@@ -143,9 +143,8 @@ class LeaderElector:
         try:
             # A round that hangs (an API server that stopped answering) must not
             # outlast the lease: give up on it well before.
-            leading = await asyncio.wait_for(
-                self.try_acquire_or_renew(), timeout=self._duration / 2
-            )
+            async with asyncio.timeout(self._duration / 2):
+                leading = await self.try_acquire_or_renew()
         except (KubeApiError, TimeoutError) as exc:
             reason = str(exc) or "no answer in time"
             logger.warning("lease %s/%s: %s", self._namespace, self._name, reason)
@@ -174,7 +173,8 @@ class LeaderElector:
                 await self.campaign()
                 interval = self._renew if self._leading else min(self._renew, self._duration / 2)
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(stop.wait(), timeout=interval)
+                    async with asyncio.timeout(interval):
+                        await stop.wait()
         finally:
             await self.release()
 

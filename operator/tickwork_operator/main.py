@@ -252,7 +252,8 @@ async def _follow(
     watching = asyncio.create_task(calendars.run(), name="Calendar list and watch")
     try:
         try:
-            await asyncio.wait_for(calendar_feed.listed.wait(), wait_seconds)
+            async with asyncio.timeout(wait_seconds):
+                await calendar_feed.listed.wait()
         except TimeoutError:
             logger.error(  # noqa: TRY400 - the informer logs each failed list
                 "the Calendars were not listed within %.0f s (is the calendars.tickwork.dev "

@@ -144,7 +144,8 @@ class Ticker:
         target = (now // self.tick_seconds + 1) * self.tick_seconds + _TICK_OFFSET
         self.wakeup.clear()
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(wait_any(self.wakeup, stop), timeout=max(0.0, target - now))
+            async with asyncio.timeout(max(0.0, target - now)):
+                await wait_any(self.wakeup, stop)
 
     async def tick(self) -> None:
         work: list[Coroutine[Any, Any, Any]] = []

@@ -156,7 +156,8 @@ class JobCache:
         waiting = self._waiting.setdefault(scope, [])
         waiting.append((wanted, future))
         try:
-            return await asyncio.wait_for(future, seconds)
+            async with asyncio.timeout(seconds):
+                return await future
         except TimeoutError:
             return False
         finally:

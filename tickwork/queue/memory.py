@@ -13,6 +13,7 @@ that from whoever checks it against the Redis scripts.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import time
 from collections import Counter, OrderedDict, deque
@@ -206,16 +207,10 @@ class MemoryRunQueue:
         claims = self._claim_now(consumer, lease_seconds, count, fair_share)
         if claims or wait_seconds <= 0:
             return claims
-        deadline = time.monotonic() + wait_seconds
-        async with self._wakeup:
-            while not (claims := self._claim_now(consumer, lease_seconds, count, fair_share)):
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    break
-                try:
-                    await asyncio.wait_for(self._wakeup.wait(), timeout=remaining)
-                except TimeoutError:
-                    break
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(wait_seconds), self._wakeup:
+                while not (claims := self._claim_now(consumer, lease_seconds, count, fair_share)):
+                    await self._wakeup.wait()
         return claims
 
     def _holds(self, claim: Claim) -> bool:

@@ -74,12 +74,14 @@ async def kill_group(process: asyncio.subprocess.Process, *, at_once: bool = Fal
         with contextlib.suppress(ProcessLookupError):
             os.killpg(process.pid, signal.SIGTERM)  # the supervisor passes it on
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(process.wait(), timeout=KILL_GRACE_SECONDS)
+            async with asyncio.timeout(KILL_GRACE_SECONDS):
+                await process.wait()
             return
     with contextlib.suppress(ProcessLookupError):
         os.kill(process.pid, signal.SIGUSR1)  # the supervisor: SIGKILL to all of it
     try:
-        await asyncio.wait_for(process.wait(), timeout=KILL_GRACE_SECONDS)
+        async with asyncio.timeout(KILL_GRACE_SECONDS):
+            await process.wait()
     except TimeoutError:  # the supervisor itself is stuck: the group at least
         with contextlib.suppress(ProcessLookupError):
             os.killpg(process.pid, signal.SIGKILL)

@@ -70,10 +70,11 @@ async def heartbeat(queue: RunQueue, claim: Claim, lease: Lease) -> None:
             lease.lose(f"Redis did not confirm a renewal within {lease.seconds:g}s")
             return
         try:
-            held = await asyncio.wait_for(
-                queue.heartbeat(claim, lease_seconds=lease.seconds),
-                timeout=lease.until - sent_at,
-            )
+            # asyncio.timeout, not wait_for: on Python 3.11, wait_for returns a renewal
+            # that lands as the attempt cancels this task and drops the cancellation,
+            # and the lease of a run given up is renewed until the worker exits.
+            async with asyncio.timeout(lease.until - sent_at):
+                held = await queue.heartbeat(claim, lease_seconds=lease.seconds)
         except Exception as exc:  # noqa: BLE001 - unreachable or slow Redis: try again
             logger.debug("lease not renewed yet: %r", exc, extra={"run_id": claim.run_id})
             pause = min(1.0, interval)

@@ -120,7 +120,8 @@ class Worker:
                 # or liveness would take a busy worker for a stuck one and kill it.
                 self._freed.clear()
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._freed.wait(), timeout=self.claim_wait_seconds)
+                    async with asyncio.timeout(self.claim_wait_seconds):
+                        await self._freed.wait()
                 continue
             claiming = asyncio.ensure_future(
                 self.queue.claim(
@@ -136,7 +137,8 @@ class Worker:
             except QueueUnavailableError as exc:
                 logger.warning("cannot claim runs: %s", exc)
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(stop.wait(), timeout=1.0)  # back off, wake on stop
+                    async with asyncio.timeout(1.0):  # back off, wake on stop
+                        await stop.wait()
                 continue
             if claims is None:
                 logger.info("stopped while a claim still waited for Redis: given up")
@@ -188,7 +190,8 @@ class Worker:
                 # without a fair share returns every parked run) go back to ready.
                 await self.queue.rebalance(self.claim_share)
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), timeout=self.maintain_seconds)
+                async with asyncio.timeout(self.maintain_seconds):
+                    await stop.wait()
 
     async def _drain(self) -> None:
         if not self.in_flight:
