@@ -4,10 +4,10 @@ journeys users go through, with the operator, the workers and Redis in Pods.
 One release serves the whole module, in the order a user meets it: install,
 a second release for the same namespaces refused, a first job, a cron job
 (created first, checked last, so its three minutes overlap the rest), leader
-hand-over, workers deleted during a burst, the autoscaler absorbing a burst,
-NetworkPolicy, an upgrade while runs are in flight, and uninstall. Executions
-are counted at the recorder Pod (the far end of each HTTP task), never
-inferred from Tickwork's own status.
+hand-over, workers deleted during a burst, the autoscaler absorbing a burst, a
+drain held to the workers' budget, NetworkPolicy, an upgrade while runs are in
+flight, and uninstall. Executions are counted at the recorder Pod (the far end of
+each HTTP task), never inferred from Tickwork's own status.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from tests.pods.support import (
     wait_outcomes,
 )
 from tests.support import row
+from tickwork.tracing import run_trace_id
 from tickwork_dev.devcluster.addons import served_backlog
 from tickwork_dev.devcluster.cluster import Cluster
 from tickwork_dev.devcluster.components import wait_for
@@ -52,13 +53,25 @@ CONCURRENCY = 8  # the chart's worker.concurrency
 pytestmark = pytest.mark.timeout(600)
 
 
-def release_values(images: ClusterImages, monitoring: str) -> dict[str, object]:
+def release_values(images: ClusterImages, monitoring: str, recorder: Recorder) -> dict[str, object]:
     """The chart's defaults, except for the images and what makes scaling observable
-    in minutes: a short scale-down window and few workers."""
+    in minutes (a short scale-down window and few workers), and traces on, sent to
+    the recorder, which is an OTLP collector too."""
     return merge(
         images.values(),
         RECORDER_EGRESS,
         {
+            "traces": {
+                "otlpEndpoint": f"http://recorder.{recorder.namespace}.svc.cluster.local:8080",
+                "collectorPeers": [
+                    {
+                        "namespaceSelector": {
+                            "matchLabels": {"kubernetes.io/metadata.name": recorder.namespace}
+                        },
+                        "podSelector": {"matchLabels": {"app": "recorder"}},
+                    }
+                ],
+            },
             "operator": {"replicas": 2},
             "autoscaling": {
                 "enabled": True,
@@ -82,9 +95,10 @@ def release_values(images: ClusterImages, monitoring: str) -> dict[str, object]:
 
 @pytest.fixture(scope="module")
 def release(
-    pods_cluster: Cluster, test_images: ClusterImages, monitoring: str
+    pods_cluster: Cluster, test_images: ClusterImages, monitoring: str, recorder: Recorder
 ) -> Iterator[Release]:
-    installed = Release(pods_cluster, NAMESPACE, values=release_values(test_images, monitoring))
+    values = release_values(test_images, monitoring, recorder)
+    installed = Release(pods_cluster, NAMESPACE, values=values)
     installed.install()
     yield installed
     if installed.helm("list", "--short").strip():
@@ -233,6 +247,41 @@ def test_the_job_example_succeeds_and_kubectl_get_shows_it(release: Release) -> 
     assert _claim_holder(release, namespace) == _release_identity(release)
 
 
+def test_a_run_is_one_trace_at_the_collector_from_publish_to_the_task(
+    release: Release, recorder: Recorder
+) -> None:
+    """Traces on in Pods (issue 51, item 3): the operator's publish span and the
+    worker's attempt with its read, execute and status spans reach a collector in
+    another namespace, through the workers' egress policy, in the trace derived from
+    the run ID; the HTTP task is called with the execute span as its traceparent."""
+    cluster, namespace = release.cluster, release.namespace
+    job = one_shot("traced", recorder.url("traced"), run_at=seconds_from_now(3))
+    apply_jobs(cluster, namespace, [job])
+    wait_outcomes(cluster, namespace, {"traced"}, "Succeeded", timeout=90)
+    [found] = [j for j in job_list(cluster, namespace) if j["metadata"]["name"] == "traced"]
+    trace = f"{run_trace_id(found['status']['lastRun']['id']):032x}"
+    wanted = {
+        ("tickwork-operator", "tickwork.publish"),
+        ("tickwork-worker", "tickwork.attempt"),
+        ("tickwork-worker", "tickwork.read"),
+        ("tickwork-worker", "tickwork.execute"),
+        ("tickwork-worker", "tickwork.status"),
+    }
+    spans: list[dict[str, str]] = []
+
+    def arrived() -> bool:
+        spans[:] = recorder.spans(trace)
+        return wanted <= {(s["service"], s["name"]) for s in spans}
+
+    # The exporters send in batches, every 5 s by default.
+    wait_for(arrived, timeout=60, interval=1, what="the run's spans at the collector")
+    [execute] = [s for s in spans if s["name"] == "tickwork.execute"]
+    assert recorder.traceparents()["traced"] == f"00-{trace}-{execute['span']}-01"
+    [publish] = [s for s in spans if s["name"] == "tickwork.publish"]
+    [attempt] = [s for s in spans if s["name"] == "tickwork.attempt"]
+    assert publish["parent"] == attempt["parent"]  # both under the run's own parent
+
+
 def _claim_holder(release: Release, namespace: str) -> str:
     """Who holds the ``tickwork-scheduler`` Lease of ``namespace`` (one release per namespace)."""
     return release.cluster.kubectl(
@@ -348,6 +397,64 @@ def test_the_hpa_scales_the_workers_with_the_backlog_and_back_without_losing_a_r
     crowded = [s for s in burst.samples if s.executing > MIN_WORKERS * CONCURRENCY]
     assert crowded
     assert all(s.replicas > MIN_WORKERS for s in crowded), burst.summary()
+
+
+def test_a_drain_evicts_one_worker_at_a_time_and_the_budget_refuses_the_second(
+    release: Release,
+) -> None:
+    """The eviction API, as `kubectl drain` calls it, with two ready workers: the first
+    eviction goes through, the second at once is refused by the workers' budget (a
+    drain waits and tries again; a lost budget would let both go, every run with them)."""
+    cluster, namespace = release.cluster, release.namespace
+    hpa = f"{release.fullname}-worker"
+
+    def set_minimum(replicas: int) -> None:
+        patch = json.dumps({"spec": {"minReplicas": replicas}})
+        cluster.kubectl("-n", namespace, "patch", "hpa", hpa, "--type=merge", "-p", patch)
+
+    def evict(pod: str) -> str:
+        eviction = {
+            "apiVersion": "policy/v1",
+            "kind": "Eviction",
+            "metadata": {"name": pod, "namespace": namespace},
+        }
+        done = cluster.kubectl(
+            "create",
+            "--raw",
+            f"/api/v1/namespaces/{namespace}/pods/{pod}/eviction",
+            "-f",
+            "-",
+            input_text=json.dumps(eviction),
+            check=False,
+        )
+        return "evicted" if done.returncode == 0 else done.stderr
+
+    ready: list[str] = []
+
+    def two_ready_and_one_allowed() -> bool:
+        found = cluster.kubectl("-n", namespace, "get", "pdb", hpa, "-o", "json")
+        status = json.loads(found.stdout).get("status") or {}
+        ready[:] = [
+            str(p["metadata"]["name"])
+            for p in release.pods("worker")
+            if not p["metadata"].get("deletionTimestamp")
+            and all(c["ready"] for c in p["status"].get("containerStatuses") or [{"ready": 0}])
+        ]
+        budget = (status.get("currentHealthy"), status.get("disruptionsAllowed"))
+        return len(ready) == 2 and budget == (2, 1)
+
+    set_minimum(2)
+    try:
+        wait_for(two_ready_and_one_allowed, timeout=180, what="two ready workers, one allowed")
+        first, second = ready
+        assert evict(first) == "evicted"
+        refused = evict(second)
+        assert "disruption budget" in refused, refused
+        assert second in {str(p["metadata"]["name"]) for p in release.pods("worker")}
+        # The evicted worker is replaced; then a drain's next try may take another.
+        wait_for(two_ready_and_one_allowed, timeout=180, what="the evicted worker replaced")
+    finally:
+        set_minimum(MIN_WORKERS)
 
 
 def test_the_backlog_metric_reaches_the_releases_own_namespace_only(release: Release) -> None:

@@ -62,6 +62,17 @@ class Recorder:
         """Calls being answered right now (tasks that are executing)."""
         return int(self._get("/inflight"))
 
+    def traceparents(self) -> dict[str, str]:
+        """The last ``traceparent`` header each key was called with."""
+        found: dict[str, str] = json.loads(self._get("/traceparents"))
+        return found
+
+    def spans(self, trace: str) -> list[dict[str, str]]:
+        """The spans of ``trace`` (32 hex digits) exported to the recorder as a collector:
+        service, name, span ID and parent span ID, each in hex."""
+        found: list[dict[str, str]] = json.loads(self._get(f"/spans?trace={trace}"))
+        return found
+
 
 def deploy(cluster: Cluster, image: str, *, namespace: str | None = None) -> Recorder:
     """Run the recorder in a namespace of its own and wait until it answers."""
