@@ -18,6 +18,7 @@ import datetime as dt
 import logging
 
 from tickwork.api.models import QueuedRun
+from tickwork.api.spec import Priority
 from tickwork.core.annotations import same_trigger, trigger_key
 from tickwork.core.cancel import policy_reason
 from tickwork.core.errors import InvalidParamsError, QueueUnavailableError
@@ -76,6 +77,7 @@ class Publisher(Part):
             triggered_at=moment if queued.manual else None,
             generation=entry.generation,
             params=queued.params,
+            priority=_priority(entry),
         )
         try:
             with self.tracing.publishing(message.run_id, entry.namespace, entry.name, trigger):
@@ -285,3 +287,10 @@ class Publisher(Part):
             message=f"run-now {token!r} ignored: {why}",
         )
         await self.reporter.write(entry)
+
+
+def _priority(entry: JobEntry) -> str | None:
+    """The message's priority: absent for Normal (a Normal run's message is as before)."""
+    if entry.spec is None or entry.spec.priority is Priority.NORMAL:
+        return None
+    return entry.spec.priority.value

@@ -14,7 +14,14 @@ import pytest_asyncio
 
 from tickwork.queue import MemoryRunQueue, RedisRunQueue, RedisSettings, RunQueue
 from tickwork.queue.connection import create_client
-from tickwork.queue.messages import Claim, EnqueueOutcome, FairShare, RunLocation, RunMessage
+from tickwork.queue.messages import (
+    PRIORITY_TURNS,
+    Claim,
+    EnqueueOutcome,
+    FairShare,
+    RunLocation,
+    RunMessage,
+)
 
 pytestmark = pytest.mark.asyncio
 
@@ -461,3 +468,103 @@ async def test_a_namespace_over_its_rate_waits_for_its_reserved_start(queue: Run
     assert await queue.claim(consumer="w", lease_seconds=30, count=10, fair_share=fair) == []
     assert await queue.locate(run_of("team-a", 9).run_id) is RunLocation.DELAYED
     assert await queue.cancel(run_of("team-a", 9).run_id)  # a delayed run can be withdrawn
+
+
+# -- Priorities ---------------------------------------------------------------------
+
+
+def _level(claim: Claim) -> str:
+    return (claim.message.priority or "Normal")[0]
+
+
+async def _claim_one_by_one(queue: RunQueue, count: int) -> list[Claim]:
+    claims = []
+    for _ in range(count):
+        [claim] = await queue.claim(consumer="w1", lease_seconds=30)
+        claims.append(claim)
+    return claims
+
+
+async def test_while_every_priority_waits_each_8_claims_take_5_high_2_normal_1_low(
+    queue: RunQueue,
+) -> None:
+    for n in range(24):
+        await queue.enqueue(message(n, priority=["High", None, "Low"][n % 3]))
+    depth = await queue.depth()
+    assert (depth.ready, depth.ready_high, depth.ready_low) == (24, 8, 8)
+    claims = await _claim_one_by_one(queue, 8)
+    levels = "".join(_level(c) for c in claims)
+    assert sorted(levels) == sorted("HHHHHNNL"), levels
+    assert levels == PRIORITY_TURNS  # a fresh queue starts at the round's first turn
+    # Within each level, the oldest first.
+    assert [c.message.run_id for c in claims if _level(c) == "H"] == [
+        message(n).run_id for n in (0, 3, 6, 9, 12)
+    ]
+
+
+async def test_a_high_backlog_starves_no_low_run(queue: RunQueue) -> None:
+    """The rule's bound: the oldest Low run is claimed within 8 claims, the oldest
+    Normal run within 4, however many High runs wait."""
+    for n in range(60):
+        await queue.enqueue(message(n, priority="High"))
+    await queue.enqueue(message(60))
+    await queue.enqueue(message(61, priority="Low"))
+    levels = "".join(_level(c) for c in await _claim_one_by_one(queue, 8))
+    assert "N" in levels[:4], levels
+    assert "L" in levels, levels
+    assert levels.count("H") == 6, levels
+
+
+async def test_with_no_normal_run_waiting_high_goes_before_low_but_low_keeps_its_turn(
+    queue: RunQueue,
+) -> None:
+    for n in range(8):
+        await queue.enqueue(message(n, priority="Low"))
+    for n in range(8, 16):
+        await queue.enqueue(message(n, priority="High"))
+    levels = "".join(_level(c) for c in await _claim_one_by_one(queue, 8))
+    assert levels == PRIORITY_TURNS.replace("N", "H"), levels  # Normal's turns go to High
+
+
+async def test_a_run_handed_back_reaped_or_retried_returns_to_its_own_priority(
+    queue: RunQueue,
+) -> None:
+    await queue.enqueue(message(1, priority="High"))
+    await queue.enqueue(message(2, priority="Low"))
+    first, second = await queue.claim(consumer="w1", lease_seconds=30, count=2)
+    assert {_level(first), _level(second)} == {"H", "L"}
+    high, low = (first, second) if _level(first) == "H" else (second, first)
+    assert await queue.release(high)
+    assert await queue.retry(low, delay_seconds=0, attempt=2)
+    assert await queue.promote_due() == 1
+    depth = await queue.depth()
+    assert (depth.ready, depth.ready_high, depth.ready_low) == (2, 1, 1)
+    again = await queue.claim(consumer="w1", lease_seconds=0, count=2)
+    assert await queue.reap_expired() == 2
+    depth = await queue.depth()
+    assert (depth.ready, depth.ready_high, depth.ready_low) == (2, 1, 1)
+    assert {c.message.priority for c in again} == {"High", "Low"}
+
+
+async def test_only_normal_runs_are_one_fifo_as_before(queue: RunQueue) -> None:
+    for n in range(10):
+        await queue.enqueue(message(n))
+    claims = await _claim_one_by_one(queue, 10)
+    assert [c.message.run_id for c in claims] == [message(n).run_id for n in range(10)]
+    assert all(c.message.priority is None for c in claims)
+
+
+async def test_a_parked_run_returns_to_its_own_priority(queue: RunQueue) -> None:
+    fair = FairShare(max_in_flight=1)
+    for n in (1, 2, 3):
+        await queue.enqueue(message(n, priority="High"))
+    [first] = await queue.claim(consumer="w1", lease_seconds=30, count=3, fair_share=fair)
+    assert (await queue.depth()).parked == 2
+    assert await queue.ack(first)  # its slot frees: the oldest parked run returns
+    depth = await queue.depth()
+    assert (depth.ready, depth.ready_high, depth.parked) == (1, 1, 1)
+    assert await queue.rebalance(None) == 1  # no share: every parked run returns
+    depth = await queue.depth()
+    assert (depth.ready, depth.ready_high, depth.parked) == (2, 2, 0)
+    claims = await _claim_one_by_one(queue, 2)
+    assert {c.message.run_id for c in claims} == {message(2).run_id, message(3).run_id}

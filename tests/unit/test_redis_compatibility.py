@@ -17,10 +17,12 @@ AVAILABLE_SINCE = {
     "HEXISTS": "2.0.0",
     "HGET": "2.0.0",
     "HMGET": "2.0.0",
+    "EXISTS": "3.0.3",  # several keys at once
     "HGETALL": "2.0.0",
     "HINCRBY": "2.0.0",
     "HVALS": "2.0.0",
     "HSET": "2.0.0",  # several field/value pairs since 4.0.0
+    "INCR": "1.0.0",
     "INFO": "1.0.0",  # run_id in its server section since 2.4; random, like TIME
     "LINDEX": "1.0.0",
     "LLEN": "1.0.0",

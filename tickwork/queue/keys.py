@@ -12,6 +12,10 @@ Layout, for prefix ``tickwork`` and queue ``default``::
 
     tickwork:{default}:messages     HASH  run ID -> message JSON (identity only)
     tickwork:{default}:ready        LIST  run IDs; LPUSH to enqueue, RPOP to claim
+    tickwork:{default}:ready:high   LIST  the same, for runs of priority High ...
+    tickwork:{default}:ready:low    LIST  ... and Low (ready itself holds Normal runs)
+    tickwork:{default}:ready:turn   STRING claims made while High or Low runs waited: whose
+                                          turn the next one is (PRIORITY_TURNS)
     tickwork:{default}:inflight     ZSET  run ID -> lease deadline
     tickwork:{default}:leases       HASH  run ID -> lease token of its holder
     tickwork:{default}:delayed      ZSET  run ID -> when a retry becomes ready
@@ -53,6 +57,8 @@ reviewer checks a script against this layout, not across files.
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from tickwork.queue.messages import PRIORITY_TURNS
 
 #: How many wake-up tokens are kept at most; more would only wake idle consumers.
 NOTIFY_LIMIT = 1000
@@ -143,14 +149,37 @@ class QueueKeys:
         return self._key("consumer_slots")
 
     @property
+    def ready_high(self) -> str:
+        return self._key("ready:high")
+
+    @property
+    def ready_low(self) -> str:
+        return self._key("ready:low")
+
+    @property
+    def ready_turn(self) -> str:
+        return self._key("ready:turn")
+
+    @property
     def slots(self) -> list[str]:
         """The keys every script that frees an in-flight run's slot takes last."""
-        return [self.owners, self.shares, self.parked, self.ready, self.notify, self.parked_runs]
+        return [
+            self.owners,
+            self.shares,
+            self.parked,
+            self.ready,
+            self.notify,
+            self.parked_runs,
+            self.messages,
+        ]
 
     def all(self) -> list[str]:
         return [
             self.messages,
             self.ready,
+            self.ready_high,
+            self.ready_low,
+            self.ready_turn,
             self.inflight,
             self.leases,
             self.delayed,
@@ -180,13 +209,42 @@ local function notify(key, count)
   for _ = 1, math.min(count, {NOTIFY_LIMIT}) do redis.call('LPUSH', key, '1') end
   redis.call('LTRIM', key, 0, {NOTIFY_LIMIT - 1})
 end
+-- Priorities: High and Low runs wait in ready..':high' and ready..':low', Normal ones
+-- in ready itself. The list a run goes back to (released, reaped, promoted, returned
+-- from parking or from the dead letters), from its message.
+local function ready_of(ready, messages, id)
+  local raw = redis.call('HGET', messages, id)
+  if raw then
+    local level = cjson.decode(raw)['priority']
+    if level == 'High' then return ready .. ':high' end
+    if level == 'Low' then return ready .. ':low' end
+  end
+  return ready
+end
+-- The run to claim next. With only Normal runs waiting, ready's oldest, as ever;
+-- otherwise the round's turn ({PRIORITY_TURNS}), or the highest level with runs waiting
+-- when the turn's level has none.
+local function pop_ready(ready)
+  local high, low = ready .. ':high', ready .. ':low'
+  if redis.call('EXISTS', high, low) == 0 then return redis.call('RPOP', ready) end
+  local turn = (redis.call('INCR', ready .. ':turn') - 1) % {len(PRIORITY_TURNS)} + 1
+  local level = string.sub('{PRIORITY_TURNS}', turn, turn)
+  local order = {{high, ready, low}}
+  if level == 'N' then order = {{ready, high, low}} end
+  if level == 'L' then order = {{low, high, ready}} end
+  for _, list in ipairs(order) do
+    local id = redis.call('RPOP', list)
+    if id then return id end
+  end
+  return false
+end
 local function decrement(hash, field)
   if redis.call('HINCRBY', hash, field, -1) <= 0 then redis.call('HDEL', hash, field) end
 end
 -- A run leaves the in-flight set: if it was counted for its namespace's fair share,
 -- free the slot and return that namespace's oldest parked run to the claim end of
 -- ready. s: the index in KEYS of owners (then shares, parked, ready, notify,
--- parked_runs).
+-- parked_runs, messages).
 local function free_slot(s, id)
   local ns = redis.call('HGET', KEYS[s], id)
   if not ns then return end
@@ -196,7 +254,7 @@ local function free_slot(s, id)
   if back then
     decrement(KEYS[s + 2], ns)
     redis.call('ZREM', KEYS[s + 5], back)
-    redis.call('RPUSH', KEYS[s + 3], back)
+    redis.call('RPUSH', ready_of(KEYS[s + 3], KEYS[s + 6], back), back)
     notify(KEYS[s + 4], 1)
   end
 end
@@ -227,7 +285,10 @@ for i = 2, #ARGV, 2 do
       local message = cjson.decode(ARGV[i + 1])
       message['enqueued_at'] = t
       redis.call('HSET', KEYS[1], id, cjson.encode(message))
-      redis.call('LPUSH', KEYS[2], id)
+      local list = KEYS[2]
+      if message['priority'] == 'High' then list = list .. ':high' end
+      if message['priority'] == 'Low' then list = list .. ':low' end
+      redis.call('LPUSH', list, id)
       added = added + 1
     end
   end
@@ -259,7 +320,7 @@ local out = {}
 local taken = 0
 local set_aside = 0
 while taken < wanted and set_aside < 1000 do
-  local id = redis.call('RPOP', KEYS[1])
+  local id = pop_ready(KEYS[1])
   if not id then break end
   if redis.call('SREM', KEYS[5], id) == 1 then
     redis.call('HDEL', KEYS[4], id)
@@ -310,7 +371,9 @@ while taken < wanted and set_aside < 1000 do
 end
 -- Nothing left to take: wake-up tokens left over from enqueues would only send
 -- idle consumers round the loop (one empty claim each), so drop them.
-if redis.call('LLEN', KEYS[1]) == 0 then redis.call('DEL', KEYS[7]) end
+if redis.call('EXISTS', KEYS[1], KEYS[1] .. ':high', KEYS[1] .. ':low') == 0 then
+  redis.call('DEL', KEYS[7])
+end
 return out
 """
 )
@@ -329,7 +392,8 @@ return 1
 ACK = (
     _PRELUDE
     + """
--- KEYS: inflight leases messages done, then owners shares parked ready notify parked_runs
+-- KEYS: inflight leases messages done,
+--       then owners shares parked ready notify parked_runs messages
 -- ARGV: dedup_seconds dedup_max, then (run_id, token) per run; 1 per run if its lease
 -- was held. A batch is what the runs of one worker finished in the same moment.
 -- The run IDs remembered for dedup are bounded by age and by count (the oldest go).
@@ -358,7 +422,8 @@ return out
 RETRY = (
     _PRELUDE
     + """
--- KEYS: inflight leases messages delayed, then owners shares parked ready notify parked_runs
+-- KEYS: inflight leases messages delayed,
+--       then owners shares parked ready notify parked_runs messages
 -- ARGV: run_id token delay_seconds attempt
 local id = ARGV[1]
 if redis.call('HGET', KEYS[2], id) ~= ARGV[2] then return 0 end
@@ -377,7 +442,7 @@ BURY = (
     _PRELUDE
     + """
 -- KEYS: inflight leases dead dead_errors messages,
---       then owners shares parked ready notify parked_runs
+--       then owners shares parked ready notify parked_runs messages
 -- ARGV: run_id token error dead_max dead_retention_seconds
 -- The dead-letter queue keeps at most dead_max runs, none older than the retention:
 -- the oldest go (their message and error with them), a bounded number per call.
@@ -410,14 +475,15 @@ return 1
 RELEASE = (
     _PRELUDE
     + """
--- KEYS: inflight leases ready notify, then owners shares parked ready notify parked_runs
+-- KEYS: inflight leases ready notify,
+--       then owners shares parked ready notify parked_runs messages
 -- ARGV: run_id token
 local id = ARGV[1]
 if redis.call('HGET', KEYS[2], id) ~= ARGV[2] then return 0 end
 redis.call('ZREM', KEYS[1], id)
 redis.call('HDEL', KEYS[2], id)
 free_slot(5, id)
-redis.call('RPUSH', KEYS[3], id)
+redis.call('RPUSH', ready_of(KEYS[3], KEYS[11], id), id)
 notify(KEYS[4], 1)
 return 1
 """
@@ -427,7 +493,7 @@ REAP = (
     _PRELUDE
     + """
 -- KEYS: inflight leases messages ready notify server,
---       then owners shares parked ready notify parked_runs
+--       then owners shares parked ready notify parked_runs messages
 -- ARGV: limit grace_seconds
 -- A restarted Redis reloads leases as they were when last written to disk: renewals
 -- of the last moments may be lost with it, so deadlines look older than they are.
@@ -451,7 +517,7 @@ for _, id in ipairs(ids) do
     message['attempt'] = (message['attempt'] or 1) + 1
     message['redeliveries'] = (message['redeliveries'] or 0) + 1
     redis.call('HSET', KEYS[3], id, cjson.encode(message))
-    redis.call('RPUSH', KEYS[4], id)
+    redis.call('RPUSH', ready_of(KEYS[4], KEYS[3], id), id)
   end
 end
 if #ids > 0 then notify(KEYS[5], #ids) end
@@ -462,12 +528,12 @@ return #ids
 PROMOTE = (
     _PRELUDE
     + """
--- KEYS: delayed ready notify
+-- KEYS: delayed ready notify messages
 -- ARGV: limit
 local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now(), 'LIMIT', 0, tonumber(ARGV[1]))
 for _, id in ipairs(ids) do
   redis.call('ZREM', KEYS[1], id)
-  redis.call('RPUSH', KEYS[2], id)
+  redis.call('RPUSH', ready_of(KEYS[2], KEYS[4], id), id)
 end
 if #ids > 0 then notify(KEYS[3], #ids) end
 return #ids
@@ -503,7 +569,7 @@ return total
 REBALANCE = (
     _PRELUDE
     + """
--- KEYS: owners shares parked inflight ready notify parked_runs
+-- KEYS: owners shares parked inflight ready notify parked_runs messages
 -- ARGV: fair_share (as CLAIM's; '' for none: every parked run returns) limit
 -- Recounts each namespace's in-flight runs from the runs still in flight, then returns
 -- parked runs of namespaces that have room now (a limit raised or lifted since they
@@ -532,16 +598,18 @@ for i = 1, #parked, 2 do
     if limit > 0 then room = math.min(room, limit - (counts[ns] or 0)) end
   end
   room = math.min(room, budget - moved)
-  local batch = {}
+  local batches = {}
   for _ = 1, room do
     local id = redis.call('RPOP', KEYS[3] .. ':' .. ns)
     if not id then redis.call('HDEL', KEYS[3], ns) break end
     decrement(KEYS[3], ns)
     redis.call('ZREM', KEYS[7], id)
-    table.insert(batch, 1, id)  -- the oldest goes last: it is claimed first
+    local list = ready_of(KEYS[5], KEYS[8], id)
+    batches[list] = batches[list] or {}
+    table.insert(batches[list], 1, id)  -- the oldest goes last: it is claimed first
+    moved = moved + 1
   end
-  if #batch > 0 then redis.call('RPUSH', KEYS[5], unpack(batch)) end
-  moved = moved + #batch
+  for list, batch in pairs(batches) do redis.call('RPUSH', list, unpack(batch)) end
 end
 if moved > 0 then notify(KEYS[6], moved) end
 return moved
@@ -568,8 +636,8 @@ return redis.call('SADD', KEYS[5], id)
 
 OLDEST_WAITING = """
 -- KEYS: ready messages parked_runs cancelled
--- When the run that waits longest was enqueued (false: none waits): of the run at
--- the claim end of ready and the run parked longest, the one enqueued first.
+-- When the run that waits longest was enqueued (false: none waits): of the runs at
+-- the claim end of each ready list and the run parked longest, the one enqueued first.
 local oldest = false
 local function consider(id)
   if not id or redis.call('SISMEMBER', KEYS[4], id) == 1 then return end
@@ -579,6 +647,8 @@ local function consider(id)
   if t and (not oldest or t < oldest) then oldest = t end
 end
 consider(redis.call('LINDEX', KEYS[1], -1))
+consider(redis.call('LINDEX', KEYS[1] .. ':high', -1))
+consider(redis.call('LINDEX', KEYS[1] .. ':low', -1))
 consider(redis.call('ZRANGE', KEYS[3], 0, 0)[1])
 if oldest then return tostring(oldest) end
 return false
@@ -617,7 +687,7 @@ for _, id in ipairs(ids) do
     message['redeliveries'] = 0
     message['requeued'] = true
     redis.call('HSET', KEYS[3], id, cjson.encode(message))
-    redis.call('LPUSH', KEYS[4], id)
+    redis.call('LPUSH', ready_of(KEYS[4], KEYS[3], id), id)
     moved = moved + 1
   end
 end

@@ -30,6 +30,7 @@ from tickwork.queue.messages import (
     RunLocation,
     RunMessage,
 )
+from tickwork.queue.ready import ReadyRuns, level
 
 DEFAULT_DEDUP_SECONDS = 6 * 3600
 #: The most runs one claim parks or delays for their namespace's limits (as CLAIM's).
@@ -55,7 +56,8 @@ class MemoryRunQueue:
         self._dead_max = dead_max
         self._dead_retention = dead_retention_seconds
         self._messages: dict[str, RunMessage] = {}
-        self._ready: deque[str] = deque()  # appendleft = enqueue, pop = claim
+        # appendleft = enqueue, pop = claim; a run's list is its message's priority's
+        self._ready = ReadyRuns(lambda run_id: level(self._messages[run_id].priority))
         self._cancelled: set[str] = set()
         self._inflight: dict[str, float] = {}  # run ID -> lease deadline
         self._leases: dict[str, str] = {}
@@ -329,7 +331,7 @@ class MemoryRunQueue:
     def _oldest_waiting(self) -> float | None:
         """When the first was enqueued of the run next to be claimed and each namespace's
         next parked run (the Redis queue reads the longest parked: one of them)."""
-        heads = [self._ready[-1]] if self._ready else []
+        heads = self._ready.heads()
         heads += [parked[-1] for parked in self._parked.values() if parked]
         times = [
             self._messages[run_id].enqueued_at
@@ -352,6 +354,8 @@ class MemoryRunQueue:
             if waiting is not None
             else 0.0,
             parked=sum(len(parked) for parked in self._parked.values()),
+            ready_high=self._ready.count("H"),
+            ready_low=self._ready.count("L"),
         )
 
     async def dead_letters(self, *, limit: int = 100) -> list[DeadLetter]:

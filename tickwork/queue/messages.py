@@ -18,6 +18,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+#: Whose turn each claim is, in rounds of 8, while High or Low runs wait (with Normal
+#: runs only, the queue is one FIFO as ever). A turn whose level has no run waiting
+#: goes to the highest level that has one. So while every level has runs waiting, of
+#: 8 runs claimed 5 are High, 2 Normal and 1 Low, and the oldest run of a level is
+#: claimed within 4 claims (Normal) or 8 (Low): a High backlog starves neither.
+PRIORITY_TURNS = "HHNHLHNH"
+#: ``spec.priority`` values a message carries (Normal is the absence of one).
+PRIORITIES = ("High", "Normal", "Low")
+
 
 @dataclass(frozen=True)
 class RunMessage:
@@ -41,6 +50,9 @@ class RunMessage:
     params: dict[str, str] | None = None
     """A manual run's parameters (checked by the operator; see tickwork.core.params).
     Small, and no secret: they are in the job's annotations and status too."""
+    priority: str | None = None
+    """``High`` or ``Low`` (the job's ``spec.priority``); absent: ``Normal``. Which of
+    the queue's three ready lists the run waits in (see :data:`PRIORITY_TURNS`)."""
 
     def log_fields(self) -> dict[str, Any]:
         """The fields every log line about this run carries (``extra=``), so that one
@@ -192,6 +204,10 @@ class Depth:
     memory_max_bytes: int | None = None
     parked: int = 0
     """Runs waiting because their namespace is at its fair-share limit (not in ``ready``)."""
+    ready_high: int = 0
+    """Of ``ready``, runs of priority High (withdrawn ones count until a claim drops them)."""
+    ready_low: int = 0
+    """Of ``ready``, runs of priority Low (the same)."""
 
     @property
     def backlog(self) -> int:

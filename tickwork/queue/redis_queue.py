@@ -252,7 +252,7 @@ class RedisRunQueue:
 
     async def promote_due(self, *, limit: int = _BATCH) -> int:
         k = self.keys
-        count = await self._call(self._promote, [k.delayed, k.ready, k.notify], [limit])
+        count = await self._call(self._promote, [k.delayed, k.ready, k.notify, k.messages], [limit])
         return int(count)
 
     async def cancel(self, run_id: str) -> bool:
@@ -276,7 +276,16 @@ class RedisRunQueue:
         fair = fair_share.to_json() if fair_share is not None else ""
         moved = await self._call(
             self._rebalance,
-            [k.owners, k.shares, k.parked, k.inflight, k.ready, k.notify, k.parked_runs],
+            [
+                k.owners,
+                k.shares,
+                k.parked,
+                k.inflight,
+                k.ready,
+                k.notify,
+                k.parked_runs,
+                k.messages,
+            ],
             [fair, limit],
         )
         return int(moved)
@@ -294,7 +303,7 @@ class RedisRunQueue:
         k = self.keys
         with self._translated():
             async with self._client.pipeline(transaction=True) as pipe:
-                pipe.llen(k.ready)
+                [pipe.llen(ready) for ready in (k.ready_high, k.ready, k.ready_low)]
                 pipe.scard(k.cancelled)
                 pipe.zcard(k.inflight)
                 pipe.zcard(k.delayed)
@@ -308,7 +317,9 @@ class RedisRunQueue:
                     keys=[k.ready, k.messages, k.parked_runs, k.cancelled], client=pipe
                 )
                 (
-                    ready,
+                    ready_high,
+                    ready_normal,
+                    ready_low,
                     cancelled,
                     in_flight,
                     delayed,
@@ -322,7 +333,7 @@ class RedisRunQueue:
                 ) = await pipe.execute()
         clock = now[0] + now[1] / 1e6
         return Depth(
-            ready=max(0, ready - cancelled),
+            ready=max(0, ready_high + ready_normal + ready_low - cancelled),
             in_flight=in_flight,
             delayed=delayed,
             dead=dead,
@@ -332,13 +343,14 @@ class RedisRunQueue:
             memory_used_bytes=int(memory.get("used_memory", 0)),
             memory_max_bytes=int(memory.get("maxmemory", 0)),
             parked=sum(int(n) for n in parked),
+            ready_high=ready_high,
+            ready_low=ready_low,
         )
 
     async def _dead_letters(self, pairs: list[tuple[str, float]]) -> list[DeadLetter]:
         if not pairs:
             return []
-        ids = [run_id for run_id, _ in pairs]
-        k = self.keys
+        ids, k = [run_id for run_id, _ in pairs], self.keys
         with self._translated():
             messages = cast("list[str | None]", await self._client.hmget(k.messages, ids))
             errors = cast("list[str | None]", await self._client.hmget(k.dead_errors, ids))
