@@ -221,12 +221,11 @@ local function ready_of(ready, messages, id)
   end
   return ready
 end
--- The run to claim next. With only Normal runs waiting, ready's oldest, as ever;
--- otherwise the round's turn ({PRIORITY_TURNS}), or the highest level with runs waiting
--- when the turn's level has none.
+-- The run to claim next while High or Low runs wait (CLAIM asks once per call; with
+-- only Normal runs it pops ready, as ever): the round's turn ({PRIORITY_TURNS}), or the
+-- highest level with runs waiting when the turn's level has none.
 local function pop_ready(ready)
   local high, low = ready .. ':high', ready .. ':low'
-  if redis.call('EXISTS', high, low) == 0 then return redis.call('RPOP', ready) end
   local turn = (redis.call('INCR', ready .. ':turn') - 1) % {len(PRIORITY_TURNS)} + 1
   local level = string.sub('{PRIORITY_TURNS}', turn, turn)
   local order = {{high, ready, low}}
@@ -319,8 +318,10 @@ if ARGV[4] ~= '' then fair = cjson.decode(ARGV[4]) end
 local out = {}
 local taken = 0
 local set_aside = 0
+local ranked = redis.call('EXISTS', KEYS[1] .. ':high', KEYS[1] .. ':low') > 0
 while taken < wanted and set_aside < 1000 do
-  local id = pop_ready(KEYS[1])
+  local id
+  if ranked then id = pop_ready(KEYS[1]) else id = redis.call('RPOP', KEYS[1]) end
   if not id then break end
   if redis.call('SREM', KEYS[5], id) == 1 then
     redis.call('HDEL', KEYS[4], id)
