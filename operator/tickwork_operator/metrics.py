@@ -85,6 +85,12 @@ class OperatorMetrics:
         self.queue_depth = Gauge(
             "tickwork_queue_depth", "Runs in the queue, by state.", ["state"], registry=r
         )
+        self.queue_ready = Gauge(
+            "tickwork_queue_ready",
+            "Ready runs by priority (spec.priority: High, Normal, Low).",
+            ["priority"],
+            registry=r,
+        )
         self.queue_remembered = Gauge(
             "tickwork_queue_remembered_runs",
             "Acknowledged run IDs kept so that re-publishing one is a no-op (bounded by age "

@@ -94,6 +94,13 @@ class Reconciler(Part):
             ("parked", depth.parked),
         ):
             self.metrics.queue_depth.labels(state=state).set(value)
+        normal = depth.ready - depth.ready_high - depth.ready_low
+        for priority, value in (
+            ("High", depth.ready_high),
+            ("Normal", normal),
+            ("Low", depth.ready_low),
+        ):
+            self.metrics.queue_ready.labels(priority=priority).set(max(0, value))
         self.metrics.queue_backlog.labels(queue=self.queue_name).set(depth.backlog)
         self.metrics.queue_remembered.set(depth.remembered)
         self.metrics.queue_dead_oldest.set(depth.oldest_dead_seconds)
@@ -105,6 +112,7 @@ class Reconciler(Part):
     def forget_queue(self) -> None:
         """A standby reports no queue: autoscalers and alerts must see the leader's only."""
         self.metrics.queue_depth.clear()
+        self.metrics.queue_ready.clear()
         self.metrics.queue_backlog.clear()
         self.metrics.redis_up.clear()
 

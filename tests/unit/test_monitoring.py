@@ -233,6 +233,27 @@ async def test_the_oldest_waiting_gauge_follows_the_queue_on_an_injected_clock()
     assert await waited() == 0
 
 
+@pytest.mark.asyncio
+async def test_the_ready_gauge_counts_each_priority_and_the_backlog_all_of_them() -> None:
+    """tickwork_queue_ready{priority}: the three ready lists; the autoscaler's backlog
+    counts them all."""
+    queue = MemoryRunQueue()
+    reconciler, metrics = _maintaining(queue, lambda: 1000.0)
+    for n, priority in enumerate(["High", "High", None, "Low", "Low", "Low"]):
+        run = RunMessage(run_id=f"u.2026120109000{n}Z", namespace="ns", name="j", uid="u")
+        await queue.enqueue(replace(run, priority=priority))
+    await reconciler.maintain_queue()
+
+    def ready(priority: str) -> float | None:
+        return metrics.registry.get_sample_value("tickwork_queue_ready", {"priority": priority})
+
+    assert (ready("High"), ready("Normal"), ready("Low")) == (2, 1, 3)
+    backlog = metrics.registry.get_sample_value("tickwork_queue_backlog", {"queue": "default"})
+    assert backlog == 6
+    reconciler.forget_queue()
+    assert ready("High") is None
+
+
 def test_jobs_by_phase_counts_what_the_watched_status_shows_at_each_scrape() -> None:
     """tickwork_jobs{phase} (TickworkJobsPaused) follows the watch: a job whose status
     says Paused counts until a later event shows it resumed, every phase is exported,
