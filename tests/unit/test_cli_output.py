@@ -122,6 +122,9 @@ def test_get_wide_and_all_namespaces_add_columns() -> None:
     assert row.split()[0] == "prod"
     assert row.split("   ")[-1].strip() == "in 5m, in 1d, in 2d"  # the first three of four
     assert row.split()[-10:-6] == ["Europe/Berlin", "LastRunFailed", "2", "u.20261201T090300Z"]
+    assert (header.split()[-9], row.split()[-11]) == ("PRIORITY", "Normal")  # the default
+    high = {**JOB, "spec": {**JOB["spec"], "priority": "High"}}
+    assert render_jobs([high], output="wide", all_namespaces=False, now=NOW).split()[-11] == "High"
     bare = {**JOB, "status": {"phase": "Scheduled"}}
     assert render_jobs([bare], output="wide", all_namespaces=False, now=NOW).endswith("-")
 

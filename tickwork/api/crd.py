@@ -62,6 +62,13 @@ PRINTER_COLUMNS: list[dict[str, Any]] = [
         "description": "Instant of a one-shot job",
     },
     {"name": "Zone", "type": "string", "jsonPath": ".spec.timeZone", "priority": 1},
+    {
+        "name": "Priority",
+        "type": "string",
+        "jsonPath": ".spec.priority",
+        "description": "High or Low; empty: Normal",
+        "priority": 1,
+    },
     {"name": "Suspend", "type": "boolean", "jsonPath": ".spec.suspend"},
     {
         "name": "Phase",

@@ -134,7 +134,7 @@ def render_jobs(
     headers += ["LAST RUN", "NEXT RUN", "AGE"]
     wide = output == "wide"
     if wide:
-        headers += ["ZONE", "REASON", "MISSED", "LAST RUN ID", "NEXT RUNS"]
+        headers += ["PRIORITY", "ZONE", "REASON", "MISSED", "LAST RUN ID", "NEXT RUNS"]
     if all_namespaces:
         headers.insert(0, "NAMESPACE")
     rows = []
@@ -157,6 +157,7 @@ def render_jobs(
         ]
         if wide:
             row += [
+                spec.get("priority", "Normal"),
                 spec.get("timeZone", "UTC"),
                 reason,
                 str(status.get("missedRuns", 0)),
