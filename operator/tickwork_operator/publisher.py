@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+from typing import Any
 
 from tickwork.api.models import QueuedRun
 from tickwork.api.spec import Priority
@@ -78,6 +79,7 @@ class Publisher(Part):
             generation=entry.generation,
             params=queued.params,
             priority=_priority(entry),
+            **_concurrency(entry),
         )
         try:
             with self.tracing.publishing(message.run_id, entry.namespace, entry.name, trigger):
@@ -294,3 +296,13 @@ def _priority(entry: JobEntry) -> str | None:
     if entry.spec is None or entry.spec.priority is Priority.NORMAL:
         return None
     return entry.spec.priority.value
+
+
+def _concurrency(entry: JobEntry) -> dict[str, Any]:
+    """The message's concurrency key, qualified by the namespace, and its limit."""
+    if entry.spec is None or entry.spec.concurrency is None:
+        return {}
+    return {
+        "concurrency_key": f"{entry.namespace}/{entry.spec.concurrency.key}",
+        "concurrency_limit": entry.spec.concurrency.limit,
+    }

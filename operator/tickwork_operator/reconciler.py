@@ -92,6 +92,7 @@ class Reconciler(Part):
             ("delayed", depth.delayed),
             ("dead", depth.dead),
             ("parked", depth.parked),
+            ("waiting_for_key", depth.waiting_for_key),
         ):
             self.metrics.queue_depth.labels(state=state).set(value)
         normal = depth.ready - depth.ready_high - depth.ready_low

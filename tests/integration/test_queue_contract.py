@@ -568,3 +568,76 @@ async def test_a_parked_run_returns_to_its_own_priority(queue: RunQueue) -> None
     assert (depth.ready, depth.ready_high, depth.parked) == (2, 2, 0)
     claims = await _claim_one_by_one(queue, 2)
     assert {c.message.run_id for c in claims} == {message(2).run_id, message(3).run_id}
+
+
+# -- Concurrency keys ---------------------------------------------------------------
+
+
+def keyed(n: int, key: str = "default/db", limit: int = 1) -> RunMessage:
+    return message(n, concurrency_key=key, concurrency_limit=limit)
+
+
+async def test_a_run_whose_key_has_no_place_free_waits_and_others_go_past_it(
+    queue: RunQueue,
+) -> None:
+    await queue.enqueue(keyed(1))
+    await queue.enqueue(keyed(2))
+    await queue.enqueue(message(3))
+    claims = await queue.claim(consumer="w1", lease_seconds=30, count=3)
+    assert [c.message.run_id for c in claims] == [keyed(1).run_id, message(3).run_id]
+    depth = await queue.depth()
+    assert (depth.ready, depth.waiting_for_key, depth.backlog) == (0, 1, 2)
+    assert await queue.claim(consumer="w1", lease_seconds=30) == []  # still waiting
+    assert await queue.ack(claims[0])  # the place is free: the waiting run returns
+    [second] = await queue.claim(consumer="w1", lease_seconds=30)
+    assert second.message.run_id == keyed(2).run_id
+    assert (await queue.depth()).waiting_for_key == 0
+
+
+async def test_runs_wait_for_their_key_in_order_and_a_limit_of_two_holds_two(
+    queue: RunQueue,
+) -> None:
+    for n in range(1, 6):
+        await queue.enqueue(keyed(n, limit=2))
+    first = await queue.claim(consumer="w1", lease_seconds=30, count=5)
+    assert [c.message.run_id for c in first] == [keyed(1).run_id, keyed(2).run_id]
+    assert (await queue.depth()).waiting_for_key == 3
+    seen = [c.message.run_id for c in first]
+    in_flight = list(first)
+    while in_flight:
+        assert await queue.ack(in_flight.pop(0))
+        more = await queue.claim(consumer="w1", lease_seconds=30, count=5)
+        assert len(in_flight) + len(more) <= 2
+        in_flight += more
+        seen += [c.message.run_id for c in more]
+    assert seen == [keyed(n).run_id for n in range(1, 6)]
+
+
+async def test_a_place_is_given_up_by_a_retry_a_release_and_a_lost_lease(
+    queue: RunQueue,
+) -> None:
+    await queue.enqueue(keyed(1))
+    await queue.enqueue(keyed(2))
+    [holder] = await queue.claim(consumer="w1", lease_seconds=0, count=2)
+    assert holder.message.run_id == keyed(1).run_id
+    assert (await queue.depth()).waiting_for_key == 1
+    assert await queue.reap_expired() == 1  # the holder's lease ran out
+    claims = await queue.claim(consumer="w1", lease_seconds=30, count=2)
+    assert len(claims) == 1  # one of the two holds the place again, the other waits
+    assert await queue.release(claims[0])
+    [again] = await queue.claim(consumer="w1", lease_seconds=30, count=2)
+    assert await queue.retry(again, delay_seconds=0, attempt=2)
+    [last] = await queue.claim(consumer="w1", lease_seconds=30, count=2)
+    assert {again.message.run_id, last.message.run_id} == {keyed(1).run_id, keyed(2).run_id}
+    assert await queue.promote_due() == 1  # the retried run: back, but the key is held
+    assert await queue.claim(consumer="w1", lease_seconds=30, count=2) == []
+    assert await queue.rebalance(None) == 0  # a recount frees no place that is held
+    assert (await queue.depth()).waiting_for_key == 1
+
+
+async def test_keys_of_other_namespaces_or_names_are_other_places(queue: RunQueue) -> None:
+    await queue.enqueue(keyed(1, key="team-a/db"))
+    await queue.enqueue(keyed(2, key="team-b/db"))
+    await queue.enqueue(keyed(3, key="team-a/cache"))
+    claims = await queue.claim(consumer="w1", lease_seconds=30, count=3)
+    assert len(claims) == 3

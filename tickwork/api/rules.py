@@ -261,6 +261,8 @@ BACKFILLS_NEED_SCHEDULE = CelRule(
     field_path=".backfills",
 )
 BACKFILL_NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+#: spec.concurrency.key: a DNS label too.
+CONCURRENCY_KEY_PATTERN = BACKFILL_NAME_PATTERN
 BACKFILL_ORDER = CelRule(
     rule="timestamp(self.to) > timestamp(self.from)",
     message="a backfill's to must be later than its from",

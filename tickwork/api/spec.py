@@ -68,6 +68,20 @@ class HistoryLimits(_Model):
     """Runs that did not succeed (Failed, Cancelled, Skipped) kept in status.runs."""
 
 
+class ConcurrencyKey(_Model):
+    """A limit on runs in flight shared by every job of the namespace naming the key."""
+
+    key: Annotated[
+        StrictStr, Field(min_length=1, max_length=63, pattern=rules.CONCURRENCY_KEY_PATTERN)
+    ]
+    """The key (a DNS label): jobs of one namespace naming it share its places; the same
+    key in another namespace is another key."""
+    limit: Annotated[StrictInt, Field(ge=1, le=100)] = 1
+    """How many runs naming the key may be in flight at once (this job's own runs
+    included); a run over it waits in the queue, in order, and is not counted missed.
+    Jobs naming one key should name one limit: each run is held to its own job's."""
+
+
 class LagObjective(_Model):
     """How late a run may start (spec.slo)."""
 
@@ -224,6 +238,10 @@ class ScheduledJobSpec(_Model):
     TerminateOther kills the active run at once and starts the new one without waiting;
     AllowAll runs both. Forbid, Allow and Replace (CronJob's names) mean Skip, AllowAll
     and CancelOther."""
+    concurrency: ConcurrencyKey | None = None
+    """A concurrency key: at most ``limit`` runs of all the jobs of the namespace that
+    name ``key`` are in flight at once; the others wait for a place, in order
+    (docs/scheduling.md, "Concurrency keys")."""
     priority: Priority = Priority.NORMAL
     """Which runs workers take first when runs wait for one: High, Normal or Low. While
     runs of several priorities wait, of every 8 runs taken 5 are High, 2 Normal and 1

@@ -27,6 +27,15 @@ Layout, for prefix ``tickwork`` and queue ``default``::
     tickwork:{default}:server       HASH  run_id of the Redis process the reaper last saw,
                                           and since when (the grace after a restart)
 
+Concurrency keys (only written for runs whose job names ``spec.concurrency``)::
+
+    tickwork:{default}:key_owners   HASH  run ID -> its concurrency key (``<ns>/<key>``),
+                                          for runs in flight that hold one of its places
+    tickwork:{default}:key_held     HASH  concurrency key -> its runs in flight
+    tickwork:{default}:key_waiting  HASH  concurrency key -> its runs waiting for a place
+    tickwork:{default}:key_waiting:<key> LIST run IDs waiting for a place of <key>, in
+                                          order; LPUSH to wait, RPOP to return
+
 Fair shares (only written when a consumer claims with a :class:`FairShare`)::
 
     tickwork:{default}:owners       HASH  run ID -> namespace, for runs counted in flight
@@ -161,6 +170,18 @@ class QueueKeys:
         return self._key("ready:turn")
 
     @property
+    def key_owners(self) -> str:
+        return self._key("key_owners")
+
+    @property
+    def key_held(self) -> str:
+        return self._key("key_held")
+
+    @property
+    def key_waiting(self) -> str:
+        return self._key("key_waiting")
+
+    @property
     def slots(self) -> list[str]:
         """The keys every script that frees an in-flight run's slot takes last."""
         return [
@@ -171,6 +192,9 @@ class QueueKeys:
             self.notify,
             self.parked_runs,
             self.messages,
+            self.key_owners,
+            self.key_held,
+            self.key_waiting,
         ]
 
     def all(self) -> list[str]:
@@ -197,6 +221,9 @@ class QueueKeys:
             self.parked_runs,
             self.consumers,
             self.consumer_slots,
+            self.key_owners,
+            self.key_held,
+            self.key_waiting,
         ]
 
 
@@ -243,8 +270,20 @@ end
 -- A run leaves the in-flight set: if it was counted for its namespace's fair share,
 -- free the slot and return that namespace's oldest parked run to the claim end of
 -- ready. s: the index in KEYS of owners (then shares, parked, ready, notify,
--- parked_runs, messages).
+-- parked_runs, messages, key_owners, key_held, key_waiting). A run that held a place
+-- of its concurrency key gives it up, and the key's oldest waiting run returns too.
 local function free_slot(s, id)
+  local held = redis.call('HGET', KEYS[s + 7], id)
+  if held then
+    redis.call('HDEL', KEYS[s + 7], id)
+    decrement(KEYS[s + 8], held)
+    local next_run = redis.call('RPOP', KEYS[s + 9] .. ':' .. held)
+    if next_run then
+      decrement(KEYS[s + 9], held)
+      redis.call('RPUSH', ready_of(KEYS[s + 3], KEYS[s + 6], next_run), next_run)
+      notify(KEYS[s + 4], 1)
+    end
+  end
   local ns = redis.call('HGET', KEYS[s], id)
   if not ns then return end
   redis.call('HDEL', KEYS[s], id)
@@ -302,7 +341,7 @@ CLAIM = (
     _PRELUDE
     + """
 -- KEYS: ready inflight leases messages cancelled done notify
---       owners shares parked delayed pace paced parked_runs
+--       owners shares parked delayed pace paced parked_runs key_owners key_held key_waiting
 -- ARGV: count lease_seconds token_prefix fair_share ('' or JSON: d = default in-flight
 --       limit per namespace, n = {namespace: limit}, r = default runs per minute,
 --       rn = {namespace: runs per minute}; 0 = no limit)
@@ -310,6 +349,8 @@ CLAIM = (
 -- back when one of the namespace's runs leaves the in-flight set), and a run over its
 -- namespace's rate is delayed until its reserved start (GCRA: a minute's worth may
 -- start at once, then evenly). Neither is dropped; both are bounded per call.
+-- Before that, a run whose concurrency key has all its places in flight waits for one
+-- (key_waiting:<key>, in order), with or without a fair share.
 local t = now()
 local wanted = tonumber(ARGV[1])
 local deadline = t + tonumber(ARGV[2])
@@ -330,6 +371,18 @@ while taken < wanted and set_aside < 1000 do
   else
     local message = redis.call('HGET', KEYS[4], id)
     local ns = nil
+    local key = nil
+    if message and string.find(message, '"concurrency_key"', 1, true) then
+      local decoded = cjson.decode(message)
+      key = decoded['concurrency_key']
+      if key and tonumber(redis.call('HGET', KEYS[16], key) or '0')
+          >= tonumber(decoded['concurrency_limit'] or 1) then
+        redis.call('LPUSH', KEYS[17] .. ':' .. key, id)
+        redis.call('HINCRBY', KEYS[17], key, 1)
+        set_aside = set_aside + 1
+        message = nil
+      end
+    end
     if message and fair then
       ns = cjson.decode(message)['namespace']
       local limit = tonumber(fair['n'][ns] or fair['d'])
@@ -364,6 +417,10 @@ while taken < wanted and set_aside < 1000 do
       if ns then
         redis.call('HSET', KEYS[8], id, ns)
         redis.call('HINCRBY', KEYS[9], ns, 1)
+      end
+      if key then
+        redis.call('HSET', KEYS[15], id, key)
+        redis.call('HINCRBY', KEYS[16], key, 1)
       end
       table.insert(out, message)
       table.insert(out, token)
@@ -571,6 +628,7 @@ REBALANCE = (
     _PRELUDE
     + """
 -- KEYS: owners shares parked inflight ready notify parked_runs messages
+--       key_owners key_held key_waiting
 -- ARGV: fair_share (as CLAIM's; '' for none: every parked run returns) limit
 -- Recounts each namespace's in-flight runs from the runs still in flight, then returns
 -- parked runs of namespaces that have room now (a limit raised or lifted since they
@@ -611,6 +669,33 @@ for i = 1, #parked, 2 do
     moved = moved + 1
   end
   for list, batch in pairs(batches) do redis.call('RPUSH', list, unpack(batch)) end
+end
+-- The same for concurrency keys: places in flight recounted, and waiting runs of a
+-- key with places free (its limit raised since they began to wait) returned.
+local held = {}
+local keyed = redis.call('HGETALL', KEYS[9])
+for i = 1, #keyed, 2 do
+  if redis.call('ZSCORE', KEYS[4], keyed[i]) then
+    held[keyed[i + 1]] = (held[keyed[i + 1]] or 0) + 1
+  else
+    redis.call('HDEL', KEYS[9], keyed[i])
+  end
+end
+redis.call('DEL', KEYS[10])
+for key, n in pairs(held) do redis.call('HSET', KEYS[10], key, n) end
+local waiting = redis.call('HGETALL', KEYS[11])
+for i = 1, #waiting, 2 do
+  local key, list = waiting[i], KEYS[11] .. ':' .. waiting[i]
+  local oldest = redis.call('LINDEX', list, -1)
+  local raw = oldest and redis.call('HGET', KEYS[8], oldest)
+  local limit = raw and tonumber(cjson.decode(raw)['concurrency_limit'] or 1) or 1
+  for _ = 1, math.min(limit - (held[key] or 0), budget - moved) do
+    local id = redis.call('RPOP', list)
+    if not id then redis.call('HDEL', KEYS[11], key) break end
+    decrement(KEYS[11], key)
+    redis.call('RPUSH', ready_of(KEYS[5], KEYS[8], id), id)
+    moved = moved + 1
+  end
 end
 if moved > 0 then notify(KEYS[6], moved) end
 return moved

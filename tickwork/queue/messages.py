@@ -53,6 +53,10 @@ class RunMessage:
     priority: str | None = None
     """``High`` or ``Low`` (the job's ``spec.priority``); absent: ``Normal``. Which of
     the queue's three ready lists the run waits in (see :data:`PRIORITY_TURNS`)."""
+    concurrency_key: str | None = None
+    """``<namespace>/<key>`` of the job's ``spec.concurrency``: at most
+    ``concurrency_limit`` runs naming it are in flight; the others wait, in order."""
+    concurrency_limit: int | None = None
 
     def log_fields(self) -> dict[str, Any]:
         """The fields every log line about this run carries (``extra=``), so that one
@@ -208,6 +212,9 @@ class Depth:
     """Of ``ready``, runs of priority High (withdrawn ones count until a claim drops them)."""
     ready_low: int = 0
     """Of ``ready``, runs of priority Low (the same)."""
+    waiting_for_key: int = 0
+    """Runs waiting for a place of their concurrency key (not in ``ready``; not in the
+    backlog either: more workers would not start them sooner)."""
 
     @property
     def backlog(self) -> int:

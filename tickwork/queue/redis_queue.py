@@ -169,6 +169,9 @@ class RedisRunQueue:
             k.pace,
             k.paced,
             k.parked_runs,
+            k.key_owners,
+            k.key_held,
+            k.key_waiting,
         ]
         deadline = time.monotonic() + wait_seconds
         while True:
@@ -276,16 +279,7 @@ class RedisRunQueue:
         fair = fair_share.to_json() if fair_share is not None else ""
         moved = await self._call(
             self._rebalance,
-            [
-                k.owners,
-                k.shares,
-                k.parked,
-                k.inflight,
-                k.ready,
-                k.notify,
-                k.parked_runs,
-                k.messages,
-            ],
+            [*k.slots[:3], k.inflight, *k.slots[3:]],
             [fair, limit],
         )
         return int(moved)
@@ -313,6 +307,7 @@ class RedisRunQueue:
                 pipe.time()
                 pipe.info("memory")
                 pipe.hvals(k.parked)
+                pipe.hvals(k.key_waiting)
                 await self._oldest_waiting(
                     keys=[k.ready, k.messages, k.parked_runs, k.cancelled], client=pipe
                 )
@@ -329,6 +324,7 @@ class RedisRunQueue:
                     now,
                     memory,
                     parked,
+                    keyed,
                     waiting,
                 ) = await pipe.execute()
         clock = now[0] + now[1] / 1e6
@@ -345,6 +341,7 @@ class RedisRunQueue:
             parked=sum(int(n) for n in parked),
             ready_high=ready_high,
             ready_low=ready_low,
+            waiting_for_key=sum(int(n) for n in keyed),
         )
 
     async def _dead_letters(self, pairs: list[tuple[str, float]]) -> list[DeadLetter]:
