@@ -11,6 +11,7 @@ import contextlib
 import ctypes
 import ctypes.util
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -30,12 +31,27 @@ def _die_with_parent() -> None:  # pragma: no cover - runs in the child
     libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
+#: Where free_port looks: above the node's own ports (the kubelet's 10250), below the
+#: kernel's ephemeral range (32768 and up by default)
+#: and below Kubernetes' NodePorts (30000-32767), which the local node's proxy claims.
+_PORTS = range(11000, 30000)
+
+
 def free_port() -> int:
-    """A TCP port on the loopback interface that is free right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
+    """A TCP port free right now on every address, outside the kernel's ephemeral
+    range. A port the kernel hands out for ``bind(0)`` is one it also gives outgoing
+    connections: between this check and the server's own bind, any client of the busy
+    machine could take it (a worker once failed to start on "address already in
+    use" that way). Only another server can take one of these."""
+    for _ in range(200):
+        port = random.choice(_PORTS)  # noqa: S311 - spreading ports, not a secret
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind(("0.0.0.0", port))  # noqa: S104 - only to see that it is free
+            except OSError:
+                continue
+            return port
+    raise StartError(f"no free TCP port in {_PORTS.start}-{_PORTS.stop - 1}")
 
 
 def spawn(
