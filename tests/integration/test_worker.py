@@ -188,6 +188,17 @@ def test_server_errors_are_retried_with_backoff_then_dead_lettered(
     assert not status.get("activeRuns")
     attempts = [r["headers"]["X-Tickwork-Attempt"] for r in endpoint.requests]  # type: ignore[index]
     assert attempts == ["1", "2", "3"]
+    # The run's record is written first, then the run is buried, counted and told of.
+    wait_for(
+        lambda: (
+            probe.dead()
+            and worker.metric("tickwork_runs_dead_lettered_total") == 1.0
+            and "RunFailed" in [reason for _, reason, _ in jobs.events("flaky")]
+        ),
+        timeout=15,
+        interval=0.1,
+        what="the run dead-lettered, counted and told of",
+    )
     [dead] = probe.dead()
     assert dead.message.run_id == run_id
     reasons = [reason for _, reason, _ in jobs.events("flaky")]
