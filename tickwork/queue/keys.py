@@ -635,17 +635,23 @@ REBALANCE = (
 -- were parked) to the claim end of ready; at most `limit` per call.
 local fair = nil
 if ARGV[1] ~= '' then fair = cjson.decode(ARGV[1]) end
-local counts = {}
-local owned = redis.call('HGETALL', KEYS[1])
-for i = 1, #owned, 2 do
-  if redis.call('ZSCORE', KEYS[4], owned[i]) then
-    counts[owned[i + 1]] = (counts[owned[i + 1]] or 0) + 1
-  else
-    redis.call('HDEL', KEYS[1], owned[i])
+-- owners: run ID -> what it counts for; counts: what -> runs in flight, rewritten from
+-- the owners still in flight (the others are forgotten). Returns the counts.
+local function recount(owners, counted)
+  local counts = {}
+  local owned = redis.call('HGETALL', owners)
+  for i = 1, #owned, 2 do
+    if redis.call('ZSCORE', KEYS[4], owned[i]) then
+      counts[owned[i + 1]] = (counts[owned[i + 1]] or 0) + 1
+    else
+      redis.call('HDEL', owners, owned[i])
+    end
   end
+  redis.call('DEL', counted)
+  for what, n in pairs(counts) do redis.call('HSET', counted, what, n) end
+  return counts
 end
-redis.call('DEL', KEYS[2])
-for ns, n in pairs(counts) do redis.call('HSET', KEYS[2], ns, n) end
+local counts = recount(KEYS[1], KEYS[2])
 local budget = tonumber(ARGV[2])
 local moved = 0
 local parked = redis.call('HGETALL', KEYS[3])
@@ -672,17 +678,7 @@ for i = 1, #parked, 2 do
 end
 -- The same for concurrency keys: places in flight recounted, and waiting runs of a
 -- key with places free (its limit raised since they began to wait) returned.
-local held = {}
-local keyed = redis.call('HGETALL', KEYS[9])
-for i = 1, #keyed, 2 do
-  if redis.call('ZSCORE', KEYS[4], keyed[i]) then
-    held[keyed[i + 1]] = (held[keyed[i + 1]] or 0) + 1
-  else
-    redis.call('HDEL', KEYS[9], keyed[i])
-  end
-end
-redis.call('DEL', KEYS[10])
-for key, n in pairs(held) do redis.call('HSET', KEYS[10], key, n) end
+local held = recount(KEYS[9], KEYS[10])
 local waiting = redis.call('HGETALL', KEYS[11])
 for i = 1, #waiting, 2 do
   local key, list = waiting[i], KEYS[11] .. ':' .. waiting[i]
