@@ -476,7 +476,7 @@ def test_network_policy_admits_only_tickwork_to_redis_and_the_scraper_to_metrics
     cluster, namespace = release.cluster, release.namespace
     redis = f"{release.fullname}-redis.{namespace}.svc.cluster.local"
     operator_ip = str(release.pods("operator")[0]["status"]["podIP"])
-    worker = str(release.pods("worker")[0]["metadata"]["name"])
+    worker = release.staying_pod("worker")
     insider = prober(cluster, monitoring, test_images.tickwork)  # the admitted scraper's namespace
     outsider = prober(cluster, namespace, test_images.tickwork)  # same namespace, no labels
     try:
@@ -513,7 +513,7 @@ def test_workers_reach_dns_the_api_server_and_redis_but_no_other_pod(
     """The workers' egress NetworkPolicy: what a `command` task (or anything else in
     the worker's Pod) can connect to, whatever the worker process's own rules."""
     cluster, namespace = release.cluster, release.namespace
-    worker = str(release.pods("worker")[0]["metadata"]["name"])
+    worker = release.staying_pod("worker")
     name = "bystander"
     pod = {
         "apiVersion": "v1",

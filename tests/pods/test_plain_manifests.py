@@ -180,7 +180,7 @@ def test_the_plain_manifests_run_a_job_and_keep_the_workers_egress_narrow(
             timeout=30,
             what=f"the bystander serving on {port}",
         )
-    worker = str(plain.pods("worker")[0]["metadata"]["name"])
+    worker = plain.staying_pod("worker")
     api = "kubernetes.default.svc.cluster.local"
     wait_for(
         lambda: connect(cluster, NAMESPACE, worker, api, 443) == "open",

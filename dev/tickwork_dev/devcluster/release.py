@@ -262,6 +262,28 @@ class Release:
         items: list[dict[str, Any]] = json.loads(result.stdout)["items"]
         return [pod for pod in items if terminating or "deletionTimestamp" not in pod["metadata"]]
 
+    def staying_pod(self, component: str) -> str:
+        """A Ready Pod of the component that a scale-down removes last: it gets the
+        highest ``pod-deletion-cost``, so the HPA shrinking the Deployment after an
+        earlier test takes the others first (as long as one replica stays)."""
+        for pod in self.pods(component):
+            statuses = pod["status"].get("containerStatuses", [])
+            if not statuses or not all(status["ready"] for status in statuses):
+                continue
+            name = str(pod["metadata"]["name"])
+            self.cluster.kubectl(
+                "-n",
+                self.namespace,
+                "annotate",
+                "--overwrite",
+                "pod",
+                name,
+                "controller.kubernetes.io/pod-deletion-cost=1000000",
+            )
+            if any(p["metadata"]["name"] == name for p in self.pods(component)):
+                return name  # still not shutting down once marked
+        raise AssertionError(f"no Ready {component} Pod of {self.name}")
+
     def deployment(self, component: str) -> dict[str, Any]:
         result = self.cluster.kubectl(
             "-n", self.namespace, "get", "deployment", f"{self.fullname}-{component}", "-o", "json"
