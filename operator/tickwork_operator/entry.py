@@ -12,6 +12,7 @@ import datetime as dt
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
+from typing import Any
 
 from tickwork.api.models import (
     ActiveRun,
@@ -24,6 +25,7 @@ from tickwork.api.models import (
     ScheduledJobSpec,
 )
 from tickwork.api.sharing import shared_instants
+from tickwork.api.spec import Priority
 from tickwork.core.annotations import same_trigger, trigger_key
 from tickwork.core.failures import FinishedRun, Streak, follow, restart
 from tickwork.core.planning import JobFacts, PendingRun, upcoming
@@ -167,6 +169,21 @@ class JobEntry:
     @property
     def key(self) -> JobKey:
         return (self.namespace, self.name)
+
+    def routing(self) -> dict[str, Any]:
+        """Its runs' message fields that route them in the queue: the priority (absent
+        for Normal: such a message is as before) and the concurrency key, qualified by
+        the namespace, with its limit. A run published again keeps them."""
+        spec = self.spec
+        if spec is None:
+            return {}
+        fields: dict[str, Any] = {}
+        if spec.priority is not Priority.NORMAL:
+            fields["priority"] = spec.priority.value
+        if spec.concurrency is not None:
+            fields["concurrency_key"] = f"{self.namespace}/{spec.concurrency.key}"
+            fields["concurrency_limit"] = spec.concurrency.limit
+        return fields
 
     @property
     def suspended(self) -> bool:

@@ -16,10 +16,8 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-from typing import Any
 
 from tickwork.api.models import QueuedRun
-from tickwork.api.spec import Priority
 from tickwork.core.annotations import same_trigger, trigger_key
 from tickwork.core.cancel import policy_reason
 from tickwork.core.errors import InvalidParamsError, QueueUnavailableError
@@ -78,8 +76,7 @@ class Publisher(Part):
             triggered_at=moment if queued.manual else None,
             generation=entry.generation,
             params=queued.params,
-            priority=_priority(entry),
-            **_concurrency(entry),
+            **entry.routing(),
         )
         try:
             with self.tracing.publishing(message.run_id, entry.namespace, entry.name, trigger):
@@ -289,20 +286,3 @@ class Publisher(Part):
             message=f"run-now {token!r} ignored: {why}",
         )
         await self.reporter.write(entry)
-
-
-def _priority(entry: JobEntry) -> str | None:
-    """The message's priority: absent for Normal (a Normal run's message is as before)."""
-    if entry.spec is None or entry.spec.priority is Priority.NORMAL:
-        return None
-    return entry.spec.priority.value
-
-
-def _concurrency(entry: JobEntry) -> dict[str, Any]:
-    """The message's concurrency key, qualified by the namespace, and its limit."""
-    if entry.spec is None or entry.spec.concurrency is None:
-        return {}
-    return {
-        "concurrency_key": f"{entry.namespace}/{entry.spec.concurrency.key}",
-        "concurrency_limit": entry.spec.concurrency.limit,
-    }

@@ -136,8 +136,8 @@ class Reconciler(Part):
 
 def _lost(entry: JobEntry, run_id: str) -> RunMessage:
     """The message of a run the queue lost, rebuilt from status: the attempt a worker
-    reported, the nominal time (a manual run's: when it was triggered) and a manual
-    run's parameters."""
+    reported, the nominal time (a manual run's: when it was triggered), a manual
+    run's parameters, and the job's priority and concurrency key."""
     current = next((run for run in entry.observed.active_runs if run.id == run_id), None)
     source: ActiveRun | QueuedRun | None = current
     # Status as observed, or as this leader wrote it (a catch-up names its run before
@@ -164,4 +164,5 @@ def _lost(entry: JobEntry, run_id: str) -> RunMessage:
         triggered_at=moment if manual else None,
         generation=entry.generation,
         params=source.params if source is not None else None,
+        **entry.routing(),
     )

@@ -546,6 +546,32 @@ async def test_a_manual_run_the_queue_lost_is_published_again_with_its_parameter
     assert (message.scheduled_at, message.triggered_at) == (None, "2026-12-01T09:00:10+00:00")
 
 
+async def test_a_run_the_queue_lost_is_published_again_with_its_priority_and_key() -> None:
+    """A run re-published from status (Redis lost it) still waits for its concurrency
+    key and keeps its priority: without them it would run past the key's limit."""
+    leader = Leader()
+    run_id = manual_run_id(UID, "tok")
+    status = {
+        "observedGeneration": 1,
+        "activeRuns": [
+            {
+                "id": run_id,
+                "scheduledAt": "2026-12-01T09:00:10Z",
+                "state": "Retrying",
+                "attempt": 2,
+                "manual": True,
+            }
+        ],
+    }
+    spec = {**EVERY_MINUTE, "priority": "High", "concurrency": {"key": "db", "limit": 2}}
+    leader.observe(spec, status=status, annotations={RUN_NOW_ANNOTATION: "tok"})
+    leader.t = minute(0, 40).timestamp()
+    assert await leader.ticker.reconciler.reconcile() == 1
+    [message] = await messages(leader)
+    assert (message.run_id, message.attempt, message.priority) == (run_id, 2, "High")
+    assert (message.concurrency_key, message.concurrency_limit) == ("ns/db", 2)
+
+
 async def test_a_leader_that_lost_its_lease_publishes_nothing_until_it_holds_it_again() -> None:
     leader = Leader()
     leader.observe(EVERY_MINUTE, annotations={RUN_NOW_ANNOTATION: "tok"})
