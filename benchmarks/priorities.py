@@ -1,5 +1,6 @@
-"""What priorities cost the run queue: a queue with no priority set against the previous
-code, in the same session, and a queue with all three priorities waiting.
+"""What priorities and concurrency keys cost the run queue: a queue with neither set
+against the previous code, in the same session, a queue with all three priorities
+waiting, and one whose runs all name one concurrency key.
 
     python benchmarks/priorities.py --before /tmp/wt-before [--runs 20000] [--rounds 5]
 
@@ -8,7 +9,10 @@ a child process whose ``PYTHONPATH`` is the tree measured:
 
 * ``before``: the tree given with ``--before`` (the previous main), Normal runs only;
 * ``after``: this tree, Normal runs only (no job sets a priority);
-* ``mixed``: this tree, the runs a third each High, Normal and Low.
+* ``mixed``: this tree, the runs a third each High, Normal and Low;
+* ``keyed``: this tree, every run naming one key with a limit of 5: of each claim of
+  ten, five run and five are claimed to wait and handed to the key's list (as a
+  worker does after writing their Waiting entry, which is not measured here).
 
 A child enqueues ``--runs`` messages, then claims them ten at a time and
 acknowledges each, as a worker does, and reports runs per second (enqueue to last
@@ -52,7 +56,7 @@ from tickwork.queue.messages import RunMessage
 
 LEVELS = ("High", None, "Low")
 
-async def main(url, queue, runs, mixed):
+async def main(url, queue, runs, kind):
     settings = RedisSettings(url=url, queue=queue)
     run_queue = RedisRunQueue(create_client(settings), settings)
     stats = aioredis.Redis.from_url(url)
@@ -62,7 +66,9 @@ async def main(url, queue, runs, mixed):
         return sum(int(entry["calls"]) for entry in info.values())
 
     def message(n):
-        extra = {"priority": LEVELS[n % 3]} if mixed and LEVELS[n % 3] else {}
+        extra = {"priority": LEVELS[n % 3]} if kind == "mixed" and LEVELS[n % 3] else {}
+        if kind == "keyed":
+            extra = {"concurrency_key": "bench/db", "concurrency_limit": 5}
         return RunMessage(
             run_id=f"uid-{n}.20261207T000000Z", namespace="bench", name=f"job-{n}",
             uid=f"uid-{n}", **extra,
@@ -74,22 +80,25 @@ async def main(url, queue, runs, mixed):
     done = 0
     while done < runs:
         claims = await run_queue.claim(consumer="bench", lease_seconds=60, count=10)
-        await asyncio.gather(*(run_queue.ack(claim) for claim in claims))
-        done += len(claims)
+        waiting = [c for c in claims if getattr(c, "waits_for_key", False)]
+        running = [c for c in claims if c not in waiting]
+        await asyncio.gather(*(run_queue.wait_for_key(claim) for claim in waiting))
+        await asyncio.gather(*(run_queue.ack(claim) for claim in running))
+        done += len(running)
     elapsed = time.perf_counter() - started
     calls = await commands() - before
     await run_queue.close()
     await stats.aclose()
     print(json.dumps({"runs_per_second": runs / elapsed, "redis_commands_per_run": calls / runs}))
 
-asyncio.run(main(sys.argv[1], sys.argv[2], int(sys.argv[3]), bool(sys.argv[4])))
+asyncio.run(main(sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]))
 """
 
 
-def _round(tree: Path, url: str, queue: str, runs: int, *, mixed: bool) -> dict[str, float]:
+def _round(tree: Path, url: str, queue: str, runs: int, *, kind: str) -> dict[str, float]:
     env = {**os.environ, "PYTHONPATH": str(tree)}
     done = subprocess.run(
-        [sys.executable, "-c", _CHILD, url, queue, str(runs), "1" if mixed else ""],
+        [sys.executable, "-c", _CHILD, url, queue, str(runs), kind],
         env=env,
         capture_output=True,
         text=True,
@@ -103,13 +112,16 @@ def _round(tree: Path, url: str, queue: str, runs: int, *, mixed: bool) -> dict[
 def _plot(report: dict[str, Any], path: Path) -> None:
     plt = pyplot()
     figure, axis = plt.subplots(figsize=(7, 4))
-    kinds = ["before", "after", "mixed"]
+    kinds = ["before", "after", "mixed", "keyed"]
     for index, kind in enumerate(kinds):
         values = [r["runs_per_second"] for r in report["rounds"][kind]]
         axis.scatter([index] * len(values), values, label=kind)
-    axis.set_xticks(range(len(kinds)), ["previous main", "no priority set", "three priorities"])
+    axis.set_xticks(
+        range(len(kinds)),
+        ["previous main", "neither set", "three priorities", "one key, limit 5"],
+    )
     axis.set_ylabel("runs per second (enqueue, claim, ack)")
-    axis.set_title("The run queue with priorities")
+    axis.set_title("The run queue with priorities and concurrency keys")
     save_figure(figure, path)
 
 
@@ -119,16 +131,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=20_000)
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args(argv)
-    rounds: dict[str, list[dict[str, float]]] = {"before": [], "after": [], "mixed": []}
+    kinds = {"before": args.before, "after": HERE, "mixed": HERE, "keyed": HERE}
+    rounds: dict[str, list[dict[str, float]]] = {kind: [] for kind in kinds}
     with tempfile.TemporaryDirectory(prefix="priorities-") as tmp:
         redis = RedisServer(workdir=Path(tmp) / "redis")
         redis.start()
         try:
             for n in range(args.rounds):
-                for kind, tree in (("before", args.before), ("after", HERE), ("mixed", HERE)):
-                    result = _round(
-                        tree, redis.url, f"{kind}-{n}", args.runs, mixed=kind == "mixed"
-                    )
+                for kind, tree in kinds.items():
+                    result = _round(tree, redis.url, f"{kind}-{n}", args.runs, kind=kind)
                     print(json.dumps({"round": n, "kind": kind, **result}), flush=True)
                     rounds[kind].append(result)
         finally:
@@ -149,6 +160,9 @@ def main(argv: list[str] | None = None) -> int:
         ),
         "runs_per_second_mixed_over_after": round(
             median("mixed", "runs_per_second") / median("after", "runs_per_second"), 3
+        ),
+        "runs_per_second_keyed_over_after": round(
+            median("keyed", "runs_per_second") / median("after", "runs_per_second"), 3
         ),
         "redis_commands_per_run": {
             kind: round(median(kind, "redis_commands_per_run"), 2) for kind in rounds

@@ -577,19 +577,79 @@ def keyed(n: int, key: str = "default/db", limit: int = 1) -> RunMessage:
     return message(n, concurrency_key=key, concurrency_limit=limit)
 
 
+async def claim_to_run(
+    queue: RunQueue, *, lease_seconds: float = 30, count: int = 1
+) -> list[Claim]:
+    """Claim as a worker does: the runs claimed to wait for their key are handed to
+    its waiting list at once (a worker first shows them Waiting in status)."""
+    claims = await queue.claim(consumer="w1", lease_seconds=lease_seconds, count=count)
+    for claim in claims:
+        if claim.waits_for_key:
+            assert await queue.wait_for_key(claim)
+    return [claim for claim in claims if not claim.waits_for_key]
+
+
+async def test_a_run_over_its_keys_limit_is_claimed_to_wait_and_waits_once_handed_on(
+    queue: RunQueue,
+) -> None:
+    """Its claimer holds it until it has shown it Waiting: no one else starts it before."""
+    await queue.enqueue(keyed(1))
+    await queue.enqueue(keyed(2))
+    first, second = await queue.claim(consumer="w1", lease_seconds=30, count=2)
+    assert (first.message.run_id, first.waits_for_key) == (keyed(1).run_id, False)
+    assert (second.message.run_id, second.waits_for_key) == (keyed(2).run_id, True)
+    assert await queue.locate(second.message.run_id) is RunLocation.IN_FLIGHT
+    assert (await queue.depth()).waiting_for_key == 0
+    assert await queue.claim(consumer="w2", lease_seconds=30, count=2) == []
+    assert await queue.wait_for_key(second)
+    assert (await queue.depth()).waiting_for_key == 1
+    assert not await queue.wait_for_key(second)  # handed on once
+    assert not await queue.ack(second)  # no longer held: it waits
+    assert await queue.claim(consumer="w2", lease_seconds=30, count=2) == []
+    assert await queue.ack(first)  # the place is free: the waiting run returns
+    [again] = await queue.claim(consumer="w2", lease_seconds=30, count=2)
+    assert (again.message.run_id, again.waits_for_key) == (keyed(2).run_id, False)
+    assert again.message.waited  # its record must take its Waiting entry out
+    assert again.message == replace(keyed(2), waited=True, enqueued_at=again.message.enqueued_at)
+
+
+async def test_a_run_handed_on_after_a_place_came_free_is_ready_at_once(queue: RunQueue) -> None:
+    await queue.enqueue(keyed(1))
+    await queue.enqueue(keyed(2))
+    first, second = await queue.claim(consumer="w1", lease_seconds=30, count=2)
+    assert second.waits_for_key
+    assert await queue.ack(first)  # before the waiting run is handed on
+    assert await queue.wait_for_key(second)
+    assert (await queue.depth()).waiting_for_key == 0
+    [again] = await queue.claim(consumer="w2", lease_seconds=30)
+    assert (again.message.run_id, again.waits_for_key) == (keyed(2).run_id, False)
+
+
+async def test_a_run_claimed_to_wait_whose_claimer_died_is_claimed_again(queue: RunQueue) -> None:
+    await queue.enqueue(keyed(1))
+    await queue.enqueue(keyed(2))
+    _, second = await queue.claim(consumer="w1", lease_seconds=0, count=2)
+    assert second.waits_for_key
+    assert await queue.reap_expired() == 2  # both leases ran out, the key's place too
+    assert not await queue.wait_for_key(second)  # too late: not its claimer's any more
+    claims = await queue.claim(consumer="w2", lease_seconds=30, count=2)
+    assert sorted(c.waits_for_key for c in claims) == [False, True]
+    assert {c.message.run_id for c in claims} == {keyed(1).run_id, keyed(2).run_id}
+
+
 async def test_a_run_whose_key_has_no_place_free_waits_and_others_go_past_it(
     queue: RunQueue,
 ) -> None:
     await queue.enqueue(keyed(1))
     await queue.enqueue(keyed(2))
     await queue.enqueue(message(3))
-    claims = await queue.claim(consumer="w1", lease_seconds=30, count=3)
+    claims = await claim_to_run(queue, count=3)
     assert [c.message.run_id for c in claims] == [keyed(1).run_id, message(3).run_id]
     depth = await queue.depth()
     assert (depth.ready, depth.waiting_for_key, depth.backlog) == (0, 1, 2)
     assert await queue.claim(consumer="w1", lease_seconds=30) == []  # still waiting
     assert await queue.ack(claims[0])  # the place is free: the waiting run returns
-    [second] = await queue.claim(consumer="w1", lease_seconds=30)
+    [second] = await claim_to_run(queue)
     assert second.message.run_id == keyed(2).run_id
     assert (await queue.depth()).waiting_for_key == 0
 
@@ -599,14 +659,14 @@ async def test_runs_wait_for_their_key_in_order_and_a_limit_of_two_holds_two(
 ) -> None:
     for n in range(1, 6):
         await queue.enqueue(keyed(n, limit=2))
-    first = await queue.claim(consumer="w1", lease_seconds=30, count=5)
+    first = await claim_to_run(queue, count=5)
     assert [c.message.run_id for c in first] == [keyed(1).run_id, keyed(2).run_id]
     assert (await queue.depth()).waiting_for_key == 3
     seen = [c.message.run_id for c in first]
     in_flight = list(first)
     while in_flight:
         assert await queue.ack(in_flight.pop(0))
-        more = await queue.claim(consumer="w1", lease_seconds=30, count=5)
+        more = await claim_to_run(queue, count=5)
         assert len(in_flight) + len(more) <= 2
         in_flight += more
         seen += [c.message.run_id for c in more]
@@ -618,19 +678,19 @@ async def test_a_place_is_given_up_by_a_retry_a_release_and_a_lost_lease(
 ) -> None:
     await queue.enqueue(keyed(1))
     await queue.enqueue(keyed(2))
-    [holder] = await queue.claim(consumer="w1", lease_seconds=0, count=2)
+    [holder] = await claim_to_run(queue, lease_seconds=0, count=2)
     assert holder.message.run_id == keyed(1).run_id
     assert (await queue.depth()).waiting_for_key == 1
     assert await queue.reap_expired() == 1  # the holder's lease ran out
-    claims = await queue.claim(consumer="w1", lease_seconds=30, count=2)
+    claims = await claim_to_run(queue, count=2)
     assert len(claims) == 1  # one of the two holds the place again, the other waits
     assert await queue.release(claims[0])
-    [again] = await queue.claim(consumer="w1", lease_seconds=30, count=2)
+    [again] = await claim_to_run(queue, count=2)
     assert await queue.retry(again, delay_seconds=0, attempt=2)
-    [last] = await queue.claim(consumer="w1", lease_seconds=30, count=2)
+    [last] = await claim_to_run(queue, count=2)
     assert {again.message.run_id, last.message.run_id} == {keyed(1).run_id, keyed(2).run_id}
     assert await queue.promote_due() == 1  # the retried run: back, but the key is held
-    assert await queue.claim(consumer="w1", lease_seconds=30, count=2) == []
+    assert await claim_to_run(queue, count=2) == []
     assert await queue.rebalance(None) == 0  # a recount frees no place that is held
     assert (await queue.depth()).waiting_for_key == 1
 

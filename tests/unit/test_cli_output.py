@@ -54,6 +54,20 @@ def test_the_table_shows_the_running_run_then_the_newest_first() -> None:
     assert "on w-1" in lines[1]
 
 
+def test_a_run_waiting_for_its_concurrency_key_says_which() -> None:
+    waiting = {
+        "id": "u.20261201T090430Z",
+        "scheduledAt": "2026-12-01T09:04:30Z",
+        "state": "Waiting",
+        "attempt": 1,
+        "waitingFor": "nightly-db",
+    }
+    status = {**STATUS, "activeRuns": [*STATUS["activeRuns"], waiting]}
+    lines = render_runs("j", status, output="table", now=NOW).splitlines()
+    assert lines[2].split()[:3] == ["20261201T090430Z", "30s", "Waiting"]
+    assert lines[2].endswith("for concurrency key nightly-db")
+
+
 @pytest.mark.parametrize("output", ["json", "yaml"])
 def test_json_and_yaml_carry_every_field_newest_first(output: str) -> None:
     text = render_runs("j", STATUS, output=output, now=NOW)

@@ -23,6 +23,7 @@ from tickwork_worker.decisions import (
     cancelled_outcome,
     failure_outcome,
     next_runs_shown,
+    waiting_run,
     why_skip,
 )
 
@@ -350,3 +351,22 @@ def test_a_manual_or_backfilled_run_shows_what_the_job_showed() -> None:
     backfilled = message(run_id=backfill_run_id(UID, "q4", AT))
     assert next_runs_shown(claimed, backfilled) == _minutes(7, 8)
     assert next_runs_shown(job(), message(at=None)) == []  # nothing shown: nothing to keep
+
+
+# -- waiting for a concurrency key ----------------------------------------------------
+
+
+def test_a_run_waiting_for_its_key_names_the_key_as_the_job_does() -> None:
+    waiting = waiting_run(
+        message(attempt=2, concurrency_key="ns/nightly-db", concurrency_limit=1, enqueued_at=1.5),
+        LATER,
+    )
+    assert (waiting.state, waiting.waiting_for, waiting.attempt) == (
+        RunState.WAITING,
+        "nightly-db",
+        2,
+    )
+    assert (waiting.scheduled_at, waiting.started_at, waiting.worker) == (AT, None, None)
+    assert waiting.queued_at == dt.datetime.fromtimestamp(1.5, dt.UTC)
+    manual = waiting_run(message(at=None, concurrency_key="ns/db"), LATER)
+    assert (manual.manual, manual.scheduled_at) == (True, LATER)

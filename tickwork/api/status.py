@@ -109,7 +109,8 @@ class CancelRequest(_Model):
 
 
 class ActiveRun(_Model):
-    """A run a worker has started and not finished: running, or waiting for a retry.
+    """A run a worker has started and not finished: running, or waiting for a retry or
+    for a place of its concurrency key.
     Each entry is owned by its run's own field manager; it goes when its record is
     written."""
 
@@ -118,9 +119,11 @@ class ActiveRun(_Model):
     scheduled_at: Instant
     """When the run was due."""
     state: RunState
-    """Running, or Retrying between attempts."""
+    """Running, Retrying between attempts, or Waiting for a place of its concurrency key."""
     attempt: Annotated[StrictInt, Field(ge=1)]
     """The attempt running or next (1-based)."""
+    waiting_for: Annotated[StrictStr, Field(max_length=63)] | None = None
+    """Waiting: the concurrency key (spec.concurrency.key) whose places are all taken."""
     queued_at: Instant | None = None
     """When it was published to the queue."""
     started_at: Instant | None = None

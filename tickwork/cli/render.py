@@ -190,6 +190,7 @@ def render_runs(name: str, status: dict[str, Any], *, output: str, now: dt.datet
     wide = output == "wide"
     rows = []
     for current in active:
+        key = current.get("waitingFor")
         row = [
             current["id"].split(".", 1)[-1],
             ago(current.get("scheduledAt"), now),
@@ -197,7 +198,7 @@ def render_runs(name: str, status: dict[str, Any], *, output: str, now: dt.datet
             str(current.get("attempt", "")),
             ago(current.get("startedAt"), now),
             "-",
-            f"on {current.get('worker', '?')}",
+            f"for concurrency key {key}" if key else f"on {current.get('worker', '?')}",
         ]
         rows.append([*row, "-", current.get("worker", ""), current["id"]] if wide else row)
     for run in history:

@@ -18,6 +18,8 @@ from tickwork.core.errors import IllegalTransitionError
 
 class RunState(enum.StrEnum):
     QUEUED = "Queued"
+    WAITING = "Waiting"
+    """Over its concurrency key's limit: in the key's waiting list, in order."""
     RUNNING = "Running"
     RETRYING = "Retrying"
     SUCCEEDED = "Succeeded"
@@ -29,7 +31,12 @@ class RunState(enum.StrEnum):
 TRANSITIONS: dict[RunState, frozenset[RunState]] = {
     # A worker claims it, or it is cancelled (Replace policy, suspend, deletion),
     # or the worker finds it obsolete (resource gone, replaced, already done).
-    RunState.QUEUED: frozenset({RunState.RUNNING, RunState.CANCELLED, RunState.SKIPPED}),
+    RunState.QUEUED: frozenset(
+        {RunState.RUNNING, RunState.WAITING, RunState.CANCELLED, RunState.SKIPPED}
+    ),
+    # Its concurrency key has a place again: queued once more (then claimed), or
+    # cancelled while it waits.
+    RunState.WAITING: frozenset({RunState.QUEUED, RunState.CANCELLED}),
     # It ends; or fails and waits for a retry; or its worker died and the lease
     # expired, so it is queued again.
     RunState.RUNNING: frozenset(

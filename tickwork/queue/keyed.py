@@ -1,9 +1,9 @@
 """The memory queue's concurrency keys: at most ``limit`` runs naming a key in flight.
 
-The same rule as the Redis scripts (tickwork.queue.keys: CLAIM, ``free_slot``,
-REBALANCE): a claimed run whose key has every place in flight waits, in order, in
-the key's list; a run leaving the in-flight set gives its place up and the key's
-oldest waiting run goes back to the claim end of ready.
+The same rule as the Redis scripts (tickwork.queue.keys: CLAIM, WAIT_KEY,
+``free_slot``, REBALANCE): a run whose key has every place in flight is claimed to
+wait, then waits, in order, in the key's list; a run leaving the in-flight set gives
+its place up and the key's oldest waiting run goes back to the claim end of ready.
 """
 
 from __future__ import annotations
@@ -22,13 +22,15 @@ class ConcurrencyKeys:
         self._held: Counter[str] = Counter()
         self._waiting: dict[str, deque[str]] = {}  # appendleft = wait, pop = return
 
-    def must_wait(self, message: RunMessage) -> bool:
-        """Whether ``message``'s key has no place free; if so the run now waits."""
+    def full(self, message: RunMessage) -> bool:
+        """Whether ``message``'s key has no place free."""
         key = message.concurrency_key
-        if key is None or self._held[key] < (message.concurrency_limit or 1):
-            return False
-        self._waiting.setdefault(key, deque()).appendleft(message.run_id)
-        return True
+        return key is not None and self._held[key] >= (message.concurrency_limit or 1)
+
+    def wait(self, message: RunMessage) -> None:
+        """``message``'s run waits for a place of its key, after those waiting now."""
+        assert message.concurrency_key is not None  # noqa: S101 - only a keyed run waits
+        self._waiting.setdefault(message.concurrency_key, deque()).appendleft(message.run_id)
 
     def take(self, message: RunMessage) -> None:
         """``message``'s run is claimed: it holds a place of its key (if it names one)."""

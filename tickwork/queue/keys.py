@@ -349,8 +349,10 @@ CLAIM = (
 -- back when one of the namespace's runs leaves the in-flight set), and a run over its
 -- namespace's rate is delayed until its reserved start (GCRA: a minute's worth may
 -- start at once, then evenly). Neither is dropped; both are bounded per call.
--- Before that, a run whose concurrency key has all its places in flight waits for one
--- (key_waiting:<key>, in order), with or without a fair share.
+-- Before that, a run whose concurrency key has all its places in flight is claimed to
+-- wait (flag 1): its claimer shows it Waiting in status, then hands it to the key's
+-- waiting list with WAIT_KEY, so no other worker can start it before status says so.
+-- Returns (message, token, flag) per run.
 local t = now()
 local wanted = tonumber(ARGV[1])
 local deadline = t + tonumber(ARGV[2])
@@ -377,9 +379,13 @@ while taken < wanted and set_aside < 1000 do
       key = decoded['concurrency_key']
       if key and tonumber(redis.call('HGET', KEYS[16], key) or '0')
           >= tonumber(decoded['concurrency_limit'] or 1) then
-        redis.call('LPUSH', KEYS[17] .. ':' .. key, id)
-        redis.call('HINCRBY', KEYS[17], key, 1)
-        set_aside = set_aside + 1
+        taken = taken + 1
+        local token = ARGV[3] .. ':' .. taken
+        redis.call('ZADD', KEYS[2], deadline, id)
+        redis.call('HSET', KEYS[3], id, token)
+        table.insert(out, message)
+        table.insert(out, token)
+        table.insert(out, 1)
         message = nil
       end
     end
@@ -424,6 +430,7 @@ while taken < wanted and set_aside < 1000 do
       end
       table.insert(out, message)
       table.insert(out, token)
+      table.insert(out, 0)
     end
   end
 end
@@ -526,6 +533,35 @@ for _, old in ipairs(expired) do
   redis.call('HDEL', KEYS[4], old)
   redis.call('HDEL', KEYS[5], old)
 end
+return 1
+"""
+)
+
+WAIT_KEY = (
+    _PRELUDE
+    + """
+-- KEYS: inflight leases messages ready notify key_held key_waiting
+-- ARGV: run_id token
+-- A run claimed to wait for its concurrency key (CLAIM's flag 1) waits in the key's
+-- list, in order; back at the claim end of ready if a place came free meanwhile.
+local id = ARGV[1]
+if redis.call('HGET', KEYS[2], id) ~= ARGV[2] then return 0 end
+redis.call('ZREM', KEYS[1], id)
+redis.call('HDEL', KEYS[2], id)
+local raw = redis.call('HGET', KEYS[3], id)
+if not raw then return 1 end
+local decoded = cjson.decode(raw)
+decoded['waited'] = true
+redis.call('HSET', KEYS[3], id, cjson.encode(decoded))
+local key = decoded['concurrency_key']
+if key and tonumber(redis.call('HGET', KEYS[6], key) or '0')
+    >= tonumber(decoded['concurrency_limit'] or 1) then
+  redis.call('LPUSH', KEYS[7] .. ':' .. key, id)
+  redis.call('HINCRBY', KEYS[7], key, 1)
+  return 1
+end
+redis.call('RPUSH', ready_of(KEYS[4], KEYS[3], id), id)
+notify(KEYS[5], 1)
 return 1
 """
 )

@@ -143,8 +143,8 @@ class MemoryRunQueue:
             message = self._messages.get(run_id)
             if message is None:
                 continue
-            if self._keys.must_wait(message):  # before the fair share, as CLAIM
-                set_aside += 1
+            if self._keys.full(message):  # before the fair share, as CLAIM
+                claims.append(self._hold(consumer, message, deadline, waits_for_key=True))
                 continue
             if fair is not None:
                 if self._set_aside(message, fair, now):
@@ -153,11 +153,16 @@ class MemoryRunQueue:
                 self._owners[run_id] = message.namespace
                 self._shares[message.namespace] += 1
             self._keys.take(message)
-            token = f"{consumer}:{next(self._tokens)}"
-            self._inflight[run_id] = deadline
-            self._leases[run_id] = token
-            claims.append(Claim(message=message, token=token))
+            claims.append(self._hold(consumer, message, deadline))
         return claims
+
+    def _hold(
+        self, consumer: str, message: RunMessage, deadline: float, *, waits_for_key: bool = False
+    ) -> Claim:
+        token = f"{consumer}:{next(self._tokens)}"
+        self._inflight[message.run_id] = deadline
+        self._leases[message.run_id] = token
+        return Claim(message=message, token=token, waits_for_key=waits_for_key)
 
     def _free_slot(self, run_id: str) -> bool:
         """The run left the in-flight set: free its concurrency key's place and its
@@ -284,6 +289,18 @@ class MemoryRunQueue:
         if not self._holds(claim):
             return False
         self._drop_lease(claim.run_id)
+        self._ready.append(claim.run_id)
+        await self._notify()
+        return True
+
+    async def wait_for_key(self, claim: Claim) -> bool:
+        if not self._holds(claim):
+            return False
+        self._drop_lease(claim.run_id)
+        message = self._messages[claim.run_id] = replace(self._messages[claim.run_id], waited=True)
+        if self._keys.full(message):
+            self._keys.wait(message)
+            return True
         self._ready.append(claim.run_id)
         await self._notify()
         return True

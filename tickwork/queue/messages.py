@@ -57,6 +57,9 @@ class RunMessage:
     """``<namespace>/<key>`` of the job's ``spec.concurrency``: at most
     ``concurrency_limit`` runs naming it are in flight; the others wait, in order."""
     concurrency_limit: int | None = None
+    waited: bool = False
+    """It was claimed to wait for its concurrency key (and shown Waiting in status):
+    its record takes its ``activeRuns`` entry out."""
 
     def log_fields(self) -> dict[str, Any]:
         """The fields every log line about this run carries (``extra=``), so that one
@@ -112,11 +115,15 @@ class Claim:
 
     ``sent_at`` is when (``time.monotonic()``) the claim was asked for: the lease
     cannot have begun earlier, so the holder can bound it without the queue's clock.
+    ``waits_for_key``: the run's concurrency key has every place in flight. The run
+    is not to start: its holder shows it Waiting, then hands it to the key's waiting
+    list (:meth:`~tickwork.queue.protocol.RunQueue.wait_for_key`).
     """
 
     message: RunMessage
     token: str
     sent_at: float = field(default_factory=time.monotonic, compare=False)
+    waits_for_key: bool = False
 
     @property
     def run_id(self) -> str:

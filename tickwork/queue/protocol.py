@@ -73,6 +73,12 @@ class RunQueue(Protocol):
         """Hand the run back, ready again at once, without counting an attempt."""
         ...
 
+    async def wait_for_key(self, claim: Claim) -> bool:
+        """A run claimed to wait for its concurrency key (``claim.waits_for_key``) waits
+        in the key's list, in order (or is ready again if a place came free meanwhile);
+        False if the lease was lost."""
+        ...
+
     async def reap_expired(self, *, limit: int = 1000) -> int:
         """Make runs whose lease expired ready again; return how many."""
         ...

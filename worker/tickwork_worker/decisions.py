@@ -11,7 +11,7 @@ import enum
 from dataclasses import dataclass
 from typing import overload
 
-from tickwork.api.models import CancelRequest, ScheduledJob
+from tickwork.api.models import ActiveRun, CancelRequest, ScheduledJob
 from tickwork.core.planning import upcoming
 from tickwork.core.retry import GiveUp, after_failure
 from tickwork.core.runs import belongs_to, parse_run_id
@@ -214,6 +214,24 @@ def scheduled_at(message: RunMessage, default: dt.datetime | None) -> dt.datetim
     if moment:
         return dt.datetime.fromisoformat(moment)
     return default
+
+
+def waiting_run(message: RunMessage, now: dt.datetime) -> ActiveRun:
+    """The run's ``activeRuns`` entry while it waits for a place of its concurrency
+    key (the key as the job names it, without the namespace)."""
+    key = (message.concurrency_key or "").partition("/")[2]
+    return ActiveRun(
+        id=message.run_id,
+        scheduled_at=scheduled_at(message, now),
+        state=transition(RunState.QUEUED, RunState.WAITING),
+        attempt=message.attempt,
+        queued_at=dt.datetime.fromtimestamp(message.enqueued_at, dt.UTC)
+        if message.enqueued_at
+        else None,
+        manual=message.scheduled_at is None,
+        params=message.params,
+        waiting_for=key or None,
+    )
 
 
 def on_schedule(message: RunMessage) -> bool:

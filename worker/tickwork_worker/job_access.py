@@ -201,7 +201,7 @@ class JobAccess:
         return body
 
     async def mark(self, claim: Claim, lease: Lease, job: ScheduledJob, run: ActiveRun) -> bool:
-        """Show the run in ``activeRuns`` (Running, or Retrying between attempts). A run
+        """Show the run in ``activeRuns`` (Running, Retrying, Waiting for its key). A run
         that ended before (a dead letter requeued by hand) keeps the ``lastRun`` it may
         still own until its new record replaces it, and leaves ``deadRuns``."""
         kept = withdrawal_body(job.metadata, job.status, run.id, keep_dead=False) or {}
@@ -241,6 +241,7 @@ class JobAccess:
         )
         limits = job.spec.history
         message = claim.message
+        marked = marked or message.waited  # shown Waiting for its key: an entry to take out
         placed = (
             not marked
             and message.attempt == 1

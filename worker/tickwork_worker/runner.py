@@ -58,6 +58,7 @@ from tickwork_worker.decisions import (
     cancelled_outcome,
     failure_outcome,
     scheduled_at,
+    waiting_run,
     why_skip,
 )
 from tickwork_worker.job_access import JobAccess, RunningMarker
@@ -128,21 +129,11 @@ class Runner:
         )
         renewals = asyncio.create_task(heartbeat(self.queue, claim, lease))
         try:
-            with trace.phase("read"):
-                job = await self.access.read(claim, to_start=True)
-            progress = RunProgress()
-            reason = why_skip(job, message)
-            if reason is SkipReason.PAUSED:
-                # A pause and its end are status, not spec (no new generation): the
-                # watched copy may not have the end yet. The API server has.
-                job = await self.access.read(claim, to_start=True, fresh=True)
-                reason = why_skip(job, message)
-            if reason is not None:
+            if claim.waits_for_key:
                 ended()
-                await self._skip(claim, job, reason, progress)
-                return
-            assert job is not None  # noqa: S101 - why_skip returned None
-            await self._execute(claim, job, progress, ended)
+                await self._wait_for_key(claim, lease)
+            else:
+                await self._start_or_skip(claim, trace, ended)
         except asyncio.CancelledError:
             if claim.token in self._held:  # its thread may still run: the lease expires
                 logger.warning("run not handed back: a thread of its attempt still runs", extra=log)
@@ -187,6 +178,44 @@ class Runner:
             del self._leases[claim.token]
             del self._traces[claim.token]
             trace.end(self._ended.pop(claim.token, "Abandoned"))
+
+    async def _start_or_skip(
+        self, claim: Claim, trace: AttemptTrace, ended: Callable[[], None]
+    ) -> None:
+        message = claim.message
+        with trace.phase("read"):
+            job = await self.access.read(claim, to_start=True)
+        progress = RunProgress()
+        reason = why_skip(job, message)
+        if reason is SkipReason.PAUSED:
+            # A pause and its end are status, not spec (no new generation): the
+            # watched copy may not have the end yet. The API server has.
+            job = await self.access.read(claim, to_start=True, fresh=True)
+            reason = why_skip(job, message)
+        if reason is not None:
+            ended()
+            await self._skip(claim, job, reason, progress)
+            return
+        assert job is not None  # noqa: S101 - why_skip returned None
+        await self._execute(claim, job, progress, ended)
+
+    async def _wait_for_key(self, claim: Claim, lease: Lease) -> None:
+        """Show the run Waiting in status, then hand it to its concurrency key's
+        waiting list: in that order, so that no worker starts it (and shows it Running)
+        before its Waiting entry is written. Not shown (the API server away, the job
+        gone), it waits all the same; whoever claims it next decides."""
+        message = claim.message
+        waiting = waiting_run(message, dt.datetime.now(dt.UTC))
+        self._ended[claim.token] = "Waiting"
+        with contextlib.suppress(KubeApiError):
+            job = await self.access.read(claim)
+            if job is not None:  # as a mark: what the run's manager owns stays
+                await self.access.mark(claim, lease, job, waiting)
+        if await self.queue.wait_for_key(claim):
+            logger.info(
+                "run waits for a place of its concurrency key",
+                extra={**message.log_fields(), "event": "waiting", "key": waiting.waiting_for},
+            )
 
     async def _refused(self, claim: Claim, error: KubeApiError) -> None:
         reason = (
