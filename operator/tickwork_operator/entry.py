@@ -165,6 +165,9 @@ class JobEntry:
     calendar_spec: ScheduledJobSpec | None = None
     """The spec of a job that names Calendars (``spec`` is None while one is missing):
     what it is planned from again when they change."""
+    after_spec: ScheduledJobSpec | None = None
+    """The spec of a job that runs after others (``spec`` is None while they make a
+    cycle): what it is planned from again when their runs end."""
 
     @property
     def key(self) -> JobKey:

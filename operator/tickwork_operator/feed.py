@@ -41,7 +41,7 @@ def observe_event(state: WatchState, ticker: Ticker, kind: str, body: dict[str, 
     ticker.metrics.events.labels(type=kind).inc()
     if kind == "DELETED":
         meta = body.get("metadata", {})
-        state.forget(meta.get("namespace", ""), meta.get("name", ""))
+        state.forget(meta.get("namespace", ""), meta.get("name", ""), now=dt.datetime.now(dt.UTC))
     else:
         _observe(state, ticker, body)
 

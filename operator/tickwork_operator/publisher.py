@@ -29,6 +29,7 @@ from tickwork.kube.events import NORMAL, WARNING
 from tickwork.kube.status import updated
 from tickwork.queue.messages import EnqueueOutcome, RunMessage
 from tickwork_operator.backfills import Backfills
+from tickwork_operator.dependencies import trigger_params
 from tickwork_operator.due import DuePlan, decided_by_the_clock, due_plan
 from tickwork_operator.pacing import Pace
 from tickwork_operator.parts import Part, Shared
@@ -194,7 +195,12 @@ class Publisher(Part):
         (Redis away, or the durable write refused)."""
         assert decision.scheduled_at is not None  # noqa: S101 - a publish names its run
         assert decision.run_id is not None  # noqa: S101
-        queued = QueuedRun(id=decision.run_id, scheduled_at=decision.scheduled_at, queued_at=now)
+        queued = QueuedRun(
+            id=decision.run_id,
+            scheduled_at=decision.scheduled_at,
+            queued_at=now,
+            params=trigger_params(entry, decision.scheduled_at),  # spec.after: the upstream run
+        )
         # Which run a catch-up starts and how many it counts missed depend on when it
         # is decided: a leader taking over before the report went out would decide
         # again later, count one more missed and start a second run. Such a decision

@@ -43,6 +43,7 @@ from tickwork.core.schedule import Schedule
 from tickwork.core.states import FINAL_STATES, JobPhase
 from tickwork.kube.status import CONDITION_ON_TIME, operator_body
 from tickwork_operator.calendars import CalendarBook
+from tickwork_operator.dependencies import DependencyBook, ends_of, plan
 from tickwork_operator.entry import NO_ASKS, NO_IDS, IndexKey, JobEntry, JobKey
 from tickwork_operator.reading import (
     created_at,
@@ -96,11 +97,13 @@ class WatchState:
     """Write recurring jobs' schedule to status (``OperatorSettings.schedule_in_status``)."""
     calendars: CalendarBook = field(default_factory=CalendarBook)
     """The Calendars followed, and the jobs that name each (:mod:`.calendars`)."""
+    dependencies: DependencyBook = field(default_factory=DependencyBook)
+    """Which jobs run after which (spec.after; :mod:`.dependencies`)."""
     late: dict[JobKey, None] = field(default_factory=dict)  # ordered set
     """Jobs whose last run started later than their spec.slo allows (``tickwork_job_late``)."""
     replan_after: set[JobKey] = field(default_factory=set)
-    """Jobs whose calendars changed while the leader acted on them: planned again once
-    it is done (:meth:`acting_on`)."""
+    """Jobs whose calendars or upstream jobs' runs changed while the leader acted on
+    them: planned again once it is done (:meth:`acting_on`)."""
     backfilling: dict[JobKey, None] = field(default_factory=dict)  # ordered set
     """Jobs with a backfill not complete yet: what the leader publishes backfilled
     runs for, each tick (O(backfilling), not O(jobs))."""
@@ -208,7 +211,7 @@ class WatchState:
         key = (sys.intern(meta["namespace"]), meta["name"])
         previous = self.jobs.get(key)
         if previous is not None and previous.uid != meta["uid"]:
-            self.forget(*key)  # deleted and re-created under the same name
+            self.forget(*key, now=now)  # deleted and re-created under the same name
             previous = None
         uid = meta["uid"]
         if previous is not None:
@@ -220,16 +223,22 @@ class WatchState:
         if previous is not None and same_spec:
             # Most events are status writes: the spec (and its parsed schedule) is unchanged.
             spec, schedule, invalid = previous.spec, previous.schedule, previous.invalid_reason
-            named = previous.calendar_spec
+            named, after = previous.calendar_spec, previous.after_spec
+            edges_changed = False
         else:
             spec, schedule, invalid = parse(body, created_at(body, now))
             named = spec if spec is not None and spec.calendars is not None else None
             if named is not None:
                 spec, schedule, invalid = self._on_calendars(key, named, schedule)
             self.calendars.use(key, named.calendars if named is not None else None)
+            after = spec if spec is not None and spec.after is not None else None
+            edges_changed = self.dependencies.use(key, after)
+            if after is not None:
+                spec, schedule, invalid = plan(key, after, self.dependencies, self.jobs)
         held = (previous.wanted, previous.written) if previous else ()
         apart = not self.schedule_in_status and spec is not None and not spec.one_shot
-        apart = apart and named is None  # the operator shows a calendar job's next runs
+        # The operator shows the next runs of a job that names calendars or runs after others.
+        apart = apart and named is None and after is None
         observed, written = shared_status(
             status_of(body, previous=held, apart=apart), shown_in(body) if apart else ()
         )
@@ -262,6 +271,7 @@ class WatchState:
             upcoming_runs=previous.upcoming_runs if previous and same_spec else (),
             cancel_asks=tuple(cancel_ids((meta.get("annotations") or {}).get(CANCEL_ANNOTATION))),
             calendar_spec=named,
+            after_spec=after,
         )
         if entry.published_run_id and entry.active_run_id() != entry.published_run_id:
             entry.published_run_id = None  # it finished
@@ -274,7 +284,28 @@ class WatchState:
         self._track_dead_letter_asks(entry)
         self._track_ttl(entry)
         self.track_waiting(entry)
+        self._tell_dependents(key, previous, entry, edges_changed=edges_changed, now=now)
         return entry
+
+    def _tell_dependents(
+        self,
+        key: JobKey,
+        previous: JobEntry | None,
+        entry: JobEntry | None,
+        *,
+        edges_changed: bool,
+        now: dt.datetime,
+    ) -> None:
+        """Plan again the jobs that run after ``key`` if its ended runs changed (or it
+        came or went), and every job of the namespace that runs after others if which
+        jobs ``key`` runs after changed (a cycle may have formed or broken)."""
+        dependents = self.dependencies.dependents(key)
+        if dependents and (
+            previous is None or entry is None or ends_of(previous) != ends_of(entry)
+        ):
+            self.replan(sorted(dependents), now=now)
+        if edges_changed:
+            self.replan([k for k in self.dependencies.namespace_users(key[0]) if k != key], now=now)
 
     def listing(self, now: float) -> bool:
         """Is a list still coming in (an object listed less than ``LIST_QUIET_SECONDS``
@@ -308,7 +339,7 @@ class WatchState:
         if phase is not None:
             self.phase_counts[phase] += change
 
-    def forget(self, namespace: str, name: str) -> None:
+    def forget(self, namespace: str, name: str, *, now: dt.datetime | None = None) -> None:
         """The object was deleted: drop it everywhere, so it is never published."""
         key = (namespace, name)
         entry = self.jobs.pop(key, None)
@@ -316,6 +347,9 @@ class WatchState:
             self._count(entry.written.phase, -1)
             self._withdraw(entry)
         self.calendars.forget_job(key)
+        had_edges = self.dependencies.use(key, None)  # it ran after others
+        when = now or dt.datetime.now(dt.UTC)
+        self._tell_dependents(key, entry, None, edges_changed=had_edges, now=when)
         self.replan_after.discard(key)
         self.late.pop(key, None)
         self.dirty.pop(key, None)
@@ -370,12 +404,21 @@ class WatchState:
         acting on is planned once it is done."""
         for key in keys:
             entry = self.jobs.get(key)
-            if entry is None or entry.calendar_spec is None:
+            if entry is None or (entry.calendar_spec is None and entry.after_spec is None):
                 continue
             if key in self.busy:
                 self.replan_after.add(key)
                 continue
             self.replan_after.discard(key)
+            if entry.after_spec is not None:
+                # Planned from its last run: the upstream runs that ended since count.
+                entry.spec, entry.schedule, entry.invalid_reason = plan(
+                    key, entry.after_spec, self.dependencies, self.jobs
+                )
+                entry.upcoming_runs = ()
+                self._plan(entry, entry, spec_changed=False, now=now)
+                continue
+            assert entry.calendar_spec is not None  # noqa: S101 - one of the two
             base = entry.calendar_spec.schedule_of(entry.created_at)
             entry.spec, entry.schedule, entry.invalid_reason = self._on_calendars(
                 key, entry.calendar_spec, base
@@ -389,6 +432,13 @@ class WatchState:
         run_key = ("run", entry.namespace, entry.name)
         if entry.spec is None or entry.suspended or entry.paused:
             entry.pending = None
+        elif entry.after_spec is not None and entry.schedule is not None:
+            # Runs after others: the first instant their runs make after its own last
+            # run; an edit or a resume counts no run that ended before it.
+            since = entry.last_schedule_time() or entry.created_at
+            if spec_changed and previous is not None:
+                since = max(since, now)
+            entry.pending = pending_for(entry.facts(), entry.schedule.next_run_after(since))
         elif spec_changed:
             # New to us: an edit or a resume is a fresh start (no burst of missed
             # runs); first sight after a (re)start picks up where status left off.
@@ -422,6 +472,7 @@ class WatchState:
             or entry.spec is None
             or entry.spec.one_shot
             or entry.calendar_spec is not None
+            or entry.after_spec is not None
         )
 
     def shows(self, entry: JobEntry) -> tuple[dt.datetime, ...]:

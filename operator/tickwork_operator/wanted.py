@@ -28,6 +28,7 @@ from tickwork.kube.status import (
     updated,
     with_condition,
 )
+from tickwork_operator.dependencies import after_status
 from tickwork_operator.entry import JobEntry, recorded_streak
 
 
@@ -162,6 +163,7 @@ def wanted_share(entry: JobEntry, *, now: dt.datetime, keeps_schedule: bool) -> 
         failure_streak=recorded_streak(entry.streak),
         last_resume_token=entry.resumed_token,
         backfills=entry.backfill_progress(),
+        after=after_status(entry, now=now),
     )
     paused = pause_text(entry)
     last = entry.observed.last_run

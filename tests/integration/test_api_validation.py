@@ -15,6 +15,7 @@ from kubernetes.client.rest import ApiException
 
 from tickwork.api import models
 from tickwork_dev.devcluster.cluster import Cluster
+from tickwork_dev.devcluster.components import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 ALL_EXAMPLES = sorted((ROOT / "manifests" / "examples").rglob("*.yaml"))
@@ -199,10 +200,16 @@ def test_kubectl_get_shows_the_printer_columns(cluster: Cluster, crd: None, name
 
 
 def test_kubectl_explain_describes_the_fields(cluster: Cluster, crd: None) -> None:
+    # The API server publishes a new CRD's OpenAPI a moment after it is established.
+    wait_for(
+        lambda: cluster.kubectl("explain", "scheduledjob.spec", check=False).returncode == 0,
+        timeout=60,
+        what="the ScheduledJob's OpenAPI published",
+    )
     explained = cluster.kubectl("explain", "scheduledjob.spec.retry").stdout
     assert "Attempts per run and the backoff between them." in explained
     for field in ("maxAttempts", "backoffSeconds", "maxBackoffSeconds"):
         assert field in explained
     assert "doubles with each further attempt" in explained
     status = cluster.kubectl("explain", "scheduledjob.status.activeRuns.state").stdout
-    assert "Running, or Retrying between attempts." in status
+    assert "Running, Retrying between attempts, or Waiting for a place" in status

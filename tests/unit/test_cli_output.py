@@ -291,3 +291,15 @@ def test_get_works_the_next_runs_out_when_status_keeps_no_schedule() -> None:
     assert render.next_runs(job, NOW)[0] == "2026-12-02T01:00:00Z"
     suspended = {**job, "spec": {**spec, "suspend": True}}
     assert render.next_runs(suspended, NOW) == []
+
+
+def test_a_job_that_runs_after_others_names_them_in_the_schedule_column() -> None:
+    def row(after: dict[str, object]) -> str:
+        spec = {"after": after, "task": {"echo": {"message": "hi"}}}
+        job = {"metadata": {"name": "report", "creationTimestamp": "2026-12-01T00:00:00Z"}}
+        table = render_jobs([{**job, "spec": spec}], output="table", all_namespaces=False, now=NOW)
+        return table.splitlines()[1]
+
+    both = {"jobs": [{"job": "extract"}, {"job": "load"}]}
+    assert row(both).split()[1:3] == ["after", "extract,load"]
+    assert row({**both, "require": "Any"}).split()[1:3] == ["after", "extract|load"]

@@ -195,12 +195,14 @@ class Leader:
         status: dict[str, Any] | None = None,
         generation: int = 1,
         annotations: dict[str, str] | None = None,
+        name: str = "j",
+        uid: str = UID,
     ) -> None:
         body = {
             "metadata": {
                 "namespace": "ns",
-                "name": "j",
-                "uid": UID,
+                "name": name,
+                "uid": uid,
                 "generation": generation,
                 "creationTimestamp": T0.isoformat(),
                 "resourceVersion": "7",

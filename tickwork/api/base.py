@@ -5,11 +5,13 @@ body templates) with their Python twins of the CEL rules."""
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 import urllib.parse
 from typing import Annotated, Any
 
 from pydantic import (
+    AwareDatetime,
     BaseModel,
     ConfigDict,
     Field,
@@ -94,6 +96,14 @@ CronText = Annotated[
     ),
     AfterValidator(_check_cron),
 ]
+
+
+def _utc(moment: dt.datetime) -> dt.datetime:
+    return moment.astimezone(dt.UTC)
+
+
+#: An instant in status: read in any offset, kept and written in UTC ("...Z").
+Instant = Annotated[AwareDatetime, AfterValidator(_utc)]
 ZoneName = Annotated[
     StrictStr,
     Field(min_length=1, max_length=64, pattern=rules.ZONE_PATTERN),

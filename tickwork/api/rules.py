@@ -92,10 +92,13 @@ class CelRule:
 #: CEL: the spec is recurring (one schedule, or several).
 _RECURRING = "has(self.schedule) || has(self.schedules)"
 SCHEDULE_XOR_RUN_AT = CelRule(
-    rule="[has(self.schedule), has(self.schedules), has(self.runAt)].filter(x, x).size() == 1",
+    rule="[has(self.schedule), has(self.schedules), has(self.runAt), has(self.after)]"
+    ".filter(x, x).size() == 1",
     message="set exactly one of spec.schedule (a cron expression, for recurring runs), "
-    "spec.schedules (several of them) or spec.runAt (an RFC 3339 time, for a single run)",
+    "spec.schedules (several of them), spec.runAt (an RFC 3339 time, for a single run) "
+    "or spec.after (runs after other jobs' runs)",
 )
+
 BOUNDS_NEED_SCHEDULE = CelRule(
     rule=f"!has(self.notBefore) && !has(self.notAfter) || {_RECURRING}",
     message="notBefore and notAfter bound a recurring schedule: remove them, or use "

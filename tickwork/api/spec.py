@@ -19,6 +19,7 @@ from pydantic import (
 )
 
 from tickwork.api import rules
+from tickwork.api.after import After
 from tickwork.api.base import CronText, ShortText, ZoneName, _cel, _list_map, _Model
 from tickwork.api.calendar import JobCalendars
 from tickwork.api.tasks import Task
@@ -28,7 +29,7 @@ from tickwork.core.catchup import CatchupPolicy, CatchupRule
 from tickwork.core.daylight import DaylightSavingChoice, RepeatedTime, SkippedTime
 from tickwork.core.interval import interval_schedule, is_interval, parse_interval
 from tickwork.core.planning import ConcurrencyPolicy
-from tickwork.core.schedule import OneShotSchedule, Schedule, cron_schedule
+from tickwork.core.schedule import NO_RUNS, OneShotSchedule, Schedule, cron_schedule
 from tickwork.core.schedule_set import union
 
 
@@ -219,6 +220,10 @@ class ScheduledJobSpec(_Model):
     shifts or is skipped. Unset: Debian cron's rules (a fixed-time job runs a repeated time
     once and a skipped one right after the jump; a job whose minute or hour starts with *
     follows the clock)."""
+    after: After | None = None
+    """Run after other jobs of the namespace (instead of a schedule): once all (or any) of
+    them ended a run as named; each run gets the upstream run's ID as parameter
+    upstreamRun (docs/scheduling.md, "Run after other jobs")."""
     calendars: JobCalendars | None = None
     """Recurring jobs only: Calendars of the job's namespace whose days the runs keep off
     (notOn) or keep to (onlyOn). A run on a day they rule out is not due at all (not
@@ -285,7 +290,12 @@ class ScheduledJobSpec(_Model):
 
     @model_validator(mode="after")
     def _schedule_xor_run_at(self) -> Self:
-        given = (self.schedule is not None, self.schedules is not None, self.run_at is not None)
+        given = (
+            self.schedule is not None,
+            self.schedules is not None,
+            self.run_at is not None,
+            self.after is not None,
+        )
         if sum(given) != 1:
             raise ValueError(rules.SCHEDULE_XOR_RUN_AT.message)
         if self.ttl_seconds_after_finished is not None and self.run_at is None:
@@ -348,6 +358,8 @@ class ScheduledJobSpec(_Model):
         same instants."""
         if self.run_at is not None:
             return OneShotSchedule(self.run_at)
+        if self.after is not None:
+            return NO_RUNS  # the operator plans its runs from the upstream jobs' runs
         entries = (
             [(self.schedule, self.time_zone)]
             if self.schedule is not None

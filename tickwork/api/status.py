@@ -3,36 +3,26 @@ one writer: ``tickwork/kube/status.py``), with the bounds that keep it small."""
 
 from __future__ import annotations
 
-import datetime as dt
 import enum
 from collections.abc import Sequence
 from typing import Annotated, Any
 
 from pydantic import (
-    AwareDatetime,
     ConfigDict,
     Field,
     StrictBool,
     StrictInt,
     StrictStr,
 )
-from pydantic.functional_validators import AfterValidator
 
-from tickwork.api.base import _list_map, _Model
+from tickwork.api.after import AfterStatus
+from tickwork.api.base import Instant, _list_map, _Model
 from tickwork.api.spec import BackfillName
 from tickwork.core.backfill import MAX_BACKFILLS
 from tickwork.core.failures import STREAK_RUN_IDS
 from tickwork.core.params import MAX_PARAMS, PARAMS_TEXT_LIMIT
 from tickwork.core.planning import BUFFER_LIMIT, NEXT_RUNS
 from tickwork.core.states import JobPhase, RunState
-
-
-def _utc(moment: dt.datetime) -> dt.datetime:
-    return moment.astimezone(dt.UTC)
-
-
-#: An instant in status: read in any offset, kept and written in UTC ("...Z").
-Instant = Annotated[AwareDatetime, AfterValidator(_utc)]
 
 
 class ConditionStatus(enum.StrEnum):
@@ -280,6 +270,9 @@ class OperatorStatus(_Model):
     """The last tickwork.dev/run-now token acted on (each token starts one run)."""
     queued_run: QueuedRun | None = None
     """The run the operator published last (it stays after the run ended)."""
+    after: AfterStatus | None = None
+    """spec.after: which jobs this job waits for, since when (written by the operator
+    as the upstream jobs' runs end)."""
     last_requeue_token: Annotated[StrictStr, Field(max_length=253)] | None = None
     """The last tickwork.dev/requeue token acted on."""
     last_purge_token: Annotated[StrictStr, Field(max_length=253)] | None = None

@@ -107,10 +107,15 @@ def next_runs(job: dict[str, Any], now: dt.datetime) -> list[str]:
 
 
 def _schedule_text(spec: dict[str, Any]) -> str:
-    """The SCHEDULE column: the cron or interval, several joined by "; ", or the run's time."""
+    """The SCHEDULE column: the cron or interval, several joined by "; ", the run's time,
+    or the jobs it runs after ("after a,b" for All, "after a|b" for Any)."""
     entries = spec.get("schedules")
     if isinstance(entries, list):
         return "; ".join(str(e.get("schedule", "?")) for e in entries if isinstance(e, dict))
+    after = spec.get("after")
+    if isinstance(after, dict):
+        jobs = [str(u.get("job", "?")) for u in after.get("jobs") or [] if isinstance(u, dict)]
+        return "after " + ("|" if after.get("require") == "Any" else ",").join(jobs)
     return str(spec.get("schedule") or f"at {spec.get('runAt', '?')}")
 
 

@@ -230,6 +230,26 @@ class OneShotSchedule:
         return int(after < self.run_at <= until)
 
 
+class NoRuns:
+    """No run at all: a job whose runs are started by other jobs' runs (``spec.after``),
+    which the operator plans from those (tickwork.core.after)."""
+
+    def next_run_after(self, moment: dt.datetime) -> dt.datetime | None:
+        del moment  # none after any moment
+        return None
+
+    def last_run_at_or_before(self, moment: dt.datetime) -> dt.datetime | None:
+        del moment
+        return None
+
+    def count_runs_between(self, after: dt.datetime, until: dt.datetime) -> int:
+        del after, until
+        return 0
+
+
+NO_RUNS = NoRuns()
+
+
 class Schedule(Protocol):
     """What the watcher needs of any schedule; all instants are aware datetimes."""
 
