@@ -12,7 +12,9 @@ a child process whose ``PYTHONPATH`` is the tree measured:
 * ``mixed``: this tree, the runs a third each High, Normal and Low;
 * ``keyed``: this tree, every run naming one key with a limit of 5: of each claim of
   ten, five run and five are claimed to wait and handed to the key's list (as a
-  worker does after writing their Waiting entry, which is not measured here).
+  worker does after writing their Waiting entry, which is not measured here);
+* ``keyed_before``: the same runs on the previous tree, whose claim set waiting runs
+  aside at once (and showed them nowhere).
 
 A child enqueues ``--runs`` messages, then claims them ten at a time and
 acknowledges each, as a worker does, and reports runs per second (enqueue to last
@@ -67,7 +69,7 @@ async def main(url, queue, runs, kind):
 
     def message(n):
         extra = {"priority": LEVELS[n % 3]} if kind == "mixed" and LEVELS[n % 3] else {}
-        if kind == "keyed":
+        if kind.startswith("keyed"):
             extra = {"concurrency_key": "bench/db", "concurrency_limit": 5}
         return RunMessage(
             run_id=f"uid-{n}.20261207T000000Z", namespace="bench", name=f"job-{n}",
@@ -112,13 +114,13 @@ def _round(tree: Path, url: str, queue: str, runs: int, *, kind: str) -> dict[st
 def _plot(report: dict[str, Any], path: Path) -> None:
     plt = pyplot()
     figure, axis = plt.subplots(figsize=(7, 4))
-    kinds = ["before", "after", "mixed", "keyed"]
+    kinds = ["before", "after", "mixed", "keyed_before", "keyed"]
     for index, kind in enumerate(kinds):
         values = [r["runs_per_second"] for r in report["rounds"][kind]]
         axis.scatter([index] * len(values), values, label=kind)
     axis.set_xticks(
         range(len(kinds)),
-        ["previous main", "neither set", "three priorities", "one key, limit 5"],
+        ["previous main", "neither set", "3 priorities", "key (previous)", "one key, limit 5"],
     )
     axis.set_ylabel("runs per second (enqueue, claim, ack)")
     axis.set_title("The run queue with priorities and concurrency keys")
@@ -131,7 +133,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=20_000)
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args(argv)
-    kinds = {"before": args.before, "after": HERE, "mixed": HERE, "keyed": HERE}
+    kinds = {
+        "before": args.before,
+        "after": HERE,
+        "mixed": HERE,
+        "keyed_before": args.before,
+        "keyed": HERE,
+    }
     rounds: dict[str, list[dict[str, float]]] = {kind: [] for kind in kinds}
     with tempfile.TemporaryDirectory(prefix="priorities-") as tmp:
         redis = RedisServer(workdir=Path(tmp) / "redis")
@@ -163,6 +171,9 @@ def main(argv: list[str] | None = None) -> int:
         ),
         "runs_per_second_keyed_over_after": round(
             median("keyed", "runs_per_second") / median("after", "runs_per_second"), 3
+        ),
+        "runs_per_second_keyed_over_keyed_before": round(
+            median("keyed", "runs_per_second") / median("keyed_before", "runs_per_second"), 3
         ),
         "redis_commands_per_run": {
             kind: round(median(kind, "redis_commands_per_run"), 2) for kind in rounds

@@ -321,6 +321,7 @@ def _minutes(*offsets: int) -> list[dt.datetime]:
         ({}, {"phase": "Paused"}, []),
         ({}, {"phase": "Completed"}, []),
         ({"runAt": "2026-12-01T09:00:00Z", "schedule": None}, {}, []),  # one-shot: the operator's
+        ({"after": {"jobs": [{"job": "extract"}]}, "schedule": None}, {"nextRunAt": LATER}, []),
     ],
     ids=[
         "every-minute",
@@ -331,6 +332,7 @@ def _minutes(*offsets: int) -> list[dt.datetime]:
         "paused",
         "completed",
         "one-shot",
+        "after-other-jobs",
     ],
 )
 def test_a_run_shows_the_runs_of_its_schedule_that_follow_it(

@@ -255,13 +255,15 @@ def next_runs_shown(job: ScheduledJob, message: RunMessage) -> list[dt.datetime]
     * None (the fields leave, where this run's manager holds them) for a one-shot,
       suspended, paused, completed or invalid job: the operator shows no next run
       there, and writes so itself when it decides it; and for a job that names
-      Calendars: only the operator follows them, and shows its next runs itself.
+      Calendars or runs after other jobs: only the operator follows those, and shows
+      its next runs itself.
 
     The operator works these out from the same spec (:func:`upcoming`), and writes
     them itself whenever no run's record is on its way to do so."""
     spec, status = job.spec, job.status
     held = (JobPhase.SUSPENDED, JobPhase.PAUSED, JobPhase.COMPLETED, JobPhase.INVALID)
-    if spec.one_shot or spec.calendars is not None or spec.suspend or status.phase in held:
+    operator_shows = spec.calendars is not None or spec.after is not None
+    if spec.one_shot or operator_shows or spec.suspend or status.phase in held:
         return []
     due = message.scheduled_at
     if due is None or not on_schedule(message):
