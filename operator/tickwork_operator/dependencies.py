@@ -16,9 +16,10 @@ from collections.abc import Mapping
 
 from tickwork.api.after import AfterStatus, UpstreamOutcome, UpstreamRun
 from tickwork.api.models import ScheduledJobSpec
-from tickwork.core.after import AfterSchedule, Finish, find_cycle, whole_second
+from tickwork.core.after import AfterSchedule, Finish, WindowedAfter, find_cycle, whole_second
 from tickwork.core.params import PARAMS_TEXT_LIMIT
 from tickwork.core.runs import belongs_to
+from tickwork.core.schedule import Schedule
 from tickwork.core.states import RunState
 from tickwork_operator.entry import JobEntry, JobKey
 
@@ -77,10 +78,17 @@ _NONE: set[JobKey] = set()
 
 
 def plan(
-    key: JobKey, spec: ScheduledJobSpec, book: DependencyBook, jobs: Mapping[JobKey, JobEntry]
-) -> tuple[ScheduledJobSpec | None, AfterSchedule | None, str | None]:
+    key: JobKey,
+    spec: ScheduledJobSpec,
+    book: DependencyBook,
+    jobs: Mapping[JobKey, JobEntry],
+    *,
+    created: dt.datetime,
+) -> tuple[ScheduledJobSpec | None, Schedule | None, str | None]:
     """The spec and schedule of a job that runs after others, from their runs as
-    ``jobs`` holds them; Invalid (no spec, the reason) while it is on a cycle."""
+    ``jobs`` holds them (within the windows of its own schedule, if it has one;
+    ``created`` anchors an @every one); Invalid (no spec, the reason) while it is on a
+    cycle."""
     assert spec.after is not None  # noqa: S101 - only jobs that run after others
     cycle = book.cycle(key)
     if cycle is not None:
@@ -97,13 +105,21 @@ def plan(
         entry = jobs.get((key[0], upstream.job))
         if entry is not None and (found := latest_finish(entry, _COUNTS[upstream.outcome])):
             finishes[upstream.job] = found
-    schedule = AfterSchedule(
+    ends = AfterSchedule(
         jobs=tuple(u.job for u in spec.after.jobs),
         finishes=tuple(finishes.values()),
         require_all=spec.after.require.value == "All",
         timeout=dt.timedelta(seconds=spec.after.timeout_seconds),
     )
-    return spec, schedule, None
+    if not spec.recurring:
+        return spec, ends, None
+    window = spec.after.window_seconds
+    windowed = WindowedAfter(
+        own=spec.schedule_of(created),
+        upstream=ends,
+        window=dt.timedelta(seconds=window) if window is not None else None,
+    )
+    return spec, windowed, None
 
 
 def latest_finish(entry: JobEntry, outcomes: frozenset[RunState]) -> Finish | None:
@@ -135,7 +151,7 @@ def ends_of(entry: JobEntry | None) -> tuple[str, ...]:
 
 def after_status(entry: JobEntry, *, now: dt.datetime) -> AfterStatus | None:
     """``status.after`` of a job that runs after others: what it waits for, since when."""
-    if not isinstance(entry.schedule, AfterSchedule):
+    if not isinstance(entry.schedule, AfterSchedule | WindowedAfter):
         return None
     moment = entry.last_schedule_time() or entry.created_at
     progress = entry.schedule.progress(moment, now)
@@ -150,9 +166,14 @@ def trigger_params(entry: JobEntry, scheduled_at: dt.datetime) -> dict[str, str]
     """The parameters of the run due at ``scheduled_at`` of a job that runs after others:
     the upstream run that made it due (``upstreamRun``, the last of them to end) and its
     job (``upstreamJob``, left out where both would pass the parameters' limit)."""
-    if not isinstance(entry.schedule, AfterSchedule):
+    schedule = entry.schedule
+    since = entry.last_schedule_time() or entry.created_at
+    if isinstance(schedule, WindowedAfter):
+        found = schedule.trigger(since, scheduled_at)
+    elif isinstance(schedule, AfterSchedule):
+        found = next((f for f in schedule.finishes if f.at == scheduled_at), None)
+    else:
         return None
-    found = next((f for f in entry.schedule.finishes if f.at == scheduled_at), None)
     if found is None:
         return None
     params = {"upstreamRun": found.run_id, "upstreamJob": found.job}

@@ -26,6 +26,7 @@ from tickwork.api.models import (
 )
 from tickwork.api.sharing import shared_instants
 from tickwork.api.spec import Priority
+from tickwork.core.after import WindowedAfter
 from tickwork.core.annotations import same_trigger, trigger_key
 from tickwork.core.failures import FinishedRun, Streak, follow, restart
 from tickwork.core.planning import JobFacts, PendingRun, upcoming
@@ -321,7 +322,8 @@ class JobEntry:
             return False
         if self.spec.one_shot:
             return last_schedule_time is not None
-        return self.spec.not_after is not None and self.schedule.next_run_after(now) is None
+        own = self.schedule.own if isinstance(self.schedule, WindowedAfter) else self.schedule
+        return self.spec.not_after is not None and own.next_run_after(now) is None
 
     def last_schedule_time(self) -> dt.datetime | None:
         """The latest run published: as status shows it, or as this replica published

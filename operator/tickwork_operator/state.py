@@ -234,7 +234,9 @@ class WatchState:
             after = spec if spec is not None and spec.after is not None else None
             edges_changed = self.dependencies.use(key, after)
             if after is not None:
-                spec, schedule, invalid = plan(key, after, self.dependencies, self.jobs)
+                spec, schedule, invalid = plan(
+                    key, after, self.dependencies, self.jobs, created=created_at(body, now)
+                )
         held = (previous.wanted, previous.written) if previous else ()
         apart = not self.schedule_in_status and spec is not None and not spec.one_shot
         # The operator shows the next runs of a job that names calendars or runs after others.
@@ -413,7 +415,7 @@ class WatchState:
             if entry.after_spec is not None:
                 # Planned from its last run: the upstream runs that ended since count.
                 entry.spec, entry.schedule, entry.invalid_reason = plan(
-                    key, entry.after_spec, self.dependencies, self.jobs
+                    key, entry.after_spec, self.dependencies, self.jobs, created=entry.created_at
                 )
                 entry.upcoming_runs = ()
                 self._plan(entry, entry, spec_changed=False, now=now)

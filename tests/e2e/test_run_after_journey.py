@@ -2,7 +2,8 @@
 operator and a worker. `report` runs after both `extract` and `load` succeeded, once,
 with the run that completed the set as its parameter; while it waits, status.after
 says for which job and since when. `alert` runs after `extract` failed: it never runs.
-Two jobs that run after one another are Invalid, the cycle named."""
+`daily` runs after `extract` within the 10-second windows of its own `@every 20s`
+schedule. Two jobs that run after one another are Invalid, the cycle named."""
 
 from __future__ import annotations
 
@@ -106,3 +107,32 @@ def _whole(instant: str) -> str:
     if moment.microsecond:
         moment = moment.replace(microsecond=0) + dt.timedelta(seconds=1)
     return rfc3339(moment)
+
+
+def test_with_a_schedule_a_job_runs_after_its_upstream_within_a_window(
+    start_operator: Callable[..., TickworkProcess],
+    start_worker: Callable[..., TickworkProcess],
+    jobs: Jobs,
+) -> None:
+    """Windows open every 20 s from notBefore and last 10 s: the run is due as extract's
+    run ends if that is within a window, else when the next window opens."""
+    lead(start_operator(TICKWORK_OPERATOR_NAMESPACES=jobs.namespace))
+    start_worker()
+    anchor = dt.datetime.now(dt.UTC).replace(microsecond=0) + dt.timedelta(seconds=2)
+    after = {"jobs": [{"job": "extract"}], "windowSeconds": 10}
+    spec = {"schedule": "@every 20s", "notBefore": rfc3339(anchor), "after": after}
+    jobs.create("daily", {**spec, "task": ECHO})
+    # extract ends between two windows (14 s after the first opened), as a rule.
+    jobs.create("extract", {"runAt": rfc3339(anchor + dt.timedelta(seconds=14)), "task": ECHO})
+    wait_for(
+        lambda: (jobs.status("daily").get("lastRun") or {}).get("outcome") == "Succeeded",
+        timeout=90,
+        interval=0.5,
+        what="daily's run",
+    )
+    ended = dt.datetime.fromisoformat(_whole(jobs.status("extract")["lastRun"]["finishedAt"]))
+    since_opening = (ended - anchor).total_seconds() % 20
+    due = ended if since_opening < 10 else ended + dt.timedelta(seconds=20 - since_opening)
+    daily = jobs.status("daily")["lastRun"]
+    assert daily["scheduledAt"] == rfc3339(due), (rfc3339(ended), daily)
+    assert daily["params"]["upstreamJob"] == "extract"

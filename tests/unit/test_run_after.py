@@ -8,10 +8,13 @@ import datetime as dt
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.unit.test_operator_decisions import T0, Leader, messages
-from tickwork.core.after import AfterSchedule, Finish, find_cycle, whole_second
+from tickwork.core.after import AfterSchedule, Finish, WindowedAfter, find_cycle, whole_second
 from tickwork.core.runs import scheduled_run_id
+from tickwork.core.schedule import cron_schedule
 
 pytestmark = pytest.mark.unit
 
@@ -90,6 +93,99 @@ def test_any_is_due_at_each_upstream_run_that_ended_after_the_last_run() -> None
 def test_an_end_is_an_instant_of_whole_seconds_rounded_up() -> None:
     assert whole_second(at(1.2)) == at(2)
     assert whole_second(at(3)) == at(3)
+
+
+DAY = dt.datetime(2026, 12, 1, tzinfo=dt.UTC)
+
+
+def on_day(hours: float, day: int = 0) -> dt.datetime:
+    return DAY + dt.timedelta(days=day, hours=hours)
+
+
+def windowed(*ends: tuple[str, dt.datetime], window: float | None = 1.0) -> WindowedAfter:
+    """A job at 02:00 every day (its window an hour long, or until the next 02:00)."""
+    return WindowedAfter(
+        own=cron_schedule("0 2 * * *", "UTC"),
+        upstream=AfterSchedule(
+            jobs=("extract",), finishes=tuple(Finish(j, f"{j}-{at:%H%M}", at) for j, at in ends)
+        ),
+        window=dt.timedelta(hours=window) if window is not None else None,
+    )
+
+
+@pytest.mark.parametrize(
+    ("ended", "due"),
+    [
+        (on_day(1.5), on_day(2)),  # before the window opened, after the last one: at 02:00
+        (on_day(2.25), on_day(2.25)),  # within the window: as it ends
+        (on_day(3.5), on_day(2, day=1)),  # after the window closed: the next one's opening
+        (on_day(1.5, day=-1), None),  # before yesterday's window: counted then, not now
+    ],
+    ids=["before", "within", "after-it-closed", "too-old"],
+)
+def test_with_a_schedule_a_run_starts_within_a_window_its_upstream_runs_made(
+    ended: dt.datetime, due: dt.datetime | None
+) -> None:
+    schedule = windowed(("extract", ended))
+    since = on_day(0)  # created at midnight
+    assert schedule.next_run_after(since) == due
+    if due is not None:  # the planner's view of the same run, when it decides it
+        assert schedule.last_run_at_or_before(due) == due
+        assert schedule.count_runs_between(due - dt.timedelta(microseconds=1), due) == 1
+        assert schedule.next_run_after(due) is None  # its upstream run counted once
+        found = schedule.trigger(since, due)
+        assert found is not None
+        assert found.at == ended
+
+
+def test_without_a_window_length_a_window_lasts_until_the_next_instant() -> None:
+    late = windowed(("extract", on_day(23)), window=None)
+    assert late.next_run_after(on_day(0)) == on_day(23)
+    assert windowed(("extract", on_day(23))).next_run_after(on_day(0)) == on_day(2, day=1)
+
+
+def _brute_force(
+    ends: list[dt.datetime], since: dt.datetime, window: float | None
+) -> dt.datetime | None:
+    """The first run after ``since``, walking the daily windows one by one: the window
+    opening at T counts the runs that ended after max(since, T - 1 day); all must
+    have one (All), the run is due at max(T, the last end), before the window closes."""
+    opening = since.replace(hour=2, minute=0, second=0, microsecond=0) - dt.timedelta(days=1)
+    for _ in range(12):
+        cursor = max(since, opening - dt.timedelta(days=1))
+        counted = [e for e in ends if e > cursor]
+        closes = opening + dt.timedelta(hours=window or 24)
+        if len(counted) == len(ends) and max(counted) - min(counted) <= dt.timedelta(days=1):
+            due = max(opening, *counted)
+            if due > since and due < closes:
+                return due
+        opening += dt.timedelta(days=1)
+    return None
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    first=st.integers(min_value=0, max_value=4 * 24 * 60),
+    second=st.integers(min_value=0, max_value=4 * 24 * 60),
+    since=st.integers(min_value=0, max_value=4 * 24 * 60),
+    window=st.sampled_from([None, 0.5, 1.0, 6.0]),
+)
+def test_windows_agree_with_walking_every_window(
+    first: int, second: int, since: int, window: float | None
+) -> None:
+    """Two upstream jobs, a daily 02:00 window, ends and the job's last run anywhere in
+    four days (minutes): the few windows looked at find what walking all of them finds."""
+    ends = [DAY + dt.timedelta(minutes=first), DAY + dt.timedelta(minutes=second)]
+    schedule = WindowedAfter(
+        own=cron_schedule("0 2 * * *", "UTC"),
+        upstream=AfterSchedule(
+            jobs=("extract", "load"),
+            finishes=(Finish("extract", "e", ends[0]), Finish("load", "l", ends[1])),
+        ),
+        window=dt.timedelta(hours=window) if window is not None else None,
+    )
+    moment = DAY + dt.timedelta(minutes=since)
+    assert schedule.next_run_after(moment) == _brute_force(ends, moment, window)
 
 
 @pytest.mark.parametrize(
@@ -243,3 +339,31 @@ async def test_another_namespaces_job_of_the_same_name_counts_for_nothing() -> N
     }
     leader.state.observe(body, now=at(11))
     assert leader.state.jobs[("ns", "report")].pending is None
+
+
+@pytest.mark.asyncio
+async def test_with_a_schedule_the_operator_starts_runs_only_within_its_windows() -> None:
+    hour = dt.datetime(2026, 12, 1, 9, tzinfo=dt.UTC)
+    leader = Leader(hour - dt.timedelta(minutes=30))
+    leader.observe(ONE_SHOT, name="extract", uid=EXTRACT)
+    spec = {"schedule": "0 * * * *", **after("extract", windowSeconds=600)}
+    leader.observe(spec, name="report", uid=REPORT)
+    assert leader.state.jobs[("ns", "report")].pending is None  # no upstream run yet
+
+    def ends(minutes: float) -> None:
+        leader.t = (hour + dt.timedelta(minutes=minutes)).timestamp()
+        status = upstream_status(EXTRACT, (hour - T0).total_seconds() + minutes * 60)
+        leader.observe(ONE_SHOT, name="extract", uid=EXTRACT, status=status)
+
+    ends(5)  # within 09:00's window: due as it ends
+    report = leader.state.jobs[("ns", "report")]
+    assert report.pending is not None
+    assert report.pending.scheduled_at == hour + dt.timedelta(minutes=5)
+    await leader.tick_at(hour + dt.timedelta(minutes=5, seconds=1))
+    [message] = [m for m in await messages(leader) if m.name == "report"]
+    assert message.params is not None
+    assert message.params["upstreamJob"] == "extract"
+    ends(30)  # after 09:00's window closed: at 10:00's opening
+    report = leader.state.jobs[("ns", "report")]
+    assert report.pending is not None
+    assert report.pending.scheduled_at == hour + dt.timedelta(hours=1)

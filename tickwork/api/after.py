@@ -23,6 +23,8 @@ class UpstreamOutcome(enum.StrEnum):
 
 
 class AfterRequire(enum.StrEnum):
+    """Whether every job listed must have ended a run (All), or any one (Any)."""
+
     ALL = "All"
     ANY = "Any"
 
@@ -53,6 +55,11 @@ class After(_Model):
     require: AfterRequire = AfterRequire.ALL
     """All: a run starts once every job listed has ended a run as named since this
     job's last run; Any: each run of a job listed that ends as named starts one."""
+    window_seconds: Annotated[StrictInt, Field(ge=10, le=31622400)] | None = None
+    """With schedule or schedules: each of their instants opens a window this long (unset:
+    until the next instant). The window's run starts at its opening once the jobs
+    listed ended runs as asked since the window before it opened, or as soon as they
+    do within it; a window they miss has no run."""
     timeout_seconds: Annotated[StrictInt, Field(ge=10, le=604800)] = 86400
     """All: the runs that count must end within this many seconds of one another. A run
     that ended earlier no longer counts: the jobs listed must end again (status.after

@@ -92,11 +92,22 @@ class CelRule:
 #: CEL: the spec is recurring (one schedule, or several).
 _RECURRING = "has(self.schedule) || has(self.schedules)"
 SCHEDULE_XOR_RUN_AT = CelRule(
-    rule="[has(self.schedule), has(self.schedules), has(self.runAt), has(self.after)]"
-    ".filter(x, x).size() == 1",
+    rule="[has(self.schedule), has(self.schedules), has(self.runAt)].filter(x, x).size() == "
+    "(has(self.after) && !has(self.schedule) && !has(self.schedules) ? 0 : 1)",
     message="set exactly one of spec.schedule (a cron expression, for recurring runs), "
     "spec.schedules (several of them), spec.runAt (an RFC 3339 time, for a single run) "
-    "or spec.after (runs after other jobs' runs)",
+    "or spec.after (runs after other jobs' runs; with a schedule, within its windows)",
+)
+AFTER_ALONE_OR_RECURRING = CelRule(
+    rule="!has(self.after) || !has(self.runAt) && !has(self.calendars) && !has(self.catchup) "
+    "&& (!has(self.backfills) || size(self.backfills) == 0)",
+    message="spec.after goes alone or with schedule or schedules (its windows): not with "
+    "runAt, calendars, catchup or backfills",
+)
+AFTER_WINDOW_NEEDS_SCHEDULE = CelRule(
+    rule=f"!has(self.after) || !has(self.after.windowSeconds) || {_RECURRING}",
+    message="after.windowSeconds is the length of a window of the job's own schedule: set "
+    "schedule or schedules, or remove it",
 )
 
 BOUNDS_NEED_SCHEDULE = CelRule(

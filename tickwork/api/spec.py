@@ -183,6 +183,8 @@ class ScheduledJobSpec(_Model):
     model_config = ConfigDict(
         json_schema_extra=_cel(
             rules.SCHEDULE_XOR_RUN_AT,
+            rules.AFTER_ALONE_OR_RECURRING,
+            rules.AFTER_WINDOW_NEEDS_SCHEDULE,
             rules.TTL_NEEDS_RUN_AT,
             rules.DAYLIGHT_SAVING_NEEDS_SCHEDULE,
             rules.FAILURE_POLICY_NEEDS_SCHEDULE,
@@ -221,9 +223,10 @@ class ScheduledJobSpec(_Model):
     once and a skipped one right after the jump; a job whose minute or hour starts with *
     follows the clock)."""
     after: After | None = None
-    """Run after other jobs of the namespace (instead of a schedule): once all (or any) of
-    them ended a run as named; each run gets the upstream run's ID as parameter
-    upstreamRun (docs/scheduling.md, "Run after other jobs")."""
+    """Run after other jobs of the namespace: once all (or any) of them ended a run as
+    named; each run gets the upstream run's ID as parameter upstreamRun. Alone, or with
+    schedule or schedules: then within the windows their instants open (docs/scheduling.md,
+    "Run after other jobs")."""
     calendars: JobCalendars | None = None
     """Recurring jobs only: Calendars of the job's namespace whose days the runs keep off
     (notOn) or keep to (onlyOn). A run on a day they rule out is not due at all (not
@@ -290,13 +293,8 @@ class ScheduledJobSpec(_Model):
 
     @model_validator(mode="after")
     def _schedule_xor_run_at(self) -> Self:
-        given = (
-            self.schedule is not None,
-            self.schedules is not None,
-            self.run_at is not None,
-            self.after is not None,
-        )
-        if sum(given) != 1:
+        given = (self.schedule is not None, self.schedules is not None, self.run_at is not None)
+        if sum(given) != (0 if self.after is not None and not self.recurring else 1):
             raise ValueError(rules.SCHEDULE_XOR_RUN_AT.message)
         if self.ttl_seconds_after_finished is not None and self.run_at is None:
             raise ValueError(rules.TTL_NEEDS_RUN_AT.message)
@@ -317,6 +315,17 @@ class ScheduledJobSpec(_Model):
     def _jitter_reaches(self, text: str) -> bool:
         """Is ``text`` an interval no longer than the jitter?"""
         return is_interval(text) and self.jitter_seconds >= parse_interval(text)
+
+    @model_validator(mode="after")
+    def _after_alone_or_recurring(self) -> Self:
+        after = self.after
+        if after is None:
+            return self
+        if self.run_at or self.calendars or self.catchup or self.backfills:
+            raise ValueError(rules.AFTER_ALONE_OR_RECURRING.message)
+        if after.window_seconds is not None and not self.recurring:
+            raise ValueError(rules.AFTER_WINDOW_NEEDS_SCHEDULE.message)
+        return self
 
     @model_validator(mode="after")
     def _catchup_and_backfills(self) -> Self:
@@ -358,7 +367,7 @@ class ScheduledJobSpec(_Model):
         same instants."""
         if self.run_at is not None:
             return OneShotSchedule(self.run_at)
-        if self.after is not None:
+        if self.after is not None and not self.recurring:
             return NO_RUNS  # the operator plans its runs from the upstream jobs' runs
         entries = (
             [(self.schedule, self.time_zone)]

@@ -15,6 +15,8 @@ import datetime as dt
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from tickwork.core.schedule import Schedule
+
 
 @dataclass(frozen=True, slots=True)
 class Finish:
@@ -76,6 +78,10 @@ class AfterSchedule:
         found = self.trigger(moment)
         return found.at if found is not None else None
 
+    def first(self) -> dt.datetime | None:
+        """The instant the upstream runs known make, whenever they ended."""
+        return self.next_run_after(dt.datetime.min.replace(tzinfo=dt.UTC))
+
     def last_run_at_or_before(self, moment: dt.datetime) -> dt.datetime | None:
         """The latest instant at or before ``moment``: known only from each job's latest
         run, so with All the instant their latest runs make, if it is one."""
@@ -132,3 +138,69 @@ def find_cycle(start: str, edges: Mapping[str, tuple[str, ...]]) -> list[str] | 
         return False
 
     return path if walk(start) else None
+
+
+_EPSILON = dt.timedelta(microseconds=1)
+
+
+@dataclass(frozen=True)
+class WindowedAfter:
+    """``spec.after`` with a schedule: each instant of the job's own schedule (``own``)
+    opens a window, until ``window`` later (None: until the next instant). The
+    window's run is due at its opening once the upstream runs it counts have ended
+    (those that ended after the window before it opened, and after the job's last
+    run), or at the moment they end, if that is before the window closes. A window
+    whose upstream runs did not end in time has no run.
+
+    Only the windows around the upstream runs' ends can have one (the window an end
+    falls in, and the next), so each question looks at a handful of windows."""
+
+    own: Schedule
+    upstream: AfterSchedule
+    window: dt.timedelta | None = None
+
+    def _due(self, opens: dt.datetime, since: dt.datetime | None) -> dt.datetime | None:
+        before = self.own.last_run_at_or_before(opens - _EPSILON)
+        cursor = max(c for c in (since, before) if c is not None) if since or before else None
+        found = self.upstream.next_run_after(cursor) if cursor else self.upstream.first()
+        if found is None:
+            return None
+        due = max(found, opens)
+        closes = opens + self.window if self.window else self.own.next_run_after(opens)
+        return None if closes is not None and due >= closes else due
+
+    def _windows(self) -> set[dt.datetime]:
+        opened: set[dt.datetime] = set()
+        for finish in self.upstream.finishes:
+            for moment in (
+                self.own.last_run_at_or_before(finish.at),
+                self.own.next_run_after(finish.at),
+            ):
+                if moment is not None:
+                    opened.add(moment)
+        return opened
+
+    def _runs(self, since: dt.datetime | None) -> list[dt.datetime]:
+        return sorted({d for w in self._windows() if (d := self._due(w, since)) is not None})
+
+    def next_run_after(self, moment: dt.datetime) -> dt.datetime | None:
+        return next((d for d in self._runs(moment) if d > moment), None)
+
+    def last_run_at_or_before(self, moment: dt.datetime) -> dt.datetime | None:
+        return max((d for d in self._runs(None) if d <= moment), default=None)
+
+    def count_runs_between(self, after: dt.datetime, until: dt.datetime) -> int:
+        return sum(1 for d in self._runs(None) if after < d <= until)
+
+    def trigger(self, since: dt.datetime, due: dt.datetime) -> Finish | None:
+        """The upstream run that completed the set the run due at ``due`` counts."""
+        opens = self.own.last_run_at_or_before(due)
+        before = self.own.last_run_at_or_before(opens - _EPSILON) if opens else None
+        return self.upstream.trigger(max(since, before) if before else since)
+
+    def progress(self, moment: dt.datetime, now: dt.datetime) -> Progress:
+        """As :meth:`AfterSchedule.progress`, counting from the current window's
+        opening at the earliest."""
+        opened = self.own.last_run_at_or_before(now)
+        before = self.own.last_run_at_or_before(opened - _EPSILON) if opened else None
+        return self.upstream.progress(max(moment, before) if before else moment, now)
