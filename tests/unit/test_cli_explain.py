@@ -137,3 +137,24 @@ def test_several_schedules_list_every_entrys_runs_each_marked_on_its_own_clock()
     [job] = explain.jobs_in(SEVERAL)
     text = explain.render(job, explain.spec_of(job), found)
     assert text.splitlines()[0] == "twice-a-day: 30 2 * * *; 0 12 * * * (America/New_York)"
+
+
+def test_a_job_that_runs_after_others_says_so_and_lists_its_windows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "no-such-kubeconfig"))
+    job = tmp_path / "job.yaml"
+    after = "  after: {jobs: [{job: extract}, {job: load, outcome: Finished}], require: Any}\n"
+    alone = BERLIN.replace('  schedule: "30 2 * * *"\n', after).replace("nightly", "alone")
+    windows = BERLIN.replace("  task:", after + "  task:")
+    job.write_text(alone + "---\n" + windows)
+    code = main(["explain", "-f", str(job), "--from", "2026-12-01T00:00:00Z", "--count", "1"])
+    out = [line for line in capsys.readouterr().out.splitlines() if line]
+    assert code == 0
+    assert out[0] == "alone: after any of extract (Succeeded), load (Finished)"
+    assert out[1] == "   (runs when those jobs' runs end: no instant of its own)"
+    assert out[2] == (
+        "nightly: after any of extract (Succeeded), load (Finished), "
+        "within windows opening at: 30 2 * * * (Europe/Berlin)"
+    )
+    assert "2026-12-01T01:30:00Z" in out[4]

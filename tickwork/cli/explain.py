@@ -181,7 +181,17 @@ def render(job: dict[str, Any], spec: ScheduledJobSpec, runs: Iterable[Run]) -> 
     zone = "UTC" if isinstance(_zone(spec), dt.timezone) else spec.time_zone
     runs_at = f"runAt {spec.run_at.isoformat()}" if spec.run_at is not None else ""
     what = runs_at or "; ".join(spec.schedule_texts)
-    lines = [f"{_name(job)}: {what} ({zone})", f"{'#':>4}  {zone:<32}{'UTC':<22}NOTE"]
+    lines = [f"{_name(job)}: {what} ({zone})"]
+    if spec.after is not None:
+        require = "all" if spec.after.require.value == "All" else "any"
+        upstream = ", ".join(f"{u.job} ({u.outcome.value})" for u in spec.after.jobs)
+        lines[0] = f"{_name(job)}: after {require} of {upstream}" + (
+            f", within windows opening at: {what} ({zone})" if what else ""
+        )
+        if not what:
+            lines.append("   (runs when those jobs' runs end: no instant of its own)")
+            return "\n".join(lines)
+    lines.append(f"{'#':>4}  {zone:<32}{'UTC':<22}NOTE")
     rows = list(runs)
     for number, run in enumerate(rows, 1):
         local = f"{run.local:%Y-%m-%d %a %H:%M:%S %Z}"
