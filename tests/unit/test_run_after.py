@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 from tests.unit.test_operator_decisions import T0, Leader, messages
 from tickwork.core.after import AfterSchedule, Finish, WindowedAfter, find_cycle, whole_second
 from tickwork.core.runs import scheduled_run_id
-from tickwork.core.schedule import cron_schedule
+from tickwork.core.schedule import Schedule, cron_schedule
+from tickwork.core.schedule_set import union
 
 pytestmark = pytest.mark.unit
 
@@ -145,47 +146,69 @@ def test_without_a_window_length_a_window_lasts_until_the_next_instant() -> None
 
 
 def _brute_force(
-    ends: list[dt.datetime], since: dt.datetime, window: float | None
+    own: Schedule, ends: list[dt.datetime], since: dt.datetime, window: float | None
 ) -> dt.datetime | None:
-    """The first run after ``since``, walking the daily windows one by one: the window
-    opening at T counts the runs that ended after max(since, T - 1 day); all must
-    have one (All), the run is due at max(T, the last end), before the window closes."""
-    opening = since.replace(hour=2, minute=0, second=0, microsecond=0) - dt.timedelta(days=1)
-    for _ in range(12):
-        cursor = max(since, opening - dt.timedelta(days=1))
+    """The first run after ``since``, walking every window of ``own`` in turn: the
+    window opening at T counts the runs that ended after max(since, the opening
+    before T); all must have one (All), within a day of one another, and the run is
+    due at max(T, the last end), before the window closes."""
+    openings: list[dt.datetime] = []
+    moment: dt.datetime | None = since - dt.timedelta(days=3)
+    while moment is not None and moment < since + dt.timedelta(days=12):
+        moment = own.next_run_after(moment)
+        if moment is not None:
+            openings.append(moment)
+    for index in range(1, len(openings) - 1):
+        before, opening, following = openings[index - 1 : index + 2]
+        cursor = max(since, before)
         counted = [e for e in ends if e > cursor]
-        closes = opening + dt.timedelta(hours=window or 24)
+        closes = opening + dt.timedelta(hours=window) if window else following
         if len(counted) == len(ends) and max(counted) - min(counted) <= dt.timedelta(days=1):
             due = max(opening, *counted)
-            if due > since and due < closes:
+            if due > since and (closes is None or due < closes):
                 return due
-        opening += dt.timedelta(days=1)
     return None
+
+
+#: The job's own schedules: daily in UTC; in Berlin across the clock going forward
+#: (29 March 2026: 02:30 does not occur); two schedules, one on weekdays only.
+OWN = {
+    "utc": lambda: cron_schedule("0 2 * * *", "UTC"),
+    "berlin-dst": lambda: cron_schedule("30 2 * * *", "Europe/Berlin"),
+    "several": lambda: union(
+        [cron_schedule("0 2 * * *", "UTC"), cron_schedule("0 14 * * 1-5", "America/New_York")]
+    ),
+}
+SPRING = dt.datetime(2026, 3, 27, tzinfo=dt.UTC)
 
 
 @settings(max_examples=300, deadline=None)
 @given(
+    own=st.sampled_from(sorted(OWN)),
     first=st.integers(min_value=0, max_value=4 * 24 * 60),
     second=st.integers(min_value=0, max_value=4 * 24 * 60),
     since=st.integers(min_value=0, max_value=4 * 24 * 60),
     window=st.sampled_from([None, 0.5, 1.0, 6.0]),
 )
 def test_windows_agree_with_walking_every_window(
-    first: int, second: int, since: int, window: float | None
+    own: str, first: int, second: int, since: int, window: float | None
 ) -> None:
-    """Two upstream jobs, a daily 02:00 window, ends and the job's last run anywhere in
-    four days (minutes): the few windows looked at find what walking all of them finds."""
-    ends = [DAY + dt.timedelta(minutes=first), DAY + dt.timedelta(minutes=second)]
+    """Two upstream jobs, windows of a daily schedule (in a zone whose clock changes, or
+    two schedules), ends and the job's last run anywhere in four days (minutes): the
+    few windows looked at find what walking all of them finds."""
+    schedule_of_job = OWN[own]()
+    ends = [SPRING + dt.timedelta(minutes=first), SPRING + dt.timedelta(minutes=second)]
     schedule = WindowedAfter(
-        own=cron_schedule("0 2 * * *", "UTC"),
+        own=schedule_of_job,
         upstream=AfterSchedule(
             jobs=("extract", "load"),
             finishes=(Finish("extract", "e", ends[0]), Finish("load", "l", ends[1])),
         ),
         window=dt.timedelta(hours=window) if window is not None else None,
     )
-    moment = DAY + dt.timedelta(minutes=since)
-    assert schedule.next_run_after(moment) == _brute_force(ends, moment, window)
+    moment = SPRING + dt.timedelta(minutes=since)
+    expected = _brute_force(schedule_of_job, ends, moment, window)
+    assert schedule.next_run_after(moment) == expected
 
 
 @pytest.mark.parametrize(
