@@ -701,3 +701,18 @@ async def test_keys_of_other_namespaces_or_names_are_other_places(queue: RunQueu
     await queue.enqueue(keyed(3, key="team-a/cache"))
     claims = await queue.claim(consumer="w1", lease_seconds=30, count=3)
     assert len(claims) == 3
+
+
+# -- Notices ------------------------------------------------------------------------
+
+
+async def test_a_notice_is_told_once_and_a_namespace_at_most_so_many_a_minute(
+    queue: RunQueue,
+) -> None:
+    assert await queue.admit_notice("run-1/Failed/0", "team-a", per_minute=2) == "send"
+    assert await queue.admit_notice("run-1/Failed/0", "team-a", per_minute=2) == "duplicate"
+    assert await queue.admit_notice("run-1/Failed/1", "team-a", per_minute=2) == "send"
+    assert await queue.admit_notice("run-2/Failed/0", "team-a", per_minute=2) == "limited"
+    # A limited notice was not noted as told: another namespace's minute has room.
+    assert await queue.admit_notice("run-2/Failed/0", "team-b", per_minute=2) == "send"
+    assert await queue.admit_notice("run-2/Failed/0", "team-b", per_minute=2) == "duplicate"

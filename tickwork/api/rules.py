@@ -329,3 +329,12 @@ INIT_NAME_NOT_TASK = CelRule(
     message="an init container cannot be named 'task' (the task's own container is)",
     field_path=".name",
 )
+
+NOTIFY_URL_ONE = CelRule(
+    rule="has(self.url) != has(self.urlFrom)",
+    message="a notifier sets exactly one of url or urlFrom (a Secret's key holding the URL)",
+)
+NOTIFY_EVENTS_DISTINCT = CelRule(
+    rule="self.all(e, self.exists_one(f, f == e))",
+    message="notify[].events names each event once",
+)

@@ -22,6 +22,7 @@ from tickwork.api import rules
 from tickwork.api.after import After
 from tickwork.api.base import CronText, ShortText, ZoneName, _cel, _list_map, _Model
 from tickwork.api.calendar import JobCalendars
+from tickwork.api.notify import Notifiers
 from tickwork.api.tasks import Task
 from tickwork.core.backfill import MAX_BACKFILL_DAYS, MAX_BACKFILLS
 from tickwork.core.bounds import bounded
@@ -288,6 +289,10 @@ class ScheduledJobSpec(_Model):
     """Recurring jobs only: pause the job after runs failed in a row (pauseAfter)."""
     ttl_seconds_after_finished: Annotated[StrictInt, Field(ge=0, le=31536000)] | None = None
     """One-shot jobs only: delete the object this many seconds after its run finished."""
+    notify: Notifiers = []
+    """Up to 3 HTTP endpoints told when a run fails for good (docs/operations.md,
+    "Notifications"): retried, told once per run, at most a set number a minute per
+    namespace; a notifier that fails never holds up or fails a run."""
     task: Task
     """What each run does: exactly one of http, command, container, python, echo."""
 

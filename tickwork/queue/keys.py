@@ -36,6 +36,12 @@ Concurrency keys (only written for runs whose job names ``spec.concurrency``)::
     tickwork:{default}:key_waiting:<key> LIST run IDs waiting for a place of <key>, in
                                           order; LPUSH to wait, RPOP to return
 
+Notifications (only written when a job names ``spec.notify``)::
+
+    tickwork:{default}:notices      ZSET  "<run ID>/<event>" -> when it was told (each once;
+                                          kept a day)
+    tickwork:{default}:notice_rate  HASH  namespace -> "<minute>:<notices told in it>"
+
 Fair shares (only written when a consumer claims with a :class:`FairShare`)::
 
     tickwork:{default}:owners       HASH  run ID -> namespace, for runs counted in flight
@@ -124,6 +130,14 @@ class QueueKeys:
     @property
     def server(self) -> str:
         return self._key("server")
+
+    @property
+    def notices(self) -> str:
+        return self._key("notices")
+
+    @property
+    def notice_rate(self) -> str:
+        return self._key("notice_rate")
 
     @property
     def owners(self) -> str:
@@ -831,3 +845,27 @@ for _, id in ipairs(ids) do
 end
 return removed
 """
+
+NOTICE = (
+    _PRELUDE
+    + """
+-- KEYS: notices notice_rate
+-- ARGV: notice ("<run ID>/<event>") namespace per_minute keep_seconds
+-- Whether to tell ``notice``: 'duplicate' if it was told (kept keep_seconds),
+-- 'limited' if its namespace told per_minute this minute, else 'send' (noted told).
+local t = now()
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', t - tonumber(ARGV[4]))
+if redis.call('ZSCORE', KEYS[1], ARGV[1]) then return 'duplicate' end
+local minute = math.floor(t / 60)
+local count = 0
+local held = redis.call('HGET', KEYS[2], ARGV[2])
+if held then
+  local m, c = string.match(held, '(%d+):(%d+)')
+  if tonumber(m) == minute then count = tonumber(c) end
+end
+if count >= tonumber(ARGV[3]) then return 'limited' end
+redis.call('HSET', KEYS[2], ARGV[2], minute .. ':' .. (count + 1))
+redis.call('ZADD', KEYS[1], t, ARGV[1])
+return 'send'
+"""
+)

@@ -74,6 +74,8 @@ class MemoryRunQueue:
         self._paced: set[str] = set()  # runs delayed by their rate: start reserved
         self._consumers: dict[str, tuple[float, int]] = {}  # consumer -> (alive until, slots)
         self._keys = ConcurrencyKeys()  # concurrency keys: places held, runs waiting
+        self._notices: dict[str, float] = {}  # notice -> when it was told
+        self._notice_rate: dict[str, tuple[int, int]] = {}  # namespace -> (minute, count)
         self._wakeup = asyncio.Condition()
         self._tokens = itertools.count(1)
 
@@ -304,6 +306,20 @@ class MemoryRunQueue:
         self._ready.append(claim.run_id)
         await self._notify()
         return True
+
+    async def admit_notice(self, notice: str, namespace: str, *, per_minute: int) -> str:
+        now = self._clock()
+        self._notices = {n: t for n, t in self._notices.items() if t > now - 86400}
+        if notice in self._notices:
+            return "duplicate"
+        minute = int(now // 60)
+        held_minute, count = self._notice_rate.get(namespace, (minute, 0))
+        count = count if held_minute == minute else 0
+        if count >= per_minute:
+            return "limited"
+        self._notice_rate[namespace] = (minute, count + 1)
+        self._notices[notice] = now
+        return "send"
 
     async def reap_expired(self, *, limit: int = 1000) -> int:
         now = self._clock()

@@ -111,4 +111,10 @@ class RunQueue(Protocol):
         """Delete one dead run (or all of them); return how many."""
         ...
 
+    async def admit_notice(self, notice: str, namespace: str, *, per_minute: int) -> str:
+        """Whether to tell ``notice`` (``"<run ID>/<event>"``): ``"send"`` (noted as
+        told), ``"duplicate"`` (told already, within a day) or ``"limited"`` (the
+        namespace told ``per_minute`` this minute)."""
+        ...
+
     async def close(self) -> None: ...

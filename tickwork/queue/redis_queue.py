@@ -105,6 +105,7 @@ class RedisRunQueue:
         self._bury = register(scripts.BURY)
         self._release = register(scripts.RELEASE)
         self._wait_key = register(scripts.WAIT_KEY)
+        self._notice = register(scripts.NOTICE)
         self._reap = register(scripts.REAP)
         self._promote = register(scripts.PROMOTE)
         self._rebalance = register(scripts.REBALANCE)
@@ -262,6 +263,13 @@ class RedisRunQueue:
             [claim.run_id, claim.token],
         )
         return bool(done)
+
+    async def admit_notice(self, notice: str, namespace: str, *, per_minute: int) -> str:
+        k = self.keys
+        answer = await self._call(
+            self._notice, [k.notices, k.notice_rate], [notice, namespace, per_minute, 86400]
+        )
+        return answer.decode() if isinstance(answer, bytes) else str(answer)
 
     async def reap_expired(self, *, limit: int = _BATCH) -> int:
         k = self.keys

@@ -29,6 +29,7 @@ from tickwork.queue.messages import FairShare
 from tickwork.queue.protocol import RunQueue
 from tickwork.tracing import configured
 from tickwork_worker.metrics import WorkerMetrics
+from tickwork_worker.notify import Notifications
 from tickwork_worker.runner import Runner
 from tickwork_worker.settings import WorkerSettings
 from tickwork_worker.tasks.base import TaskKinds
@@ -124,6 +125,13 @@ async def run_worker(
             start_check_watch_seconds=settings.start_check_watch_seconds,
             stuck_seconds=settings.stuck_seconds,
             tracing=configured("tickwork-worker"),
+            notifications=Notifications(
+                queue=queue,
+                kube=kube,
+                client_for=lambda namespace: by_key[rules.of(namespace).key],
+                per_minute=settings.notices_per_minute,
+                counted=lambda outcome: metrics.notices.labels(outcome=outcome).inc(),
+            ),
         )
         worker = Worker(
             queue=queue,
@@ -173,6 +181,8 @@ async def run_worker(
                 try:
                     await worker.run(stop)
                 finally:
+                    if runner.notifications is not None:
+                        await runner.notifications.close()  # before the HTTP clients go
                     trimming.cancel()
                     with contextlib.suppress(asyncio.CancelledError):
                         await trimming

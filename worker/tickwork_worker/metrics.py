@@ -94,6 +94,13 @@ class WorkerMetrics:
         self.dead_lettered = Counter(
             "tickwork_runs_dead_lettered_total", "Runs moved to the dead-letter queue.", registry=r
         )
+        self.notices = Counter(
+            "tickwork_notices_total",
+            "Notices of spec.notify, by outcome: sent, failed (after its tries), duplicate "
+            "(told already), limited (the namespace's notices a minute).",
+            ["outcome"],
+            registry=r,
+        )
         self.duration = Histogram(
             "tickwork_run_duration_seconds",
             "Time spent executing one attempt.",

@@ -64,6 +64,7 @@ from tickwork_worker.decisions import (
 from tickwork_worker.job_access import JobAccess, RunningMarker
 from tickwork_worker.lease import Lease, LeaseLostError, heartbeat, under_lease
 from tickwork_worker.metrics import WorkerMetrics
+from tickwork_worker.notify import Notifications, failed_notice
 from tickwork_worker.tasks.base import RetryableTaskError, RunContext, TaskKinds, TaskResult
 from tickwork_worker.tasks.secrets import SecretValues
 
@@ -87,6 +88,7 @@ class Runner:
         stuck_seconds: float = 120.0,
         start_check_watch_seconds: float = 0.25,
         tracing: Tracing | None = None,
+        notifications: Notifications | None = None,
     ) -> None:
         """``stuck_seconds``: how long past its timeout a task's thread may run before
         the worker reports itself unhealthy; ``tracing``: where the runs' spans go
@@ -108,6 +110,8 @@ class Runner:
         self._leases: dict[str, Lease] = {}
         """The lease of every claim in hand, by token."""
         self.tracing = tracing or Tracing()
+        self.notifications = notifications
+        """Who tells the jobs' notifiers of failed runs (spec.notify; none: nobody)."""
         self._traces: dict[str, AttemptTrace] = {}
         """The trace of every claim in hand, by token, and how its attempt ended."""
         self._ended: dict[str, str] = {}
@@ -511,5 +515,7 @@ class Runner:
                 )
                 if not await self.queue.bury(claim, error=outcome.error or "failed"):
                     raise LeaseLostError
+                if job.spec.notify and self.notifications is not None:
+                    self.notifications.tell(job, failed_notice(claim.message, outcome))
             elif not await self.queue.ack(claim):
                 raise LeaseLostError

@@ -122,6 +122,13 @@ class WorkerSettings(BaseSettings):
         "runs commands in a container of its own without the worker's credentials; "
         "empty: commands run in the worker's container.",
     )
+    notices_per_minute: int = Field(
+        default=30,
+        ge=1,
+        le=10000,
+        description="Notices of spec.notify told per namespace and minute, across workers; "
+        "past it, a notice is dropped and counted (tickwork_notices_total{outcome=limited}).",
+    )
     previews: bool = Field(
         default=False,
         description="Keep what tasks bring back in status, with Secret values redacted: "
