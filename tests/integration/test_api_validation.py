@@ -184,6 +184,22 @@ def test_the_api_server_applies_the_models_defaults(
     assert created["spec"] == expected
 
 
+def test_a_job_that_runs_after_itself_is_refused_at_admission(
+    cluster: Cluster, crd: None, namespace: str
+) -> None:
+    """The one cycle the API server can see (a job names only itself); longer ones are
+    the operator's to find (tests/unit/test_run_after.py)."""
+    after = {"jobs": [{"job": "extract"}, {"job": "loop"}]}
+    body = _job("loop", {"after": after, "task": {"echo": {"message": "hi"}}})
+    applied = cluster.kubectl(
+        "apply", "-n", namespace, "-f", "-", input_text=json.dumps(body), check=False
+    )
+    assert applied.returncode != 0
+    assert "spec.after names the job itself" in applied.stderr
+    body["metadata"]["name"] = "not-a-loop"
+    cluster.kubectl("apply", "-n", namespace, "-f", "-", input_text=json.dumps(body))
+
+
 def test_kubectl_get_shows_the_printer_columns(cluster: Cluster, crd: None, namespace: str) -> None:
     cluster.kubectl("apply", "-n", namespace, "-f", str(ROOT / "manifests/examples/job.yaml"))
     cluster.kubectl("apply", "-n", namespace, "-f", str(ROOT / "manifests/examples/suspended.yaml"))

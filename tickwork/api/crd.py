@@ -20,7 +20,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel
 
-from tickwork.api import calendar, models
+from tickwork.api import calendar, models, rules
 
 CRD_NAME = f"{models.PLURAL}.{models.GROUP}"
 CALENDAR_CRD_NAME = f"{calendar.CALENDAR_PLURAL}.{models.GROUP}"
@@ -218,6 +218,8 @@ def build_crd(kind: Kind = SCHEDULED_JOB) -> dict[str, Any]:
         "required": ["spec"],
         "properties": properties,
     }
+    if kind is SCHEDULED_JOB:  # the one rule that reads the object's name
+        root["x-kubernetes-validations"] = [rules.AFTER_NOT_ITSELF.to_schema()]
     version: dict[str, Any] = {"name": models.VERSION, "served": True, "storage": True}
     if kind.status is not None:
         version["subresources"] = {"status": {}}

@@ -338,3 +338,8 @@ NOTIFY_EVENTS_DISTINCT = CelRule(
     rule="self.all(e, self.exists_one(f, f == e))",
     message="notify[].events names each event once",
 )
+AFTER_NOT_ITSELF = CelRule(
+    rule="!has(self.spec.after) || !self.spec.after.jobs.exists(j, j.job == self.metadata.name)",
+    message="spec.after names the job itself: a job cannot run after its own runs",
+    field_path=".spec.after.jobs",
+)
