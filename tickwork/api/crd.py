@@ -212,7 +212,7 @@ def build_crd(kind: Kind = SCHEDULED_JOB) -> dict[str, Any]:
     }
     if kind.status is not None:
         properties["status"] = structural_schema(kind.status)
-    root = {
+    root: dict[str, Any] = {
         "type": "object",
         "description": kind.description,
         "required": ["spec"],
