@@ -23,7 +23,7 @@ from tickwork_dev.devcluster.components import TickworkProcess, console_script, 
 
 pytestmark = pytest.mark.timeout(240)
 
-SLEEP = {"python": {"name": "tickwork.sleep", "kwargs": {"seconds": "2"}}}
+SLEEP = {"python": {"name": "tickwork.sleep", "kwargs": {"seconds": "4"}}}
 
 
 def _span(jobs: Jobs, name: str) -> tuple[dt.datetime, dt.datetime]:
@@ -83,7 +83,7 @@ def test_jobs_naming_one_key_run_one_at_a_time_and_others_beside_them(
         ).stdout
         for name in keyed
         if shown[name]
-    ]  # the second of the two still waits (2 s more at least) when its table is read
+    ]  # the second of the two still waits (4 s more at least) when its table is read
     assert any("Waiting" in t and "for concurrency key db" in t for t in tables), tables
 
     def succeeded(on: Jobs, name: str) -> bool:
