@@ -211,6 +211,13 @@ def test_windows_agree_with_walking_every_window(
     assert schedule.next_run_after(moment) == expected
 
 
+def test_a_cycle_through_a_chain_of_ten_thousand_jobs_is_found() -> None:
+    edges = {f"j{n}": (f"j{n + 1}",) for n in range(10_000)} | {"j10000": ("j0",)}
+    cycle = find_cycle("j0", edges)
+    assert cycle is not None
+    assert (len(cycle), cycle[0], cycle[-2], cycle[-1]) == (10_002, "j0", "j10000", "j0")
+
+
 @pytest.mark.parametrize(
     ("edges", "start", "cycle"),
     [
