@@ -5,7 +5,8 @@ to the annotation :data:`RUN_PARAMS_ANNOTATION`, beside the run-now token; the
 operator checks them here, publishes them with the run, and each task kind hands
 them on (an HTTP header and body template placeholders, Python keyword
 arguments, ``TICKWORK_PARAM_<NAME>`` environment variables). Scheduled runs have
-none.
+none; a run started by other jobs' runs (``spec.after``) has ``upstreamRun`` and
+``upstreamJob``, set by the operator.
 
 They are bounded because every record of the run keeps them (``status.runs``
 holds up to 40), and names are plain because they become environment variable
