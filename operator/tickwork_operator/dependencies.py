@@ -149,12 +149,17 @@ def ends_of(entry: JobEntry | None) -> tuple[str, ...]:
     return (*ids, last.id) if last is not None else ids
 
 
+def counted_since(entry: JobEntry) -> dt.datetime:
+    """The moment after which upstream runs count for a job that runs after others:
+    its last run (its ID names the instant), or its creation."""
+    return entry.last_schedule_time() or entry.created_at
+
+
 def after_status(entry: JobEntry, *, now: dt.datetime) -> AfterStatus | None:
     """``status.after`` of a job that runs after others: what it waits for, since when."""
     if not isinstance(entry.schedule, AfterSchedule | WindowedAfter):
         return None
-    moment = entry.last_schedule_time() or entry.created_at
-    progress = entry.schedule.progress(moment, now)
+    progress = entry.schedule.progress(counted_since(entry), now)
     return AfterStatus(
         waiting_for=list(progress.waiting_for),
         since=progress.since if progress.waiting_for else None,
@@ -166,14 +171,9 @@ def trigger_params(entry: JobEntry, scheduled_at: dt.datetime) -> dict[str, str]
     """The parameters of the run due at ``scheduled_at`` of a job that runs after others:
     the upstream run that made it due (``upstreamRun``, the last of them to end) and its
     job (``upstreamJob``, left out where both would pass the parameters' limit)."""
-    schedule = entry.schedule
-    since = entry.last_schedule_time() or entry.created_at
-    if isinstance(schedule, WindowedAfter):
-        found = schedule.trigger(since, scheduled_at)
-    elif isinstance(schedule, AfterSchedule):
-        found = next((f for f in schedule.finishes if f.at == scheduled_at), None)
-    else:
+    if not isinstance(entry.schedule, AfterSchedule | WindowedAfter):
         return None
+    found = entry.schedule.trigger_of(counted_since(entry), scheduled_at)
     if found is None:
         return None
     params = {"upstreamRun": found.run_id, "upstreamJob": found.job}

@@ -43,7 +43,7 @@ from tickwork.core.schedule import Schedule
 from tickwork.core.states import FINAL_STATES, JobPhase
 from tickwork.kube.status import CONDITION_ON_TIME, operator_body
 from tickwork_operator.calendars import CalendarBook
-from tickwork_operator.dependencies import DependencyBook, ends_of, plan
+from tickwork_operator.dependencies import DependencyBook, counted_since, ends_of, plan
 from tickwork_operator.entry import NO_ASKS, NO_IDS, IndexKey, JobEntry, JobKey
 from tickwork_operator.reading import (
     created_at,
@@ -437,7 +437,7 @@ class WatchState:
         elif entry.after_spec is not None and entry.schedule is not None:
             # Runs after others: the first instant their runs make after its own last
             # run; an edit or a resume counts no run that ended before it.
-            since = entry.last_schedule_time() or entry.created_at
+            since = counted_since(entry)
             if spec_changed and previous is not None:
                 since = max(since, now)
             entry.pending = pending_for(entry.facts(), entry.schedule.next_run_after(since))

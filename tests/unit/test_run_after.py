@@ -134,7 +134,7 @@ def test_with_a_schedule_a_run_starts_within_a_window_its_upstream_runs_made(
         assert schedule.last_run_at_or_before(due) == due
         assert schedule.count_runs_between(due - dt.timedelta(microseconds=1), due) == 1
         assert schedule.next_run_after(due) is None  # its upstream run counted once
-        found = schedule.trigger(since, due)
+        found = schedule.trigger_of(since, due)
         assert found is not None
         assert found.at == ended
 

@@ -78,6 +78,12 @@ class AfterSchedule:
         found = self.trigger(moment)
         return found.at if found is not None else None
 
+    def trigger_of(self, since: dt.datetime, due: dt.datetime) -> Finish | None:
+        """The upstream run that made the run due at ``due`` due (the last of the set
+        to end); ``since``, the job's run before it, plays no part here."""
+        del since
+        return next((f for f in self.finishes if f.at == due), None)
+
     def first(self) -> dt.datetime | None:
         """The instant the upstream runs known make, whenever they ended."""
         return self.next_run_after(dt.datetime.min.replace(tzinfo=dt.UTC))
@@ -190,8 +196,9 @@ class WindowedAfter:
     def count_runs_between(self, after: dt.datetime, until: dt.datetime) -> int:
         return sum(1 for d in self._runs(None) if after < d <= until)
 
-    def trigger(self, since: dt.datetime, due: dt.datetime) -> Finish | None:
-        """The upstream run that completed the set the run due at ``due`` counts."""
+    def trigger_of(self, since: dt.datetime, due: dt.datetime) -> Finish | None:
+        """The upstream run that completed the set the run due at ``due`` counts
+        (``since``: the job's run before it)."""
         opens = self.own.last_run_at_or_before(due)
         before = self.own.last_run_at_or_before(opens - _EPSILON) if opens else None
         return self.upstream.trigger(max(since, before) if before else since)

@@ -35,12 +35,11 @@ from tickwork.queue.protocol import RunQueue
 from tickwork_worker.decisions import Outcome, scheduled_at
 from tickwork_worker.tasks.base import RetryableTaskError
 from tickwork_worker.tasks.egress import EgressRefusedError
-from tickwork_worker.tasks.http import redact_url
+from tickwork_worker.tasks.http import RETRYABLE_4XX, redact_url
 from tickwork_worker.tasks.secrets import SecretValues
 
 logger = logging.getLogger(__name__)
 
-_RETRYABLE = frozenset({408, 429})
 #: Seconds before the second try; doubled for each one after.
 BACKOFF_SECONDS = 1.0
 #: How long a stopping worker waits for the notices on their way.
@@ -180,10 +179,10 @@ class Notifications:
         client = self.client_for(notice.namespace)
         delay = BACKOFF_SECONDS
         for attempt in range(1, self.attempts + 1):
-            why = await self._post(client, url, body, headers)
-            if why is None:
+            code, why = await self._post(client, url, body, headers)
+            if code is not None and 200 <= code < 300:  # noqa: PLR2004
                 return where
-            if why.startswith("HTTP 4") and not any(why == f"HTTP {c}" for c in _RETRYABLE):
+            if code is not None and 400 <= code < 500 and code not in RETRYABLE_4XX:  # noqa: PLR2004
                 raise PermanentTaskError(f"{where}: {why}")
             if attempt < self.attempts:
                 await asyncio.sleep(delay)
@@ -192,8 +191,9 @@ class Notifications:
 
     async def _post(
         self, client: httpx.AsyncClient, url: str, body: bytes, headers: dict[str, str]
-    ) -> str | None:
-        """None if the endpoint took the notice, else why not (never the URL)."""
+    ) -> tuple[int | None, str]:
+        """The endpoint's status code (None: no answer), and what to say of it (never
+        the URL)."""
         try:
             response = await client.post(
                 url, content=body, headers=headers, timeout=self.timeout_seconds
@@ -201,9 +201,7 @@ class Notifications:
         except EgressRefusedError:
             raise
         except httpx.HTTPError as exc:
-            return type(exc).__name__
+            return None, type(exc).__name__
         with contextlib.suppress(httpx.HTTPError):
             await response.aclose()
-        if 200 <= response.status_code < 300:  # noqa: PLR2004
-            return None
-        return f"HTTP {response.status_code}"
+        return response.status_code, f"HTTP {response.status_code}"

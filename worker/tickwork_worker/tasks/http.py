@@ -42,7 +42,8 @@ from tickwork_worker.tasks.base import (
 from tickwork_worker.tasks.egress import EgressRefusedError
 from tickwork_worker.tasks.replies import UndecodableError, codings, decoded_prefix, printable
 
-_RETRYABLE_4XX = frozenset({408, 429})
+#: The 4xx answers worth asking again (timeout, throttled); any other 4xx is permanent.
+RETRYABLE_4XX = frozenset({408, 429})
 
 
 class HttpTask:
@@ -108,7 +109,7 @@ class HttpTask:
                 f"HTTP {code}: redirects are not followed; point url at "
                 "the target, or list the code in successCodes"
             )
-        if 400 <= code < 500 and code not in _RETRYABLE_4XX:  # noqa: PLR2004
+        if 400 <= code < 500 and code not in RETRYABLE_4XX:  # noqa: PLR2004
             raise PermanentTaskError(f"HTTP {code}", detail=preview or None)
         raise RetryableTaskError(f"HTTP {code}", detail=preview or None)
 
